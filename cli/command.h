@@ -1,0 +1,39 @@
+// Subcommand registry for the `loom` binary: each cli/cmd_*.cc registers itself with
+// LOOM_REGISTER_COMMAND, so adding a subcommand is adding a file.
+#pragma once
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace loom::cli {
+
+// Thrown for bad input anywhere below main(); main prints the message on one line, exits 2.
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Exit codes shared by every subcommand.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitBadInput = 2;
+
+// add(root) creates the subcommand on `root` and returns what to run once it is chosen.
+using CommandFactory = std::function<std::function<int()>(CLI::App& root)>;
+
+struct CommandRegistration {
+  CommandRegistration(const char* name, CommandFactory factory);
+};
+
+struct RegisteredCommand {
+  std::string name;
+  CommandFactory factory;
+};
+const std::vector<RegisteredCommand>& registered_commands();
+
+}  // namespace loom::cli
+
+#define LOOM_REGISTER_COMMAND(name, factory) \
+  static const ::loom::cli::CommandRegistration loom_command_registration_##factory(name, factory)

@@ -1,0 +1,66 @@
+// The `loom` binary: parses the command line, dispatches to the chosen subcommand and turns bad
+// input into one clear line on stderr with exit status 2.
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/version.h"
+
+namespace loom::cli {
+
+namespace {
+std::vector<RegisteredCommand>& mutable_commands() {
+  static std::vector<RegisteredCommand> commands;
+  return commands;
+}
+}  // namespace
+
+CommandRegistration::CommandRegistration(const char* name, CommandFactory factory) {
+  mutable_commands().push_back({name, std::move(factory)});
+}
+
+const std::vector<RegisteredCommand>& registered_commands() { return mutable_commands(); }
+
+}  // namespace loom::cli
+
+int main(int argc, char** argv) {
+  using namespace loom::cli;
+  CLI::App app{"Loom: plan, simulate and run parallel training of large transformers"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", version_string());
+  app.failure_message(CLI::FailureMessage::simple);
+
+  auto commands = registered_commands();
+  std::sort(commands.begin(), commands.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::vector<std::pair<CLI::App*, std::function<int()>>> runners;
+  for (const auto& command : commands) {
+    auto run = command.factory(app);
+    runners.emplace_back(app.get_subcommand(command.name), std::move(run));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "loom: %s\n", e.what());
+    return kExitBadInput;
+  }
+  try {
+    for (auto& [sub, run] : runners)
+      if (sub->parsed()) return run();
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "loom: %s\n", e.what());
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loom: internal error: %s\n", e.what());
+    return kExitFailure;
+  }
+  return kExitBadInput;
+}

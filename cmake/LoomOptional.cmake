@@ -1,0 +1,18 @@
+# loom_find_optional(NAME OPTION_VAR PACKAGE ...): honour ON/OFF/AUTO for an optional dependency.
+# Sets LOOM_HAVE_<NAME>. ON fails the configure when the package is missing; AUTO quietly skips it.
+macro(loom_find_optional name option_var)
+  set(_loom_mode "${${option_var}}")
+  string(TOUPPER "${_loom_mode}" _loom_mode)
+  set(LOOM_HAVE_${name} OFF)
+  if(_loom_mode STREQUAL "ON")
+    find_package(${ARGN} REQUIRED)
+    set(LOOM_HAVE_${name} ON)
+  elseif(_loom_mode STREQUAL "AUTO")
+    find_package(${ARGN} QUIET)
+    if(${ARGV2}_FOUND)
+      set(LOOM_HAVE_${name} ON)
+    endif()
+  elseif(NOT _loom_mode STREQUAL "OFF")
+    message(FATAL_ERROR "${option_var} must be ON, OFF or AUTO, not '${${option_var}}'")
+  endif()
+endmacro()

@@ -1,0 +1,168 @@
+// JSON read/write of ClusterSpec: the cost-file schema "loom-cost/1" shared by the spec-derived
+// profiles in profiles/ and the ones `loom profile` measures.
+#include <fmt/format.h>
+
+#include "core/internal/json_fields.h"
+#include "core/json_io.h"
+#include "core/units.h"
+
+namespace loom {
+
+using internal::FieldReader;
+
+double ClusterSpec::gpu_memory_gib() const { return device.memory_bytes / kGiB; }
+
+namespace {
+
+constexpr double kHuge = 1e30;
+
+Result<LinkSpec> link_from_json(const Json& json, const std::string& what) {
+  FieldReader r(json, what);
+  LinkSpec link;
+  link.bandwidth_bytes_per_s = r.number("bandwidth_bytes_per_s", std::nullopt, 1.0, kHuge);
+  link.latency_s = r.number("latency_s", 0.0, 0.0, 10.0);
+  if (!r.ok()) return make_error(r.error());
+  return link;
+}
+
+Json link_to_json(const LinkSpec& link) {
+  Json j;
+  j["bandwidth_bytes_per_s"] = link.bandwidth_bytes_per_s;
+  j["latency_s"] = link.latency_s;
+  return j;
+}
+
+Status read_collectives(const Json& json, ClusterSpec& c) {
+  if (json.contains("fits")) {
+    if (!json["fits"].is_array()) return make_error("cost file: 'collectives.fits' must be an array");
+    for (const auto& f : json["fits"]) {
+      FieldReader r(f, "cost file: collectives.fits[]");
+      CollectiveFit fit;
+      fit.collective = r.string("collective", std::nullopt);
+      fit.level = r.string("level", std::nullopt);
+      fit.group_size = static_cast<int>(r.integer("group_size", std::nullopt, 1, 1 << 24));
+      fit.alpha_s = r.number("alpha_s", std::nullopt, 0.0, 10.0);
+      fit.bus_bandwidth_bytes_per_s = r.number("bus_bandwidth_bytes_per_s", std::nullopt, 1.0, kHuge);
+      fit.r2 = r.number("r2", 0.0, -kHuge, 1.0);
+      if (!r.ok()) return make_error(r.error());
+      c.collective_fits.push_back(fit);
+    }
+  }
+  if (json.contains("points")) {
+    if (!json["points"].is_array()) return make_error("cost file: 'collectives.points' must be an array");
+    for (const auto& p : json["points"]) {
+      FieldReader r(p, "cost file: collectives.points[]");
+      CollectivePoint point;
+      point.collective = r.string("collective", std::nullopt);
+      point.level = r.string("level", std::nullopt);
+      point.group_size = static_cast<int>(r.integer("group_size", std::nullopt, 1, 1 << 24));
+      point.bytes = r.number("bytes", std::nullopt, 1.0, kHuge);
+      point.seconds = r.number("seconds", std::nullopt, 1e-12, 1e6);
+      if (!r.ok()) return make_error(r.error());
+      c.collective_points.push_back(point);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<ClusterSpec> cluster_from_json(const Json& json) {
+  FieldReader top(json, "cost file");
+  ClusterSpec c;
+  c.name = top.string("name", std::nullopt);
+  c.description = top.string("description", std::string());
+  c.framework_reserve_bytes = top.number("framework_reserve_bytes", 0.0, 0.0, kHuge);
+  if (!top.ok()) return make_error(top.error());
+  for (const char* key : {"node", "device", "compute", "links"})
+    if (!json.contains(key)) return make_error(fmt::format("cost file '{}': missing section '{}'", c.name, key));
+
+  FieldReader node(json["node"], "cost file: node");
+  c.gpus_per_node = static_cast<int>(node.integer("gpus_per_node", std::nullopt, 1, 1 << 16));
+  c.max_nodes = static_cast<int>(node.integer("max_nodes", 0, 0, 1 << 24));
+  if (!node.ok()) return make_error(node.error());
+
+  FieldReader dev(json["device"], "cost file: device");
+  c.device.name = dev.string("name", std::nullopt);
+  c.device.memory_bytes = dev.number("memory_bytes", std::nullopt, 1.0, kHuge);
+  c.device.peak_flops = dev.number("peak_flops", std::nullopt, 1.0, kHuge);
+  c.device.memory_bandwidth_bytes_per_s = dev.number("memory_bandwidth_bytes_per_s", std::nullopt, 1.0, kHuge);
+  if (!dev.ok()) return make_error(dev.error());
+
+  FieldReader comp(json["compute"], "cost file: compute");
+  c.compute.gemm_max_efficiency = comp.number("gemm_max_efficiency", std::nullopt, 1e-6, 1.0);
+  c.compute.gemm_half_saturation_flops = comp.number("gemm_half_saturation_flops", 0.0, 0.0, kHuge);
+  c.compute.memory_bound_efficiency = comp.number("memory_bound_efficiency", std::nullopt, 1e-6, 1.0);
+  c.compute.kernel_launch_s = comp.number("kernel_launch_s", 0.0, 0.0, 1.0);
+  c.compute.flash_attention_efficiency = comp.number("flash_attention_efficiency", 0.0, 0.0, 1.0);
+  if (!comp.ok()) return make_error(comp.error());
+
+  const Json& links = json["links"];
+  for (const char* key : {"intra_node", "inter_node"})
+    if (!links.contains(key)) return make_error(fmt::format("cost file: missing links.{}", key));
+  auto intra = link_from_json(links["intra_node"], "cost file: links.intra_node");
+  if (!intra) return intra.error();
+  auto inter = link_from_json(links["inter_node"], "cost file: links.inter_node");
+  if (!inter) return inter.error();
+  c.intra_node = *intra;
+  c.inter_node = *inter;
+
+  if (json.contains("gemm_table")) {
+    if (!json["gemm_table"].is_array()) return make_error("cost file: 'gemm_table' must be an array");
+    for (const auto& g : json["gemm_table"]) {
+      FieldReader r(g, "cost file: gemm_table[]");
+      GemmPoint p;
+      p.m = r.integer("m", std::nullopt, 1, 1LL << 40);
+      p.n = r.integer("n", std::nullopt, 1, 1LL << 40);
+      p.k = r.integer("k", std::nullopt, 1, 1LL << 40);
+      p.seconds = r.number("seconds", std::nullopt, 1e-12, 1e6);
+      if (!r.ok()) return make_error(r.error());
+      c.gemm_table.push_back(p);
+    }
+  }
+  if (json.contains("collectives")) {
+    if (auto s = read_collectives(json["collectives"], c); !s) return s.error();
+  }
+  if (json.contains("provenance") && json["provenance"].is_object()) {
+    for (const auto& [key, value] : json["provenance"].items())
+      c.provenance[key] = value.is_string() ? value.get<std::string>() : value.dump();
+  }
+  return c;
+}
+
+Json to_json(const ClusterSpec& c) {
+  Json j;
+  j["schema"] = "loom-cost/1";
+  j["name"] = c.name;
+  j["description"] = c.description;
+  j["node"] = {{"gpus_per_node", c.gpus_per_node}, {"max_nodes", c.max_nodes}};
+  j["device"] = {{"name", c.device.name},
+                 {"memory_bytes", c.device.memory_bytes},
+                 {"peak_flops", c.device.peak_flops},
+                 {"memory_bandwidth_bytes_per_s", c.device.memory_bandwidth_bytes_per_s}};
+  j["compute"] = {{"gemm_max_efficiency", c.compute.gemm_max_efficiency},
+                  {"gemm_half_saturation_flops", c.compute.gemm_half_saturation_flops},
+                  {"memory_bound_efficiency", c.compute.memory_bound_efficiency},
+                  {"kernel_launch_s", c.compute.kernel_launch_s},
+                  {"flash_attention_efficiency", c.compute.flash_attention_efficiency}};
+  j["links"] = {{"intra_node", link_to_json(c.intra_node)}, {"inter_node", link_to_json(c.inter_node)}};
+  j["framework_reserve_bytes"] = c.framework_reserve_bytes;
+  Json gemms = Json::array();
+  for (const auto& g : c.gemm_table) gemms.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"seconds", g.seconds}});
+  j["gemm_table"] = gemms;
+  Json fits = Json::array();
+  for (const auto& f : c.collective_fits)
+    fits.push_back({{"collective", f.collective}, {"level", f.level}, {"group_size", f.group_size},
+                    {"alpha_s", f.alpha_s}, {"bus_bandwidth_bytes_per_s", f.bus_bandwidth_bytes_per_s}, {"r2", f.r2}});
+  Json points = Json::array();
+  for (const auto& p : c.collective_points)
+    points.push_back({{"collective", p.collective}, {"level", p.level}, {"group_size", p.group_size},
+                      {"bytes", p.bytes}, {"seconds", p.seconds}});
+  j["collectives"] = {{"fits", fits}, {"points", points}};
+  Json prov = Json::object();
+  for (const auto& [k, v] : c.provenance) prov[k] = v;
+  j["provenance"] = prov;
+  return j;
+}
+
+}  // namespace loom

@@ -1,0 +1,78 @@
+// ClusterSpec: the hardware a plan runs on, as read from a cost file (profiles/*.json).
+// The same schema holds datasheet-derived profiles and ones measured by `loom profile`;
+// measured tables (GEMM times, collective points) are optional and win over the analytic model.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+struct DeviceSpec {
+  std::string name;
+  double memory_bytes = 0;              // usable device memory
+  double peak_flops = 0;                // dense bf16/fp16 tensor-core FLOP/s (fp32 on CPUs)
+  double memory_bandwidth_bytes_per_s = 0;
+};
+
+// Achieved GEMM throughput as a function of problem size:
+//   flops_per_s = peak · max_efficiency · w / (w + half_saturation_flops)     (w = 2·m·n·k)
+// plus a fixed launch overhead. Measured tables (below) replace the curve where present.
+struct ComputeEfficiency {
+  double gemm_max_efficiency = 1.0;
+  double gemm_half_saturation_flops = 0.0;
+  double memory_bound_efficiency = 1.0;   // fraction of peak memory bandwidth element-wise kernels reach
+  double kernel_launch_s = 0.0;           // per kernel
+  double flash_attention_efficiency = 0.0;  // fraction of peak for fused attention; 0 → use GEMM curve
+};
+
+struct GemmPoint {
+  std::int64_t m = 0, n = 0, k = 0;
+  double seconds = 0;
+};
+
+struct LinkSpec {
+  double bandwidth_bytes_per_s = 0;  // per GPU, one direction
+  double latency_s = 0;              // per hop (α)
+};
+
+// A fitted α–β line for one collective at one link level and group size:
+//   t = alpha_s · steps(n) + bus_factor(n) · bytes / bus_bandwidth_bytes_per_s
+struct CollectiveFit {
+  std::string collective;  // all_reduce | reduce_scatter | all_gather | send_recv
+  std::string level;       // intra_node | inter_node
+  int group_size = 0;
+  double alpha_s = 0;
+  double bus_bandwidth_bytes_per_s = 0;
+  double r2 = 0;
+};
+
+struct CollectivePoint {
+  std::string collective;
+  std::string level;
+  int group_size = 0;
+  double bytes = 0;
+  double seconds = 0;
+};
+
+struct ClusterSpec {
+  std::string name;
+  std::string description;
+  int gpus_per_node = 1;
+  int max_nodes = 0;  // 0: as many nodes as the plan asks for
+  DeviceSpec device;
+  ComputeEfficiency compute;
+  LinkSpec intra_node;
+  LinkSpec inter_node;
+  double framework_reserve_bytes = 0;  // CUDA context, allocator fragmentation, workspace
+  std::vector<GemmPoint> gemm_table;
+  std::vector<CollectiveFit> collective_fits;
+  std::vector<CollectivePoint> collective_points;
+  std::map<std::string, std::string> provenance;  // host, date, versions, sources
+
+  double gpu_memory_gib() const;
+};
+
+}  // namespace loom

@@ -1,0 +1,16 @@
+// Import of Hugging Face `config.json` files (LLaMA, Mistral, Qwen2-style and GPT-2 field names)
+// into a ModelSpec, so any downloaded model's config can be planned for.
+#pragma once
+
+#include <string>
+
+#include "core/json_io.h"
+#include "core/model_spec.h"
+#include "core/result.h"
+
+namespace loom {
+
+bool looks_like_hf_config(const Json& json);
+Result<ModelSpec> model_from_hf_config(const Json& json, const std::string& fallback_name);
+
+}  // namespace loom

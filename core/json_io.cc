@@ -1,0 +1,298 @@
+#include "core/json_io.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "core/internal/json_fields.h"
+
+namespace loom {
+
+using internal::FieldReader;
+
+namespace {
+
+const char* activation_name(Activation a) { return a == Activation::kSwiGLU ? "swiglu" : "gelu"; }
+const char* norm_name(Norm n) { return n == Norm::kRMSNorm ? "rmsnorm" : "layernorm"; }
+const char* position_name(PositionEmbedding p) { return p == PositionEmbedding::kRotary ? "rope" : "learned"; }
+
+// Largest shapes any real model uses, times a generous margin: anything beyond is a typo.
+constexpr long long kMaxLayers = 4096;
+constexpr long long kMaxHidden = 1 << 20;
+constexpr long long kMaxVocab = 1 << 24;
+constexpr long long kMaxSeq = 1 << 24;
+
+}  // namespace
+
+Json to_json(const ModelSpec& m) {
+  Json j;
+  j["name"] = m.name;
+  j["layers"] = m.layers;
+  j["hidden"] = m.hidden;
+  j["heads"] = m.heads;
+  j["kv_heads"] = m.kv_heads;
+  j["ffn_hidden"] = m.ffn_hidden;
+  j["vocab"] = m.vocab;
+  j["seq_len"] = m.seq_len;
+  j["activation"] = activation_name(m.activation);
+  j["norm"] = norm_name(m.norm);
+  j["tied_embeddings"] = m.tied_embeddings;
+  j["position_embedding"] = position_name(m.position);
+  j["linear_bias"] = m.linear_bias;
+  j["dropout"] = m.dropout;
+  return j;
+}
+
+Result<ModelSpec> model_from_json(const Json& json) {
+  FieldReader r(json, "model JSON");
+  ModelSpec m;
+  m.name = r.string("name", std::string("custom"));
+  m.layers = static_cast<int>(r.integer("layers", std::nullopt, 1, kMaxLayers));
+  m.hidden = static_cast<int>(r.integer("hidden", std::nullopt, 1, kMaxHidden));
+  m.heads = static_cast<int>(r.integer("heads", std::nullopt, 1, kMaxHidden));
+  m.kv_heads = static_cast<int>(r.integer("kv_heads", m.heads, 1, kMaxHidden));
+  m.ffn_hidden = static_cast<int>(r.integer("ffn_hidden", 4LL * m.hidden, 1, 64 * kMaxHidden));
+  m.vocab = static_cast<int>(r.integer("vocab", std::nullopt, 1, kMaxVocab));
+  m.seq_len = static_cast<int>(r.integer("seq_len", std::nullopt, 1, kMaxSeq));
+  const std::string act = r.string("activation", std::string("gelu"));
+  const std::string norm = r.string("norm", std::string("layernorm"));
+  m.tied_embeddings = r.boolean("tied_embeddings", true);
+  if (!r.ok()) return make_error(r.error());
+  if (act == "gelu") m.activation = Activation::kGelu;
+  else if (act == "swiglu") m.activation = Activation::kSwiGLU;
+  else return make_error(fmt::format("model JSON: 'activation' must be gelu or swiglu, not '{}'", act));
+  if (norm == "layernorm") m.norm = Norm::kLayerNorm;
+  else if (norm == "rmsnorm") m.norm = Norm::kRMSNorm;
+  else return make_error(fmt::format("model JSON: 'norm' must be layernorm or rmsnorm, not '{}'", norm));
+  // LLaMA-style models (RMSNorm) use rotary positions and no biases unless told otherwise.
+  const bool llama_style = m.norm == Norm::kRMSNorm;
+  const std::string pos = r.string("position_embedding", std::string(llama_style ? "rope" : "learned"));
+  m.linear_bias = r.boolean("linear_bias", !llama_style);
+  m.dropout = r.boolean("dropout", !llama_style);
+  if (!r.ok()) return make_error(r.error());
+  if (pos == "learned") m.position = PositionEmbedding::kLearned;
+  else if (pos == "rope") m.position = PositionEmbedding::kRotary;
+  else return make_error(fmt::format("model JSON: 'position_embedding' must be learned or rope, not '{}'", pos));
+  if (m.hidden % m.heads != 0)
+    return make_error(fmt::format("model JSON: hidden {} is not divisible by heads {}", m.hidden, m.heads));
+  if (m.heads % m.kv_heads != 0)
+    return make_error(fmt::format("model JSON: heads {} is not divisible by kv_heads {}", m.heads, m.kv_heads));
+  return m;
+}
+
+Json to_json(const ParallelConfig& c) {
+  Json j;
+  j["tp"] = c.tp;
+  j["pp"] = c.pp;
+  j["dp"] = c.dp;
+  j["zero"] = c.zero;
+  j["micro_batch"] = c.micro_batch;
+  j["vpp"] = c.vpp;
+  j["recompute"] = to_string(c.recompute);
+  j["sequence_parallel"] = c.sequence_parallel;
+  j["schedule"] = to_string(c.schedule);
+  return j;
+}
+
+Result<ParallelConfig> config_from_json(const Json& json) {
+  FieldReader r(json, "config");
+  ParallelConfig c;
+  c.tp = static_cast<int>(r.integer("tp", 1, 1, 1 << 20));
+  c.pp = static_cast<int>(r.integer("pp", 1, 1, 1 << 20));
+  c.dp = static_cast<int>(r.integer("dp", 1, 1, 1 << 24));
+  c.zero = static_cast<int>(r.integer("zero", 0, 0, 3));
+  c.micro_batch = static_cast<int>(r.integer("micro_batch", 1, 1, 1 << 24));
+  c.vpp = static_cast<int>(r.integer("vpp", 1, 1, 4096));
+  const std::string rc = r.string("recompute", std::string("none"));
+  c.sequence_parallel = r.boolean("sequence_parallel", false);
+  const std::string sched = r.string("schedule", std::string("1f1b"));
+  if (!r.ok()) return make_error(r.error());
+  auto recompute = parse_recompute(rc);
+  if (!recompute) return make_error(fmt::format("config: unknown recompute '{}' (none, selective, full)", rc));
+  auto schedule = parse_schedule(sched);
+  if (!schedule) return make_error(fmt::format("config: unknown schedule '{}' (gpipe, 1f1b, interleaved, zb)", sched));
+  c.recompute = *recompute;
+  c.schedule = *schedule;
+  return c;
+}
+
+Json to_json(const TrainingSpec& t) {
+  Json j;
+  j["gpus"] = t.gpus;
+  j["global_batch"] = t.global_batch;
+  j["seq_len"] = t.seq_len;
+  j["tokens"] = t.tokens;
+  j["param_bytes"] = t.param_bytes;
+  j["grad_bytes"] = t.grad_bytes;
+  j["optimizer_bytes"] = t.optimizer_bytes;
+  j["activation_bytes"] = t.activation_bytes;
+  j["attention"] = to_string(t.attention);
+  j["allow_cross_node_tp"] = t.allow_cross_node_tp;
+  return j;
+}
+
+Result<TrainingSpec> training_from_json(const Json& json) {
+  FieldReader r(json, "training");
+  TrainingSpec t;
+  t.gpus = static_cast<int>(r.integer("gpus", std::nullopt, 1, 1 << 24));
+  t.global_batch = r.integer("global_batch", std::nullopt, 1, 1LL << 40);
+  t.seq_len = static_cast<int>(r.integer("seq_len", 0, 0, kMaxSeq));
+  t.tokens = r.number("tokens", 0.0, 0.0, 1e18);
+  t.param_bytes = static_cast<int>(r.integer("param_bytes", 2, 1, 8));
+  t.grad_bytes = static_cast<int>(r.integer("grad_bytes", 2, 1, 8));
+  t.optimizer_bytes = static_cast<int>(r.integer("optimizer_bytes", 12, 0, 64));
+  t.activation_bytes = static_cast<int>(r.integer("activation_bytes", 2, 1, 8));
+  const std::string attention = r.string("attention", std::string("flash"));
+  t.allow_cross_node_tp = r.boolean("allow_cross_node_tp", false);
+  if (!r.ok()) return make_error(r.error());
+  if (attention == "flash") t.attention = AttentionKernel::kFlash;
+  else if (attention == "unfused") t.attention = AttentionKernel::kUnfused;
+  else return make_error(fmt::format("training: 'attention' must be flash or unfused, not '{}'", attention));
+  return t;
+}
+
+Json to_json(const MemoryBreakdownGiB& m) {
+  Json j;
+  j["params"] = m.params;
+  j["grads"] = m.grads;
+  j["optimizer"] = m.optimizer;
+  j["activations"] = m.activations;
+  j["buffers"] = m.buffers;
+  j["total"] = m.total;
+  return j;
+}
+
+Json to_json(const PlanMetrics& p) {
+  Json j;
+  j["step_time_s"] = p.step_time_s;
+  j["tokens_per_s"] = p.tokens_per_s;
+  j["tflops_per_gpu"] = p.tflops_per_gpu;
+  j["hw_tflops_per_gpu"] = p.hw_tflops_per_gpu;
+  j["mfu"] = p.mfu;
+  j["bubble_fraction"] = p.bubble_fraction;
+  j["exposed_comm_s"] = p.exposed_comm_s;
+  j["fits"] = p.fits;
+  j["memory_gib"] = to_json(p.memory_gib);
+  return j;
+}
+
+Result<PlanMetrics> metrics_from_json(const Json& json) {
+  FieldReader r(json, "predicted");
+  PlanMetrics p;
+  p.step_time_s = r.number("step_time_s", 0.0);
+  p.tokens_per_s = r.number("tokens_per_s", 0.0);
+  p.tflops_per_gpu = r.number("tflops_per_gpu", 0.0);
+  p.hw_tflops_per_gpu = r.number("hw_tflops_per_gpu", 0.0);
+  p.mfu = r.number("mfu", 0.0);
+  p.bubble_fraction = r.number("bubble_fraction", 0.0);
+  p.exposed_comm_s = r.number("exposed_comm_s", 0.0);
+  p.fits = r.boolean("fits", false);
+  if (!r.ok()) return make_error(r.error());
+  if (json.contains("memory_gib")) {
+    FieldReader m(json["memory_gib"], "predicted.memory_gib");
+    p.memory_gib.params = m.number("params", 0.0);
+    p.memory_gib.grads = m.number("grads", 0.0);
+    p.memory_gib.optimizer = m.number("optimizer", 0.0);
+    p.memory_gib.activations = m.number("activations", 0.0);
+    p.memory_gib.buffers = m.number("buffers", 0.0);
+    p.memory_gib.total = m.number("total", 0.0);
+    if (!m.ok()) return make_error(m.error());
+  }
+  return p;
+}
+
+Json to_json(const Plan& plan) {
+  Json j;
+  j["format"] = "loom-plan/1";
+  j["model"] = to_json(plan.model);
+  j["cluster"] = plan.cluster;
+  j["training"] = to_json(plan.training);
+  j["config"] = to_json(plan.config);
+  if (plan.predicted) j["predicted"] = to_json(*plan.predicted);
+  return j;
+}
+
+Result<Plan> plan_from_json(const Json& json) {
+  if (!json.is_object()) return make_error("plan: expected a JSON object");
+  for (const char* key : {"model", "training", "config"})
+    if (!json.contains(key)) return make_error(fmt::format("plan: missing field '{}'", key));
+  Plan plan;
+  auto model = model_from_json(json["model"]);
+  if (!model) return model.error();
+  auto training = training_from_json(json["training"]);
+  if (!training) return training.error();
+  auto config = config_from_json(json["config"]);
+  if (!config) return config.error();
+  plan.model = std::move(*model);
+  plan.training = *training;
+  plan.config = *config;
+  plan.cluster = json.value("cluster", std::string("local-cpu"));
+  if (json.contains("predicted")) {
+    auto metrics = metrics_from_json(json["predicted"]);
+    if (!metrics) return metrics.error();
+    plan.predicted = *metrics;
+  }
+  if (plan.config.world_size() != plan.training.gpus)
+    return make_error(fmt::format("plan: tp·pp·dp = {} but training.gpus = {}", plan.config.world_size(),
+                                  plan.training.gpus));
+  return plan;
+}
+
+Result<Json> parse_json(const std::string& text, const std::string& what) {
+  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) {
+    // Re-parse with exceptions only to obtain the position of the syntax error.
+    try {
+      const Json reparsed = Json::parse(text);
+      (void)reparsed;
+    } catch (const Json::parse_error& e) {
+      return make_error(fmt::format("{}: malformed JSON at byte {}", what, e.byte));
+    }
+    return make_error(fmt::format("{}: malformed JSON", what));
+  }
+  return json;
+}
+
+Result<std::string> read_text_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return make_error(fmt::format("{}: is a directory, not a file", path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(fmt::format("{}: cannot open file", path));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+Result<Json> read_json_file(const std::string& path) {
+  auto text = read_text_file(path);
+  if (!text) return text.error();
+  return parse_json(*text, path);
+}
+
+Status write_text_file_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return make_error(fmt::format("{}: cannot write file", path));
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return make_error(fmt::format("{}: write failed", path));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    return make_error(fmt::format("{}: cannot write file ({})", path, ec.message()));
+  }
+  return {};
+}
+
+}  // namespace loom

@@ -1,0 +1,42 @@
+// ParallelConfig: one way of splitting a training run — the unit the planner enumerates,
+// the simulator scores and the executor runs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace loom {
+
+enum class Recompute { kNone, kSelective, kFull };
+enum class Schedule { kGPipe, k1F1B, kInterleaved, kZeroBubble };
+
+struct ParallelConfig {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  int zero = 0;         // ZeRO stage 0..3
+  int micro_batch = 1;  // sequences per micro-batch
+  int vpp = 1;          // virtual pipeline chunks per stage (interleaved schedule)
+  Recompute recompute = Recompute::kNone;
+  bool sequence_parallel = false;
+  Schedule schedule = Schedule::k1F1B;
+
+  int world_size() const { return tp * pp * dp; }
+  // Micro-batches per pipeline per step (gradient-accumulation steps).
+  std::int64_t micro_batches(std::int64_t global_batch) const {
+    return global_batch / (static_cast<std::int64_t>(dp) * micro_batch);
+  }
+  bool operator==(const ParallelConfig&) const = default;
+};
+
+const char* to_string(Recompute recompute);
+const char* to_string(Schedule schedule);
+std::optional<Recompute> parse_recompute(std::string_view text);
+std::optional<Schedule> parse_schedule(std::string_view text);
+
+// "tp8 pp16 dp8 z1 mb1 v1 sel sp 1f1b": compact one-line label used in logs and explanations.
+std::string describe(const ParallelConfig& config);
+
+}  // namespace loom

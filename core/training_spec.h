@@ -1,0 +1,28 @@
+// TrainingSpec: what is being trained — how many GPUs, the batch, sequence length, token budget,
+// precision and optimizer — independent of how it is split.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace loom {
+
+enum class AttentionKernel { kFlash, kUnfused };
+
+struct TrainingSpec {
+  int gpus = 0;
+  std::int64_t global_batch = 0;   // sequences per optimizer step
+  int seq_len = 0;                 // 0: the model's own
+  double tokens = 0;               // token budget for days-to-train; 0: not given
+  // Mixed precision with fp32 master weights and Adam (ZeRO paper, §3.1): 2 + 2 + 12 bytes/param.
+  int param_bytes = 2;
+  int grad_bytes = 2;
+  int optimizer_bytes = 12;
+  int activation_bytes = 2;
+  AttentionKernel attention = AttentionKernel::kFlash;
+  bool allow_cross_node_tp = false;
+};
+
+const char* to_string(AttentionKernel kernel);
+
+}  // namespace loom

@@ -1,0 +1,10 @@
+# Writes embedded_profiles.{h,cc}: a map from preset name (file stem) to the file's JSON text.
+file(WRITE ${OUT_H} "// Generated from profiles/*.json by profiles/embed.cmake. Do not edit.\n#pragma once\n#include <map>\n#include <string>\n#include <string_view>\nnamespace loom {\nconst std::map<std::string, std::string_view>& embedded_profiles();\n}\n")
+set(body "// Generated from profiles/*.json by profiles/embed.cmake. Do not edit.\n#include \"profiles/embedded_profiles.h\"\nnamespace loom {\nconst std::map<std::string, std::string_view>& embedded_profiles() {\n  static const std::map<std::string, std::string_view> profiles = {\n")
+foreach(f IN LISTS FILES)
+  get_filename_component(stem ${f} NAME_WE)
+  file(READ ${f} text)
+  string(APPEND body "    {\"${stem}\", R\"loomjson(${text})loomjson\"},\n")
+endforeach()
+string(APPEND body "  };\n  return profiles;\n}\n}  // namespace loom\n")
+file(WRITE ${OUT_CC} "${body}")
