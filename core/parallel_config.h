@@ -31,6 +31,18 @@ struct ParallelConfig {
   bool operator==(const ParallelConfig&) const = default;
 };
 
+// Rank placement shared by the simulator and the executor: TP fastest, then DP, then PP, so the
+// ranks of a TP group are neighbours (one node, the fast link).
+struct RankCoords {
+  int tp_rank = 0;
+  int dp_rank = 0;
+  int pp_rank = 0;
+};
+inline RankCoords rank_coords(const ParallelConfig& c, int rank) {
+  return {rank % c.tp, (rank / c.tp) % c.dp, rank / (c.tp * c.dp)};
+}
+inline int rank_of(const ParallelConfig& c, RankCoords r) { return r.tp_rank + c.tp * (r.dp_rank + c.dp * r.pp_rank); }
+
 const char* to_string(Recompute recompute);
 const char* to_string(Schedule schedule);
 std::optional<Recompute> parse_recompute(std::string_view text);

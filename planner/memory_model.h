@@ -1,0 +1,54 @@
+// Memory per GPU for one parallel configuration, per pipeline stage: parameters, gradients and
+// optimizer states under ZeRO 0-3, activations (Korthikanti et al. 2022, Table 2, generalised to
+// GQA and SwiGLU shapes) times the micro-batches each schedule keeps in flight, communication
+// buffers, and the framework reserve of the cost file.
+#pragma once
+
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/model_spec.h"
+#include "core/parallel_config.h"
+#include "core/plan.h"
+#include "core/training_spec.h"
+
+namespace loom {
+
+struct StageMemory {
+  int stage = 0;
+  int layers = 0;                    // transformer layers held by this stage (all its chunks)
+  double param_count = 0;            // parameters held before ZeRO-3 sharding
+  double params_bytes = 0;
+  double grads_bytes = 0;
+  double optimizer_bytes = 0;
+  double activations_bytes = 0;
+  double buffers_bytes = 0;          // communication buckets, ZeRO-3 gathered layers, p2p buffers
+  double reserve_bytes = 0;          // framework reserve (counted inside buffers in the GiB view)
+  double activation_bytes_per_layer = 0;   // one micro-batch, one layer
+  double micro_batches_in_flight = 0;      // in units of the stage's full set of layers
+  double total_bytes() const {
+    return params_bytes + grads_bytes + optimizer_bytes + activations_bytes + buffers_bytes + reserve_bytes;
+  }
+};
+
+struct MemoryReport {
+  std::vector<StageMemory> stages;
+  int most_loaded_stage = 0;
+  double capacity_bytes = 0;
+  bool fits = false;
+  const StageMemory& most_loaded() const { return stages[most_loaded_stage]; }
+  double most_loaded_total_bytes() const { return most_loaded().total_bytes(); }
+  MemoryBreakdownGiB most_loaded_gib() const;  // buffers include the reserve
+};
+
+// Bytes of activations one transformer layer keeps for the backward pass, for one micro-batch
+// (Korthikanti et al. 2022, §4: sbh(34 + 5as/h) and its TP/SP/recompute variants).
+double activation_bytes_per_layer(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
+
+// How many micro-batches' worth of a stage's activations are alive at the peak on `stage`.
+double micro_batches_in_flight(const ParallelConfig& config, int stage, long long micro_batches);
+
+MemoryReport estimate_memory(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                             const ClusterSpec& cluster);
+
+}  // namespace loom
