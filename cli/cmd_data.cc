@@ -1,0 +1,50 @@
+// `loom data prepare --input TEXT --out TOKENS.bin`: byte-level tokenisation (vocabulary 256, one
+// token per byte) into llm.c's .bin token format, which `loom run --data` reads.
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "exec/data_loader.h"
+
+namespace loom::cli {
+
+namespace {
+
+struct DataPrepareOptions {
+  std::string input;
+  std::string out;
+};
+
+int run_data_prepare(const DataPrepareOptions& o) {
+  std::ifstream in(o.input, std::ios::binary);
+  if (!in) throw InputError(fmt::format("--input: cannot read '{}'", o.input));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.size() < 2) throw InputError(fmt::format("--input: '{}' has fewer than 2 bytes", o.input));
+  if (text.size() > 0x7fffffffULL) throw InputError(fmt::format("--input: '{}' is over 2^31 bytes", o.input));
+  std::vector<std::uint16_t> tokens(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) tokens[i] = static_cast<unsigned char>(text[i]);
+  const Status s = exec::write_token_file(o.out, tokens);
+  if (!s) throw InputError(fmt::format("--out: {}", s.error().message));
+  fmt::print("wrote {} tokens (byte-level, vocabulary 256) to {}\n", tokens.size(), o.out);
+  return kExitOk;
+}
+
+std::function<int()> add_data_command(CLI::App& root) {
+  auto* data = root.add_subcommand("data", "prepare training data");
+  data->require_subcommand(1);
+  auto* prepare = data->add_subcommand("prepare", "tokenise a text file into an llm.c .bin token file");
+  auto options = std::make_shared<DataPrepareOptions>();
+  prepare->add_option("--input", options->input, "text file")->required();
+  prepare->add_option("--out", options->out, "token file to write (.bin)")->required();
+  return [options] { return run_data_prepare(*options); };
+}
+
+}  // namespace
+
+LOOM_REGISTER_COMMAND("data", add_data_command);
+
+}  // namespace loom::cli

@@ -1,0 +1,215 @@
+// `loom run`: execute a plan for real — launched as `mpirun -np N loom run --plan plan.json
+// --data tokens.bin --steps S` (or `srun -n N loom run ...` under Slurm). Every rank validates the
+// inputs on its own and the ranks agree on the verdict before any other collective, so bad input
+// ends with one line from rank 0 and exit status 2 on every rank, never a hang.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/spec_flags.h"
+#include "core/json_io.h"
+#include "exec/checkpoint.h"
+#include "exec/cpu/cpu_backend.h"
+#include "exec/run_report.h"
+#include "exec/trainer.h"
+
+namespace loom::cli {
+
+namespace {
+
+struct RunOptions {
+  std::string plan;
+  SpecFlags spec;
+  ConfigFlags config;
+  std::string data;
+  int steps = 0;
+  std::string backend = "cpu";
+  std::string checkpoint_dir;
+  int save_every = 0;
+  bool resume = false;
+  std::string log;
+  std::string trace;
+  int threads = 0;
+  exec::OptimizerSettings optimizer;
+  long long seed = 1234;
+};
+
+// Everything a rank needs to start, resolved and checked without talking to other ranks.
+struct Resolved {
+  exec::TrainerOptions trainer;
+  std::unique_ptr<exec::Backend> backend;
+  std::optional<exec::TokenFile> data;
+};
+
+void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
+  exec::TrainerOptions& t = r.trainer;
+  if (!o.plan.empty()) {
+    auto json = read_json_file(o.plan);
+    if (!json) throw InputError(json.error().message);
+    auto plan = plan_from_json(*json);
+    if (!plan) throw InputError(fmt::format("{}: {}", o.plan, plan.error().message));
+    t.model = plan->model;
+    t.training = plan->training;
+    t.config = plan->config;
+    if (t.training.seq_len == 0) t.training.seq_len = t.model.seq_len;
+  } else {
+    if (o.spec.gpus == 0) o.spec.gpus = runtime.world_size();
+    const bool batch_given = o.spec.global_batch > 0;
+    if (!batch_given) o.spec.global_batch = 1;  // replaced below once the layout is known
+    Specs specs = o.spec.resolve();
+    t.model = specs.model;
+    t.training = specs.training;
+    t.config = o.config.single(static_cast<int>(o.spec.gpus));
+    if (!batch_given) t.training.global_batch = static_cast<std::int64_t>(t.config.dp) * t.config.micro_batch * t.config.pp;
+  }
+  const ParallelConfig& c = t.config;
+  if (c.world_size() != runtime.world_size())
+    throw InputError(fmt::format("the plan needs tp {} × pp {} × dp {} = {} ranks but {} were launched (mpirun -np {})",
+                                 c.tp, c.pp, c.dp, c.world_size(), runtime.world_size(), c.world_size()));
+  const std::string layout_problem = exec::check_layout(t.model, c, t.training.seq_len);
+  if (!layout_problem.empty()) throw InputError(fmt::format("layout {}: {}", describe(c), layout_problem));
+  const std::int64_t per_step = static_cast<std::int64_t>(c.dp) * c.micro_batch;
+  if (t.training.global_batch % per_step != 0)
+    throw InputError(fmt::format("global batch {} is not a multiple of dp {} × micro-batch {}", t.training.global_batch,
+                                 c.dp, c.micro_batch));
+  if (o.steps < 1) throw InputError(fmt::format("--steps: {} must be at least 1", o.steps));
+  if (o.save_every < 0) throw InputError("--save-every must not be negative");
+  if ((o.save_every > 0 || o.resume) && o.checkpoint_dir.empty())
+    throw InputError("--save-every and --resume need --checkpoint-dir");
+  std::string backend_error;
+  r.backend = exec::make_backend(o.backend, &backend_error);
+  if (!r.backend) throw InputError(backend_error);
+  auto data = exec::TokenFile::open(o.data, t.model.vocab, t.training.seq_len);
+  if (!data) throw InputError(data.error().message);
+  r.data.emplace(std::move(*data));
+  if (o.resume) {
+    auto manifest = exec::find_resumable_checkpoint(o.checkpoint_dir, t.model, c);
+    if (!manifest) throw InputError(manifest.error().message);
+  }
+  o.optimizer.decay_steps = o.optimizer.decay_steps > 0 ? o.optimizer.decay_steps : o.steps;
+  t.optimizer = o.optimizer;
+  t.seed = static_cast<std::uint64_t>(o.seed);
+}
+
+std::string rank_path(const std::string& path, int rank, int world) {
+  if (world == 1) return path;
+  const auto dot = path.find_last_of('.');
+  const auto slash = path.find_last_of('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return fmt::format("{}.rank{}", path, rank);
+  return fmt::format("{}.rank{}{}", path.substr(0, dot), rank, path.substr(dot));
+}
+
+int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
+  const int rank = runtime.world_rank(), world = runtime.world_size();
+  exec::ProcessGroups groups = exec::make_process_groups(runtime, r.trainer.config);
+  exec::Tracer tracer(rank);
+  tracer.set_enabled(!o.trace.empty());
+  exec::Trainer trainer(r.trainer, groups, *r.backend, *r.data, &tracer);
+  if (o.resume) {
+    const Status s = trainer.load_checkpoint(o.checkpoint_dir);
+    double failed = s ? 0.0 : 1.0;
+    groups.world->all_reduce(&failed, 1, exec::ReduceOp::kSum);
+    if (failed > 0) {
+      if (rank == 0) std::fprintf(stderr, "loom: %s\n", s ? "a rank could not read its checkpoint shard" : s.error().message.c_str());
+      return kExitBadInput;
+    }
+  }
+  std::ofstream log;
+  if (rank == 0 && !o.log.empty()) {
+    log.open(o.log, o.resume ? std::ios::app : std::ios::trunc);
+    if (!log) std::fprintf(stderr, "loom: cannot write --log '%s'; continuing without it\n", o.log.c_str());
+  }
+  if (rank == 0)
+    fmt::print("loom run: {} on {} rank(s), {} | global batch {} × seq {} | {} micro-batches | backend {} ({})\n",
+               r.trainer.model.name, world, describe(r.trainer.config), r.trainer.training.global_batch, trainer.seq(),
+               trainer.micro_batches(), r.backend->name(), exec::cpu_gemm_library());
+  exec::StepMetrics last;
+  while (trainer.completed_steps() < o.steps) {
+    last = trainer.step();
+    if (rank == 0) {
+      fmt::print("{}\n", exec::step_line(last, o.steps));
+      std::fflush(stdout);
+      if (log) log << exec::step_record(last).dump() << "\n" << std::flush;
+    }
+    if (o.save_every > 0 && last.step % o.save_every == 0) {
+      const Status s = trainer.save_checkpoint(o.checkpoint_dir);
+      if (!s) {
+        if (rank == 0) std::fprintf(stderr, "loom: %s\n", s.error().message.c_str());
+        return kExitFailure;
+      }
+    }
+  }
+  // Every rank's peaks, gathered as a sum of rows each rank fills in its own.
+  const int stride = exec::kMemoryCategories + 1;
+  std::vector<double> peaks(static_cast<std::size_t>(world) * stride, 0.0);
+  for (int c = 0; c < exec::kMemoryCategories; ++c) peaks[rank * stride + c] = static_cast<double>(last.peak_bytes[c]);
+  peaks[rank * stride + exec::kMemoryCategories] = static_cast<double>(last.peak_total_bytes);
+  runtime.sum_over_world(peaks.data(), static_cast<int>(peaks.size()));
+  if (rank == 0 && log) log << exec::ranks_memory_record(peaks, world).dump() << "\n";
+  if (!o.trace.empty()) {
+    const Status s = write_text_file_atomic(rank_path(o.trace, rank, world), tracer.to_json());
+    if (!s) std::fprintf(stderr, "loom: rank %d: %s\n", rank, s.error().message.c_str());
+  }
+  return kExitOk;
+}
+
+int run_command(RunOptions& o) {
+  exec::Runtime runtime;
+  const int threads = o.threads > 0 ? o.threads
+                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / runtime.local_size());
+  exec::set_cpu_threads(threads);
+  Resolved resolved;
+  std::string problem;
+  try {
+    resolve(o, runtime, resolved);
+  } catch (const InputError& e) {
+    problem = e.what();
+  }
+  const auto [failed, rank0_failed] = runtime.agree_on_failure(!problem.empty());
+  if (failed > 0) {
+    if (runtime.world_rank() == 0 && rank0_failed) std::fprintf(stderr, "loom: %s\n", problem.c_str());
+    else if (runtime.world_rank() == 0) std::fprintf(stderr, "loom: %d rank(s) could not start (see their messages)\n", failed);
+    else if (!rank0_failed && !problem.empty()) std::fprintf(stderr, "loom: rank %d: %s\n", runtime.world_rank(), problem.c_str());
+    return kExitBadInput;
+  }
+  return train(o, runtime, resolved);
+}
+
+std::function<int()> add_run_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand("run", "train a plan for real (launch with mpirun -np N or srun -n N)");
+  auto o = std::make_shared<RunOptions>();
+  cmd->add_option("--plan", o->plan, "plan JSON written by `loom plan --emit-plan`");
+  o->spec.add_to(*cmd, "gpt-tiny", "local-cpu", false);
+  o->config.add_to(*cmd, false);
+  cmd->add_option("--data", o->data, "token file (.bin, llm.c format; see `loom data prepare`)")->required();
+  cmd->add_option("--steps", o->steps, "optimizer steps to run (in total, when resuming)")->required();
+  cmd->add_option("--backend", o->backend, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "where checkpoints are written and resumed from");
+  cmd->add_option("--save-every", o->save_every, "save a checkpoint every K steps");
+  cmd->add_flag("--resume", o->resume, "continue from the newest checkpoint in --checkpoint-dir");
+  cmd->add_option("--log", o->log, "JSONL file, one object per step (rank 0)");
+  cmd->add_option("--trace", o->trace, "Chrome trace per rank (FILE, or FILE.rankR.json with several ranks)");
+  cmd->add_option("--threads", o->threads, "CPU threads per rank (default: cores / ranks on the node)");
+  cmd->add_option("--lr", o->optimizer.learning_rate, "peak learning rate")->capture_default_str();
+  cmd->add_option("--min-lr-fraction", o->optimizer.min_lr_fraction, "cosine floor as a fraction of --lr")->capture_default_str();
+  cmd->add_option("--warmup", o->optimizer.warmup_steps, "linear warm-up steps")->capture_default_str();
+  cmd->add_option("--decay-steps", o->optimizer.decay_steps, "length of the cosine schedule (default: --steps)");
+  cmd->add_option("--weight-decay", o->optimizer.weight_decay, "AdamW weight decay")->capture_default_str();
+  cmd->add_option("--grad-clip", o->optimizer.grad_clip, "global gradient-norm clip (0: off)")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "initialisation seed")->capture_default_str();
+  return [o] { return run_command(*o); };
+}
+
+}  // namespace
+
+LOOM_REGISTER_COMMAND("run", add_run_command);
+
+}  // namespace loom::cli

@@ -1,0 +1,47 @@
+#include "exec/backend.h"
+
+#include "exec/cpu/cpu_backend.h"
+
+namespace loom::exec {
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this != &other) {
+    reset();
+    backend_ = std::exchange(other.backend_, nullptr);
+    data_ = std::exchange(other.data_, nullptr);
+    rows_ = std::exchange(other.rows_, 0);
+    cols_ = std::exchange(other.cols_, 0);
+    category_ = other.category_;
+  }
+  return *this;
+}
+
+void Tensor::reset() {
+  if (data_ != nullptr && backend_ != nullptr) backend_->release(data_, bytes(), category_);
+  data_ = nullptr;
+  rows_ = cols_ = 0;
+}
+
+Tensor Backend::alloc(std::int64_t rows, std::int64_t cols, MemoryCategory category) {
+  const std::int64_t bytes = rows * cols * static_cast<std::int64_t>(sizeof(float));
+  float* data = allocate_raw(bytes > 0 ? bytes : static_cast<std::int64_t>(sizeof(float)));
+  zero(data, rows * cols);
+  memory_.allocated(category, bytes);
+  return Tensor(this, data, rows, cols, category);
+}
+
+void Backend::release(float* data, std::int64_t bytes, MemoryCategory category) {
+  free_raw(data);
+  memory_.freed(category, bytes);
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name, std::string* error) {
+  if (name == "cpu") return std::make_unique<CpuBackend>();
+  if (error != nullptr) {
+    *error = name == "cuda" ? "--backend cuda: this build of loom has no CUDA backend (use --backend cpu)"
+                            : "--backend: unknown backend '" + name + "' (cpu, cuda)";
+  }
+  return nullptr;
+}
+
+}  // namespace loom::exec

@@ -1,0 +1,117 @@
+// Backend: where tensors live and how the model's ops run on them. The model and the parallel
+// layers call only this interface, so a CUDA backend (cuBLAS + kernels/) slots in beside the CPU one.
+// All matrices are row-major fp32; pointers point into tensors allocated by the same backend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "exec/memory.h"
+#include "exec/tensor.h"
+
+namespace loom::exec {
+
+struct AttentionShape {
+  int batch = 0;      // sequences in the micro-batch
+  int seq = 0;        // tokens per sequence
+  int heads = 0;      // query heads held by this rank
+  int kv_heads = 0;   // key/value heads held by this rank (GQA when fewer than heads)
+  int head_dim = 0;
+  std::int64_t qkv_cols() const { return static_cast<std::int64_t>(heads + 2 * kv_heads) * head_dim; }
+  std::int64_t probs_numel() const { return static_cast<std::int64_t>(batch) * heads * seq * seq; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // Zero-filled tensor charged to `category`.
+  Tensor alloc(std::int64_t rows, std::int64_t cols, MemoryCategory category);
+  void release(float* data, std::int64_t bytes, MemoryCategory category);
+  MemoryTracker& memory() { return memory_; }
+
+  // Host <-> backend copies (checkpoints, data, tests).
+  virtual void to_host(float* host, const float* src, std::int64_t n) = 0;
+  virtual void from_host(float* dst, const float* host, std::int64_t n) = 0;
+  // Finishes queued work (streams on GPUs; a no-op on the CPU).
+  virtual void synchronize() {}
+
+  // C = alpha · op(A) · op(B) + beta · C with op(A) m×k, op(B) k×n, leading dimensions in elements.
+  virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                    const float* b, int ldb, float beta, float* c, int ldc) = 0;
+
+  // Element-wise.
+  virtual void zero(float* x, std::int64_t n) = 0;
+  virtual void copy(float* dst, const float* src, std::int64_t n) = 0;
+  virtual void axpy(float* y, float alpha, const float* x, std::int64_t n) = 0;  // y += alpha·x
+  virtual void add(float* out, const float* a, const float* b, std::int64_t n) = 0;
+  virtual void add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t cols) = 0;
+  virtual void bias_grad(float* dbias, const float* dy, std::int64_t rows, std::int64_t cols) = 0;  // +=
+  virtual double sum_squares(const float* x, std::int64_t n) = 0;
+
+  // Normalisation over rows of `cols` values; the backward accumulates into dw/db and writes dx.
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w,
+                                 const float* b, std::int64_t rows, std::int64_t cols) = 0;
+  virtual void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x,
+                                  const float* w, const float* mean, const float* rstd, std::int64_t rows,
+                                  std::int64_t cols) = 0;
+  virtual void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, std::int64_t rows,
+                               std::int64_t cols) = 0;
+  virtual void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                                const float* rstd, std::int64_t rows, std::int64_t cols) = 0;
+
+  // Activations: GELU (tanh form, as GPT-2) on n values; SwiGLU on rows of [gate | up] (2·f) → f.
+  virtual void gelu_forward(float* out, const float* in, std::int64_t n) = 0;
+  virtual void gelu_backward(float* din, const float* in, const float* dout, std::int64_t n) = 0;
+  virtual void swiglu_forward(float* out, const float* in, std::int64_t rows, std::int64_t f) = 0;
+  virtual void swiglu_backward(float* din, const float* in, const float* dout, std::int64_t rows,
+                               std::int64_t f) = 0;
+
+  // Causal attention over a packed [tokens, q|k|v] matrix (tokens ordered sequence-major).
+  // probs [batch·heads·seq·seq] holds the softmax output kept for the backward.
+  virtual void attention_forward(float* ctx, float* probs, const float* qkv, const AttentionShape& s) = 0;
+  // Recomputes probs from qkv (selective recomputation).
+  virtual void attention_probs(float* probs, const float* qkv, const AttentionShape& s) = 0;
+  virtual void attention_backward(float* dqkv, const float* dctx, const float* probs, const float* qkv,
+                                  const AttentionShape& s) = 0;
+  // Rotary position embedding on the q and k columns of qkv, in place (inverse = true for the backward).
+  virtual void rope(float* qkv, const AttentionShape& s, bool inverse) = 0;
+
+  // Vocabulary-parallel cross-entropy pieces (Megatron): each rank holds logits for columns
+  // [vocab_start, vocab_start + cols) of which the first `valid_cols` are real tokens.
+  virtual void row_max(float* out, const float* logits, std::int64_t rows, std::int64_t cols,
+                       std::int64_t valid_cols) = 0;
+  virtual void row_sum_exp(float* out, const float* logits, const float* max, std::int64_t rows,
+                           std::int64_t cols, std::int64_t valid_cols) = 0;
+  virtual void target_logit(float* out, const float* logits, const int* targets, std::int64_t rows,
+                            std::int64_t cols, std::int64_t vocab_start) = 0;
+  // logits ← scale · (softmax − onehot(target)), in place; padded columns get zero.
+  virtual void cross_entropy_grad(float* logits, const float* max, const float* sum_exp, const int* targets,
+                                  std::int64_t rows, std::int64_t cols, std::int64_t valid_cols,
+                                  std::int64_t vocab_start, float scale) = 0;
+
+  // Token embedding rows [vocab_start, vocab_start + rows_held) of `table`; others left unchanged.
+  virtual void embedding_forward(float* out, const float* table, const int* tokens, std::int64_t n,
+                                 std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) = 0;
+  virtual void embedding_backward(float* dtable, const float* dout, const int* tokens, std::int64_t n,
+                                  std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) = 0;
+
+  // AdamW (Loshchilov & Hutter) on n values; `step` counts from 1.
+  virtual void adamw(float* param, const float* grad, float* m, float* v, std::int64_t n, float lr, float beta1,
+                     float beta2, float eps, float weight_decay, int step) = 0;
+  virtual void scale(float* x, float alpha, std::int64_t n) = 0;
+
+ protected:
+  virtual float* allocate_raw(std::int64_t bytes) = 0;
+  virtual void free_raw(float* data) = 0;
+
+ private:
+  MemoryTracker memory_;
+};
+
+// "cpu" (always) or "cuda" (when built with CUDA); nullptr with a message for anything else.
+std::unique_ptr<Backend> make_backend(const std::string& name, std::string* error);
+
+}  // namespace loom::exec

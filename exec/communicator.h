@@ -1,0 +1,66 @@
+// Communicator: collectives and point-to-point messages within one process group (TP, DP, PP or
+// the whole world). MPI implements it here; NCCL slots in behind the same calls on GPU clusters.
+// Buffers are backend pointers (host memory for MPI+cpu, device memory for NCCL+cuda).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace loom::exec {
+
+enum class ReduceOp { kSum, kMax };
+
+// An operation in flight; wait() completes it. Destroying an unfinished request waits for it.
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual void wait() = 0;
+  // True once complete (never blocks).
+  virtual bool test() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;  // "tp", "dp", "pp", "world", "embedding"
+
+  virtual void all_reduce(float* data, std::int64_t n, ReduceOp op) = 0;
+  virtual void all_reduce(double* data, std::int64_t n, ReduceOp op) = 0;
+  virtual std::unique_ptr<Request> all_reduce_async(float* data, std::int64_t n) = 0;
+  // send holds size()·recv_n values; rank r receives the sum of everyone's block r.
+  virtual void reduce_scatter(const float* send, float* recv, std::int64_t recv_n) = 0;
+  // recv receives size()·send_n values, block r from rank r.
+  virtual void all_gather(const float* send, float* recv, std::int64_t send_n) = 0;
+  virtual std::unique_ptr<Request> isend(const float* data, std::int64_t n, int peer, int tag) = 0;
+  virtual std::unique_ptr<Request> irecv(float* data, std::int64_t n, int peer, int tag) = 0;
+  virtual void barrier() = 0;
+};
+
+// A group of one: every collective is a copy. Used for size-1 groups and for builds without MPI.
+class SelfCommunicator final : public Communicator {
+ public:
+  explicit SelfCommunicator(std::string name) : name_(std::move(name)) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string name() const override { return name_; }
+  void all_reduce(float*, std::int64_t, ReduceOp) override {}
+  void all_reduce(double*, std::int64_t, ReduceOp) override {}
+  std::unique_ptr<Request> all_reduce_async(float*, std::int64_t) override;
+  void reduce_scatter(const float* send, float* recv, std::int64_t recv_n) override;
+  void all_gather(const float* send, float* recv, std::int64_t send_n) override;
+  std::unique_ptr<Request> isend(const float*, std::int64_t, int, int) override;
+  std::unique_ptr<Request> irecv(float*, std::int64_t, int, int) override;
+  void barrier() override {}
+
+ private:
+  std::string name_;
+};
+
+// Waits for every request in the list and clears it.
+void wait_all(std::vector<std::unique_ptr<Request>>& requests);
+
+}  // namespace loom::exec

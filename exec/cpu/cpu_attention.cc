@@ -1,0 +1,179 @@
+// CPU backend: causal attention (per sequence and head, on GEMMs), rotary embedding, the pieces of
+// vocabulary-parallel cross-entropy, and the token embedding lookup.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "exec/cpu/cpu_backend.h"
+
+namespace loom::exec {
+
+namespace {
+
+struct HeadView {
+  std::int64_t ld;  // row stride of qkv
+  std::int64_t q, k, v;
+};
+
+HeadView head_view(const AttentionShape& s, int b, int h) {
+  const std::int64_t ld = s.qkv_cols();
+  const std::int64_t row0 = static_cast<std::int64_t>(b) * s.seq * ld;
+  const int g = h / (s.heads / s.kv_heads);
+  return {ld, row0 + static_cast<std::int64_t>(h) * s.head_dim,
+          row0 + static_cast<std::int64_t>(s.heads + g) * s.head_dim,
+          row0 + static_cast<std::int64_t>(s.heads + s.kv_heads + g) * s.head_dim};
+}
+
+float* probs_at(float* probs, const AttentionShape& s, int b, int h) {
+  return probs + (static_cast<std::int64_t>(b) * s.heads + h) * s.seq * s.seq;
+}
+
+void causal_softmax(float* p, int seq) {
+  for (int i = 0; i < seq; ++i) {
+    float* row = p + static_cast<std::int64_t>(i) * seq;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int j = 0; j <= i; ++j) mx = std::max(mx, row[j]);
+    float sum = 0;
+    for (int j = 0; j <= i; ++j) {
+      row[j] = std::exp(row[j] - mx);
+      sum += row[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int j = 0; j <= i; ++j) row[j] *= inv;
+    for (int j = i + 1; j < seq; ++j) row[j] = 0;
+  }
+}
+
+}  // namespace
+
+void CpuBackend::attention_probs(float* probs, const float* qkv, const AttentionShape& s) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.heads; ++h) {
+      const HeadView hv = head_view(s, b, h);
+      float* p = probs_at(probs, s, b, h);
+      gemm(false, true, s.seq, s.seq, s.head_dim, scale, qkv + hv.q, static_cast<int>(hv.ld), qkv + hv.k,
+           static_cast<int>(hv.ld), 0.0f, p, s.seq);
+      causal_softmax(p, s.seq);
+    }
+}
+
+void CpuBackend::attention_forward(float* ctx, float* probs, const float* qkv, const AttentionShape& s) {
+  attention_probs(probs, qkv, s);
+  const int ctx_ld = s.heads * s.head_dim;
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.heads; ++h) {
+      const HeadView hv = head_view(s, b, h);
+      float* out = ctx + static_cast<std::int64_t>(b) * s.seq * ctx_ld + static_cast<std::int64_t>(h) * s.head_dim;
+      gemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, probs_at(probs, s, b, h), s.seq, qkv + hv.v,
+           static_cast<int>(hv.ld), 0.0f, out, ctx_ld);
+    }
+}
+
+void CpuBackend::attention_backward(float* dqkv, const float* dctx, const float* probs, const float* qkv,
+                                    const AttentionShape& s) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  const int ctx_ld = s.heads * s.head_dim;
+  const int ld = static_cast<int>(s.qkv_cols());
+  zero(dqkv, static_cast<std::int64_t>(s.batch) * s.seq * ld);
+  std::vector<float> dp(static_cast<std::size_t>(s.seq) * s.seq);
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.heads; ++h) {
+      const HeadView hv = head_view(s, b, h);
+      const float* p = probs_at(const_cast<float*>(probs), s, b, h);
+      const float* dc = dctx + static_cast<std::int64_t>(b) * s.seq * ctx_ld + static_cast<std::int64_t>(h) * s.head_dim;
+      gemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, dc, ctx_ld, qkv + hv.v, ld, 0.0f, dp.data(), s.seq);
+      gemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, p, s.seq, dc, ctx_ld, 1.0f, dqkv + hv.v, ld);
+      for (int i = 0; i < s.seq; ++i) {
+        const float* pr = p + static_cast<std::int64_t>(i) * s.seq;
+        float* dr = dp.data() + static_cast<std::int64_t>(i) * s.seq;
+        float dot = 0;
+        for (int j = 0; j <= i; ++j) dot += pr[j] * dr[j];
+        for (int j = 0; j <= i; ++j) dr[j] = pr[j] * (dr[j] - dot);
+        for (int j = i + 1; j < s.seq; ++j) dr[j] = 0;
+      }
+      gemm(false, false, s.seq, s.head_dim, s.seq, scale, dp.data(), s.seq, qkv + hv.k, ld, 1.0f, dqkv + hv.q, ld);
+      gemm(true, false, s.seq, s.head_dim, s.seq, scale, dp.data(), s.seq, qkv + hv.q, ld, 1.0f, dqkv + hv.k, ld);
+    }
+}
+
+void CpuBackend::rope(float* qkv, const AttentionShape& s, bool inverse) {
+  const int half = s.head_dim / 2;
+  const std::int64_t ld = s.qkv_cols();
+  const int rotated_heads = s.heads + s.kv_heads;  // q and k, not v
+#pragma omp parallel for
+  for (std::int64_t row = 0; row < static_cast<std::int64_t>(s.batch) * s.seq; ++row) {
+    const int pos = static_cast<int>(row % s.seq);
+    for (int h = 0; h < rotated_heads; ++h) {
+      float* x = qkv + row * ld + static_cast<std::int64_t>(h) * s.head_dim;
+      for (int i = 0; i < half; ++i) {
+        const double theta = pos * std::pow(10000.0, -2.0 * i / s.head_dim);
+        const float c = static_cast<float>(std::cos(theta));
+        const float sn = inverse ? -static_cast<float>(std::sin(theta)) : static_cast<float>(std::sin(theta));
+        const float a = x[i], b = x[i + half];
+        x[i] = a * c - b * sn;
+        x[i + half] = b * c + a * sn;
+      }
+    }
+  }
+}
+
+void CpuBackend::row_max(float* out, const float* logits, std::int64_t rows, std::int64_t cols,
+                         std::int64_t valid_cols) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (std::int64_t c = 0; c < valid_cols; ++c) mx = std::max(mx, logits[r * cols + c]);
+    out[r] = mx;
+  }
+}
+
+void CpuBackend::row_sum_exp(float* out, const float* logits, const float* max, std::int64_t rows,
+                             std::int64_t cols, std::int64_t valid_cols) {
+#pragma omp parallel for
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float sum = 0;
+    for (std::int64_t c = 0; c < valid_cols; ++c) sum += std::exp(logits[r * cols + c] - max[r]);
+    out[r] = sum;
+  }
+}
+
+void CpuBackend::target_logit(float* out, const float* logits, const int* targets, std::int64_t rows,
+                              std::int64_t cols, std::int64_t vocab_start) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t c = targets[r] - vocab_start;
+    out[r] = (c >= 0 && c < cols) ? logits[r * cols + c] : 0.0f;
+  }
+}
+
+void CpuBackend::cross_entropy_grad(float* logits, const float* max, const float* sum_exp, const int* targets,
+                                    std::int64_t rows, std::int64_t cols, std::int64_t valid_cols,
+                                    std::int64_t vocab_start, float scale) {
+#pragma omp parallel for
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = logits + r * cols;
+    const float inv = 1.0f / sum_exp[r];
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float p = c < valid_cols ? std::exp(row[c] - max[r]) * inv : 0.0f;
+      row[c] = scale * (p - (c + vocab_start == targets[r] ? 1.0f : 0.0f));
+    }
+  }
+}
+
+void CpuBackend::embedding_forward(float* out, const float* table, const int* tokens, std::int64_t n,
+                                   std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t row = tokens[i] - vocab_start;
+    if (row >= 0 && row < rows_held) copy(out + i * cols, table + row * cols, cols);
+  }
+}
+
+void CpuBackend::embedding_backward(float* dtable, const float* dout, const int* tokens, std::int64_t n,
+                                    std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t row = tokens[i] - vocab_start;
+    if (row >= 0 && row < rows_held) axpy(dtable + row * cols, 1.0f, dout + i * cols, cols);
+  }
+}
+
+}  // namespace loom::exec

@@ -1,0 +1,236 @@
+// CPU backend: memory, GEMM, element-wise, normalisation, activation and optimizer ops.
+#include "exec/cpu/cpu_backend.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include <Eigen/Core>
+
+#ifdef LOOM_EXEC_CBLAS
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int num_threads);
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace loom::exec {
+
+namespace {
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Stride = Eigen::OuterStride<>;
+using ConstMap = Eigen::Map<const RowMajor, 0, Stride>;
+using Map = Eigen::Map<RowMajor, 0, Stride>;
+}  // namespace
+
+const char* cpu_gemm_library() {
+#ifdef LOOM_EXEC_CBLAS
+  return "openblas";
+#else
+  return "eigen";
+#endif
+}
+
+void set_cpu_threads(int threads) {
+  if (threads < 1) threads = 1;
+#ifdef LOOM_EXEC_CBLAS
+  openblas_set_num_threads(threads);
+#endif
+#ifdef _OPENMP
+  omp_set_num_threads(threads);
+#endif
+  Eigen::setNbThreads(threads);
+}
+
+void eigen_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                 const float* b, int ldb, float beta, float* c, int ldc) {
+  ConstMap A(a, trans_a ? k : m, trans_a ? m : k, Stride(lda));
+  ConstMap B(b, trans_b ? n : k, trans_b ? k : n, Stride(ldb));
+  Map C(c, m, n, Stride(ldc));
+  if (beta == 0.0f) C.setZero();
+  else if (beta != 1.0f) C *= beta;
+  if (trans_a && trans_b) C.noalias() += alpha * (A.transpose() * B.transpose());
+  else if (trans_a) C.noalias() += alpha * (A.transpose() * B);
+  else if (trans_b) C.noalias() += alpha * (A * B.transpose());
+  else C.noalias() += alpha * (A * B);
+}
+
+void CpuBackend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                      const float* b, int ldb, float beta, float* c, int ldc) {
+  if (m == 0 || n == 0) return;
+#ifdef LOOM_EXEC_CBLAS
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+              alpha, a, lda, b, ldb, beta, c, ldc);
+#else
+  eigen_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
+}
+
+float* CpuBackend::allocate_raw(std::int64_t bytes) {
+  const std::size_t aligned = (static_cast<std::size_t>(bytes) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, aligned);
+  if (p == nullptr) throw std::bad_alloc();
+  return static_cast<float*>(p);
+}
+
+void CpuBackend::free_raw(float* data) { std::free(data); }
+
+void CpuBackend::zero(float* x, std::int64_t n) { std::memset(x, 0, static_cast<std::size_t>(n) * sizeof(float)); }
+void CpuBackend::copy(float* dst, const float* src, std::int64_t n) {
+  if (dst != src) std::memmove(dst, src, static_cast<std::size_t>(n) * sizeof(float));
+}
+void CpuBackend::axpy(float* y, float alpha, const float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+void CpuBackend::add(float* out, const float* a, const float* b, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+void CpuBackend::scale(float* x, float alpha, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+void CpuBackend::add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t cols) {
+#pragma omp parallel for
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) x[r * cols + c] += bias[c];
+}
+void CpuBackend::bias_grad(float* dbias, const float* dy, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) dbias[c] += dy[r * cols + c];
+}
+double CpuBackend::sum_squares(const float* x, std::int64_t n) {
+  double s = 0;
+  for (std::int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w,
+                                   const float* b, std::int64_t rows, std::int64_t cols) {
+#pragma omp parallel for
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    float m = 0;
+    for (std::int64_t c = 0; c < cols; ++c) m += xr[c];
+    m /= static_cast<float>(cols);
+    float var = 0;
+    for (std::int64_t c = 0; c < cols; ++c) var += (xr[c] - m) * (xr[c] - m);
+    var /= static_cast<float>(cols);
+    const float s = 1.0f / std::sqrt(var + 1e-5f);
+    float* o = out + r * cols;
+    for (std::int64_t c = 0; c < cols; ++c) o[c] = (xr[c] - m) * s * w[c] + b[c];
+    mean[r] = m;
+    rstd[r] = s;
+  }
+}
+
+void CpuBackend::layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x,
+                                    const float* w, const float* mean, const float* rstd, std::int64_t rows,
+                                    std::int64_t cols) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    const float* d = dout + r * cols;
+    float dnorm_mean = 0, dnorm_norm_mean = 0;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float norm = (xr[c] - mean[r]) * rstd[r];
+      const float dnorm = w[c] * d[c];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * norm;
+      dw[c] += norm * d[c];
+      db[c] += d[c];
+    }
+    dnorm_mean /= static_cast<float>(cols);
+    dnorm_norm_mean /= static_cast<float>(cols);
+    float* dxr = dx + r * cols;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float norm = (xr[c] - mean[r]) * rstd[r];
+      dxr[c] = (w[c] * d[c] - dnorm_mean - norm * dnorm_norm_mean) * rstd[r];
+    }
+  }
+}
+
+void CpuBackend::rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, std::int64_t rows,
+                                 std::int64_t cols) {
+#pragma omp parallel for
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    float ms = 0;
+    for (std::int64_t c = 0; c < cols; ++c) ms += xr[c] * xr[c];
+    const float s = 1.0f / std::sqrt(ms / static_cast<float>(cols) + 1e-5f);
+    for (std::int64_t c = 0; c < cols; ++c) out[r * cols + c] = xr[c] * s * w[c];
+    rstd[r] = s;
+  }
+}
+
+void CpuBackend::rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                                  const float* rstd, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    const float* d = dout + r * cols;
+    float dot = 0;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      dot += w[c] * d[c] * xr[c];
+      dw[c] += xr[c] * rstd[r] * d[c];
+    }
+    const float k = dot * rstd[r] * rstd[r] * rstd[r] / static_cast<float>(cols);
+    for (std::int64_t c = 0; c < cols; ++c) dx[r * cols + c] = w[c] * d[c] * rstd[r] - xr[c] * k;
+  }
+}
+
+namespace {
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/π)
+}
+
+void CpuBackend::gelu_forward(float* out, const float* in, std::int64_t n) {
+#pragma omp parallel for
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float x = in[i];
+    out[i] = 0.5f * x * (1.0f + std::tanh(kGeluScale * (x + 0.044715f * x * x * x)));
+  }
+}
+
+void CpuBackend::gelu_backward(float* din, const float* in, const float* dout, std::int64_t n) {
+#pragma omp parallel for
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float x = in[i];
+    const float t = std::tanh(kGeluScale * (x + 0.044715f * x * x * x));
+    const float dt = (1.0f - t * t) * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+    din[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * x * dt);
+  }
+}
+
+void CpuBackend::swiglu_forward(float* out, const float* in, std::int64_t rows, std::int64_t f) {
+#pragma omp parallel for
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < f; ++c) {
+      const float g = in[r * 2 * f + c], u = in[r * 2 * f + f + c];
+      out[r * f + c] = g / (1.0f + std::exp(-g)) * u;
+    }
+}
+
+void CpuBackend::swiglu_backward(float* din, const float* in, const float* dout, std::int64_t rows,
+                                 std::int64_t f) {
+#pragma omp parallel for
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < f; ++c) {
+      const float g = in[r * 2 * f + c], u = in[r * 2 * f + f + c];
+      const float sig = 1.0f / (1.0f + std::exp(-g));
+      const float d = dout[r * f + c];
+      din[r * 2 * f + c] = d * u * sig * (1.0f + g * (1.0f - sig));
+      din[r * 2 * f + f + c] = d * g * sig;
+    }
+}
+
+void CpuBackend::adamw(float* param, const float* grad, float* m, float* v, std::int64_t n, float lr, float beta1,
+                       float beta2, float eps, float weight_decay, int step) {
+  const float c1 = 1.0f - std::pow(beta1, static_cast<float>(step));
+  const float c2 = 1.0f - std::pow(beta2, static_cast<float>(step));
+  for (std::int64_t i = 0; i < n; ++i) {
+    m[i] = beta1 * m[i] + (1.0f - beta1) * grad[i];
+    v[i] = beta2 * v[i] + (1.0f - beta2) * grad[i] * grad[i];
+    const float mhat = m[i] / c1, vhat = v[i] / c2;
+    param[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + weight_decay * param[i]);
+  }
+}
+
+}  // namespace loom::exec

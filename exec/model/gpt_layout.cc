@@ -1,0 +1,253 @@
+#include "exec/model/gpt_layout.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace loom::exec {
+
+namespace {
+
+constexpr std::uint64_t kWordEmbeddingId = 1, kPositionId = 2, kHeadId = 3, kFinalNormWeightId = 4,
+                        kFinalNormBiasId = 5;
+std::uint64_t layer_param_id(int layer, int kind) { return 1000 + static_cast<std::uint64_t>(layer) * 32 + kind; }
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+class UnitBuilder {
+ public:
+  explicit UnitBuilder(Unit& unit) : unit_(unit) {}
+  // A parameter whose local rows are full rows through `blocks` and columns [col_offset, +cols).
+  ParamSlot& add(std::string name, std::uint64_t id, std::int64_t rows, std::int64_t cols, ParamInit init,
+                 float init_std, std::int64_t full_cols, std::int64_t col_offset, std::vector<RowBlock> blocks) {
+    ParamSlot s;
+    s.name = std::move(name);
+    s.id = id;
+    s.offset = unit_.size;
+    s.rows = rows;
+    s.cols = cols;
+    s.init = init;
+    s.init_std = init_std;
+    s.full_cols = full_cols;
+    s.col_offset = col_offset;
+    s.row_blocks = std::move(blocks);
+    s.weight_decay = init == ParamInit::kNormal;
+    unit_.size += rows * cols;
+    unit_.params.push_back(std::move(s));
+    return unit_.params.back();
+  }
+  // A vector replicated on every TP rank (norm gain/bias, row-parallel bias).
+  ParamSlot& replicated(std::string name, std::uint64_t id, std::int64_t n, ParamInit init) {
+    ParamSlot& s = add(std::move(name), id, n, 1, init, 0, 1, 0, {{0, 0, n}});
+    s.tp_replicated = true;
+    s.sequence_partial = true;
+    return s;
+  }
+
+ private:
+  Unit& unit_;
+};
+
+void add_norm(UnitBuilder& b, const ModelSpec& m, const std::string& prefix, std::uint64_t weight_id,
+              std::uint64_t bias_id) {
+  b.replicated(prefix + ".weight", weight_id, m.hidden, ParamInit::kOnes);
+  if (m.norm == Norm::kLayerNorm) b.replicated(prefix + ".bias", bias_id, m.hidden, ParamInit::kZeros);
+}
+
+Unit make_layer_unit(const ModelSpec& m, const LocalDims& d, int layer) {
+  Unit u;
+  u.name = fmt::format("layers.{}", layer);
+  u.kind = UnitKind::kLayer;
+  u.layer = layer;
+  UnitBuilder b(u);
+  const std::string p = u.name + ".";
+  const float std_in = 0.02f;
+  const float std_out = 0.02f / std::sqrt(2.0f * static_cast<float>(m.layers));
+  const std::int64_t hd = d.head_dim, r = d.tp_rank;
+  const std::int64_t q_rows = static_cast<std::int64_t>(d.heads) * hd, kv_rows = static_cast<std::int64_t>(d.kv_heads) * hd;
+  const std::int64_t q_full = static_cast<std::int64_t>(m.heads) * hd, kv_full = m.kv_dim();
+  const std::vector<RowBlock> qkv_blocks = {{0, r * q_rows, q_rows},
+                                            {q_rows, q_full + r * kv_rows, kv_rows},
+                                            {q_rows + kv_rows, q_full + kv_full + r * kv_rows, kv_rows}};
+  std::vector<RowBlock> fc_blocks = {{0, r * d.ffn, d.ffn}};
+  if (m.activation == Activation::kSwiGLU) fc_blocks.push_back({d.ffn, m.ffn_hidden + r * d.ffn, d.ffn});
+
+  add_norm(b, m, p + "ln1", layer_param_id(layer, 0), layer_param_id(layer, 1));
+  b.add(p + "attn.qkv.weight", layer_param_id(layer, 2), d.qkv_cols, m.hidden, ParamInit::kNormal, std_in, m.hidden,
+        0, qkv_blocks);
+  if (m.linear_bias)
+    b.add(p + "attn.qkv.bias", layer_param_id(layer, 3), d.qkv_cols, 1, ParamInit::kZeros, 0, 1, 0, qkv_blocks);
+  b.add(p + "attn.proj.weight", layer_param_id(layer, 4), m.hidden, q_rows, ParamInit::kNormal, std_out, q_full,
+        r * q_rows, {{0, 0, m.hidden}});
+  if (m.linear_bias) b.replicated(p + "attn.proj.bias", layer_param_id(layer, 5), m.hidden, ParamInit::kZeros);
+  add_norm(b, m, p + "ln2", layer_param_id(layer, 6), layer_param_id(layer, 7));
+  b.add(p + "mlp.fc.weight", layer_param_id(layer, 8), d.ffn_in, m.hidden, ParamInit::kNormal, std_in, m.hidden, 0,
+        fc_blocks);
+  if (m.linear_bias)
+    b.add(p + "mlp.fc.bias", layer_param_id(layer, 9), d.ffn_in, 1, ParamInit::kZeros, 0, 1, 0, fc_blocks);
+  b.add(p + "mlp.proj.weight", layer_param_id(layer, 10), m.hidden, d.ffn, ParamInit::kNormal, std_out,
+        m.ffn_hidden, r * d.ffn, {{0, 0, m.hidden}});
+  if (m.linear_bias) b.replicated(p + "mlp.proj.bias", layer_param_id(layer, 11), m.hidden, ParamInit::kZeros);
+  return u;
+}
+
+Unit make_vocab_unit(const std::string& name, UnitKind kind, std::uint64_t id, const ModelSpec& m, const LocalDims& d,
+                     bool tied_copy) {
+  Unit u;
+  u.name = name;
+  u.kind = kind;
+  UnitBuilder b(u);
+  ParamSlot& s = b.add(name + ".weight", id, d.vocab_local, m.hidden, ParamInit::kNormal, 0.02f, m.hidden, 0,
+                       {{0, d.vocab_start, d.vocab_local}});
+  s.zero_from_full_row = m.vocab;
+  s.tied_copy = tied_copy;
+  return u;
+}
+
+}  // namespace
+
+const ParamSlot* Unit::find(const std::string& suffix) const {
+  for (const auto& p : params)
+    if (p.name.size() >= suffix.size() && p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return &p;
+  return nullptr;
+}
+
+const ParamSlot& Unit::param(const std::string& suffix) const { return *find(suffix); }
+
+std::int64_t StageLayout::total_padded() const {
+  std::int64_t n = 0;
+  for (const auto& u : units) n += u.padded;
+  return n;
+}
+
+std::int64_t StageLayout::total_params() const {
+  std::int64_t n = 0;
+  for (const auto& u : units) n += u.size;
+  return n;
+}
+
+std::pair<int, int> stage_layers(int layers, int stages, int stage) {
+  const int base = layers / stages, extra = layers % stages;
+  const int first = stage * base + std::min(stage, extra);
+  return {first, first + base + (stage < extra ? 1 : 0)};
+}
+
+std::string check_layout(const ModelSpec& m, const ParallelConfig& c, int seq_len) {
+  if (c.tp < 1 || c.pp < 1 || c.dp < 1) return "tp, pp and dp must be at least 1";
+  if (m.heads % c.tp != 0) return fmt::format("tp {} does not divide the {} attention heads of {}", c.tp, m.heads, m.name);
+  if (m.kv_heads % c.tp != 0)
+    return fmt::format("tp {} does not divide the {} key/value heads of {}", c.tp, m.kv_heads, m.name);
+  if (m.ffn_hidden % c.tp != 0) return fmt::format("tp {} does not divide ffn_hidden {} of {}", c.tp, m.ffn_hidden, m.name);
+  if (c.pp > m.layers) return fmt::format("pp {} is more pipeline stages than the {} layers of {}", c.pp, m.layers, m.name);
+  if (m.hidden % m.heads != 0) return fmt::format("hidden {} is not a multiple of heads {}", m.hidden, m.heads);
+  if (m.position == PositionEmbedding::kRotary && m.head_dim() % 2 != 0) return "rotary embedding needs an even head_dim";
+  if (seq_len < 1 || seq_len > m.seq_len)
+    return fmt::format("sequence length {} must be between 1 and the model's {}", seq_len, m.seq_len);
+  if (c.sequence_parallel && (static_cast<long long>(c.micro_batch) * seq_len) % c.tp != 0)
+    return fmt::format("sequence parallelism needs micro_batch·seq ({}) divisible by tp {}",
+                       static_cast<long long>(c.micro_batch) * seq_len, c.tp);
+  if (c.zero < 0 || c.zero > 3) return fmt::format("ZeRO stage {} does not exist", c.zero);
+  if (c.vpp != 1 || (c.schedule != Schedule::kGPipe && c.schedule != Schedule::k1F1B))
+    return fmt::format("the executor runs the gpipe and 1f1b schedules without virtual stages, not {} with vpp {}",
+                       to_string(c.schedule), c.vpp);
+  return "";
+}
+
+StageLayout make_stage_layout(const ModelSpec& m, const ParallelConfig& c, int tp_rank, int pp_rank) {
+  StageLayout s;
+  LocalDims& d = s.dims;
+  d.tp = c.tp;
+  d.tp_rank = tp_rank;
+  d.hidden = m.hidden;
+  d.head_dim = m.head_dim();
+  d.heads = m.heads / c.tp;
+  d.kv_heads = m.kv_heads / c.tp;
+  d.ffn = m.ffn_hidden / c.tp;
+  d.ffn_in = m.activation == Activation::kSwiGLU ? 2 * d.ffn : d.ffn;
+  d.qkv_cols = static_cast<std::int64_t>(d.heads + 2 * d.kv_heads) * d.head_dim;
+  d.vocab = m.vocab;
+  d.vocab_padded = padded_vocab(m.vocab, c.tp);
+  d.vocab_local = d.vocab_padded / c.tp;
+  d.vocab_start = tp_rank * d.vocab_local;
+  d.vocab_valid_local = std::max(0, std::min(d.vocab_local, m.vocab - d.vocab_start));
+  std::tie(s.first_layer, s.end_layer) = stage_layers(m.layers, c.pp, pp_rank);
+
+  const bool first = pp_rank == 0, last = pp_rank == c.pp - 1;
+  if (first) {
+    s.word_embedding_unit = static_cast<int>(s.units.size());
+    s.units.push_back(make_vocab_unit("wte", UnitKind::kWordEmbedding, kWordEmbeddingId, m, d, false));
+    if (m.position == PositionEmbedding::kLearned) {
+      s.position_unit = static_cast<int>(s.units.size());
+      Unit u;
+      u.name = "wpe";
+      u.kind = UnitKind::kPositionEmbedding;
+      UnitBuilder b(u);
+      ParamSlot& p = b.replicated("wpe.weight", kPositionId, m.seq_len, ParamInit::kNormal);
+      p.cols = m.hidden;
+      p.full_cols = m.hidden;
+      p.init_std = 0.02f;
+      p.weight_decay = true;
+      u.size = p.numel();
+      s.units.push_back(std::move(u));
+    }
+  }
+  for (int l = s.first_layer; l < s.end_layer; ++l) {
+    s.layer_units.push_back(static_cast<int>(s.units.size()));
+    s.units.push_back(make_layer_unit(m, d, l));
+  }
+  if (last) {
+    s.final_unit = static_cast<int>(s.units.size());
+    Unit u;
+    u.name = "final";
+    u.kind = UnitKind::kFinal;
+    UnitBuilder b(u);
+    add_norm(b, m, "lnf", kFinalNormWeightId, kFinalNormBiasId);
+    s.units.push_back(std::move(u));
+    if (!m.tied_embeddings) {
+      Unit& f = s.units.back();
+      Unit head = make_vocab_unit("head", UnitKind::kFinal, kHeadId, m, d, false);
+      ParamSlot slot = head.params.front();
+      slot.offset = f.size;
+      f.size += slot.numel();
+      f.params.push_back(slot);
+    } else if (c.pp > 1) {
+      s.tied_head_unit = static_cast<int>(s.units.size());
+      s.units.push_back(make_vocab_unit("wte", UnitKind::kTiedHead, kWordEmbeddingId, m, d, true));
+    }
+  }
+  for (auto& u : s.units) u.padded = (u.size + c.dp - 1) / c.dp * c.dp;
+  return s;
+}
+
+float initial_value(std::uint64_t seed, std::uint64_t param_id, std::uint64_t full_index) {
+  const std::uint64_t x = splitmix64(seed * 0x9E3779B97F4A7C15ULL + param_id * 0xBF58476D1CE4E5B9ULL + full_index);
+  const std::uint64_t y = splitmix64(x);
+  const double u1 = (static_cast<double>(x >> 11) + 0.5) * 0x1.0p-53;
+  const double u2 = (static_cast<double>(y >> 11) + 0.5) * 0x1.0p-53;
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+}
+
+void initialize_slot(float* data, const ParamSlot& slot, std::uint64_t seed) {
+  for (const RowBlock& block : slot.row_blocks)
+    for (std::int64_t i = 0; i < block.count; ++i) {
+      const std::int64_t full_row = block.full_row + i;
+      float* row = data + (block.local_row + i) * slot.cols;
+      for (std::int64_t c = 0; c < slot.cols; ++c) {
+        float v = 0;
+        if (slot.zero_from_full_row >= 0 && full_row >= slot.zero_from_full_row) v = 0;
+        else if (slot.init == ParamInit::kOnes) v = 1;
+        else if (slot.init == ParamInit::kNormal)
+          v = slot.init_std * initial_value(seed, slot.id,
+                                            static_cast<std::uint64_t>(full_row * slot.full_cols + slot.col_offset + c));
+        row[c] = v;
+      }
+    }
+}
+
+}  // namespace loom::exec

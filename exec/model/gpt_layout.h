@@ -1,0 +1,84 @@
+// Where every parameter of one pipeline stage and one tensor-parallel rank lives: parameters are
+// grouped into units (word embedding, position embedding, each transformer layer, final norm + LM
+// head), each unit one flat range that ZeRO shards across data-parallel ranks and gathers per unit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "core/parallel_config.h"
+
+namespace loom::exec {
+
+// The local rows [local_row, local_row + count) hold full rows [full_row, full_row + count).
+struct RowBlock {
+  std::int64_t local_row = 0, full_row = 0, count = 0;
+};
+
+enum class ParamInit { kNormal, kOnes, kZeros };
+
+struct ParamSlot {
+  std::string name;         // "layers.3.attn.qkv.weight"
+  std::uint64_t id = 0;     // seeds the parameter's initial values (same on every layout)
+  std::int64_t offset = 0;  // within the unit
+  std::int64_t rows = 0, cols = 0;
+  ParamInit init = ParamInit::kZeros;
+  float init_std = 0;
+  // How the local block maps into the full (unsharded) tensor, for initialisation and checkpoints.
+  std::int64_t full_cols = 0, col_offset = 0;
+  std::vector<RowBlock> row_blocks;
+  std::int64_t zero_from_full_row = -1;  // rows at or past this (vocabulary padding) start and stay zero
+  bool weight_decay = false;             // 2-D weights decay; biases and norm gains do not
+  bool tp_replicated = false;            // the same values on every TP rank
+  bool sequence_partial = false;         // with sequence parallelism its gradient is a partial sum over TP
+  bool tied_copy = false;                // the last stage's copy of the tied word embedding
+  std::int64_t numel() const { return rows * cols; }
+};
+
+enum class UnitKind { kWordEmbedding, kPositionEmbedding, kLayer, kFinal, kTiedHead };
+
+struct Unit {
+  std::string name;
+  UnitKind kind = UnitKind::kLayer;
+  int layer = -1;  // global layer index for kLayer
+  std::vector<ParamSlot> params;
+  std::int64_t size = 0;    // values held
+  std::int64_t padded = 0;  // size rounded up to a multiple of the DP size (ZeRO shards are equal)
+  const ParamSlot& param(const std::string& suffix) const;
+  const ParamSlot* find(const std::string& suffix) const;
+};
+
+struct LocalDims {
+  int tp = 1, tp_rank = 0;
+  int hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;  // heads/kv_heads/ffn: this rank's share
+  int ffn_in = 0;                // columns of the first MLP matrix (ffn, or 2·ffn for SwiGLU)
+  std::int64_t qkv_cols = 0;     // (heads + 2·kv_heads)·head_dim
+  int vocab = 0, vocab_padded = 0, vocab_local = 0, vocab_start = 0, vocab_valid_local = 0;
+};
+
+struct StageLayout {
+  LocalDims dims;
+  int first_layer = 0, end_layer = 0;  // this stage's transformer layers [first, end)
+  std::vector<Unit> units;             // in forward order
+  int word_embedding_unit = -1, position_unit = -1, final_unit = -1, tied_head_unit = -1;
+  std::vector<int> layer_units;        // per local layer
+  std::int64_t total_padded() const;
+  std::int64_t total_params() const;   // values held (without padding)
+};
+
+// Layers of pipeline stage `stage` of `stages` (the first stages take one more when uneven).
+std::pair<int, int> stage_layers(int layers, int stages, int stage);
+
+// Empty string when the model can take this layout; otherwise why not.
+std::string check_layout(const ModelSpec& model, const ParallelConfig& config, int seq_len);
+
+StageLayout make_stage_layout(const ModelSpec& model, const ParallelConfig& config, int tp_rank, int pp_rank);
+
+// The initial value of element (full_row, full_col) of a parameter: a counter-based normal draw
+// (splitmix64 + Box-Muller), so every layout initialises the same full tensor.
+float initial_value(std::uint64_t seed, std::uint64_t param_id, std::uint64_t full_index);
+void initialize_slot(float* data, const ParamSlot& slot, std::uint64_t seed);
+
+}  // namespace loom::exec

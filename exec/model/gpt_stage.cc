@@ -1,0 +1,201 @@
+#include "exec/model/gpt_stage.h"
+
+#include <cmath>
+#include <vector>
+
+namespace loom::exec {
+
+namespace {
+constexpr MemoryCategory kAct = MemoryCategory::kActivations;
+constexpr MemoryCategory kWork = MemoryCategory::kWorkspace;
+}  // namespace
+
+GptStage::GptStage(const ModelSpec& model, const ParallelConfig& config, const StageLayout& layout, int seq,
+                   Backend& backend, TensorParallel& tp, ParameterSource& params)
+    : model_(model), config_(config), layout_(layout), seq_(seq), backend_(backend), tp_(tp), params_(params),
+      layer_(model, layout.dims, config.micro_batch, seq, backend, tp) {}
+
+int GptStage::head_unit() const {
+  if (!model_.tied_embeddings) return layout_.final_unit;
+  return layout_.tied_head_unit >= 0 ? layout_.tied_head_unit : layout_.word_embedding_unit;
+}
+
+float* GptStage::head_weight(float* base) const {
+  const Unit& u = layout_.units[head_unit()];
+  return base + (model_.tied_embeddings ? u.params.front().offset : u.param("head.weight").offset);
+}
+
+Tensor GptStage::embed(const MicroBatch& mb) {
+  const std::int64_t T = tokens(), h = model_.hidden;
+  const LocalDims& d = layout_.dims;
+  Tensor e = backend_.alloc(T, h, tp_.size() > 1 ? kWork : kAct);
+  float* wte = params_.acquire(layout_.word_embedding_unit);
+  backend_.embedding_forward(e.data(), wte, mb.tokens, T, h, d.vocab_start, d.vocab_local);
+  params_.release(layout_.word_embedding_unit);
+  Tensor x = tp_.reduce_rows(std::move(e), kAct);
+  if (layout_.position_unit >= 0) {
+    const float* wpe = params_.acquire(layout_.position_unit);
+    const std::int64_t first = tp_.first_local_token(T);
+    for (std::int64_t i = 0; i < x.rows(); ++i)
+      backend_.axpy(x.data() + i * h, 1.0f, wpe + ((first + i) % seq_) * h, h);
+    params_.release(layout_.position_unit);
+  }
+  return x;
+}
+
+void GptStage::embed_backward(const MicroBatch& mb, const Tensor& dx) {
+  const std::int64_t T = tokens(), h = model_.hidden;
+  const LocalDims& d = layout_.dims;
+  if (layout_.position_unit >= 0) {
+    float* g = params_.gradients(layout_.position_unit);
+    const std::int64_t first = tp_.first_local_token(T);
+    for (std::int64_t i = 0; i < dx.rows(); ++i) backend_.axpy(g + ((first + i) % seq_) * h, 1.0f, dx.data() + i * h, h);
+    params_.gradients_ready(layout_.position_unit);
+  }
+  Tensor gathered;
+  const float* d_full = tp_.gather_rows(dx, gathered);
+  float* g = params_.gradients(layout_.word_embedding_unit);
+  backend_.embedding_backward(g, d_full, mb.tokens, T, h, d.vocab_start, d.vocab_local);
+  params_.gradients_ready(layout_.word_embedding_unit);
+}
+
+Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float loss_scale, double* loss_sum) {
+  const std::int64_t T = tokens();
+  const int h = model_.hidden;
+  const LocalDims& d = layout_.dims;
+  const Unit& fu = layout_.units[layout_.final_unit];
+  c.final_in = std::move(x);
+  float* fp = params_.acquire(layout_.final_unit);
+  LayerTensors norm{};
+  norm.ln1_w = fp + fu.param("lnf.weight").offset;
+  norm.ln1_b = fu.find("lnf.bias") ? fp + fu.param("lnf.bias").offset : nullptr;
+  c.final_norm = backend_.alloc(c.final_in.rows(), h, kAct);
+  if (model_.norm == Norm::kLayerNorm) {
+    c.final_stats = backend_.alloc(2, c.final_in.rows(), kAct);
+    backend_.layernorm_forward(c.final_norm.data(), c.final_stats.data(), c.final_stats.data() + c.final_in.rows(),
+                               c.final_in.data(), norm.ln1_w, norm.ln1_b, c.final_in.rows(), h);
+  } else {
+    c.final_stats = backend_.alloc(1, c.final_in.rows(), kAct);
+    backend_.rmsnorm_forward(c.final_norm.data(), c.final_stats.data(), c.final_in.data(), norm.ln1_w,
+                             c.final_in.rows(), h);
+  }
+  const int hu = head_unit();
+  float* hp = hu == layout_.final_unit ? fp : params_.acquire(hu);
+  Tensor gathered;
+  const float* xf = tp_.gather_rows(c.final_norm, gathered);
+  c.dlogits = backend_.alloc(T, d.vocab_local, kAct);
+  backend_.gemm(false, true, static_cast<int>(T), d.vocab_local, h, 1.0f, xf, h, head_weight(hp), h, 0.0f,
+                c.dlogits.data(), d.vocab_local);
+  gathered.reset();
+  if (hu != layout_.final_unit) params_.release(hu);
+  params_.release(layout_.final_unit);
+
+  // Vocabulary-parallel cross-entropy (Megatron): max, sum of exponentials and the target's logit
+  // are reduced over TP ranks, so no rank ever holds the full row of logits.
+  Tensor stats = backend_.alloc(3, T, kWork);
+  float *mx = stats.data(), *sum = mx + T, *target = sum + T;
+  float* logits = c.dlogits.data();
+  backend_.row_max(mx, logits, T, d.vocab_local, d.vocab_valid_local);
+  tp_.all_reduce(mx, T, ReduceOp::kMax);
+  backend_.row_sum_exp(sum, logits, mx, T, d.vocab_local, d.vocab_valid_local);
+  backend_.target_logit(target, logits, mb.targets, T, d.vocab_local, d.vocab_start);
+  tp_.all_reduce(sum, 2 * T, ReduceOp::kSum);  // sum and target are adjacent
+  std::vector<float> host(static_cast<std::size_t>(3 * T));
+  backend_.to_host(host.data(), stats.data(), 3 * T);
+  double total = 0;
+  for (std::int64_t i = 0; i < T; ++i)
+    total += std::log(static_cast<double>(host[T + i])) + host[i] - host[2 * T + i];
+  *loss_sum += total;
+  backend_.cross_entropy_grad(logits, mx, sum, mb.targets, T, d.vocab_local, d.vocab_valid_local, d.vocab_start,
+                              loss_scale);
+  return {};
+}
+
+Tensor GptStage::head_backward(Cache& c) {
+  const std::int64_t T = tokens();
+  const int h = model_.hidden;
+  const LocalDims& d = layout_.dims;
+  const int hu = head_unit();
+  const Unit& fu = layout_.units[layout_.final_unit];
+  float* fp = params_.acquire(layout_.final_unit);
+  float* fg = params_.gradients(layout_.final_unit);
+  float* hp = hu == layout_.final_unit ? fp : params_.acquire(hu);
+  float* hg = hu == layout_.final_unit ? fg : params_.gradients(hu);
+  Tensor dxf = backend_.alloc(T, h, kWork);
+  {
+    Tensor gathered;
+    const float* xf = tp_.gather_rows(c.final_norm, gathered);
+    backend_.gemm(false, false, static_cast<int>(T), h, d.vocab_local, 1.0f, c.dlogits.data(), d.vocab_local,
+                  head_weight(hp), h, 0.0f, dxf.data(), h);
+    backend_.gemm(true, false, d.vocab_local, h, static_cast<int>(T), 1.0f, c.dlogits.data(), d.vocab_local, xf, h,
+                  1.0f, head_weight(hg), h);
+  }
+  c.dlogits.reset();
+  if (hu != layout_.final_unit) {
+    params_.release(hu);
+    if (hu == layout_.tied_head_unit) params_.gradients_ready(hu);  // the first stage's copy is separate
+  }
+  Tensor dxf_local = tp_.reduce_rows(std::move(dxf), kWork);
+  Tensor dx = backend_.alloc(c.final_in.rows(), h, kWork);
+  const float* w = fp + fu.param("lnf.weight").offset;
+  float* gw = fg + fu.param("lnf.weight").offset;
+  if (model_.norm == Norm::kLayerNorm)
+    backend_.layernorm_backward(dx.data(), gw, fg + fu.param("lnf.bias").offset, dxf_local.data(), c.final_in.data(),
+                                w, c.final_stats.data(), c.final_stats.data() + c.final_in.rows(), c.final_in.rows(), h);
+  else
+    backend_.rmsnorm_backward(dx.data(), gw, dxf_local.data(), c.final_in.data(), w, c.final_stats.data(),
+                              c.final_in.rows(), h);
+  params_.release(layout_.final_unit);
+  params_.gradients_ready(layout_.final_unit);
+  c.final_in.reset();
+  c.final_norm.reset();
+  c.final_stats.reset();
+  return dx;
+}
+
+Tensor GptStage::forward(int micro_batch, const MicroBatch& mb, Tensor input, float loss_scale, double* loss_sum) {
+  Cache& c = caches_[micro_batch];
+  c.layers.resize(layout_.layer_units.size());
+  const bool first = layout_.word_embedding_unit >= 0, last = layout_.final_unit >= 0;
+  Tensor x = first ? embed(mb) : std::move(input);
+  for (std::size_t i = 0; i < layout_.layer_units.size(); ++i) {
+    const int u = layout_.layer_units[i];
+    float* p = params_.acquire(u);
+    x = layer_.forward(layer_tensors(layout_.units[u], p), std::move(x), c.layers[i], config_.recompute);
+    params_.release(u);
+  }
+  if (last) return head_forward(std::move(x), c, mb, loss_scale, loss_sum);
+  return x;
+}
+
+Tensor GptStage::backward(int micro_batch, const MicroBatch& mb, const Tensor& dout) {
+  Cache& c = caches_.at(micro_batch);
+  const bool first = layout_.word_embedding_unit >= 0, last = layout_.final_unit >= 0;
+  Tensor holder;
+  if (last) holder = head_backward(c);
+  const Tensor* d = last ? &holder : &dout;
+  for (std::size_t k = layout_.layer_units.size(); k-- > 0;) {
+    const int u = layout_.layer_units[k];
+    const Unit& unit = layout_.units[u];
+    float* p = params_.acquire(u);
+    float* g = params_.gradients(u);
+    Tensor next = layer_.backward(layer_tensors(unit, p), layer_tensors(unit, g), c.layers[k], *d, config_.recompute);
+    params_.release(u);
+    params_.gradients_ready(u);
+    holder = std::move(next);
+    d = &holder;
+  }
+  caches_.erase(micro_batch);
+  if (first) {
+    embed_backward(mb, *d);
+    return {};
+  }
+  if (d == &dout) {  // a stage without layers passes the gradient through
+    Tensor copy = backend_.alloc(dout.rows(), dout.cols(), kWork);
+    backend_.copy(copy.data(), dout.data(), dout.numel());
+    return copy;
+  }
+  return holder;
+}
+
+}  // namespace loom::exec

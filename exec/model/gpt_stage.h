@@ -1,0 +1,76 @@
+// The part of a GPT held by one pipeline stage and one TP rank: token + position embedding on the
+// first stage, its transformer blocks, final norm, LM head and vocabulary-parallel cross-entropy on
+// the last. Parameters come from a ParameterSource (which may gather ZeRO-3 shards per unit);
+// activations are kept per micro-batch between the forward and the backward.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "core/parallel_config.h"
+#include "exec/model/gpt_layout.h"
+#include "exec/model/transformer_layer.h"
+
+namespace loom::exec {
+
+class ParameterSource {
+ public:
+  virtual ~ParameterSource() = default;
+  // Parameters of a unit, available until release() (ZeRO-3 gathers them).
+  virtual float* acquire(int unit) = 0;
+  virtual void release(int unit) = 0;
+  // Where the unit's backward accumulates its gradient for the current micro-batch.
+  virtual float* gradients(int unit) = 0;
+  // The unit's backward for the current micro-batch is complete.
+  virtual void gradients_ready(int unit) = 0;
+};
+
+struct MicroBatch {
+  const int* tokens = nullptr;   // [batch·seq] inputs (first stage)
+  const int* targets = nullptr;  // [batch·seq] next tokens (last stage)
+};
+
+class GptStage {
+ public:
+  GptStage(const ModelSpec& model, const ParallelConfig& config, const StageLayout& layout, int seq, Backend& backend,
+           TensorParallel& tp, ParameterSource& params);
+
+  // First stage: `input` is ignored and the embedding of mb.tokens is used. Returns the stage
+  // output [local tokens, h]; on the last stage returns an empty tensor and adds the summed token
+  // losses of this micro-batch to *loss_sum. loss_scale multiplies the loss gradient.
+  Tensor forward(int micro_batch, const MicroBatch& mb, Tensor input, float loss_scale, double* loss_sum);
+  // `dout`: gradient of this stage's output (ignored on the last stage). Returns the gradient of
+  // the stage input (empty on the first stage).
+  Tensor backward(int micro_batch, const MicroBatch& mb, const Tensor& dout);
+
+  std::int64_t tokens() const { return static_cast<std::int64_t>(config_.micro_batch) * seq_; }
+  std::int64_t local_tokens() const { return tp_.local_tokens(tokens()); }
+  int hidden() const { return model_.hidden; }
+  Tracer* tracer = nullptr;
+
+ private:
+  struct Cache {
+    std::vector<LayerCache> layers;
+    Tensor final_in, final_norm, final_stats, dlogits;
+  };
+  Tensor embed(const MicroBatch& mb);
+  void embed_backward(const MicroBatch& mb, const Tensor& d);
+  Tensor head_forward(Tensor x, Cache& cache, const MicroBatch& mb, float loss_scale, double* loss_sum);
+  Tensor head_backward(Cache& cache);
+  int head_unit() const;
+  float* head_weight(float* base) const;
+
+  const ModelSpec& model_;
+  ParallelConfig config_;
+  const StageLayout& layout_;
+  int seq_;
+  Backend& backend_;
+  TensorParallel& tp_;
+  ParameterSource& params_;
+  TransformerLayer layer_;
+  std::map<int, Cache> caches_;
+};
+
+}  // namespace loom::exec

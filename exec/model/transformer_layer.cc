@@ -1,0 +1,189 @@
+#include "exec/model/transformer_layer.h"
+
+namespace loom::exec {
+
+namespace {
+constexpr MemoryCategory kAct = MemoryCategory::kActivations;
+constexpr MemoryCategory kWork = MemoryCategory::kWorkspace;
+
+float* at(const Unit& unit, float* base, const char* suffix) {
+  const ParamSlot* s = unit.find(suffix);
+  return s == nullptr ? nullptr : base + s->offset;
+}
+}  // namespace
+
+LayerTensors layer_tensors(const Unit& u, float* base) {
+  return {at(u, base, "ln1.weight"),       at(u, base, "ln1.bias"),       at(u, base, "attn.qkv.weight"),
+          at(u, base, "attn.qkv.bias"),    at(u, base, "attn.proj.weight"), at(u, base, "attn.proj.bias"),
+          at(u, base, "ln2.weight"),       at(u, base, "ln2.bias"),       at(u, base, "mlp.fc.weight"),
+          at(u, base, "mlp.fc.bias"),      at(u, base, "mlp.proj.weight"), at(u, base, "mlp.proj.bias")};
+}
+
+AttentionShape TransformerLayer::attention_shape() const {
+  return {batch_, seq_, dims_.heads, dims_.kv_heads, dims_.head_dim};
+}
+
+void TransformerLayer::norm_forward(Tensor& out, Tensor& stats, const Tensor& x, const float* w, const float* b) {
+  const std::int64_t rows = x.rows(), h = x.cols();
+  out = backend_.alloc(rows, h, kAct);
+  if (model_.norm == Norm::kLayerNorm) {
+    stats = backend_.alloc(2, rows, kAct);
+    backend_.layernorm_forward(out.data(), stats.data(), stats.data() + rows, x.data(), w, b, rows, h);
+  } else {
+    stats = backend_.alloc(1, rows, kAct);
+    backend_.rmsnorm_forward(out.data(), stats.data(), x.data(), w, rows, h);
+  }
+}
+
+void TransformerLayer::norm_backward(float* dx, float* dw, float* db, const float* dout, const Tensor& x,
+                                     const float* w, const Tensor& stats) {
+  const std::int64_t rows = x.rows(), h = x.cols();
+  if (model_.norm == Norm::kLayerNorm)
+    backend_.layernorm_backward(dx, dw, db, dout, x.data(), w, stats.data(), stats.data() + rows, rows, h);
+  else
+    backend_.rmsnorm_backward(dx, dw, dout, x.data(), w, stats.data(), rows, h);
+}
+
+Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c, Recompute recompute) {
+  const std::int64_t T = tokens();
+  const int h = dims_.hidden, qkv_cols = static_cast<int>(dims_.qkv_cols);
+  const int ctx_cols = dims_.heads * dims_.head_dim;
+  c.x = std::move(x);
+  norm_forward(c.ln1, c.stats1, c.x, w.ln1_w, w.ln1_b);
+  {
+    Tensor gathered;
+    const float* a_in = tp_.gather_rows(c.ln1, gathered);
+    c.qkv = backend_.alloc(T, qkv_cols, kAct);
+    backend_.gemm(false, true, static_cast<int>(T), qkv_cols, h, 1.0f, a_in, h, w.qkv_w, h, 0.0f, c.qkv.data(),
+                  qkv_cols);
+  }
+  if (w.qkv_b != nullptr) backend_.add_bias(c.qkv.data(), w.qkv_b, T, qkv_cols);
+  if (model_.position == PositionEmbedding::kRotary) backend_.rope(c.qkv.data(), attention_shape(), false);
+  c.probs = backend_.alloc(attention_shape().probs_numel(), 1, recompute == Recompute::kSelective ? kWork : kAct);
+  c.ctx = backend_.alloc(T, ctx_cols, kAct);
+  backend_.attention_forward(c.ctx.data(), c.probs.data(), c.qkv.data(), attention_shape());
+  if (recompute == Recompute::kSelective) c.probs.reset();
+
+  Tensor o = backend_.alloc(T, h, kWork);
+  backend_.gemm(false, true, static_cast<int>(T), h, ctx_cols, 1.0f, c.ctx.data(), ctx_cols, w.proj_w, ctx_cols, 0.0f,
+                o.data(), h);
+  Tensor o_local = tp_.reduce_rows(std::move(o), kWork);
+  if (w.proj_b != nullptr) backend_.add_bias(o_local.data(), w.proj_b, o_local.rows(), h);
+  c.x2 = backend_.alloc(c.x.rows(), h, kAct);
+  backend_.add(c.x2.data(), c.x.data(), o_local.data(), c.x.numel());
+  o_local.reset();
+
+  norm_forward(c.ln2, c.stats2, c.x2, w.ln2_w, w.ln2_b);
+  {
+    Tensor gathered;
+    const float* m_in = tp_.gather_rows(c.ln2, gathered);
+    c.fc = backend_.alloc(T, dims_.ffn_in, kAct);
+    backend_.gemm(false, true, static_cast<int>(T), dims_.ffn_in, h, 1.0f, m_in, h, w.fc_w, h, 0.0f, c.fc.data(),
+                  dims_.ffn_in);
+  }
+  if (w.fc_b != nullptr) backend_.add_bias(c.fc.data(), w.fc_b, T, dims_.ffn_in);
+  c.act = backend_.alloc(T, dims_.ffn, kAct);
+  if (model_.activation == Activation::kSwiGLU) backend_.swiglu_forward(c.act.data(), c.fc.data(), T, dims_.ffn);
+  else backend_.gelu_forward(c.act.data(), c.fc.data(), c.fc.numel());
+  Tensor f2 = backend_.alloc(T, h, kWork);
+  backend_.gemm(false, true, static_cast<int>(T), h, dims_.ffn, 1.0f, c.act.data(), dims_.ffn, w.fc2_w, dims_.ffn,
+                0.0f, f2.data(), h);
+  Tensor f2_local = tp_.reduce_rows(std::move(f2), kWork);
+  if (w.fc2_b != nullptr) backend_.add_bias(f2_local.data(), w.fc2_b, f2_local.rows(), h);
+  Tensor y = backend_.alloc(c.x.rows(), h, kAct);
+  backend_.add(y.data(), c.x2.data(), f2_local.data(), y.numel());
+
+  if (recompute == Recompute::kFull) {
+    Tensor input = std::move(c.x);
+    c = LayerCache{};
+    c.x = std::move(input);
+  }
+  return y;
+}
+
+Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, LayerCache& c, const Tensor& dy,
+                                  Recompute recompute) {
+  if (!c.complete()) {
+    // Full recomputation: run the block forward again from its stored input.
+    Tensor input = backend_.alloc(c.x.rows(), c.x.cols(), kAct);
+    backend_.copy(input.data(), c.x.data(), c.x.numel());
+    c.x.reset();
+    Tensor y = forward(w, std::move(input), c, Recompute::kNone);
+  }
+  const std::int64_t T = tokens();
+  const int h = dims_.hidden, qkv_cols = static_cast<int>(dims_.qkv_cols);
+  const int ctx_cols = dims_.heads * dims_.head_dim, Ti = static_cast<int>(T);
+
+  // MLP: y = x2 + fc2(act(fc(ln2(x2)))).
+  if (g.fc2_b != nullptr) backend_.bias_grad(g.fc2_b, dy.data(), dy.rows(), h);
+  Tensor dx2 = backend_.alloc(dy.rows(), h, kWork);
+  {
+    Tensor dfc = backend_.alloc(T, dims_.ffn_in, kWork);
+    {
+      Tensor gathered;
+      const float* dy_full = tp_.gather_rows(dy, gathered);
+      Tensor dact = backend_.alloc(T, dims_.ffn, kWork);
+      backend_.gemm(false, false, Ti, dims_.ffn, h, 1.0f, dy_full, h, w.fc2_w, dims_.ffn, 0.0f, dact.data(), dims_.ffn);
+      backend_.gemm(true, false, h, dims_.ffn, Ti, 1.0f, dy_full, h, c.act.data(), dims_.ffn, 1.0f, g.fc2_w, dims_.ffn);
+      if (model_.activation == Activation::kSwiGLU)
+        backend_.swiglu_backward(dfc.data(), c.fc.data(), dact.data(), T, dims_.ffn);
+      else
+        backend_.gelu_backward(dfc.data(), c.fc.data(), dact.data(), dfc.numel());
+    }
+    if (g.fc_b != nullptr) backend_.bias_grad(g.fc_b, dfc.data(), T, dims_.ffn_in);
+    Tensor gathered;
+    const float* m_in = tp_.gather_rows(c.ln2, gathered);
+    backend_.gemm(true, false, dims_.ffn_in, h, Ti, 1.0f, dfc.data(), dims_.ffn_in, m_in, h, 1.0f, g.fc_w, h);
+    gathered.reset();
+    Tensor dm = backend_.alloc(T, h, kWork);
+    backend_.gemm(false, false, Ti, h, dims_.ffn_in, 1.0f, dfc.data(), dims_.ffn_in, w.fc_w, h, 0.0f, dm.data(), h);
+    dfc.reset();
+    Tensor dm_local = tp_.reduce_rows(std::move(dm), kWork);
+    norm_backward(dx2.data(), g.ln2_w, g.ln2_b, dm_local.data(), c.x2, w.ln2_w, c.stats2);
+    backend_.axpy(dx2.data(), 1.0f, dy.data(), dy.numel());
+  }
+  c.act.reset();
+  c.fc.reset();
+  c.ln2.reset();
+  c.stats2.reset();
+  c.x2.reset();
+
+  // Attention: x2 = x + proj(attn(qkv(ln1(x)))).
+  if (g.proj_b != nullptr) backend_.bias_grad(g.proj_b, dx2.data(), dx2.rows(), h);
+  Tensor dqkv = backend_.alloc(T, qkv_cols, kWork);
+  {
+    Tensor gathered;
+    const float* do_full = tp_.gather_rows(dx2, gathered);
+    Tensor dctx = backend_.alloc(T, ctx_cols, kWork);
+    backend_.gemm(false, false, Ti, ctx_cols, h, 1.0f, do_full, h, w.proj_w, ctx_cols, 0.0f, dctx.data(), ctx_cols);
+    backend_.gemm(true, false, h, ctx_cols, Ti, 1.0f, do_full, h, c.ctx.data(), ctx_cols, 1.0f, g.proj_w, ctx_cols);
+    if (c.probs.empty()) {  // selective recomputation of the attention core
+      c.probs = backend_.alloc(attention_shape().probs_numel(), 1, kWork);
+      backend_.attention_probs(c.probs.data(), c.qkv.data(), attention_shape());
+    }
+    backend_.attention_backward(dqkv.data(), dctx.data(), c.probs.data(), c.qkv.data(), attention_shape());
+  }
+  c.probs.reset();
+  c.ctx.reset();
+  if (model_.position == PositionEmbedding::kRotary) backend_.rope(dqkv.data(), attention_shape(), true);
+  if (g.qkv_b != nullptr) backend_.bias_grad(g.qkv_b, dqkv.data(), T, qkv_cols);
+  Tensor da;
+  {
+    Tensor gathered;
+    const float* a_in = tp_.gather_rows(c.ln1, gathered);
+    backend_.gemm(true, false, qkv_cols, h, Ti, 1.0f, dqkv.data(), qkv_cols, a_in, h, 1.0f, g.qkv_w, h);
+    da = backend_.alloc(T, h, kWork);
+    backend_.gemm(false, false, Ti, h, qkv_cols, 1.0f, dqkv.data(), qkv_cols, w.qkv_w, h, 0.0f, da.data(), h);
+  }
+  dqkv.reset();
+  c.qkv.reset();
+  Tensor da_local = tp_.reduce_rows(std::move(da), kWork);
+  Tensor dx = backend_.alloc(dy.rows(), h, kWork);
+  norm_backward(dx.data(), g.ln1_w, g.ln1_b, da_local.data(), c.x, w.ln1_w, c.stats1);
+  backend_.axpy(dx.data(), 1.0f, dx2.data(), dx.numel());
+  c = LayerCache{};
+  (void)recompute;
+  return dx;
+}
+
+}  // namespace loom::exec

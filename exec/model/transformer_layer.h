@@ -1,0 +1,62 @@
+// One pre-norm transformer block, forward and backward written out, tensor-parallel in Megatron's
+// way (heads and MLP columns split; see parallel/tensor_parallel.h). It keeps exactly the
+// activations Korthikanti et al. 2022 count: both norm inputs, the QKV and MLP inputs, Q/K/V, the
+// softmax output, the projection input, and the activation function's input and output.
+#pragma once
+
+#include "core/model_spec.h"
+#include "core/parallel_config.h"
+#include "exec/backend.h"
+#include "exec/model/gpt_layout.h"
+#include "exec/parallel/tensor_parallel.h"
+
+namespace loom::exec {
+
+// Pointers to one layer's parameters (or gradients) inside its unit; absent biases are null.
+struct LayerTensors {
+  float *ln1_w = nullptr, *ln1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *proj_w = nullptr,
+        *proj_b = nullptr, *ln2_w = nullptr, *ln2_b = nullptr, *fc_w = nullptr, *fc_b = nullptr,
+        *fc2_w = nullptr, *fc2_b = nullptr;
+};
+LayerTensors layer_tensors(const Unit& unit, float* base);
+
+struct LayerCache {
+  Tensor x;            // block input = ln1 input [local tokens, h]
+  Tensor ln1, stats1;  // QKV input (local rows under SP) and its mean/rstd
+  Tensor qkv;          // Q, K, V after RoPE [tokens, qkv_cols]
+  Tensor probs;        // softmax output [batch·heads·seq·seq] (dropped by selective recomputation)
+  Tensor ctx;          // projection input [tokens, heads·head_dim]
+  Tensor x2, ln2, stats2;  // ln2 input (residual), MLP input, stats
+  Tensor fc;           // activation-function input [tokens, ffn_in]
+  Tensor act;          // activation-function output [tokens, ffn]
+  bool complete() const { return !qkv.empty(); }
+};
+
+class TransformerLayer {
+ public:
+  TransformerLayer(const ModelSpec& model, const LocalDims& dims, int batch, int seq, Backend& backend,
+                   TensorParallel& tp)
+      : model_(model), dims_(dims), batch_(batch), seq_(seq), backend_(backend), tp_(tp) {}
+
+  // Takes the block input, returns its output [local tokens, h] (activations). With `recompute`
+  // kFull only the input is kept; kSelective drops the softmax output.
+  Tensor forward(const LayerTensors& w, Tensor x, LayerCache& cache, Recompute recompute);
+  // dy: gradient of the output; returns the gradient of the input. Accumulates into g.
+  Tensor backward(const LayerTensors& w, const LayerTensors& g, LayerCache& cache, const Tensor& dy,
+                  Recompute recompute);
+
+ private:
+  std::int64_t tokens() const { return static_cast<std::int64_t>(batch_) * seq_; }
+  AttentionShape attention_shape() const;
+  void norm_forward(Tensor& out, Tensor& stats, const Tensor& x, const float* w, const float* b);
+  void norm_backward(float* dx, float* dw, float* db, const float* dout, const Tensor& x, const float* w,
+                     const Tensor& stats);
+
+  const ModelSpec& model_;
+  LocalDims dims_;
+  int batch_, seq_;
+  Backend& backend_;
+  TensorParallel& tp_;
+};
+
+}  // namespace loom::exec

@@ -1,0 +1,177 @@
+#include "exec/parallel/zero.h"
+
+#include <algorithm>
+
+#include "core/trace_names.h"
+
+namespace loom::exec {
+
+namespace {
+constexpr MemoryCategory kBuf = MemoryCategory::kBuffers;
+}
+
+ParameterStore::ParameterStore(const StageLayout& layout, ProcessGroups& groups, Backend& backend, Tracer* tracer)
+    : layout_(layout), groups_(groups), backend_(backend), tracer_(tracer), zero_(groups.config.zero),
+      dp_(groups.config.dp), dp_rank_(groups.coords.dp_rank), buckets_(*groups.dp, tracer) {
+  std::int64_t full = 0, sharded = 0;
+  for (const Unit& u : layout_.units) {
+    offset_.push_back(full);
+    shard_offset_.push_back(sharded);
+    full += u.padded;
+    sharded += shard(u);
+  }
+  const std::size_t n = layout_.units.size();
+  gathered_.resize(n);
+  grad_bucket_.resize(n);
+  gather_count_.assign(n, 0);
+  params_ = backend_.alloc(zero_ >= 3 ? sharded : full, 1, MemoryCategory::kParams);
+  grads_ = backend_.alloc(zero_ >= 2 ? sharded : full, 1, MemoryCategory::kGrads);
+  adam_m_ = backend_.alloc(zero_ >= 1 ? sharded : full, 1, MemoryCategory::kOptimizer);
+  adam_v_ = backend_.alloc(zero_ >= 1 ? sharded : full, 1, MemoryCategory::kOptimizer);
+}
+
+void ParameterStore::initialize(std::uint64_t seed) {
+  for (std::size_t u = 0; u < layout_.units.size(); ++u) {
+    const Unit& unit = layout_.units[u];
+    std::vector<float> host(static_cast<std::size_t>(unit.padded), 0.0f);
+    for (const ParamSlot& slot : unit.params) initialize_slot(host.data() + slot.offset, slot, seed);
+    if (zero_ >= 3)
+      backend_.from_host(params_.data() + shard_offset_[u], host.data() + dp_rank_ * shard(unit), shard(unit));
+    else
+      backend_.from_host(params_.data() + offset_[u], host.data(), unit.padded);
+  }
+}
+
+void ParameterStore::begin_step(int micro_batches) {
+  micro_batches_ = micro_batches;
+  backend_.zero(grads_.data(), grads_.numel());
+}
+
+float* ParameterStore::acquire(int u) {
+  if (zero_ < 3) return params_.data() + offset_[u];
+  if (gather_count_[u]++ == 0) {
+    const Unit& unit = layout_.units[u];
+    TraceScope scope(tracer_, trace_names::collective("all_gather", "dp"), "comm", kCommLane);
+    gathered_[u] = backend_.alloc(unit.padded, 1, kBuf);
+    groups_.dp->all_gather(params_.data() + shard_offset_[u], gathered_[u].data(), shard(unit));
+  }
+  return gathered_[u].data();
+}
+
+void ParameterStore::release(int u) {
+  if (zero_ < 3) return;
+  if (--gather_count_[u] == 0) gathered_[u].reset();
+}
+
+float* ParameterStore::gradients(int u) {
+  if (zero_ < 2) return grads_.data() + offset_[u];
+  if (grad_bucket_[u].empty()) grad_bucket_[u] = backend_.alloc(layout_.units[u].padded, 1, kBuf);
+  return grad_bucket_[u].data();
+}
+
+void ParameterStore::reduce_sequence_partial(int u, float* grads) {
+  if (!groups_.config.sequence_parallel || groups_.config.tp == 1) return;
+  TraceScope scope(tracer_, trace_names::collective("all_reduce", "tp"), "comm", kCommLane);
+  for (const ParamSlot& slot : layout_.units[u].params)
+    if (slot.sequence_partial) groups_.tp->all_reduce(grads + slot.offset, slot.numel(), ReduceOp::kSum);
+}
+
+void ParameterStore::gradients_ready(int u) {
+  const Unit& unit = layout_.units[u];
+  if (zero_ < 2) {
+    if (!last_micro_batch_) return;
+    reduce_sequence_partial(u, grads_.data() + offset_[u]);
+    buckets_.launch(grads_.data() + offset_[u], unit.padded);
+    return;
+  }
+  Tensor& bucket = grad_bucket_[u];
+  reduce_sequence_partial(u, bucket.data());
+  Tensor mine = backend_.alloc(shard(unit), 1, kBuf);
+  {
+    TraceScope scope(tracer_, trace_names::collective("reduce_scatter", "dp"), "comm", kCommLane);
+    groups_.dp->reduce_scatter(bucket.data(), mine.data(), shard(unit));
+  }
+  backend_.axpy(grads_.data() + shard_offset_[u], 1.0f, mine.data(), shard(unit));
+  bucket.reset();
+}
+
+void ParameterStore::finish_gradients() {
+  buckets_.wait();
+  if (groups_.embedding == nullptr) return;
+  // The tied word embedding lives on the first and the last stage; both copies take the sum.
+  const int u = layout_.word_embedding_unit >= 0 ? layout_.word_embedding_unit : layout_.tied_head_unit;
+  TraceScope scope(tracer_, trace_names::collective("all_reduce", "embedding"), "comm", kCommLane);
+  if (zero_ < 2) groups_.embedding->all_reduce(grads_.data() + offset_[u], layout_.units[u].padded, ReduceOp::kSum);
+  else groups_.embedding->all_reduce(grads_.data() + shard_offset_[u], shard(layout_.units[u]), ReduceOp::kSum);
+}
+
+ParameterStore::Range ParameterStore::owned(int u) const {
+  const Unit& unit = layout_.units[u];
+  if (zero_ == 0) return {0, unit.size};
+  const std::int64_t begin = dp_rank_ * shard(unit);
+  return {std::min(begin, unit.size), std::min(begin + shard(unit), unit.size)};
+}
+
+float* ParameterStore::grad_at(int u, std::int64_t i) {
+  if (zero_ < 2) return grads_.data() + offset_[u] + i;
+  return grads_.data() + shard_offset_[u] + (i - dp_rank_ * shard(layout_.units[u]));
+}
+
+float* ParameterStore::param_at(int u, std::int64_t i) {
+  if (zero_ < 3) return params_.data() + offset_[u] + i;
+  return params_.data() + shard_offset_[u] + (i - dp_rank_ * shard(layout_.units[u]));
+}
+
+float* ParameterStore::moment_at(Tensor& moment, int u, std::int64_t i) {
+  if (zero_ == 0) return moment.data() + offset_[u] + i;
+  return moment.data() + shard_offset_[u] + (i - dp_rank_ * shard(layout_.units[u]));
+}
+
+double ParameterStore::owned_grad_squares() {
+  double sum = 0;
+  const bool tp_leader = groups_.coords.tp_rank == 0;
+  for (std::size_t u = 0; u < layout_.units.size(); ++u) {
+    Range r = owned(static_cast<int>(u));
+    if (zero_ == 0 && dp_rank_ != 0) r.end = r.begin;  // replicated over DP: count once
+    for (const ParamSlot& slot : layout_.units[u].params) {
+      if (slot.tied_copy || (slot.tp_replicated && !tp_leader)) continue;
+      const std::int64_t b = std::max(r.begin, slot.offset), e = std::min(r.end, slot.offset + slot.numel());
+      if (b < e) sum += backend_.sum_squares(grad_at(static_cast<int>(u), b), e - b);
+    }
+  }
+  return sum;
+}
+
+void ParameterStore::optimizer_step(const OptimizerSettings& s, float lr, float grad_scale, int step) {
+  TraceScope scope(tracer_, trace_names::kOptimizer, "compute", kComputeLane);
+  for (std::size_t uu = 0; uu < layout_.units.size(); ++uu) {
+    const int u = static_cast<int>(uu);
+    const Unit& unit = layout_.units[u];
+    const Range r = owned(u);
+    for (const ParamSlot& slot : unit.params) {
+      const std::int64_t b = std::max(r.begin, slot.offset), e = std::min(r.end, slot.offset + slot.numel());
+      if (b >= e) continue;
+      if (grad_scale != 1.0f) backend_.scale(grad_at(u, b), grad_scale, e - b);
+      backend_.adamw(param_at(u, b), grad_at(u, b), moment_at(adam_m_, u, b), moment_at(adam_v_, u, b), e - b, lr,
+                     s.beta1, s.beta2, s.eps, slot.weight_decay ? s.weight_decay : 0.0f, step);
+    }
+    if (zero_ == 1 || zero_ == 2) {  // every rank needs the full updated unit again
+      TraceScope gather(tracer_, trace_names::collective("all_gather", "dp"), "comm", kCommLane);
+      Tensor mine = backend_.alloc(shard(unit), 1, kBuf);
+      float* full = params_.data() + offset_[u];
+      backend_.copy(mine.data(), full + dp_rank_ * shard(unit), shard(unit));
+      groups_.dp->all_gather(mine.data(), full, shard(unit));
+    }
+  }
+}
+
+std::vector<float> ParameterStore::unit_values(int u) {
+  const Unit& unit = layout_.units[u];
+  std::vector<float> host(static_cast<std::size_t>(unit.size));
+  const float* p = acquire(u);
+  backend_.to_host(host.data(), p, unit.size);
+  release(u);
+  return host;
+}
+
+}  // namespace loom::exec

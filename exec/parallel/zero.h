@@ -1,0 +1,70 @@
+// Parameters, gradients and AdamW states of one stage under ZeRO (Rajbhandari et al. 2020):
+// stage 0 replicates everything over DP; 1 shards the optimizer states; 2 also shards gradients
+// (each unit's gradient is reduce-scattered per micro-batch from a transient bucket); 3 also shards
+// parameters, all-gathering one unit for its forward or backward and freeing it afterwards.
+// Every unit is sharded separately (padded to a multiple of the DP size), so shards line up.
+#pragma once
+
+#include <vector>
+
+#include "core/parallel_config.h"
+#include "exec/backend.h"
+#include "exec/model/gpt_layout.h"
+#include "exec/model/gpt_stage.h"
+#include "exec/optimizer.h"
+#include "exec/parallel/data_parallel.h"
+#include "exec/process_groups.h"
+
+namespace loom::exec {
+
+class ParameterStore final : public ParameterSource {
+ public:
+  ParameterStore(const StageLayout& layout, ProcessGroups& groups, Backend& backend, Tracer* tracer);
+
+  void initialize(std::uint64_t seed);
+  // Zeroes the gradients; `micro_batches` tells which micro-batch is the last of the step.
+  void begin_step(int micro_batches);
+  void begin_micro_batch(int index) { last_micro_batch_ = index == micro_batches_ - 1; }
+
+  float* acquire(int unit) override;
+  void release(int unit) override;
+  float* gradients(int unit) override;
+  void gradients_ready(int unit) override;
+
+  // Completes the DP reduction and sums the tied embedding over the first and last stage.
+  void finish_gradients();
+  // Sum of squared gradients this rank owns (each value counted once over the world).
+  double owned_grad_squares();
+  void optimizer_step(const OptimizerSettings& s, float lr, float grad_scale, int step);
+
+  // Flat state for checkpoints: parameters (or this rank's shard), then the two Adam moments.
+  std::vector<Tensor*> state() { return {&params_, &adam_m_, &adam_v_}; }
+  // Full local parameters of a unit copied to the host (gathered under ZeRO-3), for tests.
+  std::vector<float> unit_values(int unit);
+
+ private:
+  struct Range {
+    std::int64_t begin = 0, end = 0;
+  };
+  std::int64_t shard(const Unit& u) const { return u.padded / dp_; }
+  Range owned(int unit) const;  // the unit's values this rank updates (ZeRO ≥ 1: its shard)
+  float* grad_at(int unit, std::int64_t index);
+  float* param_at(int unit, std::int64_t index);
+  float* moment_at(Tensor& moment, int unit, std::int64_t index);
+  void reduce_sequence_partial(int unit, float* grads);
+
+  const StageLayout& layout_;
+  ProcessGroups& groups_;
+  Backend& backend_;
+  Tracer* tracer_;
+  int zero_, dp_, dp_rank_;
+  std::vector<std::int64_t> offset_, shard_offset_;
+  Tensor params_, grads_, adam_m_, adam_v_;  // params_/grads_ are full (ZeRO 0-2) or shards
+  std::vector<Tensor> gathered_, grad_bucket_;
+  std::vector<int> gather_count_;
+  GradientBuckets buckets_;
+  int micro_batches_ = 1;
+  bool last_micro_batch_ = true;
+};
+
+}  // namespace loom::exec

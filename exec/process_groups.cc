@@ -1,0 +1,86 @@
+#include "exec/process_groups.h"
+
+#ifdef LOOM_EXEC_MPI
+#include "exec/mpi/mpi_communicator.h"
+#endif
+
+namespace loom::exec {
+
+bool Runtime::has_mpi() {
+#ifdef LOOM_EXEC_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+Runtime::Runtime() {
+#ifdef LOOM_EXEC_MPI
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    MPI_CHECK(MPI_Init(nullptr, nullptr));
+    owns_mpi_ = true;
+  }
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &node));
+  MPI_CHECK(MPI_Comm_size(node, &local_size_));
+  MPI_Comm_free(&node);
+#endif
+}
+
+std::pair<int, bool> Runtime::agree_on_failure(bool failed) const {
+  int flags[2] = {failed ? 1 : 0, failed && world_rank_ == 0 ? 1 : 0};
+#ifdef LOOM_EXEC_MPI
+  if (world_size_ > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+#endif
+  return {flags[0], flags[1] != 0};
+}
+
+void Runtime::sum_over_world(double* data, int n) const {
+#ifdef LOOM_EXEC_MPI
+  if (world_size_ > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+#else
+  (void)data;
+  (void)n;
+#endif
+}
+
+Runtime::~Runtime() {
+#ifdef LOOM_EXEC_MPI
+  if (owns_mpi_) MPI_Finalize();
+#endif
+}
+
+ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& config) {
+  ProcessGroups g;
+  g.config = config;
+  g.world_rank = runtime.world_rank();
+  g.coords = rank_coords(config, g.world_rank);
+  const RankCoords c = g.coords;
+#ifdef LOOM_EXEC_MPI
+  if (runtime.world_size() > 1) {
+    auto world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, "world");
+    g.tp = world->split(c.dp_rank + config.dp * c.pp_rank, c.tp_rank, "tp");
+    g.dp = world->split(c.tp_rank + config.tp * c.pp_rank, c.dp_rank, "dp");
+    g.pp = world->split(c.tp_rank + config.tp * c.dp_rank, c.pp_rank, "pp");
+    const bool edge = c.pp_rank == 0 || c.pp_rank == config.pp - 1;
+    MPI_Comm embedding = MPI_COMM_NULL;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, edge && config.pp > 1 ? c.tp_rank + config.tp * c.dp_rank : MPI_UNDEFINED,
+                             c.pp_rank, &embedding));
+    if (embedding != MPI_COMM_NULL) g.embedding = std::make_unique<MpiCommunicator>(embedding, "embedding");
+    g.world = std::move(world);
+    return g;
+  }
+#endif
+  (void)c;
+  g.world = std::make_unique<SelfCommunicator>("world");
+  g.tp = std::make_unique<SelfCommunicator>("tp");
+  g.dp = std::make_unique<SelfCommunicator>("dp");
+  g.pp = std::make_unique<SelfCommunicator>("pp");
+  return g;
+}
+
+}  // namespace loom::exec

@@ -1,0 +1,53 @@
+// The process groups of one parallel layout: world, TP, DP, PP, and the embedding group (first and
+// last pipeline stage, which share the tied word embedding). Rank placement is core's rank_coords:
+// TP fastest, then DP, then PP — the placement the simulator assumes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "core/parallel_config.h"
+#include "exec/communicator.h"
+
+namespace loom::exec {
+
+// Starts MPI when the build has it (and finalizes it on destruction); otherwise a world of one.
+class Runtime {
+ public:
+  Runtime();
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return world_size_; }
+  int local_size() const { return local_size_; }  // ranks on this node
+  static bool has_mpi();
+  // Every rank reports whether it failed; returns {ranks that failed, whether rank 0 did}. Used to
+  // agree on bad input before any other collective, so every rank exits and none hangs.
+  std::pair<int, bool> agree_on_failure(bool failed) const;
+  // Sums n doubles over the world (every rank's peaks at the end of a run).
+  void sum_over_world(double* data, int n) const;
+
+ private:
+  int world_rank_ = 0;
+  int world_size_ = 1;
+  int local_size_ = 1;
+  bool owns_mpi_ = false;
+};
+
+struct ProcessGroups {
+  ParallelConfig config;
+  RankCoords coords;
+  int world_rank = 0;
+  std::unique_ptr<Communicator> world, tp, dp, pp;
+  std::unique_ptr<Communicator> embedding;  // null unless pp > 1 and this rank is on the first or last stage
+  bool first_stage() const { return coords.pp_rank == 0; }
+  bool last_stage() const { return coords.pp_rank == config.pp - 1; }
+};
+
+// Collective over the world: every rank must call it with the same config, whose world size must
+// equal the launched ranks (checked by the caller beforehand).
+ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& config);
+
+}  // namespace loom::exec
