@@ -109,7 +109,7 @@ std::string rank_path(const std::string& path, int rank, int world) {
 
 int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   const int rank = runtime.world_rank(), world = runtime.world_size();
-  exec::ProcessGroups groups = exec::make_process_groups(runtime, r.trainer.config);
+  exec::ProcessGroups groups = exec::make_process_groups(runtime, r.trainer.config, r.trainer.model.tied_embeddings);
   exec::Tracer tracer(rank);
   tracer.set_enabled(!o.trace.empty());
   exec::Trainer trainer(r.trainer, groups, *r.backend, *r.data, &tracer);

@@ -47,7 +47,8 @@ struct ProcessGroups {
 };
 
 // Collective over the world: every rank must call it with the same config, whose world size must
-// equal the launched ranks (checked by the caller beforehand).
-ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& config);
+// equal the launched ranks (checked by the caller beforehand). The embedding group exists only for
+// tied embeddings split over more than one stage.
+ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& config, bool tied_embeddings);
 
 }  // namespace loom::exec

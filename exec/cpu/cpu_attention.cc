@@ -10,6 +10,11 @@
 namespace loom::exec {
 
 namespace {
+// Below this many values a loop runs on one thread: waking the OpenMP team costs more.
+[[maybe_unused]] constexpr std::int64_t kParallelWork = 1 << 16;
+}  // namespace
+
+namespace {
 
 struct HeadView {
   std::int64_t ld;  // row stride of qkv
@@ -102,7 +107,7 @@ void CpuBackend::rope(float* qkv, const AttentionShape& s, bool inverse) {
   const int half = s.head_dim / 2;
   const std::int64_t ld = s.qkv_cols();
   const int rotated_heads = s.heads + s.kv_heads;  // q and k, not v
-#pragma omp parallel for
+#pragma omp parallel for if (static_cast<std::int64_t>(s.batch) * s.seq * s.qkv_cols() > kParallelWork)
   for (std::int64_t row = 0; row < static_cast<std::int64_t>(s.batch) * s.seq; ++row) {
     const int pos = static_cast<int>(row % s.seq);
     for (int h = 0; h < rotated_heads; ++h) {
@@ -130,7 +135,7 @@ void CpuBackend::row_max(float* out, const float* logits, std::int64_t rows, std
 
 void CpuBackend::row_sum_exp(float* out, const float* logits, const float* max, std::int64_t rows,
                              std::int64_t cols, std::int64_t valid_cols) {
-#pragma omp parallel for
+#pragma omp parallel for if (rows * cols > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r) {
     float sum = 0;
     for (std::int64_t c = 0; c < valid_cols; ++c) sum += std::exp(logits[r * cols + c] - max[r]);
@@ -149,7 +154,7 @@ void CpuBackend::target_logit(float* out, const float* logits, const int* target
 void CpuBackend::cross_entropy_grad(float* logits, const float* max, const float* sum_exp, const int* targets,
                                     std::int64_t rows, std::int64_t cols, std::int64_t valid_cols,
                                     std::int64_t vocab_start, float scale) {
-#pragma omp parallel for
+#pragma omp parallel for if (rows * cols > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r) {
     float* row = logits + r * cols;
     const float inv = 1.0f / sum_exp[r];

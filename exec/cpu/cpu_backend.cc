@@ -19,6 +19,11 @@ extern "C" void openblas_set_num_threads(int num_threads);
 namespace loom::exec {
 
 namespace {
+// Below this many values a loop runs on one thread: waking the OpenMP team costs more.
+[[maybe_unused]] constexpr std::int64_t kParallelWork = 1 << 16;
+}  // namespace
+
+namespace {
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Stride = Eigen::OuterStride<>;
 using ConstMap = Eigen::Map<const RowMajor, 0, Stride>;
@@ -91,7 +96,7 @@ void CpuBackend::scale(float* x, float alpha, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) x[i] *= alpha;
 }
 void CpuBackend::add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t cols) {
-#pragma omp parallel for
+#pragma omp parallel for if (rows * cols > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < cols; ++c) x[r * cols + c] += bias[c];
 }
@@ -107,7 +112,7 @@ double CpuBackend::sum_squares(const float* x, std::int64_t n) {
 
 void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w,
                                    const float* b, std::int64_t rows, std::int64_t cols) {
-#pragma omp parallel for
+#pragma omp parallel for if (rows * cols > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     float m = 0;
@@ -151,7 +156,7 @@ void CpuBackend::layernorm_backward(float* dx, float* dw, float* db, const float
 
 void CpuBackend::rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, std::int64_t rows,
                                  std::int64_t cols) {
-#pragma omp parallel for
+#pragma omp parallel for if (rows * cols > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     float ms = 0;
@@ -182,7 +187,7 @@ constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/π)
 }
 
 void CpuBackend::gelu_forward(float* out, const float* in, std::int64_t n) {
-#pragma omp parallel for
+#pragma omp parallel for if (n > kParallelWork)
   for (std::int64_t i = 0; i < n; ++i) {
     const float x = in[i];
     out[i] = 0.5f * x * (1.0f + std::tanh(kGeluScale * (x + 0.044715f * x * x * x)));
@@ -190,7 +195,7 @@ void CpuBackend::gelu_forward(float* out, const float* in, std::int64_t n) {
 }
 
 void CpuBackend::gelu_backward(float* din, const float* in, const float* dout, std::int64_t n) {
-#pragma omp parallel for
+#pragma omp parallel for if (n > kParallelWork)
   for (std::int64_t i = 0; i < n; ++i) {
     const float x = in[i];
     const float t = std::tanh(kGeluScale * (x + 0.044715f * x * x * x));
@@ -200,7 +205,7 @@ void CpuBackend::gelu_backward(float* din, const float* in, const float* dout, s
 }
 
 void CpuBackend::swiglu_forward(float* out, const float* in, std::int64_t rows, std::int64_t f) {
-#pragma omp parallel for
+#pragma omp parallel for if (rows * f > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < f; ++c) {
       const float g = in[r * 2 * f + c], u = in[r * 2 * f + f + c];
@@ -210,7 +215,7 @@ void CpuBackend::swiglu_forward(float* out, const float* in, std::int64_t rows, 
 
 void CpuBackend::swiglu_backward(float* din, const float* in, const float* dout, std::int64_t rows,
                                  std::int64_t f) {
-#pragma omp parallel for
+#pragma omp parallel for if (rows * f > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < f; ++c) {
       const float g = in[r * 2 * f + c], u = in[r * 2 * f + f + c];
