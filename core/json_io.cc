@@ -133,6 +133,7 @@ Json to_json(const TrainingSpec& t) {
   j["activation_bytes"] = t.activation_bytes;
   j["attention"] = to_string(t.attention);
   j["allow_cross_node_tp"] = t.allow_cross_node_tp;
+  j["overlap_grad_reduce"] = t.overlap_grad_reduce;
   return j;
 }
 
@@ -149,6 +150,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.activation_bytes = static_cast<int>(r.integer("activation_bytes", 2, 1, 8));
   const std::string attention = r.string("attention", std::string("flash"));
   t.allow_cross_node_tp = r.boolean("allow_cross_node_tp", false);
+  t.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
   if (!r.ok()) return make_error(r.error());
   if (attention == "flash") t.attention = AttentionKernel::kFlash;
   else if (attention == "unfused") t.attention = AttentionKernel::kUnfused;

@@ -21,6 +21,9 @@ struct TrainingSpec {
   int activation_bytes = 2;
   AttentionKernel attention = AttentionKernel::kFlash;
   bool allow_cross_node_tp = false;
+  // Reduce gradients bucket by bucket while the last backward runs (PyTorch DDP, Megatron-LM);
+  // false: one reduction after the backward (frameworks without gradient bucketing).
+  bool overlap_grad_reduce = true;
 };
 
 const char* to_string(AttentionKernel kernel);

@@ -1,0 +1,100 @@
+// `loom plan`: every configuration that fits, ranked by simulated step time, with the memory
+// breakdown per GPU; table, CSV, JSON or markdown; --explain for the rejected ones.
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/output.h"
+#include "cli/spec_flags.h"
+#include "core/json_io.h"
+#include "planner/report.h"
+#include "planner/search.h"
+
+namespace loom::cli {
+namespace {
+
+struct PlanFlags {
+  SpecFlags specs;
+  ConfigFlags config;
+  std::size_t top = 0;
+  std::string format = "table";
+  std::string out;
+  bool explain = false;
+  std::string emit_plan;
+  int threads = 0;
+};
+
+SearchSpace to_space(const ConfigLists& l) {
+  SearchSpace s;
+  s.tp = l.tp;
+  s.pp = l.pp;
+  s.dp = l.dp;
+  s.zero = l.zero;
+  s.micro_batch = l.micro_batch;
+  s.vpp = l.vpp;
+  s.recompute = l.recompute;
+  s.sequence_parallel = l.sequence_parallel;
+  s.schedule = l.schedule;
+  return s;
+}
+
+int run_plan(const PlanFlags& f) {
+  if (f.format != "table" && f.format != "csv" && f.format != "json" && f.format != "md")
+    throw InputError(fmt::format("--format: unknown format '{}' (table, csv, json, md)", f.format));
+  const Specs specs = f.specs.resolve();
+  const SearchSpace space = to_space(f.config.lists());
+  PlanOptions options;
+  options.threads = f.threads;
+  ProgressBar bar("searching");
+  options.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
+  auto result = search_plans(specs.model, specs.training, specs.cluster, space, options);
+  if (!result) throw InputError(result.error().message);
+
+  ReportContext ctx{&specs.model, &specs.cluster, &specs.training, specs.cluster_name};
+  std::string text;
+  if (f.format == "table") text = format_table(ctx, *result, f.top);
+  else if (f.format == "csv") text = format_csv(ctx, *result, f.top);
+  else if (f.format == "md") text = format_markdown(ctx, *result, f.top);
+  else text = format_json(*result, f.top).dump(2) + "\n";
+  if (f.explain && f.format != "json") text += format_rejections(*result, 3);
+
+  if (!f.emit_plan.empty()) {
+    if (result->plans.empty()) throw InputError("--emit-plan: no configuration fits, so there is no plan to write");
+    Plan plan;
+    plan.model = specs.model;
+    plan.cluster = specs.cluster_name;
+    plan.training = specs.training;
+    plan.config = result->plans.front().config;
+    plan.predicted = result->plans.front().metrics;
+    if (auto s = write_text_file_atomic(f.emit_plan, to_json(plan).dump(2) + "\n"); !s)
+      throw InputError(s.error().message);
+  }
+  write_output(f.out, text);
+  if (result->plans.empty()) {
+    fmt::print(stderr, "loom: no configuration of {} on {} GPUs fits in {:.0f} GiB (see --explain)\n", specs.model.name,
+               specs.training.gpus, specs.cluster.gpu_memory_gib());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+std::function<int()> add_plan(CLI::App& root) {
+  auto flags = std::make_shared<PlanFlags>();
+  CLI::App* app = root.add_subcommand("plan", "rank every parallel configuration that fits, by simulated step time");
+  flags->specs.add_to(*app, "", "dgx-a100-80gb", true);
+  flags->config.add_to(*app, true);
+  app->add_option("--top", flags->top, "show the K fastest (default: all that fit)");
+  app->add_option("--format", flags->format, "table, csv, json or md")->capture_default_str();
+  app->add_option("--out", flags->out, "write to FILE instead of stdout");
+  app->add_flag("--explain", flags->explain, "list rejected configurations grouped by reason");
+  app->add_option("--emit-plan", flags->emit_plan, "write the fastest configuration as a plan file for `loom run`");
+  app->add_option("--threads", flags->threads, "simulation threads (default: all hardware threads)");
+  return [flags] { return run_plan(*flags); };
+}
+
+}  // namespace
+
+LOOM_REGISTER_COMMAND("plan", add_plan);
+
+}  // namespace loom::cli

@@ -1,0 +1,143 @@
+// `loom sim`: one configuration in detail — step time, throughput, MFU, bubble, exposed
+// communication by kind, memory per stage, the critical path — and a Perfetto trace.
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/output.h"
+#include "cli/spec_flags.h"
+#include "core/json_io.h"
+#include "core/units.h"
+#include "planner/enumerate.h"
+#include "planner/memory_model.h"
+#include "planner/report.h"
+#include "planner/search.h"
+#include "sim/simulator.h"
+#include "sim/trace.h"
+
+namespace loom::cli {
+namespace {
+
+struct SimFlags {
+  SpecFlags specs;
+  ConfigFlags config;
+  std::string trace;
+  std::string format = "table";
+  std::string out;
+};
+
+// The critical path folded into runs of consecutive ops on one stage.
+std::string critical_path_text(const sim::SimResult& r) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < r.critical_path.size()) {
+    std::size_t j = i;
+    double seconds = 0;
+    while (j < r.critical_path.size() && r.critical_path[j].stage == r.critical_path[i].stage) {
+      seconds += r.critical_path[j].contribution_s;
+      ++j;
+    }
+    const auto& first = r.critical_path[i];
+    const auto& last = r.critical_path[j - 1];
+    out += fmt::format("  stage {:>3}  {:>9.3f} s  {}{}  ({} ops)\n", first.stage, seconds, first.name,
+                       j - i > 1 ? " .. " + last.name : "", j - i);
+    i = j;
+  }
+  return out;
+}
+
+std::string table_text(const Specs& specs, const ParallelConfig& c, const sim::SimResult& r, const MemoryReport& mem) {
+  std::string t;
+  t += fmt::format("# {} on {} x {} ({}), global batch {} x {} tokens, {} micro-batches per pipeline\n",
+                   specs.model.name, specs.training.gpus, specs.cluster.device.name, specs.cluster.name,
+                   specs.training.global_batch, specs.training.seq_len, r.micro_batches);
+  t += fmt::format("# config: {}\n", describe(c));
+  t += fmt::format("step time            {:.4f} s\n", r.step_time_s);
+  t += fmt::format("tokens/s             {:.0f}\n", r.tokens_per_s);
+  t += fmt::format("TFLOP/s per GPU      {:.1f} model, {:.1f} hardware (with recompute)\n", r.tflops_per_gpu,
+                   r.hw_tflops_per_gpu);
+  t += fmt::format("MFU                  {:.1f} %\n", 100.0 * r.mfu);
+  t += fmt::format("bubble               {:.1f} % of the step\n", 100.0 * r.bubble_fraction);
+  t += fmt::format("exposed comm         {:.4f} s  (TP {:.4f}, PP {:.4f}, DP {:.4f})\n", r.exposed.total(),
+                   r.exposed.tp_s, r.exposed.pp_s, r.exposed.dp_s);
+  t += fmt::format("memory per stage     (GiB; capacity {:.1f}; {})\n", bytes_to_gib(mem.capacity_bytes),
+                   mem.fits ? "fits" : "DOES NOT FIT");
+  t += fmt::format("  {:>5} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}\n", "stage", "params", "grads", "optim", "act",
+                   "buf", "total", "busy_s");
+  for (const auto& s : mem.stages)
+    t += fmt::format("  {:>5} {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f} {:>8.3f}\n", s.stage,
+                     bytes_to_gib(s.params_bytes), bytes_to_gib(s.grads_bytes), bytes_to_gib(s.optimizer_bytes),
+                     bytes_to_gib(s.activations_bytes), bytes_to_gib(s.buffers_bytes + s.reserve_bytes),
+                     bytes_to_gib(s.total_bytes()), r.stages[s.stage].busy_s);
+  t += "what limits this plan: " + r.limited_by + "\n";
+  t += "critical path:\n" + critical_path_text(r);
+  return t;
+}
+
+int run_sim(const SimFlags& f) {
+  if (f.format != "table" && f.format != "json")
+    throw InputError(fmt::format("--format: unknown format '{}' (table, json)", f.format));
+  const Specs specs = f.specs.resolve();
+  const ParallelConfig config = f.config.single(specs.training.gpus);
+  if (auto ok = validate_config(specs.model, specs.training, specs.cluster, config); !ok)
+    throw InputError(ok.error().message);
+  const MemoryReport memory = estimate_memory(specs.model, specs.training, config, specs.cluster);
+
+  sim::SimOptions options;
+  options.keep_graph = !f.trace.empty();
+  options.record_segments = !f.trace.empty();
+  for (const auto& s : memory.stages) {
+    options.static_bytes_per_stage.push_back(s.total_bytes() - s.activations_bytes);
+    // Activations one forward of one chunk adds on this stage.
+    options.activation_bytes_per_forward.push_back(s.activation_bytes_per_layer * s.layers / config.vpp);
+  }
+  auto result = sim::simulate(specs.model, specs.training, config, specs.cluster, options);
+  if (!result) throw InputError(result.error().message);
+
+  if (!f.trace.empty()) write_output(f.trace, sim::chrome_trace_json(*result, specs.model.name + " " + describe(config)));
+
+  if (f.format == "json") {
+    auto row = evaluate_config(specs.model, specs.training, specs.cluster, config, memory);
+    if (!row) throw InputError(row.error().message);
+    Json j = plan_row_json(*row, 1);
+    j.erase("rank");
+    Json stages = Json::array();
+    for (const auto& s : memory.stages)
+      stages.push_back({{"stage", s.stage},
+                        {"params", bytes_to_gib(s.params_bytes)},
+                        {"grads", bytes_to_gib(s.grads_bytes)},
+                        {"optimizer", bytes_to_gib(s.optimizer_bytes)},
+                        {"activations", bytes_to_gib(s.activations_bytes)},
+                        {"buffers", bytes_to_gib(s.buffers_bytes + s.reserve_bytes)},
+                        {"total", bytes_to_gib(s.total_bytes())},
+                        {"busy_s", result->stages[s.stage].busy_s}});
+    j["memory_per_stage_gib"] = stages;
+    Json path = Json::array();
+    for (const auto& step : result->critical_path)
+      path.push_back({{"name", step.name}, {"stage", step.stage}, {"start_s", step.start_s},
+                      {"contribution_s", step.contribution_s}});
+    j["critical_path"] = path;
+    write_output(f.out, j.dump(2) + "\n");
+  } else {
+    write_output(f.out, table_text(specs, config, *result, memory));
+  }
+  return kExitOk;
+}
+
+std::function<int()> add_sim(CLI::App& root) {
+  auto flags = std::make_shared<SimFlags>();
+  CLI::App* app = root.add_subcommand("sim", "simulate one configuration in detail");
+  flags->specs.add_to(*app, "", "dgx-a100-80gb", true);
+  flags->config.add_to(*app, false);
+  app->add_option("--trace", flags->trace, "write a Chrome/Perfetto trace of the step to FILE");
+  app->add_option("--format", flags->format, "table or json")->capture_default_str();
+  app->add_option("--out", flags->out, "write to FILE instead of stdout");
+  return [flags] { return run_sim(*flags); };
+}
+
+}  // namespace
+
+LOOM_REGISTER_COMMAND("sim", add_sim);
+
+}  // namespace loom::cli

@@ -1,0 +1,26 @@
+// How a model's parameters split over tensor-parallel ranks and pipeline stages (Megatron-LM
+// placement): the counts the memory model, the simulator's communication volumes and the
+// executor's shards all agree on.
+#pragma once
+
+#include "core/model_spec.h"
+#include "core/parallel_config.h"
+
+namespace loom {
+
+// Parameters one TP rank holds for one transformer layer: column-parallel QKV/up projections
+// (and their biases) and row-parallel out/down weights split t ways; row-parallel biases and the
+// norms replicated.
+double layer_params_per_tp_rank(const ModelSpec& model, int tp);
+
+struct StageParams {
+  double layers = 0;     // transformer layers on the stage (all its chunks)
+  double embedding = 0;  // vocab-parallel word embedding (+ learned positions): first stage
+  double head = 0;       // final norm + LM head, or the tied embedding's copy: last stage
+  double total() const { return layers + embedding + head; }
+};
+
+// Parameters one TP rank of `stage` holds (layers / pp per stage).
+StageParams stage_params(const ModelSpec& model, const ParallelConfig& config, int stage);
+
+}  // namespace loom

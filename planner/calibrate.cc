@@ -1,0 +1,134 @@
+#include "planner/calibrate.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "sim/simulator.h"
+
+namespace loom {
+
+Result<std::vector<MeasuredRun>> read_vtrain_csv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error(fmt::format("{}: cannot open file", path));
+  std::vector<MeasuredRun> runs;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<double> v;
+    std::stringstream ss(line);
+    std::string cell;
+    while (std::getline(ss, cell, ',')) {
+      try {
+        v.push_back(std::stod(cell));
+      } catch (const std::exception&) {
+        return make_error(fmt::format("{}:{}: '{}' is not a number", path, line_no, cell));
+      }
+    }
+    if (v.size() != 11) return make_error(fmt::format("{}:{}: expected 11 columns, found {}", path, line_no, v.size()));
+    MeasuredRun r;
+    r.model.name = fmt::format("gpt-h{}-l{}", v[3], v[5]);
+    r.model.hidden = static_cast<int>(v[3]);
+    r.model.heads = static_cast<int>(v[4]);
+    r.model.kv_heads = r.model.heads;
+    r.model.layers = static_cast<int>(v[5]);
+    r.model.ffn_hidden = 4 * r.model.hidden;
+    r.model.seq_len = static_cast<int>(v[6]);
+    r.model.vocab = 50257;  // GPT-2 tokenizer, padded per TP rank as Megatron does
+    r.training.gpus = static_cast<int>(v[0]);
+    r.training.global_batch = static_cast<long long>(v[1]);
+    r.training.seq_len = r.model.seq_len;
+    r.training.grad_bytes = 4;  // fp32 gradient accumulation
+    r.training.attention = AttentionKernel::kUnfused;
+    r.training.overlap_grad_reduce = false;
+    r.config.micro_batch = static_cast<int>(v[2]);
+    r.config.tp = static_cast<int>(v[7]);
+    r.config.dp = static_cast<int>(v[8]);
+    r.config.pp = static_cast<int>(v[9]);
+    r.config.recompute = Recompute::kFull;
+    r.config.schedule = Schedule::k1F1B;
+    r.measured_s = v[10] / 1000.0;
+    runs.push_back(r);
+  }
+  if (runs.empty()) return make_error(fmt::format("{}: no measurements", path));
+  return runs;
+}
+
+FitQuality evaluate_fit(const std::vector<MeasuredRun>& runs, const ClusterSpec& cluster, int threads,
+                        std::vector<double>* predicted_s) {
+  std::vector<double> log_error(runs.size(), 0.0);
+  if (predicted_s) predicted_s->assign(runs.size(), 0.0);
+  std::vector<char> valid(runs.size(), 0);
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < runs.size(); i = next++) {
+      auto sim = sim::simulate(runs[i].model, runs[i].training, runs[i].config, cluster);
+      if (!sim) continue;
+      log_error[i] = std::log(sim->step_time_s / runs[i].measured_s);
+      if (predicted_s) (*predicted_s)[i] = sim->step_time_s;
+      valid[i] = 1;
+    }
+  };
+  const unsigned n = threads > 0 ? static_cast<unsigned>(threads) : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < n; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  FitQuality q;
+  double sum_sq = 0, sum_abs = 0;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (!valid[i]) continue;
+    const double rel = std::abs(std::exp(log_error[i]) - 1.0);
+    sum_sq += log_error[i] * log_error[i];
+    sum_abs += rel;
+    q.max_abs_error = std::max(q.max_abs_error, rel);
+    ++q.runs;
+  }
+  if (q.runs > 0) {
+    q.rms_log_error = std::sqrt(sum_sq / q.runs);
+    q.mean_abs_error = sum_abs / q.runs;
+  }
+  return q;
+}
+
+Result<ComputeFit> fit_compute_efficiency(const std::vector<MeasuredRun>& runs, const ClusterSpec& base, int threads) {
+  ComputeFit best;
+  best.quality.rms_log_error = 1e30;
+  double eff_lo = 0.2, eff_hi = 1.0;
+  double log_half_lo = std::log(1e6), log_half_hi = std::log(1e13);
+  constexpr int kSteps = 9;
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < kSteps; ++i) {
+      for (int j = 0; j < kSteps; ++j) {
+        ClusterSpec c = base;
+        c.compute.gemm_max_efficiency = eff_lo + (eff_hi - eff_lo) * i / (kSteps - 1);
+        c.compute.gemm_half_saturation_flops = std::exp(log_half_lo + (log_half_hi - log_half_lo) * j / (kSteps - 1));
+        const FitQuality q = evaluate_fit(runs, c, threads);
+        if (q.runs == runs.size() && q.rms_log_error < best.quality.rms_log_error) {
+          best.gemm_max_efficiency = c.compute.gemm_max_efficiency;
+          best.gemm_half_saturation_flops = c.compute.gemm_half_saturation_flops;
+          best.quality = q;
+        }
+      }
+    }
+    // Zoom in around the best point: two grid cells each way.
+    const double eff_step = (eff_hi - eff_lo) / (kSteps - 1);
+    const double half_step = (log_half_hi - log_half_lo) / (kSteps - 1);
+    eff_lo = std::max(0.05, best.gemm_max_efficiency - 2 * eff_step);
+    eff_hi = std::min(1.0, best.gemm_max_efficiency + 2 * eff_step);
+    const double center = std::log(std::max(1.0, best.gemm_half_saturation_flops));
+    log_half_lo = center - 2 * half_step;
+    log_half_hi = center + 2 * half_step;
+  }
+  if (best.quality.runs == 0) return make_error("calibration: no run could be simulated");
+  return best;
+}
+
+}  // namespace loom

@@ -1,0 +1,50 @@
+// Calibration of a cost file's compute-efficiency curve against measured step times: the GEMM
+// efficiency ceiling and half-saturation size that minimise the squared log error of the
+// simulator over a set of measured runs. Fed by published measurements (vTrain's 1,440 Megatron
+// runs on A100) or by `loom run` measurements on this machine.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/model_spec.h"
+#include "core/parallel_config.h"
+#include "core/result.h"
+#include "core/training_spec.h"
+
+namespace loom {
+
+struct MeasuredRun {
+  ModelSpec model;
+  TrainingSpec training;
+  ParallelConfig config;
+  double measured_s = 0;
+};
+
+// vtrain_single_node.csv: GPT models on 2–8 A100 in one node, Megatron-DeepSpeed with activation
+// checkpointing, 1F1B, no gradient bucketing (the authors' statement of their setup).
+Result<std::vector<MeasuredRun>> read_vtrain_csv(const std::string& path);
+
+struct FitQuality {
+  double mean_abs_error = 0;  // mean |predicted − measured| / measured
+  double max_abs_error = 0;
+  double rms_log_error = 0;
+  std::size_t runs = 0;
+};
+
+// `predicted_s`, when given, receives each run's simulated step time (0 where it cannot run).
+FitQuality evaluate_fit(const std::vector<MeasuredRun>& runs, const ClusterSpec& cluster, int threads = 0,
+                        std::vector<double>* predicted_s = nullptr);
+
+struct ComputeFit {
+  double gemm_max_efficiency = 0;
+  double gemm_half_saturation_flops = 0;
+  FitQuality quality;
+};
+
+// Coarse-to-fine grid search over (ceiling, half-saturation) in log space.
+Result<ComputeFit> fit_compute_efficiency(const std::vector<MeasuredRun>& runs, const ClusterSpec& cluster,
+                                          int threads = 0);
+
+}  // namespace loom

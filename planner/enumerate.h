@@ -1,0 +1,48 @@
+// Enumeration of parallel configurations: every (tp, pp, dp) with tp·pp·dp = GPUs and every
+// ZeRO stage, micro-batch, interleave, recompute, sequence-parallel and schedule that is legal
+// for the model and cluster. Illegal combinations are kept with the reason they were dropped.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/model_spec.h"
+#include "core/parallel_config.h"
+#include "core/result.h"
+#include "core/training_spec.h"
+
+namespace loom {
+
+// Restrictions from the command line; an empty list means "every legal value".
+struct SearchSpace {
+  std::vector<int> tp, pp, dp, zero, micro_batch, vpp;
+  std::vector<Recompute> recompute;
+  std::vector<bool> sequence_parallel;
+  std::vector<Schedule> schedule;
+};
+
+struct Rejection {
+  ParallelConfig config;   // fields past the level where the rule applies keep their defaults
+  std::string reason;      // "heads 96 not divisible by tp 64"
+  std::string rule;        // the reason's rule, for grouping ("heads not divisible by tp")
+};
+
+struct Enumeration {
+  std::vector<ParallelConfig> legal;
+  std::vector<Rejection> rejected;
+};
+
+// Fails only when no (tp, pp, dp) layout can use the GPUs at all.
+Result<Enumeration> enumerate_configs(const ModelSpec& model, const TrainingSpec& training,
+                                      const ClusterSpec& cluster, const SearchSpace& space);
+
+}  // namespace loom
+
+namespace loom {
+
+// Checks one configuration against the same rules; the error is the rule it breaks.
+Status validate_config(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
+                       const ParallelConfig& config);
+
+}  // namespace loom

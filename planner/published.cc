@@ -1,0 +1,76 @@
+#include "planner/published.h"
+
+#include <fmt/format.h>
+
+#include "core/json_io.h"
+#include "core/presets.h"
+#include "sim/simulator.h"
+
+namespace loom {
+
+namespace {
+
+// The paper's runs: Megatron-LM with fp16/bf16 mixed precision and fp32 gradient accumulation
+// (18 bytes/parameter of model state, Fig. 1), its fused-softmax attention (no FlashAttention),
+// dropout on, 1F1B or interleaved 1F1B.
+TrainingSpec paper_training(int gpus, long long global_batch, int seq) {
+  TrainingSpec t;
+  t.gpus = gpus;
+  t.global_batch = global_batch;
+  t.seq_len = seq;
+  t.grad_bytes = 4;
+  t.attention = AttentionKernel::kUnfused;
+  return t;
+}
+
+}  // namespace
+
+Result<std::vector<PublishedRow>> reproduce_korthikanti_table5(const std::string& json_path, const ClusterSpec& cluster) {
+  auto json = read_json_file(json_path);
+  if (!json) return json.error();
+  const Json& j = *json;
+  if (!j.contains("configs") || !j.contains("table5_iteration_time_s") || !j.contains("common"))
+    return make_error(fmt::format("{}: not the Korthikanti et al. validation file", json_path));
+  const int seq = j["common"].value("seq_len", 2048);
+  const int vocab = j["common"].value("vocab", 51200);
+  std::vector<PublishedRow> rows;
+  for (const char* setting : {"full_recompute", "sequence_parallel_plus_selective"}) {
+    for (const auto& c : j["configs"]) {
+      const std::string name = c.value("model", "");
+      const auto& times = j["table5_iteration_time_s"][setting];
+      if (!times.contains(name)) continue;
+      ModelSpec m;
+      m.name = "megatron-" + name;
+      m.layers = c.value("layers", 0);
+      m.hidden = c.value("hidden", 0);
+      m.heads = c.value("heads", 0);
+      m.kv_heads = m.heads;
+      m.ffn_hidden = 4 * m.hidden;
+      m.vocab = vocab;
+      m.seq_len = seq;
+      PublishedRow row;
+      row.model = name;
+      row.setting = setting;
+      row.gpus = c.value("gpus", 0);
+      row.global_batch = c.value("global_batch", 0);
+      row.published_s = times[name].get<double>();
+      ParallelConfig& p = row.config;
+      p.tp = c.value("tp", 1);
+      p.pp = c.value("pp", 1);
+      p.dp = row.gpus / (p.tp * p.pp);
+      p.micro_batch = c.value("micro_batch", 1);
+      p.vpp = c.value("interleave", 1);
+      p.schedule = p.vpp > 1 ? Schedule::kInterleaved : Schedule::k1F1B;
+      const bool full = std::string(setting) == "full_recompute";
+      p.recompute = full ? Recompute::kFull : Recompute::kSelective;
+      p.sequence_parallel = !full;
+      auto sim = sim::simulate(m, paper_training(row.gpus, row.global_batch, seq), p, cluster);
+      if (!sim) return make_error(fmt::format("{} {}: {}", name, setting, sim.error().message));
+      row.predicted_s = sim->step_time_s;
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
+}  // namespace loom

@@ -1,0 +1,185 @@
+#include "planner/report.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+
+namespace loom {
+
+namespace {
+
+struct Column {
+  const char* name;
+  bool right_aligned;
+};
+
+std::vector<Column> columns(bool with_days) {
+  std::vector<Column> c = {{"rank", true},     {"TP", true},         {"PP", true},          {"DP", true},
+                           {"ZeRO", true},     {"MB", true},         {"VPP", true},         {"recompute", false},
+                           {"SP", false},      {"schedule", false},  {"mem_GiB", true},     {"params", true},
+                           {"grads", true},    {"optim", true},      {"act", true},         {"buf", true},
+                           {"step_s", true},   {"tokens/s", true},   {"TFLOP/s/GPU", true}, {"MFU%", true},
+                           {"bubble%", true}};
+  if (with_days) c.push_back({"days", true});
+  return c;
+}
+
+std::vector<std::string> cells(const PlanRow& r, std::size_t rank, bool with_days) {
+  const ParallelConfig& c = r.config;
+  const MemoryBreakdownGiB& m = r.metrics.memory_gib;
+  std::vector<std::string> v = {
+      fmt::format("{}", rank),          fmt::format("{}", c.tp),
+      fmt::format("{}", c.pp),          fmt::format("{}", c.dp),
+      fmt::format("{}", c.zero),        fmt::format("{}", c.micro_batch),
+      fmt::format("{}", c.vpp),         to_string(c.recompute),
+      c.sequence_parallel ? "on" : "off", to_string(c.schedule),
+      fmt::format("{:.1f}", m.total),   fmt::format("{:.1f}", m.params),
+      fmt::format("{:.1f}", m.grads),   fmt::format("{:.1f}", m.optimizer),
+      fmt::format("{:.1f}", m.activations), fmt::format("{:.1f}", m.buffers),
+      fmt::format("{:.3f}", r.metrics.step_time_s), fmt::format("{:.0f}", r.metrics.tokens_per_s),
+      fmt::format("{:.1f}", r.metrics.tflops_per_gpu), fmt::format("{:.1f}", 100.0 * r.metrics.mfu),
+      fmt::format("{:.1f}", 100.0 * r.metrics.bubble_fraction)};
+  if (with_days) v.push_back(fmt::format("{:.1f}", r.days_to_train));
+  return v;
+}
+
+std::size_t shown(const PlanResult& result, std::size_t top) {
+  return top == 0 ? result.plans.size() : std::min(top, result.plans.size());
+}
+
+}  // namespace
+
+std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanResult& result) {
+  const ModelSpec& m = *ctx.model;
+  const ClusterSpec& c = *ctx.cluster;
+  const TrainingSpec& t = *ctx.training;
+  std::vector<std::string> lines;
+  lines.push_back(fmt::format("model {}: {:.2f} B parameters, {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}, "
+                              "{}, {}",
+                              m.name, m.total_params() / 1e9, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden,
+                              m.vocab, m.activation == Activation::kSwiGLU ? "swiglu" : "gelu",
+                              m.norm == Norm::kRMSNorm ? "rmsnorm" : "layernorm"));
+  lines.push_back(fmt::format("cluster {} ({}): {} x {} per node, {:.0f} GiB, {:.0f} TFLOP/s peak, {:.0f} GB/s NVLink, "
+                              "{:.0f} GB/s per GPU between nodes",
+                              c.name, ctx.cluster_source, c.gpus_per_node, c.device.name, c.gpu_memory_gib(),
+                              c.device.peak_flops / 1e12, c.intra_node.bandwidth_bytes_per_s / 1e9,
+                              c.inter_node.bandwidth_bytes_per_s / 1e9));
+  lines.push_back(fmt::format("training: {} GPUs, global batch {} x {} tokens{}", t.gpus, t.global_batch, t.seq_len,
+                              t.tokens > 0 ? fmt::format(", token budget {:.3g}", t.tokens) : ""));
+  lines.push_back(fmt::format("precision: {}-byte params, {}-byte grads, {}-byte optimizer states per parameter (mixed "
+                              "precision Adam), {}-byte activations; {} attention",
+                              t.param_bytes, t.grad_bytes, t.optimizer_bytes, t.activation_bytes, to_string(t.attention)));
+  lines.push_back(fmt::format("memory: most loaded pipeline stage; buf = communication buffers + {:.1f} GiB framework "
+                              "reserve; fits if total <= {:.1f} GiB",
+                              bytes_to_gib(c.framework_reserve_bytes), c.gpu_memory_gib()));
+  lines.push_back(fmt::format("search: {} legal configurations, {} fit in memory and were simulated, {} rejected "
+                              "(--explain lists why)",
+                              result.enumerated, result.simulated, result.rejected.size()));
+  lines.push_back("times: simulated step (discrete-event, 1 pipeline, DP replicas symmetric); TFLOP/s and MFU count "
+                  "model FLOPs without recompute");
+  return lines;
+}
+
+std::string format_table(const ReportContext& ctx, const PlanResult& result, std::size_t top) {
+  const bool days = ctx.training->tokens > 0;
+  const auto cols = columns(days);
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t i = 0; i < shown(result, top); ++i) rows.push_back(cells(result.plans[i], i + 1, days));
+  std::vector<std::size_t> width(cols.size());
+  for (std::size_t j = 0; j < cols.size(); ++j) {
+    width[j] = std::string(cols[j].name).size();
+    for (const auto& r : rows) width[j] = std::max(width[j], r[j].size());
+  }
+  std::string out;
+  for (const auto& line : assumption_lines(ctx, result)) out += "# " + line + "\n";
+  auto emit = [&](const std::vector<std::string>& values) {
+    std::string line;
+    for (std::size_t j = 0; j < values.size(); ++j) {
+      if (j) line += "  ";
+      line += cols[j].right_aligned ? fmt::format("{:>{}}", values[j], width[j]) : fmt::format("{:<{}}", values[j], width[j]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  };
+  std::vector<std::string> header;
+  for (const auto& c : cols) header.push_back(c.name);
+  emit(header);
+  for (const auto& r : rows) emit(r);
+  return out;
+}
+
+std::string format_csv(const ReportContext& ctx, const PlanResult& result, std::size_t top) {
+  const bool days = ctx.training->tokens > 0;
+  std::string out;
+  const auto cols = columns(days);
+  for (std::size_t j = 0; j < cols.size(); ++j) out += (j ? "," : "") + std::string(cols[j].name);
+  out += "\n";
+  for (std::size_t i = 0; i < shown(result, top); ++i) {
+    const auto v = cells(result.plans[i], i + 1, days);
+    for (std::size_t j = 0; j < v.size(); ++j) out += (j ? "," : "") + v[j];
+    out += "\n";
+  }
+  return out;
+}
+
+std::string format_markdown(const ReportContext& ctx, const PlanResult& result, std::size_t top) {
+  const bool days = ctx.training->tokens > 0;
+  std::string out;
+  for (const auto& line : assumption_lines(ctx, result)) out += "> " + line + "\n";
+  out += "\n|";
+  const auto cols = columns(days);
+  for (const auto& c : cols) out += fmt::format(" {} |", c.name);
+  out += "\n|";
+  for (const auto& c : cols) out += c.right_aligned ? "---:|" : ":---|";
+  out += "\n";
+  for (std::size_t i = 0; i < shown(result, top); ++i) {
+    out += "|";
+    for (const auto& v : cells(result.plans[i], i + 1, days)) out += fmt::format(" {} |", v);
+    out += "\n";
+  }
+  return out;
+}
+
+Json plan_row_json(const PlanRow& row, std::size_t rank) {
+  Json j;
+  j["rank"] = rank;
+  j["config"] = to_json(row.config);
+  const Json metrics = to_json(row.metrics);
+  for (auto it = metrics.begin(); it != metrics.end(); ++it) j[it.key()] = it.value();
+  j["micro_batches"] = row.micro_batches;
+  j["exposed_comm"] = {{"tp_s", row.exposed.tp_s}, {"pp_s", row.exposed.pp_s}, {"dp_s", row.exposed.dp_s}};
+  j["days_to_train"] = row.days_to_train;
+  j["limited_by"] = row.limited_by;
+  return j;
+}
+
+Json format_json(const PlanResult& result, std::size_t top) {
+  Json plans = Json::array();
+  for (std::size_t i = 0; i < shown(result, top); ++i) plans.push_back(plan_row_json(result.plans[i], i + 1));
+  Json rejected = Json::array();
+  for (const auto& r : result.rejected) rejected.push_back({{"config", to_json(r.config)}, {"reason", r.reason}});
+  Json j;
+  j["plans"] = plans;
+  j["rejected"] = rejected;
+  return j;
+}
+
+std::string format_rejections(const PlanResult& result, std::size_t examples_per_rule) {
+  std::map<std::string, std::vector<const Rejection*>> by_rule;
+  for (const auto& r : result.rejected) by_rule[r.rule].push_back(&r);
+  std::vector<std::pair<std::string, std::vector<const Rejection*>>> groups(by_rule.begin(), by_rule.end());
+  std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+  std::string out = fmt::format("# rejected: {} configurations\n", result.rejected.size());
+  for (const auto& [rule, list] : groups) {
+    out += fmt::format("{} ({}):\n", rule, list.size());
+    for (std::size_t i = 0; i < std::min(examples_per_rule, list.size()); ++i)
+      out += fmt::format("  {}: {}\n", describe(list[i]->config), list[i]->reason);
+    if (list.size() > examples_per_rule) out += fmt::format("  ... and {} more\n", list.size() - examples_per_rule);
+  }
+  return out;
+}
+
+}  // namespace loom

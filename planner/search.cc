@@ -1,0 +1,104 @@
+#include "planner/search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+
+namespace loom {
+
+bool config_less(const ParallelConfig& a, const ParallelConfig& b) {
+  auto key = [](const ParallelConfig& c) {
+    return std::make_tuple(c.tp, c.pp, c.dp, c.zero, c.micro_batch, c.vpp, static_cast<int>(c.recompute),
+                           c.sequence_parallel, static_cast<int>(c.schedule));
+  };
+  return key(a) < key(b);
+}
+
+Result<PlanRow> evaluate_config(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
+                                const ParallelConfig& config, const MemoryReport& memory) {
+  auto sim = sim::simulate(model, training, config, cluster);
+  if (!sim) return sim.error();
+  PlanRow row;
+  row.config = config;
+  row.micro_batches = sim->micro_batches;
+  row.metrics.step_time_s = sim->step_time_s;
+  row.metrics.tokens_per_s = sim->tokens_per_s;
+  row.metrics.tflops_per_gpu = sim->tflops_per_gpu;
+  row.metrics.hw_tflops_per_gpu = sim->hw_tflops_per_gpu;
+  row.metrics.mfu = sim->mfu;
+  row.metrics.bubble_fraction = sim->bubble_fraction;
+  row.metrics.exposed_comm_s = sim->exposed.total();
+  row.metrics.fits = memory.fits;
+  row.metrics.memory_gib = memory.most_loaded_gib();
+  row.memory = memory.most_loaded();
+  row.exposed = sim->exposed;
+  row.limited_by = sim->limited_by;
+  if (training.tokens > 0) row.days_to_train = training.tokens / sim->tokens_per_s / 86400.0;
+  return row;
+}
+
+Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
+                                const SearchSpace& space, const PlanOptions& options) {
+  auto enumeration = enumerate_configs(model, training, cluster, space);
+  if (!enumeration) return enumeration.error();
+  PlanResult result;
+  result.rejected = std::move(enumeration->rejected);
+  result.enumerated = enumeration->legal.size();
+
+  // Memory first (cheap): only what fits is simulated.
+  std::vector<std::pair<ParallelConfig, MemoryReport>> fitting;
+  for (const ParallelConfig& c : enumeration->legal) {
+    MemoryReport memory = estimate_memory(model, training, c, cluster);
+    if (memory.fits) {
+      fitting.emplace_back(c, std::move(memory));
+    } else {
+      const double over = bytes_to_gib(memory.most_loaded_total_bytes() - memory.capacity_bytes);
+      result.rejected.push_back({c, fmt::format("OOM by {:.1f} GiB on stage {}", over, memory.most_loaded_stage),
+                                 "out of memory"});
+    }
+  }
+
+  std::vector<std::optional<PlanRow>> rows(fitting.size());
+  std::vector<std::string> errors(fitting.size());
+  std::atomic<std::size_t> next{0}, done{0};
+  std::mutex progress_mutex;
+  auto worker = [&] {
+    for (std::size_t i = next++; i < fitting.size(); i = next++) {
+      auto row = evaluate_config(model, training, cluster, fitting[i].first, fitting[i].second);
+      if (row) rows[i] = std::move(*row);
+      else errors[i] = row.error().message;
+      const std::size_t finished = ++done;
+      if (options.progress && (finished % 64 == 0 || finished == fitting.size())) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        options.progress(finished, fitting.size());
+      }
+    }
+  };
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads = options.threads > 0 ? static_cast<unsigned>(options.threads) : hw;
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < std::min<unsigned>(threads, static_cast<unsigned>(fitting.size())); ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+
+  for (std::size_t i = 0; i < fitting.size(); ++i) {
+    if (rows[i]) result.plans.push_back(std::move(*rows[i]));
+    else result.rejected.push_back({fitting[i].first, errors[i], "cannot be scheduled"});
+  }
+  result.simulated = result.plans.size();
+  std::stable_sort(result.plans.begin(), result.plans.end(), [](const PlanRow& a, const PlanRow& b) {
+    if (a.metrics.step_time_s != b.metrics.step_time_s) return a.metrics.step_time_s < b.metrics.step_time_s;
+    if (a.metrics.memory_gib.total != b.metrics.memory_gib.total)
+      return a.metrics.memory_gib.total < b.metrics.memory_gib.total;
+    return config_less(a.config, b.config);
+  });
+  return result;
+}
+
+}  // namespace loom

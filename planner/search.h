@@ -1,0 +1,49 @@
+// The planner's search: enumerate legal configurations, drop those that do not fit in memory
+// (keeping the reason), simulate every one that fits, and rank them by simulated step time.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/plan.h"
+#include "planner/enumerate.h"
+#include "planner/memory_model.h"
+#include "sim/simulator.h"
+
+namespace loom {
+
+struct PlanRow {
+  ParallelConfig config;
+  PlanMetrics metrics;
+  StageMemory memory;             // the most loaded stage
+  sim::ExposedComm exposed;
+  long long micro_batches = 0;
+  double days_to_train = 0;       // 0 when no token budget was given
+  std::string limited_by;
+};
+
+struct PlanResult {
+  std::vector<PlanRow> plans;     // fastest first
+  std::vector<Rejection> rejected;
+  std::size_t enumerated = 0;     // legal configurations considered
+  std::size_t simulated = 0;
+};
+
+struct PlanOptions {
+  int threads = 0;  // 0: one per hardware thread
+  // Called as configurations finish: (done, total). From worker threads, serialised.
+  std::function<void(std::size_t, std::size_t)> progress;
+};
+
+// One configuration's metrics and memory, as `loom sim` reports them.
+Result<PlanRow> evaluate_config(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
+                                const ParallelConfig& config, const MemoryReport& memory);
+
+Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
+                                const SearchSpace& space, const PlanOptions& options = {});
+
+// Config ordering used to break ties deterministically.
+bool config_less(const ParallelConfig& a, const ParallelConfig& b);
+
+}  // namespace loom

@@ -1,0 +1,192 @@
+#include "sim/collectives.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include <Eigen/Dense>
+
+namespace loom::sim {
+
+const char* to_string(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "all_reduce";
+    case Collective::kReduceScatter: return "reduce_scatter";
+    case Collective::kAllGather: return "all_gather";
+    case Collective::kSendRecv: return "send_recv";
+  }
+  return "?";
+}
+
+const char* to_string(LinkLevel l) { return l == LinkLevel::kIntraNode ? "intra_node" : "inter_node"; }
+
+namespace {
+
+std::optional<Collective> parse_collective(const std::string& s) {
+  if (s == "all_reduce") return Collective::kAllReduce;
+  if (s == "reduce_scatter") return Collective::kReduceScatter;
+  if (s == "all_gather") return Collective::kAllGather;
+  if (s == "send_recv") return Collective::kSendRecv;
+  return std::nullopt;
+}
+
+std::optional<LinkLevel> parse_level(const std::string& s) {
+  if (s == "intra_node") return LinkLevel::kIntraNode;
+  if (s == "inter_node") return LinkLevel::kInterNode;
+  return std::nullopt;
+}
+
+double alpha_beta_time(const AlphaBeta& ab, Collective c, int n, double bytes) {
+  return ab.alpha_s * ring_steps(c, n) + bus_factor(c, n) * bytes / ab.bus_bandwidth_bytes_per_s;
+}
+
+}  // namespace
+
+double ring_steps(Collective c, int n) {
+  switch (c) {
+    case Collective::kAllReduce: return 2.0 * (n - 1);
+    case Collective::kReduceScatter:
+    case Collective::kAllGather: return n - 1.0;
+    case Collective::kSendRecv: return 1.0;
+  }
+  return 1.0;
+}
+
+double bus_factor(Collective c, int n) {
+  switch (c) {
+    case Collective::kAllReduce: return 2.0 * (n - 1) / n;
+    case Collective::kReduceScatter:
+    case Collective::kAllGather: return (n - 1.0) / n;
+    case Collective::kSendRecv: return 1.0;
+  }
+  return 1.0;
+}
+
+AlphaBeta fit_alpha_beta(Collective c, int n, const std::vector<std::pair<double, double>>& points) {
+  // t = steps·α + factor·S·(1/B): linear in (α, 1/B). Relative residuals, so that the small
+  // messages (latency-bound) count as much as the large ones (bandwidth-bound).
+  const Eigen::Index rows = static_cast<Eigen::Index>(points.size());
+  Eigen::MatrixXd a(rows, 2);
+  Eigen::VectorXd y(rows);
+  for (Eigen::Index i = 0; i < rows; ++i) {
+    const auto [bytes, seconds] = points[static_cast<std::size_t>(i)];
+    a(i, 0) = ring_steps(c, n) / seconds;
+    a(i, 1) = bus_factor(c, n) * bytes / seconds;
+    y(i) = 1.0;
+  }
+  const Eigen::Vector2d x = a.colPivHouseholderQr().solve(y);
+  AlphaBeta ab;
+  ab.alpha_s = std::max(0.0, x(0));
+  ab.bus_bandwidth_bytes_per_s = x(1) > 0 ? 1.0 / x(1) : 1e30;
+  // R² of the fitted times against the measured ones.
+  double mean = 0;
+  for (const auto& p : points) mean += p.second;
+  mean /= static_cast<double>(points.size());
+  double ss_res = 0, ss_tot = 0;
+  for (const auto& [bytes, seconds] : points) {
+    const double predicted = alpha_beta_time(ab, c, n, bytes);
+    ss_res += (seconds - predicted) * (seconds - predicted);
+    ss_tot += (seconds - mean) * (seconds - mean);
+  }
+  ab.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
+  return ab;
+}
+
+CollectiveModel::CollectiveModel(const ClusterSpec& cluster) : cluster_(&cluster) {
+  std::map<Key, std::vector<std::pair<double, double>>> grouped;
+  for (const auto& p : cluster.collective_points) {
+    auto c = parse_collective(p.collective);
+    auto l = parse_level(p.level);
+    if (c && l && p.group_size >= 2) grouped[{*c, *l, p.group_size}].emplace_back(p.bytes, p.seconds);
+  }
+  for (auto& [key, points] : grouped) {
+    std::sort(points.begin(), points.end());
+    Measured m;
+    m.fit = fit_alpha_beta(std::get<0>(key), std::get<2>(key), points);
+    m.points = std::move(points);
+    measured_[key] = std::move(m);
+  }
+  for (const auto& f : cluster.collective_fits) {
+    auto c = parse_collective(f.collective);
+    auto l = parse_level(f.level);
+    if (c && l) fits_[{*c, *l, f.group_size}] = {f.alpha_s, f.bus_bandwidth_bytes_per_s, f.r2};
+  }
+}
+
+const CollectiveModel::Measured* CollectiveModel::measured(Collective c, int n, LinkLevel level) const {
+  auto it = measured_.find({c, level, n});
+  if (it != measured_.end()) return &it->second;
+  // The smallest measured group at least as large: a conservative stand-in for sizes between.
+  for (const auto& [key, m] : measured_)
+    if (std::get<0>(key) == c && std::get<1>(key) == level && std::get<2>(key) >= n) return &m;
+  return nullptr;
+}
+
+AlphaBeta CollectiveModel::line(Collective c, int n, LinkLevel level) const {
+  if (const Measured* m = measured(c, n, level)) return m->fit;
+  auto it = fits_.find({c, level, n});
+  if (it != fits_.end()) return it->second;
+  const LinkSpec& link = level == LinkLevel::kIntraNode ? cluster_->intra_node : cluster_->inter_node;
+  return {link.latency_s, link.bandwidth_bytes_per_s, 1.0};
+}
+
+double CollectiveModel::flat_time_s(Collective c, double bytes, int n, LinkLevel level) const {
+  if (n <= 1 || bytes <= 0) return 0.0;
+  // Reduce-scatter and all-gather move half an all-reduce's bus traffic in half its steps; with
+  // only all-reduce measured, they cost half an all-reduce of the same buffer.
+  if ((c == Collective::kReduceScatter || c == Collective::kAllGather) && !measured_.count({c, level, n}) &&
+      measured(Collective::kAllReduce, n, level) != nullptr && !fits_.count({c, level, n}))
+    return 0.5 * flat_time_s(Collective::kAllReduce, bytes, n, level);
+
+  if (const Measured* m = measured(c, n, level)) {
+    const auto& pts = m->points;
+    if (pts.size() >= 2 && bytes >= pts.front().first && bytes <= pts.back().first) {
+      auto upper = std::lower_bound(pts.begin(), pts.end(), std::make_pair(bytes, 0.0));
+      if (upper == pts.begin()) return upper->second;
+      auto lower = upper - 1;
+      const double w = (bytes - lower->first) / (upper->first - lower->first);
+      return lower->second + w * (upper->second - lower->second);
+    }
+    return alpha_beta_time(m->fit, c, n, bytes);
+  }
+  const AlphaBeta ab = line(c, n, level);
+  double t = alpha_beta_time(ab, c, n, bytes);
+  if (c == Collective::kAllReduce && level == LinkLevel::kInterNode) {
+    // NCCL's double binary tree: logarithmic latency at the same bus bandwidth.
+    const double tree = 2.0 * std::ceil(std::log2(n)) * ab.alpha_s + bus_factor(c, n) * bytes / ab.bus_bandwidth_bytes_per_s;
+    t = std::min(t, tree);
+  }
+  return t;
+}
+
+double CollectiveModel::time_s(Collective c, double bytes, GroupPlacement g) const {
+  if (g.size <= 1 || bytes <= 0) return 0.0;
+  const int per_node = std::clamp(g.per_node, 1, g.size);
+  const int nodes = (g.size + per_node - 1) / per_node;
+  if (nodes == 1) return flat_time_s(c, bytes, g.size, LinkLevel::kIntraNode);
+  if (per_node == 1) return flat_time_s(c, bytes, g.size, LinkLevel::kInterNode);
+  // Hierarchical: each of the per_node ranks drives its own NIC (rail) with 1/per_node of the data.
+  const double shard = bytes / per_node;
+  switch (c) {
+    case Collective::kAllReduce:
+      return flat_time_s(Collective::kReduceScatter, bytes, per_node, LinkLevel::kIntraNode) +
+             flat_time_s(Collective::kAllReduce, shard, nodes, LinkLevel::kInterNode) +
+             flat_time_s(Collective::kAllGather, bytes, per_node, LinkLevel::kIntraNode);
+    case Collective::kReduceScatter:
+    case Collective::kAllGather:
+      return flat_time_s(c, bytes, per_node, LinkLevel::kIntraNode) +
+             flat_time_s(c, shard, nodes, LinkLevel::kInterNode);
+    case Collective::kSendRecv:
+      return send_recv_s(bytes, LinkLevel::kInterNode);
+  }
+  return 0.0;
+}
+
+double CollectiveModel::send_recv_s(double bytes, LinkLevel level) const {
+  if (bytes <= 0) return 0.0;
+  const LinkSpec& link = level == LinkLevel::kIntraNode ? cluster_->intra_node : cluster_->inter_node;
+  return link.latency_s + bytes / link.bandwidth_bytes_per_s;
+}
+
+}  // namespace loom::sim

@@ -1,0 +1,71 @@
+// Collective communication cost on a two-level topology (NVLink/NVSwitch inside a node,
+// InfiniBand between nodes), following the nccl-tests conventions:
+//   ring all-reduce            2(n−1)·α + 2(n−1)/n · S/B
+//   reduce-scatter, all-gather  (n−1)·α +  (n−1)/n · S/B
+//   tree all-reduce (small S)  2⌈log2 n⌉·α + 2(n−1)/n · S/B
+// A group spanning nodes runs hierarchically (intra-node reduce-scatter, inter-node all-reduce on
+// each rail, intra-node all-gather). Measured points in the cost file win over the α–β line:
+// they are interpolated in size, and fitted by least squares (Eigen) to extrapolate.
+#pragma once
+
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "core/cluster_spec.h"
+
+namespace loom::sim {
+
+enum class Collective { kAllReduce, kReduceScatter, kAllGather, kSendRecv };
+enum class LinkLevel { kIntraNode, kInterNode };
+
+const char* to_string(Collective c);
+const char* to_string(LinkLevel l);
+
+// Where a group's ranks sit: `size` ranks, `per_node` of them in each node.
+struct GroupPlacement {
+  int size = 1;
+  int per_node = 1;
+};
+
+// Ring steps and bus-bandwidth factor of a collective over n ranks (nccl-tests PERFORMANCE.md).
+double ring_steps(Collective c, int n);
+double bus_factor(Collective c, int n);
+
+struct AlphaBeta {
+  double alpha_s = 0;               // per ring step
+  double bus_bandwidth_bytes_per_s = 0;
+  double r2 = 1.0;
+};
+
+// Least-squares α–β fit of measured (bytes, seconds) points for one collective and group size.
+AlphaBeta fit_alpha_beta(Collective c, int n, const std::vector<std::pair<double, double>>& points);
+
+class CollectiveModel {
+ public:
+  explicit CollectiveModel(const ClusterSpec& cluster);
+
+  // Time of one collective of `bytes` (the full buffer, as nccl-tests counts size) on a group.
+  double time_s(Collective c, double bytes, GroupPlacement group) const;
+  // Time on one link level for a flat group of n ranks.
+  double flat_time_s(Collective c, double bytes, int n, LinkLevel level) const;
+  // Point-to-point transfer between two ranks.
+  double send_recv_s(double bytes, LinkLevel level) const;
+
+  // The α–β line used for (collective, level, n): measured fit, file fit, or the link's figures.
+  AlphaBeta line(Collective c, int n, LinkLevel level) const;
+
+ private:
+  struct Measured {
+    std::vector<std::pair<double, double>> points;  // sorted by bytes
+    AlphaBeta fit;
+  };
+  using Key = std::tuple<Collective, LinkLevel, int>;
+  const Measured* measured(Collective c, int n, LinkLevel level) const;
+
+  const ClusterSpec* cluster_;
+  std::map<Key, Measured> measured_;
+  std::map<Key, AlphaBeta> fits_;
+};
+
+}  // namespace loom::sim

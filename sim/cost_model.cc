@@ -1,0 +1,287 @@
+#include "sim/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/partition.h"
+
+namespace loom::sim {
+
+void PassCost::append(const PassCost& other, int times) {
+  seconds += other.seconds * times;
+  tp_comm_exposed_s += other.tp_comm_exposed_s * times;
+  flops += other.flops * times;
+  if (record)
+    for (int i = 0; i < times; ++i) segments.insert(segments.end(), other.segments.begin(), other.segments.end());
+}
+
+CostModel::CostModel(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                     const ClusterSpec& cluster)
+    : model_(model), training_(training), config_(config), cluster_(&cluster), collectives_(cluster) {
+  seq_ = training.seq_len > 0 ? training.seq_len : model.seq_len;
+  tokens_ = seq_ * config.micro_batch;
+  layer_params_ = layer_params_per_tp_rank(model, config.tp);
+  vocab_ = padded_vocab(model.vocab, config.tp);
+}
+
+double CostModel::gemm_s(double m, double n, double k) const {
+  const ComputeEfficiency& e = cluster_->compute;
+  const double flops = 2.0 * m * n * k;
+  if (!cluster_->gemm_table.empty()) {
+    // Measured table: achieved FLOP/s of the nearest shapes in log(m, n, k), inverse-distance
+    // weighted; an exact shape returns its measured time.
+    double weight_sum = 0, rate_sum = 0;
+    for (const auto& p : cluster_->gemm_table) {
+      const double d = std::hypot(std::log(m / p.m), std::log(n / p.n), std::log(k / p.k));
+      const double rate = 2.0 * p.m * p.n * p.k / p.seconds;
+      if (d < 1e-9) return p.seconds * flops / (2.0 * p.m * p.n * p.k);
+      const double w = 1.0 / (d * d * d * d);
+      weight_sum += w;
+      rate_sum += w * rate;
+    }
+    return flops / (rate_sum / weight_sum);
+  }
+  const double efficiency = e.gemm_max_efficiency * flops / (flops + e.gemm_half_saturation_flops);
+  return e.kernel_launch_s + flops / (cluster_->device.peak_flops * efficiency);
+}
+
+double CostModel::memory_s(double bytes) const {
+  const ComputeEfficiency& e = cluster_->compute;
+  return e.kernel_launch_s + bytes / (cluster_->device.memory_bandwidth_bytes_per_s * e.memory_bound_efficiency);
+}
+
+GroupPlacement CostModel::tp_group() const {
+  return {config_.tp, std::min(config_.tp, cluster_->gpus_per_node)};
+}
+
+GroupPlacement CostModel::dp_group() const {
+  // Ranks of a DP group are tp apart: a node of g GPUs holds max(1, g / tp) of them.
+  const int per_node = std::max(1, cluster_->gpus_per_node / config_.tp);
+  return {config_.dp, std::min(config_.dp, per_node)};
+}
+
+bool CostModel::stages_share_node(int a, int b) const {
+  const long long stride = static_cast<long long>(config_.tp) * config_.dp;
+  return (a * stride) / cluster_->gpus_per_node == (b * stride) / cluster_->gpus_per_node;
+}
+
+double CostModel::pipe_send_s(int from_stage, int to_stage) const {
+  // Megatron sends the b·s·h activation; with sequence parallelism (or its scatter-gather
+  // optimisation) each TP rank sends only its 1/t slice.
+  const double bytes = tokens_ * model_.hidden * training_.activation_bytes / config_.tp;
+  return collectives_.send_recv_s(bytes, stages_share_node(from_stage, to_stage) ? LinkLevel::kIntraNode
+                                                                                 : LinkLevel::kInterNode);
+}
+
+double CostModel::optimizer_s(double params) const {
+  // Adam reads and writes its states (fp32 master, m, v), reads the gradients twice (norm for
+  // clipping, update) and writes the low-precision parameters.
+  const double bytes_per_param =
+      2.0 * training_.optimizer_bytes + 2.0 * training_.param_bytes + 2.0 * training_.grad_bytes;
+  return memory_s(params * bytes_per_param);
+}
+
+double CostModel::stage_params(int stage) const { return loom::stage_params(model_, config_, stage).total(); }
+
+double CostModel::chunk_params(int stage, int chunk) const {
+  const StageParams p = loom::stage_params(model_, config_, stage);
+  double params = p.layers / config_.vpp;
+  if (chunk == 0) params += p.embedding;
+  if (chunk == config_.vpp - 1) params += p.head;
+  return params;
+}
+
+PassCost CostModel::attention_core_forward() const {
+  PassCost p = new_pass();
+  const double t = config_.tp;
+  const double matmul_flops = 2.0 * tokens_ * seq_ * model_.hidden / t;  // one of QK^T, AV
+  if (training_.attention == AttentionKernel::kFlash) {
+    // FlashAttention skips the masked half of a causal square.
+    const double flops = 2.0 * matmul_flops * 0.5;
+    const double eff = cluster_->compute.flash_attention_efficiency;
+    const double s = eff > 0 ? flops / (cluster_->device.peak_flops * eff) + cluster_->compute.kernel_launch_s
+                             : gemm_s(tokens_, seq_ * 0.5, 2.0 * model_.hidden / t);
+    p.add("flash_attention", s, flops);
+    return p;
+  }
+  const double scores = model_.heads / t * config_.micro_batch * seq_ * seq_;
+  const double ab = training_.activation_bytes;
+  p.add("qk", gemm_s(tokens_, seq_, model_.hidden / t), matmul_flops);
+  p.add("softmax", memory_s(2.0 * ab * scores));
+  if (model_.dropout) p.add("attn_dropout", memory_s((2.0 * ab + 1.0) * scores));
+  p.add("av", gemm_s(tokens_, model_.hidden / t, seq_), matmul_flops);
+  return p;
+}
+
+PassCost CostModel::attention_core_backward() const {
+  PassCost p = new_pass();
+  const double t = config_.tp;
+  const double matmul_flops = 2.0 * tokens_ * seq_ * model_.hidden / t;
+  if (training_.attention == AttentionKernel::kFlash) {
+    // Backward: five s×s×d matmuls against the forward's two (recomputing the scores).
+    const double flops = 2.5 * 2.0 * matmul_flops * 0.5;
+    const double eff = cluster_->compute.flash_attention_efficiency;
+    const double s = eff > 0 ? flops / (cluster_->device.peak_flops * eff) + cluster_->compute.kernel_launch_s
+                             : 2.5 * gemm_s(tokens_, seq_ * 0.5, 2.0 * model_.hidden / t);
+    p.add("flash_attention_bwd", s, flops);
+    return p;
+  }
+  const double scores = model_.heads / t * config_.micro_batch * seq_ * seq_;
+  const double ab = training_.activation_bytes;
+  p.add("av_bwd", 2.0 * gemm_s(tokens_, model_.hidden / t, seq_), 2.0 * matmul_flops);
+  if (model_.dropout) p.add("attn_dropout_bwd", memory_s((2.0 * ab + 1.0) * scores));
+  p.add("softmax_bwd", memory_s(3.0 * ab * scores));
+  p.add("qk_bwd", 2.0 * gemm_s(tokens_, seq_, model_.hidden / t), 2.0 * matmul_flops);
+  return p;
+}
+
+PassCost CostModel::layer_forward(bool with_tp_comm) const {
+  PassCost p = new_pass();
+  const double t = config_.tp;
+  const double h = model_.hidden;
+  const double kv = static_cast<double>(model_.kv_dim());
+  const double f = model_.ffn_hidden;
+  const double up = model_.activation == Activation::kSwiGLU ? 2.0 * f : f;
+  const double ab = training_.activation_bytes;
+  const bool sp = config_.sequence_parallel && config_.tp > 1;
+  const double tokens_sp = sp ? tokens_ / t : tokens_;
+  const double act_bytes = tokens_ * h * ab;
+  const bool comm = with_tp_comm && config_.tp > 1;
+  const double residual_bytes = (3.0 * ab + (model_.dropout ? 1.0 : 0.0)) * tokens_sp * h;
+
+  p.add("norm", memory_s(2.0 * ab * tokens_sp * h));
+  if (comm && sp) p.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
+  p.add("qkv", gemm_s(tokens_, (h + 2.0 * kv) / t, h), 2.0 * tokens_ * h * (h + 2.0 * kv) / t);
+  p.append(attention_core_forward());
+  p.add("attn_out", gemm_s(tokens_, h, h / t), 2.0 * tokens_ * h * h / t);
+  if (comm) {
+    if (sp) p.add_comm("reduce_scatter tp", tp_comm_s(Collective::kReduceScatter, act_bytes));
+    else p.add_comm("all_reduce tp", tp_comm_s(Collective::kAllReduce, act_bytes));
+  }
+  p.add("residual", memory_s(residual_bytes));
+  p.add("norm", memory_s(2.0 * ab * tokens_sp * h));
+  if (comm && sp) p.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
+  p.add("mlp_up", gemm_s(tokens_, up / t, h), 2.0 * tokens_ * h * up / t);
+  p.add(model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu",
+        memory_s((model_.activation == Activation::kSwiGLU ? 3.0 : 2.0) * ab * tokens_ * f / t));
+  p.add("mlp_down", gemm_s(tokens_, h, f / t), 2.0 * tokens_ * h * f / t);
+  if (comm) {
+    if (sp) p.add_comm("reduce_scatter tp", tp_comm_s(Collective::kReduceScatter, act_bytes));
+    else p.add_comm("all_reduce tp", tp_comm_s(Collective::kAllReduce, act_bytes));
+  }
+  p.add("residual", memory_s(residual_bytes));
+  return p;
+}
+
+void CostModel::layer_backward(PassCost& in, PassCost& w) const {
+  const double t = config_.tp;
+  const double h = model_.hidden;
+  const double kv = static_cast<double>(model_.kv_dim());
+  const double f = model_.ffn_hidden;
+  const double up = model_.activation == Activation::kSwiGLU ? 2.0 * f : f;
+  const double ab = training_.activation_bytes;
+  const bool sp = config_.sequence_parallel && config_.tp > 1;
+  const bool comm = config_.tp > 1;
+  const bool split = &in != &w;  // zero-bubble: weight gradients run later, nothing to hide comm behind
+  const double tokens_sp = sp ? tokens_ / t : tokens_;
+  const double act_bytes = tokens_ * h * ab;
+  const double residual_bwd_bytes = (2.0 * ab + (model_.dropout ? 1.0 : 0.0)) * tokens_sp * h;
+
+  // Recompute first: the backward of a layer starts by rebuilding what was dropped.
+  if (config_.recompute == Recompute::kFull) {
+    PassCost again = layer_forward(true);
+    for (auto& s : again.segments) s.name = "recompute " + s.name;
+    in.append(again);
+  } else if (config_.recompute == Recompute::kSelective && training_.attention == AttentionKernel::kUnfused) {
+    PassCost again = attention_core_forward();
+    for (auto& s : again.segments) s.name = "recompute " + s.name;
+    in.append(again);
+  }
+
+  // A column-parallel linear's input gradient is all-reduced (reduce-scattered under SP) while
+  // its weight gradient is computed (Megatron's async TP all-reduce); under SP its input is
+  // all-gathered again for the weight gradient while the input gradient is computed.
+  auto column_parallel = [&](const char* name, double out_features) {
+    const double dgrad = gemm_s(tokens_, h, out_features / t);
+    const double wgrad = gemm_s(out_features / t, h, tokens_);
+    const double flops = 2.0 * tokens_ * h * out_features / t;
+    const double gather = comm && sp ? tp_comm_s(Collective::kAllGather, act_bytes) : 0.0;
+    const double reduce = comm ? tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes) : 0.0;
+    in.add(name, dgrad, flops);
+    if (gather > dgrad) in.add_comm("all_gather tp", gather - dgrad);
+    w.add(name, wgrad, flops);
+    const double hidden = split ? 0.0 : wgrad;
+    if (reduce > hidden) in.add_comm(sp ? "reduce_scatter tp" : "all_reduce tp", reduce - hidden);
+  };
+  auto row_parallel = [&](const char* name, double in_features) {
+    // The backward of the forward's reduce-scatter is an all-gather of the output gradient.
+    if (comm && sp) in.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
+    in.add(name, gemm_s(tokens_, in_features / t, h), 2.0 * tokens_ * h * in_features / t);
+    w.add(name, gemm_s(h, in_features / t, tokens_), 2.0 * tokens_ * h * in_features / t);
+  };
+
+  in.add("residual_bwd", memory_s(residual_bwd_bytes));
+  row_parallel("mlp_down_bwd", f);
+  in.add(model_.activation == Activation::kSwiGLU ? "swiglu_bwd" : "gelu_bwd",
+         memory_s((model_.activation == Activation::kSwiGLU ? 5.0 : 3.0) * ab * tokens_ * f / t));
+  column_parallel("mlp_up_bwd", up);
+  in.add("norm_bwd", memory_s(3.0 * ab * tokens_sp * h));
+  in.add("residual_bwd", memory_s(residual_bwd_bytes));
+  row_parallel("attn_out_bwd", h);
+  in.append(attention_core_backward());
+  column_parallel("qkv_bwd", h + 2.0 * kv);
+  in.add("norm_bwd", memory_s(3.0 * ab * tokens_sp * h));
+}
+
+ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
+  ChunkCost c{new_pass(), new_pass(), new_pass()};
+  const int layers = model_.layers / (config_.pp * config_.vpp);
+  const bool first = stage == 0 && chunk == 0;
+  const bool last = stage == config_.pp - 1 && chunk == config_.vpp - 1;
+  const double t = config_.tp;
+  const double h = model_.hidden;
+  const double ab = training_.activation_bytes;
+  const double v = vocab_;
+  const bool sp = config_.sequence_parallel && config_.tp > 1;
+  const double tokens_sp = sp ? tokens_ / t : tokens_;
+  const double act_bytes = tokens_ * h * ab;
+
+  if (first) {
+    c.forward.add("embedding", memory_s(3.0 * ab * tokens_ * h));
+    // Vocab-parallel lookup: each rank holds a slice of the table; partial rows are summed.
+    if (config_.tp > 1)
+      c.forward.add_comm(sp ? "reduce_scatter tp" : "all_reduce tp",
+                         tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes));
+  }
+  const PassCost fwd = layer_forward(true);
+  c.forward.append(fwd, layers);
+
+  PassCost* weight = split_weight_grad ? &c.weight : &c.backward;
+  if (last) {
+    c.forward.add("final_norm", memory_s(2.0 * ab * tokens_sp * h));
+    if (sp) c.forward.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
+    c.forward.add("lm_head", gemm_s(tokens_, v / t, h), 2.0 * tokens_ * h * v / t);
+    // Vocab-parallel cross-entropy in fp32: max, sum of exponentials and target logit are
+    // all-reduced over TP (b·s floats each).
+    c.forward.add("cross_entropy", memory_s(tokens_ * v / t * (ab + 4.0 + 4.0)));
+    if (config_.tp > 1) c.forward.add_comm("all_reduce tp", 3.0 * tp_comm_s(Collective::kAllReduce, tokens_ * 4.0));
+    c.backward.add("cross_entropy_bwd", memory_s(tokens_ * v / t * (4.0 + ab)));
+    c.backward.add("lm_head_bwd", gemm_s(tokens_, h, v / t), 2.0 * tokens_ * h * v / t);
+    weight->add("lm_head_bwd", gemm_s(h, v / t, tokens_), 2.0 * tokens_ * h * v / t);
+    if (config_.tp > 1) {
+      const double reduce = tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes);
+      const double hidden = split_weight_grad ? 0.0 : gemm_s(h, v / t, tokens_);
+      if (reduce > hidden) c.backward.add_comm(sp ? "reduce_scatter tp" : "all_reduce tp", reduce - hidden);
+    }
+    c.backward.add("final_norm_bwd", memory_s(3.0 * ab * tokens_sp * h));
+  }
+  PassCost layer_in = new_pass(), layer_w = new_pass();
+  if (split_weight_grad) layer_backward(layer_in, layer_w);
+  else layer_backward(layer_in, layer_in);
+  c.backward.append(layer_in, layers);
+  if (split_weight_grad) c.weight.append(layer_w, layers);
+  if (first) c.backward.add("embedding_bwd", memory_s(tokens_ * h * (ab + 4.0)));
+  return c;
+}
+
+}  // namespace loom::sim

@@ -1,0 +1,108 @@
+// Cost of every op of a training step on one GPU (one TP rank), from the cost file only:
+// GEMMs from the measured table (interpolated in m, n, k) or peak × an efficiency curve over
+// size; flash or unfused attention; memory-bound ops by bytes / bandwidth; TP collectives inside
+// the layer (exposed in the forward, overlapped with weight-gradient GEMMs in the backward as
+// Megatron-LM does); recompute adds its forward work to the backward.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/model_spec.h"
+#include "core/parallel_config.h"
+#include "core/training_spec.h"
+#include "sim/collectives.h"
+
+namespace loom::sim {
+
+// One named piece of a pass, for traces: compute kernels or TP communication.
+struct Segment {
+  std::string name;
+  double seconds = 0;
+  bool communication = false;
+};
+
+// One pass (forward, input-gradient backward, or weight-gradient backward) of one model chunk
+// for one micro-batch.
+struct PassCost {
+  double seconds = 0;          // compute + exposed TP communication
+  double tp_comm_exposed_s = 0;
+  double flops = 0;            // hardware FLOPs executed (recompute included)
+  bool record = true;          // keep the per-kernel segments (traces); off when only totals matter
+  std::vector<Segment> segments;
+  void add(const char* name, double s, double f = 0) {
+    seconds += s;
+    flops += f;
+    if (record) segments.push_back({name, s, false});
+  }
+  void add_comm(const char* name, double s) {
+    seconds += s;
+    tp_comm_exposed_s += s;
+    if (record) segments.push_back({name, s, true});
+  }
+  void append(const PassCost& other, int times = 1);
+};
+
+struct ChunkCost {
+  PassCost forward;
+  PassCost backward;  // input gradients (+ weight gradients unless split)
+  PassCost weight;    // weight gradients when the schedule splits the backward (zero-bubble)
+};
+
+class CostModel {
+ public:
+  CostModel(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+            const ClusterSpec& cluster);
+
+  // Local chunk `chunk` of `stage`: its layers plus the embedding (first virtual stage) or the
+  // final norm, LM head and loss (last virtual stage).
+  ChunkCost chunk(int stage, int chunk, bool split_weight_grad) const;
+
+  // Traces want every kernel; the planner only totals (much faster).
+  void set_record_segments(bool record) { record_segments_ = record; }
+
+  double gemm_s(double m, double n, double k) const;
+  double memory_s(double bytes) const;
+  const CollectiveModel& collectives() const { return collectives_; }
+
+  // Activation (or its gradient) sent between neighbouring stages for one micro-batch.
+  double pipe_send_s(int from_stage, int to_stage) const;
+  bool stages_share_node(int a, int b) const;
+
+  // Data-parallel collectives over this stage's DP group.
+  GroupPlacement dp_group() const;
+  GroupPlacement tp_group() const;
+  double dp_collective_s(Collective c, double bytes) const { return collectives_.time_s(c, bytes, dp_group()); }
+  // Adam step over `params` parameters (memory-bound: master weights, moments, grads, params).
+  double optimizer_s(double params) const;
+  // Parameters one TP rank holds on `stage` (all chunks), and in one chunk.
+  double stage_params(int stage) const;
+  double chunk_params(int stage, int chunk) const;
+  double layer_params() const { return layer_params_; }
+
+ private:
+  PassCost new_pass() const {
+    PassCost p;
+    p.record = record_segments_;
+    return p;
+  }
+  PassCost layer_forward(bool with_tp_comm) const;
+  void layer_backward(PassCost& input_grad, PassCost& weight_grad) const;
+  PassCost attention_core_forward() const;
+  PassCost attention_core_backward() const;
+  double tp_comm_s(Collective c, double bytes) const { return collectives_.time_s(c, bytes, tp_group()); }
+
+  ModelSpec model_;
+  TrainingSpec training_;
+  ParallelConfig config_;
+  const ClusterSpec* cluster_;
+  CollectiveModel collectives_;
+  double tokens_ = 0;      // b·s per micro-batch
+  double seq_ = 0;
+  double layer_params_ = 0;
+  int vocab_ = 0;          // padded for TP
+  bool record_segments_ = true;
+};
+
+}  // namespace loom::sim

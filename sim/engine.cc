@@ -1,0 +1,102 @@
+#include "sim/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace loom::sim {
+
+namespace {
+
+TimeNs progress_point(TimeNs start, TimeNs duration, float fraction) {
+  if (fraction >= 1.0f) return start + duration;
+  return start + static_cast<TimeNs>(std::llround(static_cast<double>(duration) * fraction));
+}
+
+}  // namespace
+
+// Every stream is in-order and every duration is known when an op starts, so an op's start time
+// is fixed the moment its last predecessor starts: the engine resolves start events in
+// dependency order with a worklist of streams whose head may be ready. This is the event loop of
+// a discrete-event simulator specialised to in-order resources, linear in ops + dependencies.
+Result<Timeline> run_engine(const StepGraph& g) {
+  const std::size_t n = g.size();
+  const StepGraph::Edges edges = g.successors();
+  std::vector<std::vector<std::int32_t>> stream_ops(g.streams());
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto op = static_cast<std::int32_t>(i);
+    stream_ops[g.op(op).stream].push_back(op);
+  }
+
+  Timeline t;
+  t.start.assign(n, -1);
+  t.binding.assign(n, -1);
+  std::vector<std::int32_t> pending(edges.in_degree);
+  std::vector<TimeNs> ready_at(n, 0);
+  std::vector<std::int32_t> ready_by(n, -1);
+  std::vector<std::size_t> position(stream_ops.size(), 0);
+  std::vector<TimeNs> stream_free(stream_ops.size(), 0);
+  std::vector<std::int32_t> stream_last(stream_ops.size(), -1);
+  std::vector<int> worklist;
+  for (int s = static_cast<int>(stream_ops.size()) - 1; s >= 0; --s) worklist.push_back(s);
+
+  std::size_t started = 0;
+  while (!worklist.empty()) {
+    const int s = worklist.back();
+    worklist.pop_back();
+    const auto& ops = stream_ops[s];
+    while (position[s] < ops.size()) {
+      const std::int32_t op = ops[position[s]];
+      if (pending[op] > 0) break;
+      TimeNs start = ready_at[op];
+      t.binding[op] = ready_by[op];
+      if (stream_free[s] > start) {
+        start = stream_free[s];
+        t.binding[op] = stream_last[s];
+      }
+      const TimeNs duration = g.op(op).duration;
+      t.start[op] = start;
+      stream_free[s] = start + duration;
+      stream_last[s] = op;
+      t.makespan = std::max(t.makespan, start + duration);
+      ++position[s];
+      ++started;
+      for (std::int32_t e = edges.offsets[op]; e < edges.offsets[op + 1]; ++e) {
+        const auto& edge = edges.edges[e];
+        const TimeNs point = progress_point(start, duration, edge.fraction);
+        if (point > ready_at[edge.to] || ready_by[edge.to] < 0) {
+          ready_at[edge.to] = std::max(ready_at[edge.to], point);
+          if (point >= ready_at[edge.to]) ready_by[edge.to] = op;
+        }
+        if (--pending[edge.to] == 0) {
+          const int next = g.op(edge.to).stream;
+          if (next != s && stream_ops[next][position[next]] == edge.to) worklist.push_back(next);
+        }
+      }
+    }
+  }
+  if (started != n) {
+    for (std::size_t s = 0; s < stream_ops.size(); ++s) {
+      if (position[s] < stream_ops[s].size()) {
+        const Op& stuck = g.op(stream_ops[s][position[s]]);
+        return make_error(fmt::format("schedule deadlocks: {} of stage {} micro-batch {} can never start",
+                                      to_string(stuck.kind), stuck.stage, stuck.micro_batch));
+      }
+    }
+  }
+  return t;
+}
+
+std::vector<std::int32_t> critical_path(const StepGraph& g, const Timeline& t) {
+  if (g.size() == 0) return {};
+  std::int32_t last = 0;
+  for (std::int32_t i = 1; i < static_cast<std::int32_t>(g.size()); ++i)
+    if (t.end(g, i) > t.end(g, last)) last = i;
+  std::vector<std::int32_t> path;
+  for (std::int32_t op = last; op >= 0; op = t.binding[op]) path.push_back(op);
+  std::reverse(path.begin(), path.end());
+  return path;
+}
+
+}  // namespace loom::sim

@@ -1,0 +1,81 @@
+// Simulate one training step of one configuration: build the step graph (schedule + costs),
+// run the engine on one pipeline (one TP rank per stage; DP replicas are symmetric), and derive
+// the metrics of DESIGN.md: step time, tokens/s, TFLOP/s, MFU, bubble, exposed communication.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/model_spec.h"
+#include "core/parallel_config.h"
+#include "core/result.h"
+#include "core/training_spec.h"
+#include "sim/cost_model.h"
+#include "sim/engine.h"
+#include "sim/schedule.h"
+#include "sim/step_graph.h"
+
+namespace loom::sim {
+
+struct SimOptions {
+  bool record_segments = false;  // keep per-kernel segments and the graph for traces
+  bool keep_graph = false;       // keep graph + timeline (traces, GUI Gantt, critical path listing)
+  // Optional memory inputs (from the planner's memory model) for the trace's memory counter:
+  // bytes held all step per stage, and activation bytes one forward of a chunk adds per stage.
+  std::vector<double> static_bytes_per_stage;
+  std::vector<double> activation_bytes_per_forward;
+};
+
+struct ExposedComm {
+  double tp_s = 0;  // TP collectives not hidden behind compute
+  double pp_s = 0;  // pipeline sends on the critical path
+  double dp_s = 0;  // gradient reduction / parameter gathers on the critical path
+  double total() const { return tp_s + pp_s + dp_s; }
+};
+
+struct StageTiming {
+  double busy_s = 0;           // compute stream busy with F/B/W
+  double optimizer_s = 0;
+  double pipeline_end_s = 0;   // end of its last F/B/W
+};
+
+struct CriticalStep {
+  std::string name;   // "F3 mb7", "all_reduce dp", ...
+  int stage = 0;
+  double start_s = 0;
+  double contribution_s = 0;  // time this op adds to the step along the path
+};
+
+struct SimResult {
+  ParallelConfig config;
+  long long micro_batches = 0;
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double model_flops = 0;      // per step, whole cluster (no recompute)
+  double hardware_flops = 0;   // per step, whole cluster (with recompute)
+  double tflops_per_gpu = 0;
+  double hw_tflops_per_gpu = 0;
+  double mfu = 0;
+  double bubble_fraction = 0;
+  ExposedComm exposed;
+  std::vector<StageTiming> stages;
+  std::vector<CriticalStep> critical_path;
+  std::string limited_by;      // one line: what dominates the critical path
+
+  // Kept when SimOptions::keep_graph: for traces and the GUI.
+  std::vector<std::vector<ChunkCost>> chunk_costs;  // [stage][chunk]
+  StepGraph graph{1};
+  Timeline timeline;
+  SimOptions options;
+};
+
+// Model FLOPs of one step over the whole cluster (Megatron: 3× the forward matmuls, counting
+// the full attention square), and the extra forward work recompute adds.
+double model_flops_per_step(const ModelSpec& model, const TrainingSpec& training);
+double recompute_flops_per_step(const ModelSpec& model, const TrainingSpec& training, Recompute recompute);
+
+Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                           const ClusterSpec& cluster, const SimOptions& options = {});
+
+}  // namespace loom::sim

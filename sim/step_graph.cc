@@ -1,0 +1,52 @@
+#include "sim/step_graph.h"
+
+namespace loom::sim {
+
+const char* to_string(OpKind kind) {
+  switch (kind) {
+    case OpKind::kForward: return "forward";
+    case OpKind::kBackward: return "backward";
+    case OpKind::kWeightGrad: return "weight_grad";
+    case OpKind::kPipeSend: return "pp";
+    case OpKind::kDataParallel: return "dp";
+    case OpKind::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+const char* to_string(StreamKind kind) {
+  switch (kind) {
+    case StreamKind::kCompute: return "compute";
+    case StreamKind::kPipe: return "pp send/recv";
+    case StreamKind::kDataParallel: return "dp comm";
+    case StreamKind::kParamGather: return "param gather";
+  }
+  return "?";
+}
+
+std::int32_t StepGraph::add(const Op& op) {
+  ops_.push_back(op);
+  return static_cast<std::int32_t>(ops_.size() - 1);
+}
+
+void StepGraph::depend(std::int32_t op, std::int32_t predecessor, float fraction) {
+  deps_.push_back({op, {predecessor, fraction}});
+}
+
+StepGraph::Edges StepGraph::successors() const {
+  Edges e;
+  const std::size_t n = ops_.size();
+  e.offsets.assign(n + 1, 0);
+  e.in_degree.assign(n, 0);
+  for (const auto& d : deps_) {
+    ++e.offsets[d.dep.predecessor + 1];
+    ++e.in_degree[d.op];
+  }
+  for (std::size_t i = 0; i < n; ++i) e.offsets[i + 1] += e.offsets[i];
+  e.edges.resize(deps_.size());
+  std::vector<std::int32_t> cursor(e.offsets.begin(), e.offsets.end() - 1);
+  for (const auto& d : deps_) e.edges[cursor[d.dep.predecessor]++] = {d.op, d.dep.fraction};
+  return e;
+}
+
+}  // namespace loom::sim

@@ -1,0 +1,90 @@
+// StepGraph: one training step as a dependency graph of ops, each bound to a resource (a stream
+// of one pipeline stage: compute, pipeline send, data-parallel channel). Built by sim/step_builder,
+// executed by sim/engine, drawn by sim/trace.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/units.h"
+
+namespace loom::sim {
+
+enum class OpKind : std::uint8_t {
+  kForward,      // F: forward of a model chunk for one micro-batch (TP communication included)
+  kBackward,     // B: backward (input grads; weight grads too unless the schedule splits them)
+  kWeightGrad,   // W: weight-gradient half of the backward (zero-bubble)
+  kPipeSend,     // activation or gradient to the neighbouring stage
+  kDataParallel, // gradient reduction, parameter gathers (ZeRO)
+  kOptimizer,
+};
+
+// Per stage: the compute stream (TP collectives run inside its ops, as Megatron issues them),
+// the pipeline send channel, the data-parallel reduction channel and, for ZeRO-3, a separate
+// parameter-gather channel (DeepSpeed gathers and reduces on different streams).
+enum class StreamKind : std::uint8_t { kCompute, kPipe, kDataParallel, kParamGather };
+inline constexpr int kStreamsPerStage = 4;
+
+const char* to_string(OpKind kind);
+const char* to_string(StreamKind kind);
+
+struct Op {
+  TimeNs duration = 0;
+  std::int32_t stream = 0;
+  OpKind kind = OpKind::kForward;
+  std::int16_t stage = 0;
+  std::int16_t chunk = 0;        // virtual pipeline chunk (global model-chunk index)
+  std::int32_t micro_batch = -1;
+  std::int32_t detail = -1;      // index into the builder's per-op breakdown / label, or -1
+};
+
+// `op` may start once `predecessor` has progressed `fraction` of its duration (1: finished).
+struct Dependency {
+  std::int32_t predecessor = 0;
+  float fraction = 1.0f;
+};
+
+class StepGraph {
+ public:
+  explicit StepGraph(int stages) : stages_(stages) {}
+
+  int stages() const { return stages_; }
+  int streams() const { return stages_ * kStreamsPerStage; }
+  static int stream_of(int stage, StreamKind kind) {
+    return stage * kStreamsPerStage + static_cast<int>(kind);
+  }
+
+  // Appends an op to its stream; ops on one stream run in the order they were added.
+  std::int32_t add(const Op& op);
+  void depend(std::int32_t op, std::int32_t predecessor, float fraction = 1.0f);
+  void reserve(std::size_t ops) { ops_.reserve(ops); deps_.reserve(ops * 2); }
+
+  std::size_t size() const { return ops_.size(); }
+  const Op& op(std::int32_t i) const { return ops_[i]; }
+  Op& op(std::int32_t i) { return ops_[i]; }
+  const std::vector<Op>& ops() const { return ops_; }
+
+  // Successor lists in compressed form, built on demand after the last add/depend.
+  struct Edge {
+    std::int32_t to;
+    float fraction;
+  };
+  struct Edges {
+    std::vector<std::int32_t> offsets;  // size()+1
+    std::vector<Edge> edges;
+    std::vector<std::int32_t> in_degree;
+  };
+  Edges successors() const;
+
+ private:
+  struct RawDependency {
+    std::int32_t op;
+    Dependency dep;
+  };
+  int stages_;
+  std::vector<Op> ops_;
+  std::vector<RawDependency> deps_;
+};
+
+}  // namespace loom::sim

@@ -1,0 +1,104 @@
+#include "sim/step_metrics.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/trace_names.h"
+#include "sim/collectives.h"
+
+namespace loom::sim {
+
+namespace {
+
+bool is_pipeline_compute(OpKind kind) {
+  return kind == OpKind::kForward || kind == OpKind::kBackward || kind == OpKind::kWeightGrad;
+}
+
+std::vector<StageTiming> stage_timings(const StepGraph& g, const Timeline& t) {
+  std::vector<StageTiming> stages(g.stages());
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(g.size()); ++i) {
+    const Op& op = g.op(i);
+    StageTiming& st = stages[op.stage];
+    if (is_pipeline_compute(op.kind)) {
+      st.busy_s += ns_to_s(op.duration);
+      st.pipeline_end_s = std::max(st.pipeline_end_s, ns_to_s(t.end(g, i)));
+    } else if (op.kind == OpKind::kOptimizer) {
+      st.optimizer_s += ns_to_s(op.duration);
+    }
+  }
+  return stages;
+}
+
+}  // namespace
+
+std::string op_label(const Op& op) {
+  switch (op.kind) {
+    case OpKind::kForward: return trace_names::forward(op.chunk, op.micro_batch);
+    case OpKind::kBackward: return trace_names::backward(op.chunk, op.micro_batch);
+    case OpKind::kWeightGrad: return trace_names::weight_grad(op.chunk, op.micro_batch);
+    case OpKind::kPipeSend:
+      return "send " + (op.detail == 0 ? trace_names::forward(op.chunk, op.micro_batch)
+                                       : trace_names::backward(op.chunk, op.micro_batch));
+    case OpKind::kDataParallel:
+      return trace_names::collective(to_string(static_cast<Collective>(op.detail)), "dp");
+    case OpKind::kOptimizer: return trace_names::kOptimizer;
+  }
+  return "?";
+}
+
+double bubble_fraction(const StepGraph& g, const Timeline& t) {
+  if (t.makespan <= 0) return 0.0;
+  const auto stages = stage_timings(g, t);
+  double pipeline_end = 0;
+  for (const auto& s : stages) pipeline_end = std::max(pipeline_end, s.pipeline_end_s);
+  double idle = 0;
+  for (const auto& s : stages) idle += pipeline_end - s.busy_s;
+  return idle / static_cast<double>(stages.size()) / ns_to_s(t.makespan);
+}
+
+StepStats step_stats(const StepGraph& g, const Timeline& t, const std::vector<std::vector<ChunkCost>>& chunks) {
+  StepStats st;
+  st.stages = stage_timings(g, t);
+  st.bubble_fraction = bubble_fraction(g, t);
+
+  const std::vector<std::int32_t> path = critical_path(g, t);
+  double compute_s = 0, optimizer_s = 0;
+  std::vector<bool> stages_on_path(g.stages(), false);
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    const Op& op = g.op(path[i]);
+    // An op contributes the time until the next op on the path starts (all of it if last).
+    const TimeNs until = i + 1 < path.size() ? t.start[path[i + 1]] : t.end(g, path[i]);
+    const double contribution = ns_to_s(std::max<TimeNs>(0, until - t.start[path[i]]));
+    st.critical_path.push_back({op_label(op), op.stage, ns_to_s(t.start[path[i]]), contribution});
+    stages_on_path[op.stage] = true;
+    switch (op.kind) {
+      case OpKind::kForward:
+      case OpKind::kBackward:
+      case OpKind::kWeightGrad: {
+        const ChunkCost& cc = chunks[op.stage][op.detail];
+        const PassCost& pass = op.kind == OpKind::kForward    ? cc.forward
+                               : op.kind == OpKind::kBackward ? cc.backward
+                                                              : cc.weight;
+        const double share = pass.seconds > 0 ? contribution / pass.seconds : 0.0;
+        st.exposed.tp_s += pass.tp_comm_exposed_s * share;
+        compute_s += contribution - pass.tp_comm_exposed_s * share;
+        break;
+      }
+      case OpKind::kPipeSend: st.exposed.pp_s += contribution; break;
+      case OpKind::kDataParallel: st.exposed.dp_s += contribution; break;
+      case OpKind::kOptimizer: optimizer_s += contribution; break;
+    }
+  }
+  const double step = ns_to_s(t.makespan);
+  const auto pct = [&](double x) { return step > 0 ? 100.0 * x / step : 0.0; };
+  const long crossed = std::count(stages_on_path.begin(), stages_on_path.end(), true);
+  st.limited_by = fmt::format(
+      "compute {:.0f}%, TP comm {:.0f}%, PP sends {:.0f}%, DP comm {:.0f}%, optimizer {:.0f}% of the step; "
+      "the path crosses {} of {} stages{}",
+      pct(compute_s), pct(st.exposed.tp_s), pct(st.exposed.pp_s), pct(st.exposed.dp_s), pct(optimizer_s), crossed,
+      g.stages(), crossed > 1 ? " (pipeline fill and drain)" : "");
+  return st;
+}
+
+}  // namespace loom::sim

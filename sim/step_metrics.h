@@ -1,0 +1,34 @@
+// Metrics read off a simulated step: per-stage busy time, the pipeline bubble, the critical path
+// and the communication it exposes, and a one-line answer to "what limits this plan".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/cost_model.h"
+#include "sim/engine.h"
+#include "sim/simulator.h"
+#include "sim/step_graph.h"
+
+namespace loom::sim {
+
+struct StepStats {
+  std::vector<StageTiming> stages;
+  double bubble_fraction = 0;
+  ExposedComm exposed;
+  std::vector<CriticalStep> critical_path;
+  std::string limited_by;
+};
+
+// Trace/critical-path name of an op: "F3 mb7", "send B2 mb1", "reduce_scatter dp", "optimizer".
+std::string op_label(const Op& op);
+
+// Bubble: the mean over stages of the time each compute stream idles before the pipeline's last
+// F/B/W ends, as a fraction of the step. Equal stages and free communication give
+// (p − 1)/(m + p − 1) for GPipe and 1F1B.
+double bubble_fraction(const StepGraph& graph, const Timeline& timeline);
+
+StepStats step_stats(const StepGraph& graph, const Timeline& timeline,
+                     const std::vector<std::vector<ChunkCost>>& chunks);
+
+}  // namespace loom::sim
