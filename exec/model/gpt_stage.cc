@@ -87,6 +87,10 @@ Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float lo
   backend_.gemm(false, true, static_cast<int>(T), d.vocab_local, h, 1.0f, xf, h, head_weight(hp), h, 0.0f,
                 c.dlogits.data(), d.vocab_local);
   gathered.reset();
+  if (keep_logits) {
+    logits.resize(static_cast<std::size_t>(c.dlogits.numel()));
+    backend_.to_host(logits.data(), c.dlogits.data(), c.dlogits.numel());
+  }
   if (hu != layout_.final_unit) params_.release(hu);
   params_.release(layout_.final_unit);
 

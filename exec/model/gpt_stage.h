@@ -48,7 +48,9 @@ class GptStage {
   std::int64_t tokens() const { return static_cast<std::int64_t>(config_.micro_batch) * seq_; }
   std::int64_t local_tokens() const { return tp_.local_tokens(tokens()); }
   int hidden() const { return model_.hidden; }
-  Tracer* tracer = nullptr;
+  // Tests: keep a host copy of the last micro-batch's logits (before they become gradients).
+  bool keep_logits = false;
+  std::vector<float> logits;
 
  private:
   struct Cache {

@@ -175,3 +175,14 @@ std::vector<float> ParameterStore::unit_values(int u) {
 }
 
 }  // namespace loom::exec
+
+namespace loom::exec {
+
+std::vector<float> ParameterStore::unit_gradients(int u) {
+  const Unit& unit = layout_.units[u];
+  std::vector<float> host(static_cast<std::size_t>(unit.size), 0.0f);
+  if (zero_ < 2) backend_.to_host(host.data(), grads_.data() + offset_[u], unit.size);
+  return host;
+}
+
+}  // namespace loom::exec

@@ -41,6 +41,8 @@ class ParameterStore final : public ParameterSource {
   std::vector<Tensor*> state() { return {&params_, &adam_m_, &adam_v_}; }
   // Full local parameters of a unit copied to the host (gathered under ZeRO-3), for tests.
   std::vector<float> unit_values(int unit);
+  // The unit's accumulated gradient (ZeRO 0-1, where every rank holds all of it), for tests.
+  std::vector<float> unit_gradients(int unit);
 
  private:
   struct Range {
