@@ -1,0 +1,90 @@
+#include "run_util.h"
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "exec/data_loader.h"
+
+namespace loom::exec::testing {
+
+namespace {
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+}  // namespace
+
+ProcessResult run_shell(const std::string& command, int timeout_s) {
+  static int counter = 0;
+  const std::string base = scratch_dir("shell") + fmt::format("/cmd{}", counter++);
+  const std::string full = fmt::format("timeout -k 5 {} sh -c '{}' > {}.out 2> {}.err", timeout_s, command, base, base);
+  const int status = std::system(full.c_str());
+  ProcessResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(base + ".out");
+  r.err = slurp(base + ".err");
+  return r;
+}
+
+bool have_mpirun() { return std::string(LOOM_MPIEXEC).size() > 0; }
+
+std::string loom_binary() { return LOOM_BINARY; }
+
+std::string loom_run(int ranks) {
+  if (!have_mpirun()) return loom_binary() + " run";
+  return fmt::format(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 {} "
+      "--oversubscribe -np {} {} run",
+      LOOM_MPIEXEC, ranks, loom_binary());
+}
+
+std::string scratch_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("loom_exec_test_{}", ::getpid()) / name;
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+std::string make_token_file(const std::string& dir, int tokens) {
+  static const char* words[] = {"the ", "quick ", "brown ", "fox ", "jumps ", "over ", "a ", "lazy ", "dog ",
+                                "while ", "loom ", "plans ", "parallel ", "training ", "on ", "many ", "ranks. "};
+  std::vector<std::uint16_t> data;
+  std::uint64_t state = 12345;
+  while (static_cast<int>(data.size()) < tokens) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    for (const char* c = words[(state >> 33) % 17]; *c != 0 && static_cast<int>(data.size()) < tokens; ++c)
+      data.push_back(static_cast<unsigned char>(*c));
+  }
+  const std::string path = dir + "/tokens.bin";
+  if (!write_token_file(path, data)) return "";
+  return path;
+}
+
+std::string test_model(const std::string& name) {
+  return std::string(LOOM_SOURCE_DIR) + "/tests/exec/data/" + name + ".json";
+}
+
+std::vector<Json> read_jsonl(const std::string& path) {
+  std::vector<Json> records;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) records.push_back(Json::parse(line));
+  return records;
+}
+
+std::vector<double> losses(const std::string& log_path) {
+  std::vector<double> out;
+  for (const Json& r : read_jsonl(log_path))
+    if (r.contains("loss")) out.push_back(r["loss"].get<double>());
+  return out;
+}
+
+}  // namespace loom::exec::testing

@@ -1,0 +1,36 @@
+// Helpers for tests that run the real `loom` binary, alone or under mpirun: shell commands with
+// captured output and exit status, scratch directories, token files and JSONL logs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/json_io.h"
+
+namespace loom::exec::testing {
+
+struct ProcessResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs `command` with /bin/sh, killed after `timeout_s` (exit code 124 then).
+ProcessResult run_shell(const std::string& command, int timeout_s = 120);
+
+bool have_mpirun();
+// "mpirun --oversubscribe -np N <loom> run" (with the root-permission variables set) or, for one
+// rank without MPI, "<loom> run".
+std::string loom_run(int ranks);
+std::string loom_binary();
+
+// A fresh directory under the build tree's temp area.
+std::string scratch_dir(const std::string& name);
+// A token file of `tokens` byte-level tokens of English-like text, deterministic.
+std::string make_token_file(const std::string& dir, int tokens);
+std::string test_model(const std::string& name);  // tests/exec/data/<name>.json
+
+std::vector<Json> read_jsonl(const std::string& path);
+// The "loss" of every per-step record of a --log file.
+std::vector<double> losses(const std::string& log_path);
+
+}  // namespace loom::exec::testing
