@@ -1,0 +1,105 @@
+// Bad input to `loom run`, as real processes under mpirun: every case ends with exactly one
+// "loom:" line on stderr (from rank 0), exit status 2 from every rank, and no hang (a timeout
+// would show as exit 124).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "core/json_io.h"
+#include "core/presets.h"
+#include "run_util.h"
+
+namespace loom::exec::testing {
+namespace {
+
+int count_lines_starting(const std::string& text, const std::string& prefix) {
+  int n = 0;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t end = text.find('\n', pos);
+    if (text.compare(pos, prefix.size(), prefix) == 0) ++n;
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return n;
+}
+
+void expect_one_clear_error(const ProcessResult& r, const std::string& fragment) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(count_lines_starting(r.err, "loom:"), 1) << r.err;
+  EXPECT_NE(r.err.find(fragment), std::string::npos) << "expected '" << fragment << "' in: " << r.err;
+  EXPECT_EQ(r.out.find("step"), std::string::npos) << "no step may run: " << r.out;
+}
+
+class BadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_mpirun()) GTEST_SKIP() << "built without MPI: multi-rank bad-input cases not run";
+    dir_ = scratch_dir("bad_input");
+    data_ = make_token_file(dir_, 5000);
+  }
+  std::string dir_, data_;
+};
+
+TEST_F(BadInput, PlanWorldSizeDiffersFromLaunchedRanks) {
+  Plan plan;
+  plan.model = *model_preset("gpt-tiny");
+  plan.cluster = "local-cpu";
+  plan.training.gpus = 4;
+  plan.training.global_batch = 8;
+  plan.training.seq_len = 32;
+  plan.config.tp = 2;
+  plan.config.dp = 2;
+  const std::string path = dir_ + "/plan.json";
+  std::ofstream(path) << to_json(plan).dump(2);
+  const ProcessResult r = run_shell(fmt::format("{} --plan {} --data {} --steps 1", loom_run(3), path, data_), 60);
+  expect_one_clear_error(r, "4 ranks but 3 were launched");
+}
+
+TEST_F(BadInput, MissingDataFile) {
+  const ProcessResult r =
+      run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {}/nope.bin --steps 1", loom_run(2), dir_), 60);
+  expect_one_clear_error(r, "nope.bin");
+}
+
+TEST_F(BadInput, TruncatedDataFile) {
+  const std::string cut = dir_ + "/cut.bin";
+  std::filesystem::copy_file(data_, cut, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(cut, 1024 + 2 * 1000);  // the header still says 5000 tokens
+  const ProcessResult r = run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1", loom_run(2), cut), 60);
+  expect_one_clear_error(r, "truncated");
+}
+
+TEST_F(BadInput, NotATokenFile) {
+  const std::string junk = dir_ + "/junk.bin";
+  std::ofstream(junk) << std::string(4096, 'x');
+  const ProcessResult r = run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1", loom_run(2), junk), 60);
+  expect_one_clear_error(r, "bad magic");
+}
+
+TEST_F(BadInput, LayoutTheModelCannotTake) {
+  // gpt-tiny has 4 attention heads: TP 3 cannot split them.
+  const ProcessResult r =
+      run_shell(fmt::format("{} --tp 3 --seq 32 --global-batch 2 --data {} --steps 1", loom_run(3), data_), 60);
+  expect_one_clear_error(r, "does not divide the 4 attention heads");
+}
+
+TEST_F(BadInput, MorePipelineStagesThanLayers) {
+  const ProcessResult r =
+      run_shell(fmt::format("{} --pp 5 --seq 32 --global-batch 5 --data {} --steps 1", loom_run(5), data_), 60);
+  expect_one_clear_error(r, "more pipeline stages than the 4 layers");
+}
+
+TEST_F(BadInput, ResumeWithoutCheckpoint) {
+  const ProcessResult r = run_shell(
+      fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1 --checkpoint-dir {}/empty --resume", loom_run(2),
+                  data_, dir_),
+      60);
+  expect_one_clear_error(r, "no complete checkpoint");
+}
+
+}  // namespace
+}  // namespace loom::exec::testing
