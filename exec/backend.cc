@@ -35,6 +35,13 @@ void Backend::release(float* data, std::int64_t bytes, MemoryCategory category) 
   memory_.freed(category, bytes);
 }
 
+Tensor Backend::recharge(Tensor tensor, MemoryCategory category) {
+  const std::int64_t rows = tensor.rows(), cols = tensor.cols();
+  memory_.freed(tensor.category(), tensor.bytes());
+  memory_.allocated(category, tensor.bytes());
+  return Tensor(this, tensor.release_storage(), rows, cols, category);
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name, std::string* error) {
   if (name == "cpu") return std::make_unique<CpuBackend>();
   if (error != nullptr) {

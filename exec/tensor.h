@@ -23,6 +23,12 @@ class Tensor {
   ~Tensor() { reset(); }
 
   void reset();  // frees the storage now
+  // Moves the storage out without freeing it (the caller re-wraps it, e.g. under another category).
+  float* release_storage() {
+    float* d = data_;
+    data_ = nullptr;
+    return d;
+  }
   float* data() { return data_; }
   const float* data() const { return data_; }
   std::int64_t rows() const { return rows_; }

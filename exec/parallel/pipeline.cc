@@ -40,6 +40,8 @@ Tensor PipelineRunner::receive(int peer, int tag, const char* what, int micro_ba
 
 void PipelineRunner::send(Tensor buffer, int peer, int tag, const char* what, int micro_batch) {
   TraceScope scope(tracer_, fmt::format("send {}", what), "comm", kCommLane);
+  // Until the peer has it, the tensor is a send buffer, no longer an activation of this stage.
+  buffer = backend_.recharge(std::move(buffer), MemoryCategory::kBuffers);
   auto request = groups_.pp->isend(buffer.data(), buffer.numel(), peer, tag);
   sends_.push_back({std::move(request), std::move(buffer)});
   (void)micro_batch;

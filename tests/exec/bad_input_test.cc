@@ -34,7 +34,7 @@ void expect_one_clear_error(const ProcessResult& r, const std::string& fragment)
   EXPECT_EQ(r.out.find("step"), std::string::npos) << "no step may run: " << r.out;
 }
 
-class BadInput : public ::testing::Test {
+class ExecBadInput : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!have_mpirun()) GTEST_SKIP() << "built without MPI: multi-rank bad-input cases not run";
@@ -44,7 +44,7 @@ class BadInput : public ::testing::Test {
   std::string dir_, data_;
 };
 
-TEST_F(BadInput, PlanWorldSizeDiffersFromLaunchedRanks) {
+TEST_F(ExecBadInput, PlanWorldSizeDiffersFromLaunchedRanks) {
   Plan plan;
   plan.model = *model_preset("gpt-tiny");
   plan.cluster = "local-cpu";
@@ -59,13 +59,13 @@ TEST_F(BadInput, PlanWorldSizeDiffersFromLaunchedRanks) {
   expect_one_clear_error(r, "4 ranks but 3 were launched");
 }
 
-TEST_F(BadInput, MissingDataFile) {
+TEST_F(ExecBadInput, MissingDataFile) {
   const ProcessResult r =
       run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {}/nope.bin --steps 1", loom_run(2), dir_), 60);
   expect_one_clear_error(r, "nope.bin");
 }
 
-TEST_F(BadInput, TruncatedDataFile) {
+TEST_F(ExecBadInput, TruncatedDataFile) {
   const std::string cut = dir_ + "/cut.bin";
   std::filesystem::copy_file(data_, cut, std::filesystem::copy_options::overwrite_existing);
   std::filesystem::resize_file(cut, 1024 + 2 * 1000);  // the header still says 5000 tokens
@@ -73,27 +73,27 @@ TEST_F(BadInput, TruncatedDataFile) {
   expect_one_clear_error(r, "truncated");
 }
 
-TEST_F(BadInput, NotATokenFile) {
+TEST_F(ExecBadInput, NotATokenFile) {
   const std::string junk = dir_ + "/junk.bin";
   std::ofstream(junk) << std::string(4096, 'x');
   const ProcessResult r = run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1", loom_run(2), junk), 60);
   expect_one_clear_error(r, "bad magic");
 }
 
-TEST_F(BadInput, LayoutTheModelCannotTake) {
+TEST_F(ExecBadInput, LayoutTheModelCannotTake) {
   // gpt-tiny has 4 attention heads: TP 3 cannot split them.
   const ProcessResult r =
       run_shell(fmt::format("{} --tp 3 --seq 32 --global-batch 2 --data {} --steps 1", loom_run(3), data_), 60);
   expect_one_clear_error(r, "does not divide the 4 attention heads");
 }
 
-TEST_F(BadInput, MorePipelineStagesThanLayers) {
+TEST_F(ExecBadInput, MorePipelineStagesThanLayers) {
   const ProcessResult r =
       run_shell(fmt::format("{} --pp 5 --seq 32 --global-batch 5 --data {} --steps 1", loom_run(5), data_), 60);
   expect_one_clear_error(r, "more pipeline stages than the 4 layers");
 }
 
-TEST_F(BadInput, ResumeWithoutCheckpoint) {
+TEST_F(ExecBadInput, ResumeWithoutCheckpoint) {
   const ProcessResult r = run_shell(
       fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1 --checkpoint-dir {}/empty --resume", loom_run(2),
                   data_, dir_),

@@ -42,6 +42,8 @@ const std::vector<double>& baseline(const std::string& model_name) {
   return it->second;
 }
 
+void PrintTo(const Layout& l, std::ostream* os) { *os << l.name; }
+
 void expect_same_curve(const std::string& model_name, const Layout& layout) {
   if (layout.ranks > 1 && !have_mpirun()) GTEST_SKIP() << "built without MPI: multi-rank layouts not run";
   const std::vector<double>& expected = baseline(model_name);
@@ -54,11 +56,11 @@ void expect_same_curve(const std::string& model_name, const Layout& layout) {
   EXPECT_LT(got.back(), got.front() - 0.05);
 }
 
-class GptLayouts : public ::testing::TestWithParam<Layout> {};
-TEST_P(GptLayouts, MatchSingleRankLoss) { expect_same_curve("micro", GetParam()); }
+class ExecGptLayouts : public ::testing::TestWithParam<Layout> {};
+TEST_P(ExecGptLayouts, MatchSingleRankLoss) { expect_same_curve("micro", GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(
-    Layouts, GptLayouts,
+    Layouts, ExecGptLayouts,
     ::testing::Values(Layout{"TP2", 2, "--tp 2"}, Layout{"TP2_SP", 2, "--tp 2 --sp on"},
                       Layout{"PP2_GPipe", 2, "--pp 2 --schedule gpipe"}, Layout{"PP2_1F1B", 2, "--pp 2 --schedule 1f1b"},
                       Layout{"DP2", 2, "--dp 2"}, Layout{"DP2_ZeRO1", 2, "--dp 2 --zero 1"},
@@ -72,10 +74,10 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 // LLaMA-shaped: RMSNorm, SwiGLU, grouped-query attention, rotary positions, untied head.
-class LlamaLayouts : public ::testing::TestWithParam<Layout> {};
-TEST_P(LlamaLayouts, MatchSingleRankLoss) { expect_same_curve("micro_llama", GetParam()); }
+class ExecLlamaLayouts : public ::testing::TestWithParam<Layout> {};
+TEST_P(ExecLlamaLayouts, MatchSingleRankLoss) { expect_same_curve("micro_llama", GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, LlamaLayouts,
+INSTANTIATE_TEST_SUITE_P(Layouts, ExecLlamaLayouts,
                          ::testing::Values(Layout{"TP2", 2, "--tp 2"}, Layout{"PP2", 2, "--pp 2"},
                                            Layout{"TP2xDP2_ZeRO2_SP", 4, "--tp 2 --dp 2 --zero 2 --sp on"},
                                            Layout{"TP2xPP2xDP2_ZeRO1_Full", 8,

@@ -30,9 +30,9 @@ std::vector<int> token_stream(int n, int vocab) {
   return s;
 }
 
-class ReferenceModel : public ::testing::TestWithParam<int> {};
+class ExecReferenceModel : public ::testing::TestWithParam<int> {};
 
-TEST_P(ReferenceModel, MatchesPyTorch) {
+TEST_P(ExecReferenceModel, MatchesPyTorch) {
   auto file = read_json_file(std::string(LOOM_SOURCE_DIR) + "/tests/exec/reference/gpt_reference.json");
   ASSERT_TRUE(file.ok()) << file.error().message;
   const Json& ref = (*file)["cases"][GetParam()];
@@ -86,7 +86,7 @@ TEST_P(ReferenceModel, MatchesPyTorch) {
   EXPECT_GT(checked, 40);
 }
 
-INSTANTIATE_TEST_SUITE_P(GptAndLlama, ReferenceModel, ::testing::Values(0, 1));
+INSTANTIATE_TEST_SUITE_P(GptAndLlama, ExecReferenceModel, ::testing::Values(0, 1));
 
 }  // namespace
 }  // namespace loom::exec

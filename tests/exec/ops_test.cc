@@ -44,7 +44,7 @@ void expect_gradient(Vec& x, const Vec& analytic, const std::function<double()>&
   }
 }
 
-TEST(CpuOps, GemmMatchesNaiveProductForEveryTransposition) {
+TEST(ExecCpuOps, GemmMatchesNaiveProductForEveryTransposition) {
   CpuBackend be;
   const int m = 7, n = 5, k = 6;
   for (bool ta : {false, true})
@@ -68,7 +68,7 @@ TEST(CpuOps, GemmMatchesNaiveProductForEveryTransposition) {
     }
 }
 
-TEST(CpuOps, LayerNormBackward) {
+TEST(ExecCpuOps, LayerNormBackward) {
   CpuBackend be;
   const int rows = 3, cols = 8;
   Vec x = random_vec(rows * cols, 4), w = random_vec(cols, 5), b = random_vec(cols, 6), dout = random_vec(rows * cols, 7);
@@ -85,7 +85,7 @@ TEST(CpuOps, LayerNormBackward) {
   expect_gradient(b, db, loss, "db");
 }
 
-TEST(CpuOps, RmsNormBackward) {
+TEST(ExecCpuOps, RmsNormBackward) {
   CpuBackend be;
   const int rows = 3, cols = 8;
   Vec x = random_vec(rows * cols, 8), w = random_vec(cols, 9), dout = random_vec(rows * cols, 10);
@@ -100,7 +100,7 @@ TEST(CpuOps, RmsNormBackward) {
   expect_gradient(w, dw, loss, "dw");
 }
 
-TEST(CpuOps, GeluAndSwigluBackward) {
+TEST(ExecCpuOps, GeluAndSwigluBackward) {
   CpuBackend be;
   const int rows = 2, f = 5;
   Vec x = random_vec(rows * 2 * f, 11), dout = random_vec(rows * 2 * f, 12), out(rows * 2 * f), dx(rows * 2 * f);
@@ -121,7 +121,7 @@ TEST(CpuOps, GeluAndSwigluBackward) {
   expect_gradient(x, dsw_in, swiglu, "swiglu");
 }
 
-TEST(CpuOps, CausalAttentionBackwardWithGroupedQueries) {
+TEST(ExecCpuOps, CausalAttentionBackwardWithGroupedQueries) {
   CpuBackend be;
   const AttentionShape s{2, 5, 4, 2, 3};  // batch 2, seq 5, 4 query heads sharing 2 key/value heads
   const std::int64_t tokens = s.batch * s.seq, ctx_cols = s.heads * s.head_dim;
@@ -142,7 +142,7 @@ TEST(CpuOps, CausalAttentionBackwardWithGroupedQueries) {
   EXPECT_EQ(recomputed, probs);
 }
 
-TEST(CpuOps, RotaryEmbeddingBackwardIsItsTranspose) {
+TEST(ExecCpuOps, RotaryEmbeddingBackwardIsItsTranspose) {
   CpuBackend be;
   const AttentionShape s{1, 6, 2, 1, 4};
   Vec x = random_vec(s.seq * s.qkv_cols(), 16), y = random_vec(x.size(), 17);
@@ -156,7 +156,7 @@ TEST(CpuOps, RotaryEmbeddingBackwardIsItsTranspose) {
   for (int c = 0; c < s.qkv_cols(); ++c) EXPECT_NEAR(ry[c], y[c], 1e-6);
 }
 
-TEST(CpuOps, CrossEntropyGradientIgnoresPaddedColumns) {
+TEST(ExecCpuOps, CrossEntropyGradientIgnoresPaddedColumns) {
   CpuBackend be;
   const int rows = 3, cols = 7, valid = 5;
   Vec logits = random_vec(rows * cols, 18);
@@ -179,7 +179,7 @@ TEST(CpuOps, CrossEntropyGradientIgnoresPaddedColumns) {
     for (int c = valid; c < cols; ++c) EXPECT_EQ(grad[r * cols + c], 0.0f);
 }
 
-TEST(CpuOps, EmbeddingBackwardScattersIntoHeldRows) {
+TEST(ExecCpuOps, EmbeddingBackwardScattersIntoHeldRows) {
   CpuBackend be;
   const int cols = 3, held = 4, start = 2;
   Vec table = random_vec(held * cols, 19), dout = random_vec(4 * cols, 20), out(4 * cols, 0), dtable(held * cols, 0);
@@ -193,7 +193,7 @@ TEST(CpuOps, EmbeddingBackwardScattersIntoHeldRows) {
   expect_gradient(table, dtable, loss, "dtable");
 }
 
-TEST(CpuOps, AdamWFollowsItsFormula) {
+TEST(ExecCpuOps, AdamWFollowsItsFormula) {
   CpuBackend be;
   Vec p = {1.0f, -2.0f}, g = {0.5f, 0.25f}, m = {0.1f, 0.0f}, v = {0.01f, 0.0f};
   const float lr = 0.1f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
@@ -209,7 +209,7 @@ TEST(CpuOps, AdamWFollowsItsFormula) {
   EXPECT_NEAR(p[1], expected[1], 1e-6);
 }
 
-TEST(CpuOps, AllocationsAreChargedToTheirCategory) {
+TEST(ExecCpuOps, AllocationsAreChargedToTheirCategory) {
   CpuBackend be;
   {
     Tensor a = be.alloc(10, 10, MemoryCategory::kActivations);

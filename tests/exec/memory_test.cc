@@ -1,0 +1,116 @@
+// Memory accounting: the peak bytes `loom run` measures per category on every rank (each tensor is
+// charged to params, grads, optimizer, activations or buffers when allocated) against the
+// planner's memory model for the same config, fp32 everywhere (4/4/8/4 bytes), unfused attention.
+// Parameters, gradients, optimizer states and activations must agree within 5 % on every stage.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/json_io.h"
+#include "core/presets.h"
+#include "exec/memory.h"
+#include "planner/memory_model.h"
+#include "run_util.h"
+
+namespace loom::exec::testing {
+namespace {
+
+struct Case {
+  const char* name;
+  int ranks;
+  const char* flags;
+  ParallelConfig config;
+};
+
+ParallelConfig make(int tp, int pp, int dp, int zero, Recompute recompute = Recompute::kNone, bool sp = false,
+                    Schedule schedule = Schedule::k1F1B) {
+  ParallelConfig c;
+  c.tp = tp;
+  c.pp = pp;
+  c.dp = dp;
+  c.zero = zero;
+  c.recompute = recompute;
+  c.sequence_parallel = sp;
+  c.schedule = schedule;
+  return c;
+}
+
+constexpr int kGlobalBatch = 8;
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+void check_against_memory_model(const Case& c) {
+  if (c.ranks > 1 && !have_mpirun()) GTEST_SKIP() << "built without MPI";
+  const std::string dir = scratch_dir(std::string("memory_") + c.name);
+  const std::string data = make_token_file(dir, 20000);
+  const std::string log = dir + "/log.jsonl";
+  const ProcessResult r = run_shell(fmt::format("{} --model {} --data {} --steps 2 --global-batch {} --threads 1 {} --log {}",
+                                                loom_run(c.ranks), test_model("micro"), data, kGlobalBatch, c.flags, log));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<Json> records = read_jsonl(log);
+  ASSERT_FALSE(records.empty());
+  const Json& peaks = records.back();
+  ASSERT_EQ(peaks["event"], "memory_peaks");
+
+  auto model = read_json_file(test_model("micro"));
+  ASSERT_TRUE(model.ok());
+  const ModelSpec spec = *model_from_json(*model);
+  TrainingSpec training;
+  training.gpus = c.ranks;
+  training.global_batch = kGlobalBatch;
+  training.seq_len = spec.seq_len;
+  training.param_bytes = 4;
+  training.grad_bytes = 4;
+  training.optimizer_bytes = 8;
+  training.activation_bytes = 4;
+  training.attention = AttentionKernel::kUnfused;
+  const MemoryReport estimate = estimate_memory(spec, training, c.config, *cluster_preset("local-cpu"));
+
+  for (const Json& rank : peaks["ranks"]) {
+    const int stage = rank_coords(c.config, rank["rank"].get<int>()).pp_rank;
+    const StageMemory& expected = estimate.stages[stage];
+    const Json& measured = rank["memory_peak_gib"];
+    const std::pair<const char*, double> categories[] = {{"params", expected.params_bytes},
+                                                         {"grads", expected.grads_bytes},
+                                                         {"optimizer", expected.optimizer_bytes},
+                                                         {"activations", expected.activations_bytes}};
+    for (const auto& [name, bytes] : categories) {
+      const double got = measured[name].get<double>() * (1 << 30);
+      EXPECT_NEAR(got, bytes, 0.05 * bytes) << c.name << " rank " << rank["rank"] << " stage " << stage << " " << name;
+    }
+  }
+}
+
+class ExecMemoryModel : public ::testing::TestWithParam<Case> {};
+TEST_P(ExecMemoryModel, MeasuredPeaksMatchEstimate) { check_against_memory_model(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Configs, ExecMemoryModel,
+    ::testing::Values(Case{"SingleRank", 1, "", make(1, 1, 1, 0)},
+                      Case{"DP2_ZeRO1", 2, "--dp 2 --zero 1", make(1, 1, 2, 1)},
+                      Case{"DP2_ZeRO2", 2, "--dp 2 --zero 2", make(1, 1, 2, 2)},
+                      Case{"DP2_ZeRO3", 2, "--dp 2 --zero 3", make(1, 1, 2, 3)},
+                      Case{"TP2", 2, "--tp 2", make(2, 1, 1, 0)},
+                      Case{"TP2_SP", 2, "--tp 2 --sp on", make(2, 1, 1, 0, Recompute::kNone, true)},
+                      Case{"PP2_1F1B", 2, "--pp 2", make(1, 2, 1, 0)},
+                      Case{"PP2_GPipe", 2, "--pp 2 --schedule gpipe",
+                           make(1, 2, 1, 0, Recompute::kNone, false, Schedule::kGPipe)},
+                      Case{"Selective", 1, "--recompute selective", make(1, 1, 1, 0, Recompute::kSelective)},
+                      Case{"TP2xPP2xDP2_ZeRO1", 8, "--tp 2 --pp 2 --dp 2 --zero 1", make(2, 2, 2, 1)}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// Known disagreement, reported to the memory model's owner: with full recomputation the model adds
+// the recomputed layer's working set AND the last stage's head activations (final-norm input, LM
+// head input, logits), but the head's backward frees those before any layer is recomputed, so
+// with 1F1B they never coexist (measured 98816 B vs estimated 139264 B for this case; the
+// measurement is per-layer input ×4 layers + one working set + norm statistics).
+class ExecMemoryModelFullRecompute : public ::testing::TestWithParam<Case> {};
+TEST_P(ExecMemoryModelFullRecompute, DISABLED_MeasuredPeaksMatchEstimate) { check_against_memory_model(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Configs, ExecMemoryModelFullRecompute,
+                         ::testing::Values(Case{"Full", 1, "--recompute full", make(1, 1, 1, 0, Recompute::kFull)}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace loom::exec::testing
