@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "exec/cpu/cpu_backend.h"
+#include "exec/cpu/vector_math.h"
 
 namespace loom::exec {
 
@@ -39,11 +40,9 @@ void causal_softmax(float* p, int seq) {
     float* row = p + static_cast<std::int64_t>(i) * seq;
     float mx = -std::numeric_limits<float>::infinity();
     for (int j = 0; j <= i; ++j) mx = std::max(mx, row[j]);
+    for (int j = 0; j <= i; ++j) row[j] = vector_exp(row[j] - mx);
     float sum = 0;
-    for (int j = 0; j <= i; ++j) {
-      row[j] = std::exp(row[j] - mx);
-      sum += row[j];
-    }
+    for (int j = 0; j <= i; ++j) sum += row[j];
     const float inv = 1.0f / sum;
     for (int j = 0; j <= i; ++j) row[j] *= inv;
     for (int j = i + 1; j < seq; ++j) row[j] = 0;

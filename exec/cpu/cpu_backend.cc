@@ -1,6 +1,9 @@
 // CPU backend: memory, GEMM, element-wise, normalisation, activation and optimizer ops.
 #include "exec/cpu/cpu_backend.h"
+#include "exec/cpu/vector_math.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -73,14 +76,33 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alp
 #endif
 }
 
+// Freed blocks are kept per size and handed out again (as PyTorch's caching allocator does): a
+// training step allocates the same shapes every micro-batch, and fresh pages cost page faults.
 float* CpuBackend::allocate_raw(std::int64_t bytes) {
   const std::size_t aligned = (static_cast<std::size_t>(bytes) + 63) / 64 * 64;
+  auto it = free_blocks_.find(aligned);
+  if (it != free_blocks_.end() && !it->second.empty()) {
+    float* p = it->second.back();
+    it->second.pop_back();
+    block_sizes_[p] = aligned;
+    return p;
+  }
   void* p = std::aligned_alloc(64, aligned);
   if (p == nullptr) throw std::bad_alloc();
+  block_sizes_[static_cast<float*>(p)] = aligned;
   return static_cast<float*>(p);
 }
 
-void CpuBackend::free_raw(float* data) { std::free(data); }
+void CpuBackend::free_raw(float* data) {
+  auto it = block_sizes_.find(data);
+  free_blocks_[it->second].push_back(data);
+  block_sizes_.erase(it);
+}
+
+CpuBackend::~CpuBackend() {
+  for (auto& [size, blocks] : free_blocks_)
+    for (float* p : blocks) std::free(p);
+}
 
 void CpuBackend::zero(float* x, std::int64_t n) { std::memset(x, 0, static_cast<std::size_t>(n) * sizeof(float)); }
 void CpuBackend::copy(float* dst, const float* src, std::int64_t n) {
@@ -186,19 +208,22 @@ namespace {
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/π)
 }
 
+// tanh(u) = 1 − 2 / (1 + e^{2u}), saturating at ±1.
+inline float fast_tanh(float u) { return 1.0f - 2.0f / (1.0f + vector_exp(2.0f * u)); }
+
 void CpuBackend::gelu_forward(float* out, const float* in, std::int64_t n) {
-#pragma omp parallel for if (n > kParallelWork)
+#pragma omp parallel for simd if (n > kParallelWork)
   for (std::int64_t i = 0; i < n; ++i) {
     const float x = in[i];
-    out[i] = 0.5f * x * (1.0f + std::tanh(kGeluScale * (x + 0.044715f * x * x * x)));
+    out[i] = 0.5f * x * (1.0f + fast_tanh(kGeluScale * (x + 0.044715f * x * x * x)));
   }
 }
 
 void CpuBackend::gelu_backward(float* din, const float* in, const float* dout, std::int64_t n) {
-#pragma omp parallel for if (n > kParallelWork)
+#pragma omp parallel for simd if (n > kParallelWork)
   for (std::int64_t i = 0; i < n; ++i) {
     const float x = in[i];
-    const float t = std::tanh(kGeluScale * (x + 0.044715f * x * x * x));
+    const float t = fast_tanh(kGeluScale * (x + 0.044715f * x * x * x));
     const float dt = (1.0f - t * t) * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
     din[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * x * dt);
   }

@@ -3,6 +3,9 @@
 // where available). It is also the reference the CUDA kernels are tested against.
 #pragma once
 
+#include <unordered_map>
+#include <vector>
+
 #include "exec/backend.h"
 
 namespace loom::exec {
@@ -18,6 +21,8 @@ void set_cpu_threads(int threads);
 
 class CpuBackend final : public Backend {
  public:
+  CpuBackend() = default;
+  ~CpuBackend() override;
   std::string name() const override { return "cpu"; }
   void to_host(float* host, const float* src, std::int64_t n) override { copy(host, src, n); }
   void from_host(float* dst, const float* host, std::int64_t n) override { copy(dst, host, n); }
@@ -74,6 +79,10 @@ class CpuBackend final : public Backend {
  protected:
   float* allocate_raw(std::int64_t bytes) override;
   void free_raw(float* data) override;
+
+ private:
+  std::unordered_map<std::size_t, std::vector<float*>> free_blocks_;
+  std::unordered_map<float*, std::size_t> block_sizes_;
 };
 
 }  // namespace loom::exec
