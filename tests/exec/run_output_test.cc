@@ -1,0 +1,88 @@
+// What `loom run` writes: the JSONL log of DESIGN.md's contract and a Chrome trace per rank whose
+// slice names are the simulator's (core/trace_names.h), from a real 2-stage pipeline under mpirun.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "core/json_io.h"
+#include "core/presets.h"
+#include "core/trace_names.h"
+#include "run_util.h"
+
+namespace loom::exec::testing {
+namespace {
+
+TEST(ExecRunOutput, LogHasTheContractFieldsAndTraceUsesSimulatorNames) {
+  if (!have_mpirun()) GTEST_SKIP() << "built without MPI";
+  const std::string dir = scratch_dir("run_output");
+  const std::string data = make_token_file(dir, 20000);
+  const int steps = 2, micro_batches = 4;
+  const ProcessResult r = run_shell(fmt::format(
+      "{} --model {} --data {} --steps {} --global-batch {} --pp 2 --threads 1 --log {}/log.jsonl --trace {}/trace.json",
+      loom_run(2), test_model("micro"), data, steps, micro_batches, dir, dir));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("step     2/2 | loss"), std::string::npos) << r.out;
+
+  const std::vector<Json> log = read_jsonl(dir + "/log.jsonl");
+  ASSERT_EQ(log.size(), static_cast<std::size_t>(steps + 1));
+  for (int i = 0; i < steps; ++i) {
+    const Json& rec = log[i];
+    EXPECT_EQ(rec["step"], i + 1);
+    for (const char* key : {"loss", "step_time_s", "tokens_per_s", "tflops_per_gpu"}) {
+      ASSERT_TRUE(rec.contains(key)) << key;
+      EXPECT_GT(rec[key].get<double>(), 0.0) << key;
+    }
+    for (const char* cat : {"params", "grads", "optimizer", "activations", "buffers", "total"})
+      EXPECT_TRUE(rec["memory_peak_gib"].contains(cat)) << cat;
+    EXPECT_GT(rec["memory_peak_gib"]["params"].get<double>(), 0.0);
+  }
+  ASSERT_EQ(log.back()["ranks"].size(), 2u);  // every rank's peaks at the end
+
+  for (int stage = 0; stage < 2; ++stage) {
+    auto trace = read_json_file(fmt::format("{}/trace.rank{}.json", dir, stage));
+    ASSERT_TRUE(trace.ok()) << trace.error().message;
+    int forwards = 0, backwards = 0, optimizer = 0, p2p = 0;
+    for (const Json& e : (*trace)["traceEvents"]) {
+      if (e["ph"] != "X") continue;
+      const std::string name = e["name"];
+      for (int mb = 0; mb < micro_batches; ++mb) {
+        forwards += name == trace_names::forward(stage, mb);
+        backwards += name == trace_names::backward(stage, mb);
+      }
+      optimizer += name == trace_names::kOptimizer;
+      p2p += name.rfind(stage == 0 ? "send F0 mb" : "recv F0 mb", 0) == 0;
+      EXPECT_EQ(e["pid"], stage);
+    }
+    EXPECT_EQ(forwards, steps * micro_batches) << "stage " << stage;
+    EXPECT_EQ(backwards, steps * micro_batches) << "stage " << stage;
+    EXPECT_EQ(optimizer, steps);
+    EXPECT_EQ(p2p, steps * micro_batches);
+  }
+}
+
+TEST(ExecRunOutput, RunsAPlanFile) {
+  if (!have_mpirun()) GTEST_SKIP() << "built without MPI";
+  const std::string dir = scratch_dir("run_plan");
+  const std::string data = make_token_file(dir, 20000);
+  auto model = read_json_file(test_model("micro"));
+  ASSERT_TRUE(model.ok());
+  Plan plan;
+  plan.model = *model_from_json(*model);
+  plan.cluster = "local-cpu";
+  plan.training.gpus = 2;
+  plan.training.global_batch = 4;
+  plan.training.seq_len = 32;
+  plan.config.tp = 2;
+  plan.config.sequence_parallel = true;
+  std::ofstream(dir + "/plan.json") << to_json(plan).dump(2);
+  const ProcessResult r =
+      run_shell(fmt::format("{} --plan {}/plan.json --data {} --steps 2 --threads 1", loom_run(2), dir, data));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("tp2 pp1 dp1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step     2/2"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace loom::exec::testing
