@@ -67,9 +67,10 @@ FitQuality evaluate_fit(const std::vector<MeasuredRun>& runs, const ClusterSpec&
   if (predicted_s) predicted_s->assign(runs.size(), 0.0);
   std::vector<char> valid(runs.size(), 0);
   std::atomic<std::size_t> next{0};
+  const sim::CollectiveModel collectives(cluster);
   auto worker = [&] {
     for (std::size_t i = next++; i < runs.size(); i = next++) {
-      auto sim = sim::simulate(runs[i].model, runs[i].training, runs[i].config, cluster);
+      auto sim = sim::simulate(runs[i].model, runs[i].training, runs[i].config, cluster, collectives);
       if (!sim) continue;
       log_error[i] = std::log(sim->step_time_s / runs[i].measured_s);
       if (predicted_s) (*predicted_s)[i] = sim->step_time_s;

@@ -138,6 +138,10 @@ void Enumerator::for_micro_batch(ParallelConfig c, long long m) {
     const std::vector<bool> sps = space_.sequence_parallel.empty() ? std::vector<bool>{false, true} : space_.sequence_parallel;
     for (Recompute rc : recomputes) {
       c.recompute = rc;
+      // FlashAttention already recomputes the attention core in its backward: selective
+      // recompute changes neither time nor memory, so it is the same configuration as none.
+      if (rc == Recompute::kSelective && training_.attention == AttentionKernel::kFlash && space_.recompute.empty())
+        continue;
       for (bool sp : sps) {
         c.sequence_parallel = sp;
         if (sp && c.tp == 1) {

@@ -39,6 +39,14 @@ double attention_core_bytes(const ModelSpec& m, const TrainingSpec& t, double s,
 
 }  // namespace
 
+ModelStateBytes model_state_bytes(double params, const TrainingSpec& t, int zero, int dp) {
+  ModelStateBytes b;
+  b.params = params * t.param_bytes / (zero >= 3 ? dp : 1.0);
+  b.grads = params * t.grad_bytes / (zero >= 2 ? dp : 1.0);
+  b.optimizer = params * t.optimizer_bytes / (zero >= 1 ? dp : 1.0);
+  return b;
+}
+
 double activation_bytes_per_layer(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
   const double s = t.seq_len > 0 ? t.seq_len : m.seq_len;
   const double b = c.micro_batch;
@@ -60,8 +68,11 @@ double micro_batches_in_flight(const ParallelConfig& c, int stage, long long mic
     case Schedule::kGPipe:
       return m;  // every forward finishes before the first backward
     case Schedule::k1F1B:
-    case Schedule::kZeroBubble:  // ZB-H1 keeps 1F1B's peak (Qi et al. 2024, §3)
       return std::min<double>(c.pp - stage, m);
+    case Schedule::kZeroBubble:
+      // ZB-H1 defers up to s weight-gradient passes on stage s, whose inputs stay alive: every
+      // stage holds p micro-batches, the first stage's 1F1B peak (Qi et al. 2024, §3.1).
+      return std::min<double>(c.pp, m);
     case Schedule::kInterleaved: {
       // Megatron's warm-up: (p − i − 1)·2 + (v − 1)·p forwards of model chunks, plus the one in
       // progress; each chunk holds 1/v of the stage's layers. Stage 0: p + (p − 1)/v, which is
@@ -110,9 +121,10 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     const StageParams params = stage_params(m, c, stage);
     sm.param_count = params.total();
     const double n = sm.param_count;
-    sm.params_bytes = n * t.param_bytes / (c.zero >= 3 ? dp : 1.0);
-    sm.grads_bytes = n * t.grad_bytes / (c.zero >= 2 ? dp : 1.0);
-    sm.optimizer_bytes = n * t.optimizer_bytes / (c.zero >= 1 ? dp : 1.0);
+    const ModelStateBytes states = model_state_bytes(n, t, c.zero, c.dp);
+    sm.params_bytes = states.params;
+    sm.grads_bytes = states.grads;
+    sm.optimizer_bytes = states.optimizer;
 
     sm.activation_bytes_per_layer = per_layer;
     sm.micro_batches_in_flight = micro_batches_in_flight(c, stage, micro_batches);

@@ -41,6 +41,14 @@ struct MemoryReport {
   MemoryBreakdownGiB most_loaded_gib() const;  // buffers include the reserve
 };
 
+// Model states of `params` parameters on one GPU under ZeRO stage `zero` over `dp` ranks
+// (Rajbhandari et al. 2020, §5: 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N with 2 + 2 + 12 bytes).
+struct ModelStateBytes {
+  double params = 0, grads = 0, optimizer = 0;
+  double total() const { return params + grads + optimizer; }
+};
+ModelStateBytes model_state_bytes(double params, const TrainingSpec& training, int zero, int dp);
+
 // Bytes of activations one transformer layer keeps for the backward pass, for one micro-batch
 // (Korthikanti et al. 2022, §4: sbh(34 + 5as/h) and its TP/SP/recompute variants).
 double activation_bytes_per_layer(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);

@@ -22,7 +22,14 @@ bool config_less(const ParallelConfig& a, const ParallelConfig& b) {
 
 Result<PlanRow> evaluate_config(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
                                 const ParallelConfig& config, const MemoryReport& memory) {
-  auto sim = sim::simulate(model, training, config, cluster);
+  const sim::CollectiveModel collectives(cluster);
+  return evaluate_config(model, training, cluster, collectives, config, memory);
+}
+
+Result<PlanRow> evaluate_config(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
+                                const sim::CollectiveModel& collectives, const ParallelConfig& config,
+                                const MemoryReport& memory) {
+  auto sim = sim::simulate(model, training, config, cluster, collectives);
   if (!sim) return sim.error();
   PlanRow row;
   row.config = config;
@@ -68,9 +75,10 @@ Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& trai
   std::vector<std::string> errors(fitting.size());
   std::atomic<std::size_t> next{0}, done{0};
   std::mutex progress_mutex;
+  const sim::CollectiveModel collectives(cluster);
   auto worker = [&] {
     for (std::size_t i = next++; i < fitting.size(); i = next++) {
-      auto row = evaluate_config(model, training, cluster, fitting[i].first, fitting[i].second);
+      auto row = evaluate_config(model, training, cluster, collectives, fitting[i].first, fitting[i].second);
       if (row) rows[i] = std::move(*row);
       else errors[i] = row.error().message;
       const std::size_t finished = ++done;

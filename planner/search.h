@@ -39,6 +39,9 @@ struct PlanOptions {
 // One configuration's metrics and memory, as `loom sim` reports them.
 Result<PlanRow> evaluate_config(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
                                 const ParallelConfig& config, const MemoryReport& memory);
+Result<PlanRow> evaluate_config(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
+                                const sim::CollectiveModel& collectives, const ParallelConfig& config,
+                                const MemoryReport& memory);
 
 Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
                                 const SearchSpace& space, const PlanOptions& options = {});

@@ -16,8 +16,8 @@ void PassCost::append(const PassCost& other, int times) {
 }
 
 CostModel::CostModel(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
-                     const ClusterSpec& cluster)
-    : model_(model), training_(training), config_(config), cluster_(&cluster), collectives_(cluster) {
+                     const ClusterSpec& cluster, const CollectiveModel& collectives)
+    : model_(model), training_(training), config_(config), cluster_(&cluster), collectives_(collectives) {
   seq_ = training.seq_len > 0 ? training.seq_len : model.seq_len;
   tokens_ = seq_ * config.micro_batch;
   layer_params_ = layer_params_per_tp_rank(model, config.tp);

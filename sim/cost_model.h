@@ -52,8 +52,9 @@ struct ChunkCost {
 
 class CostModel {
  public:
+  // `collectives` must be built from the same cluster and outlive the cost model.
   CostModel(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
-            const ClusterSpec& cluster);
+            const ClusterSpec& cluster, const CollectiveModel& collectives);
 
   // Local chunk `chunk` of `stage`: its layers plus the embedding (first virtual stage) or the
   // final norm, LM head and loss (last virtual stage).
@@ -97,7 +98,7 @@ class CostModel {
   TrainingSpec training_;
   ParallelConfig config_;
   const ClusterSpec* cluster_;
-  CollectiveModel collectives_;
+  const CollectiveModel& collectives_;
   double tokens_ = 0;      // b·s per micro-batch
   double seq_ = 0;
   double layer_params_ = 0;

@@ -23,11 +23,21 @@ TimeNs progress_point(TimeNs start, TimeNs duration, float fraction) {
 Result<Timeline> run_engine(const StepGraph& g) {
   const std::size_t n = g.size();
   const StepGraph::Edges edges = g.successors();
-  std::vector<std::vector<std::int32_t>> stream_ops(g.streams());
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto op = static_cast<std::int32_t>(i);
-    stream_ops[g.op(op).stream].push_back(op);
+  // Ops of each stream in insertion order, as one flat array (counting sort by stream).
+  const int streams = g.streams();
+  std::vector<std::int32_t> stream_begin(streams + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) ++stream_begin[g.op(static_cast<std::int32_t>(i)).stream + 1];
+  for (int s = 0; s < streams; ++s) stream_begin[s + 1] += stream_begin[s];
+  std::vector<std::int32_t> stream_order(n);
+  {
+    std::vector<std::int32_t> fill(stream_begin.begin(), stream_begin.end() - 1);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto op = static_cast<std::int32_t>(i);
+      stream_order[fill[g.op(op).stream]++] = op;
+    }
   }
+  auto stream_size = [&](int s) { return static_cast<std::size_t>(stream_begin[s + 1] - stream_begin[s]); };
+  auto stream_at = [&](int s, std::size_t k) { return stream_order[stream_begin[s] + k]; };
 
   Timeline t;
   t.start.assign(n, -1);
@@ -35,19 +45,19 @@ Result<Timeline> run_engine(const StepGraph& g) {
   std::vector<std::int32_t> pending(edges.in_degree);
   std::vector<TimeNs> ready_at(n, 0);
   std::vector<std::int32_t> ready_by(n, -1);
-  std::vector<std::size_t> position(stream_ops.size(), 0);
-  std::vector<TimeNs> stream_free(stream_ops.size(), 0);
-  std::vector<std::int32_t> stream_last(stream_ops.size(), -1);
+  std::vector<std::size_t> position(streams, 0);
+  std::vector<TimeNs> stream_free(streams, 0);
+  std::vector<std::int32_t> stream_last(streams, -1);
   std::vector<int> worklist;
-  for (int s = static_cast<int>(stream_ops.size()) - 1; s >= 0; --s) worklist.push_back(s);
+  worklist.reserve(2 * streams);
+  for (int s = streams - 1; s >= 0; --s) worklist.push_back(s);
 
   std::size_t started = 0;
   while (!worklist.empty()) {
     const int s = worklist.back();
     worklist.pop_back();
-    const auto& ops = stream_ops[s];
-    while (position[s] < ops.size()) {
-      const std::int32_t op = ops[position[s]];
+    while (position[s] < stream_size(s)) {
+      const std::int32_t op = stream_at(s, position[s]);
       if (pending[op] > 0) break;
       TimeNs start = ready_at[op];
       t.binding[op] = ready_by[op];
@@ -71,15 +81,16 @@ Result<Timeline> run_engine(const StepGraph& g) {
         }
         if (--pending[edge.to] == 0) {
           const int next = g.op(edge.to).stream;
-          if (next != s && stream_ops[next][position[next]] == edge.to) worklist.push_back(next);
+          if (next != s && position[next] < stream_size(next) && stream_at(next, position[next]) == edge.to)
+            worklist.push_back(next);
         }
       }
     }
   }
   if (started != n) {
-    for (std::size_t s = 0; s < stream_ops.size(); ++s) {
-      if (position[s] < stream_ops[s].size()) {
-        const Op& stuck = g.op(stream_ops[s][position[s]]);
+    for (int s = 0; s < streams; ++s) {
+      if (position[s] < stream_size(s)) {
+        const Op& stuck = g.op(stream_at(s, position[s]));
         return make_error(fmt::format("schedule deadlocks: {} of stage {} micro-batch {} can never start",
                                       to_string(stuck.kind), stuck.stage, stuck.micro_batch));
       }

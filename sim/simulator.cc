@@ -54,6 +54,8 @@ class StepBuilder {
   void add_compute(const std::vector<std::vector<ChunkCost>>& chunks);
   void add_pipeline_sends();
   void add_data_parallel();
+  // ZeRO-2/3: reduce-scatter of one micro-batch's gradients of a chunk after `producer` ends.
+  void add_reduce_scatter(int stage, int chunk, std::int32_t producer);
 
   const ModelSpec& model_;
   const TrainingSpec& training_;
@@ -85,7 +87,8 @@ void StepBuilder::add_compute(const std::vector<std::vector<ChunkCost>>& chunks)
   const bool zero3 = c_.zero >= 3 && c_.dp > 1;
   last_grad_op_.assign(c_.pp, std::vector<std::int32_t>(c_.vpp, -1));
   for (int s = 0; s < c_.pp; ++s) {
-    std::int32_t previous_compute = -1, previous_gather = -1;
+    std::int32_t previous_compute = -1, previous_gather = -1, pending_reduce = -1;
+    int pending_reduce_chunk = 0;
     for (const PipelineOp& p : programs_[s]) {
       const int vs = virtual_stage(p.chunk, s, c_.pp);
       const ChunkCost& cc = chunks[s][p.chunk];
@@ -114,7 +117,7 @@ void StepBuilder::add_compute(const std::vector<std::vector<ChunkCost>>& chunks)
         // ZeRO-3: gather this chunk's parameters, prefetched while the previous pass computes.
         Op g;
         g.kind = OpKind::kDataParallel;
-        g.stream = StepGraph::stream_of(s, StreamKind::kParamGather);
+        g.stream = StepGraph::stream_of(s, StreamKind::kDataParallel);
         g.stage = op.stage;
         g.chunk = op.chunk;
         g.micro_batch = op.micro_batch;
@@ -123,6 +126,11 @@ void StepBuilder::add_compute(const std::vector<std::vector<ChunkCost>>& chunks)
                                                  cost_.chunk_params(s, p.chunk) * training_.param_bytes));
         gather = add(g);
         if (previous_compute >= 0) graph_.depend(gather, previous_compute, 0.0f);
+        // The previous backward's gradients are reduce-scattered after this prefetch is issued.
+        if (pending_reduce >= 0) {
+          add_reduce_scatter(s, pending_reduce_chunk, pending_reduce);
+          pending_reduce = -1;
+        }
       }
       const std::int32_t id = add(op);
       if (gather >= 0) {
@@ -131,6 +139,10 @@ void StepBuilder::add_compute(const std::vector<std::vector<ChunkCost>>& chunks)
         graph_.depend(id, gather, 1.0f / static_cast<float>(layers));
         if (previous_gather >= 0) graph_.depend(id, previous_gather);
         previous_gather = gather;
+      }
+      if (zero3 && p.pass == Pass::kB) {
+        pending_reduce = id;
+        pending_reduce_chunk = p.chunk;
       }
       previous_compute = id;
       const std::size_t slot = index(vs, p.micro_batch);
@@ -141,6 +153,17 @@ void StepBuilder::add_compute(const std::vector<std::vector<ChunkCost>>& chunks)
       if (produces_grads) last_grad_op_[s][p.chunk] = id;
     }
   }
+}
+
+void StepBuilder::add_reduce_scatter(int stage, int chunk, std::int32_t producer) {
+  Op op;
+  op.kind = OpKind::kDataParallel;
+  op.stream = StepGraph::stream_of(stage, StreamKind::kDataParallel);
+  op.stage = static_cast<std::int16_t>(stage);
+  op.detail = static_cast<std::int32_t>(Collective::kReduceScatter);
+  op.duration = to_ns(cost_.dp_collective_s(Collective::kReduceScatter,
+                                            cost_.chunk_params(stage, chunk) * training_.grad_bytes));
+  graph_.depend(add(op), producer);
 }
 
 void StepBuilder::add_pipeline_sends() {
@@ -205,15 +228,16 @@ void StepBuilder::add_data_parallel() {
       // Chunks finish their gradients in reverse order of the model (the backward runs backwards).
       for (int chunk = c_.vpp - 1; chunk >= 0; --chunk) {
         const double params = cost_.chunk_params(s, chunk);
-        if (c_.zero >= 2) {
-          // ZeRO-2/3 reduce-scatter each micro-batch's gradients as its backward ends.
+        if (c_.zero == 2) {
+          // ZeRO-2 reduce-scatters each micro-batch's gradients as its backward ends (ZeRO-3 does
+          // the same, interleaved with its gathers, in add_compute).
           for (const PipelineOp& p : programs_[s]) {
             const bool grads = p.pass == Pass::kW || (p.pass == Pass::kB && c_.schedule != Schedule::kZeroBubble);
             if (!grads || p.chunk != chunk) continue;
             const std::size_t slot = index(virtual_stage(chunk, s, c_.pp), p.micro_batch);
             const std::int32_t producer = p.pass == Pass::kW ? weight_[slot] : backward_[slot];
             if (producer == last_grad_op_[s][chunk]) continue;  // the final one is bucketed below
-            dp_op(cost_.dp_collective_s(reduce, params * training_.grad_bytes), reduce, producer, 1.0f);
+            add_reduce_scatter(s, chunk, producer);
           }
         }
         // The final backward of the chunk releases its gradients bucket by bucket, last layer first.
@@ -252,6 +276,12 @@ void StepBuilder::add_data_parallel() {
 
 Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
                            const ClusterSpec& cluster, const SimOptions& options) {
+  const CollectiveModel collectives(cluster);
+  return simulate(model, training, config, cluster, collectives, options);
+}
+
+Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                           const ClusterSpec& cluster, const CollectiveModel& collectives, const SimOptions& options) {
   const long long m = config.micro_batches(training.global_batch);
   if (m < 1 || m * config.dp * config.micro_batch != training.global_batch)
     return make_error(fmt::format("global batch {} is not divisible by dp {} × micro-batch {}",
@@ -261,7 +291,7 @@ Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training,
   auto programs = make_schedule(config.schedule, config.pp, static_cast<int>(m), config.vpp);
   if (!programs) return programs.error();
 
-  CostModel cost(model, training, config, cluster);
+  CostModel cost(model, training, config, cluster, collectives);
   cost.set_record_segments(options.record_segments);
   const bool split = config.schedule == Schedule::kZeroBubble;
   std::vector<std::vector<ChunkCost>> chunks(config.pp);
@@ -286,7 +316,7 @@ Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training,
   r.hw_tflops_per_gpu = r.hardware_flops / r.step_time_s / gpus / 1e12;
   r.mfu = r.model_flops / (r.step_time_s * gpus * cluster.device.peak_flops);
 
-  const StepStats stats = step_stats(builder.graph(), *timeline, chunks);
+  const StepStats stats = step_stats(builder.graph(), *timeline, chunks, options.keep_graph);
   r.stages = stats.stages;
   r.bubble_fraction = stats.bubble_fraction;
   r.exposed = stats.exposed;

@@ -77,5 +77,9 @@ double recompute_flops_per_step(const ModelSpec& model, const TrainingSpec& trai
 
 Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
                            const ClusterSpec& cluster, const SimOptions& options = {});
+// The same, reusing a collective model built once for `cluster` (the planner's inner loop).
+Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                           const ClusterSpec& cluster, const CollectiveModel& collectives,
+                           const SimOptions& options = {});
 
 }  // namespace loom::sim

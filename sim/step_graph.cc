@@ -19,7 +19,6 @@ const char* to_string(StreamKind kind) {
     case StreamKind::kCompute: return "compute";
     case StreamKind::kPipe: return "pp send/recv";
     case StreamKind::kDataParallel: return "dp comm";
-    case StreamKind::kParamGather: return "param gather";
   }
   return "?";
 }

@@ -21,10 +21,10 @@ enum class OpKind : std::uint8_t {
 };
 
 // Per stage: the compute stream (TP collectives run inside its ops, as Megatron issues them),
-// the pipeline send channel, the data-parallel reduction channel and, for ZeRO-3, a separate
-// parameter-gather channel (DeepSpeed gathers and reduces on different streams).
-enum class StreamKind : std::uint8_t { kCompute, kPipe, kDataParallel, kParamGather };
-inline constexpr int kStreamsPerStage = 4;
+// the pipeline send channel, and the data-parallel channel. Gradient reductions and ZeRO
+// parameter gathers share the DP channel because they share the same network links.
+enum class StreamKind : std::uint8_t { kCompute, kPipe, kDataParallel };
+inline constexpr int kStreamsPerStage = 3;
 
 const char* to_string(OpKind kind);
 const char* to_string(StreamKind kind);

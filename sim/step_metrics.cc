@@ -57,7 +57,8 @@ double bubble_fraction(const StepGraph& g, const Timeline& t) {
   return idle / static_cast<double>(stages.size()) / ns_to_s(t.makespan);
 }
 
-StepStats step_stats(const StepGraph& g, const Timeline& t, const std::vector<std::vector<ChunkCost>>& chunks) {
+StepStats step_stats(const StepGraph& g, const Timeline& t, const std::vector<std::vector<ChunkCost>>& chunks,
+                     bool name_path) {
   StepStats st;
   st.stages = stage_timings(g, t);
   st.bubble_fraction = bubble_fraction(g, t);
@@ -70,7 +71,7 @@ StepStats step_stats(const StepGraph& g, const Timeline& t, const std::vector<st
     // An op contributes the time until the next op on the path starts (all of it if last).
     const TimeNs until = i + 1 < path.size() ? t.start[path[i + 1]] : t.end(g, path[i]);
     const double contribution = ns_to_s(std::max<TimeNs>(0, until - t.start[path[i]]));
-    st.critical_path.push_back({op_label(op), op.stage, ns_to_s(t.start[path[i]]), contribution});
+    if (name_path) st.critical_path.push_back({op_label(op), op.stage, ns_to_s(t.start[path[i]]), contribution});
     stages_on_path[op.stage] = true;
     switch (op.kind) {
       case OpKind::kForward:

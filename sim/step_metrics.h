@@ -28,7 +28,8 @@ std::string op_label(const Op& op);
 // (p − 1)/(m + p − 1) for GPipe and 1F1B.
 double bubble_fraction(const StepGraph& graph, const Timeline& timeline);
 
+// `name_path`: fill in the critical path's op names (for listings; the planner skips them).
 StepStats step_stats(const StepGraph& graph, const Timeline& timeline,
-                     const std::vector<std::vector<ChunkCost>>& chunks);
+                     const std::vector<std::vector<ChunkCost>>& chunks, bool name_path = true);
 
 }  // namespace loom::sim

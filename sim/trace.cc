@@ -13,12 +13,12 @@ namespace loom::sim {
 namespace {
 
 // Thread ids inside a stage's process.
-enum Thread { kCompute = 0, kTpComm = 1, kPipe = 2, kDp = 3, kGather = 4 };
+enum Thread { kCompute = 0, kTpComm = 1, kPipe = 2, kDp = 3 };
 
 int thread_of(const Op& op) {
   switch (op.kind) {
     case OpKind::kPipeSend: return kPipe;
-    case OpKind::kDataParallel: return op.stream % kStreamsPerStage == static_cast<int>(StreamKind::kParamGather) ? kGather : kDp;
+    case OpKind::kDataParallel: return kDp;
     default: return kCompute;
   }
 }
@@ -53,11 +53,11 @@ class TraceWriter {
 };
 
 void write_metadata(TraceWriter& w, int stages) {
-  static const char* kThreadNames[] = {"compute", "tp comm", "pp send/recv", "dp comm", "param gather"};
+  static const char* kThreadNames[] = {"compute", "tp comm", "pp send/recv", "dp comm"};
   for (int s = 0; s < stages; ++s) {
     w.event(fmt::format(R"({{"ph": "M", "pid": {}, "name": "process_name", "args": {{"name": "stage {}"}}}})", s, s));
     w.event(fmt::format(R"({{"ph": "M", "pid": {}, "name": "process_sort_index", "args": {{"sort_index": {}}}}})", s, s));
-    for (int t = 0; t < 5; ++t)
+    for (int t = 0; t < 4; ++t)
       w.event(fmt::format(R"({{"ph": "M", "pid": {}, "tid": {}, "name": "thread_name", "args": {{"name": "{}"}}}})", s,
                           t, kThreadNames[t]));
   }

@@ -1,0 +1,67 @@
+// Planner and simulator speed (issues 2 and 3): enumeration + memory model throughput, one 1F1B
+// step of GPT-3 175B (pp 16, 96 micro-batches), and the full `loom plan` search for GPT-3 175B
+// on 1024 A100 with every memory-feasible configuration simulated.
+//   build/bench/planner/bench_planner
+#include <benchmark/benchmark.h>
+
+#include "core/presets.h"
+#include "planner/enumerate.h"
+#include "planner/memory_model.h"
+#include "planner/search.h"
+#include "sim/simulator.h"
+
+namespace {
+
+struct Gpt3Setup {
+  loom::ModelSpec model = *loom::model_preset("gpt3-175b");
+  loom::ClusterSpec cluster = *loom::cluster_preset("dgx-a100-80gb");
+  loom::TrainingSpec training;
+  Gpt3Setup() {
+    training.gpus = 1024;
+    training.global_batch = 1536;
+    training.seq_len = model.seq_len;
+  }
+};
+
+void BM_EnumerateAndMemoryModel(benchmark::State& state) {
+  Gpt3Setup s;
+  std::size_t configs = 0;
+  for (auto _ : state) {
+    auto e = loom::enumerate_configs(s.model, s.training, s.cluster, {});
+    for (const auto& c : e->legal) benchmark::DoNotOptimize(loom::estimate_memory(s.model, s.training, c, s.cluster));
+    configs += e->legal.size();
+  }
+  state.counters["configs/s"] = benchmark::Counter(static_cast<double>(configs), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_EnumerateAndMemoryModel)->Unit(benchmark::kMillisecond);
+
+void BM_Simulate1F1B_Gpt3_pp16_m96(benchmark::State& state) {
+  Gpt3Setup s;
+  s.training.gpus = 8 * 16 * 1;
+  s.training.global_batch = 96;
+  loom::ParallelConfig c;
+  c.tp = 8;
+  c.pp = 16;
+  c.dp = 1;
+  c.micro_batch = 1;
+  c.schedule = loom::Schedule::k1F1B;
+  for (auto _ : state) benchmark::DoNotOptimize(loom::sim::simulate(s.model, s.training, c, s.cluster));
+}
+BENCHMARK(BM_Simulate1F1B_Gpt3_pp16_m96)->Unit(benchmark::kMicrosecond);
+
+void BM_PlanGpt3_1024(benchmark::State& state) {
+  Gpt3Setup s;
+  std::size_t simulated = 0;
+  for (auto _ : state) {
+    loom::PlanOptions options;
+    options.threads = static_cast<int>(state.range(0));
+    auto r = loom::search_plans(s.model, s.training, s.cluster, {}, options);
+    simulated += r->simulated;
+  }
+  state.counters["configs_simulated/s"] = benchmark::Counter(static_cast<double>(simulated), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PlanGpt3_1024)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,91 @@
+// JSON read/write: round trips, and one clear line for every kind of bad input.
+#include <gtest/gtest.h>
+
+#include "core/json_io.h"
+#include "core/presets.h"
+
+namespace loom {
+namespace {
+
+TEST(JsonIo, ModelRoundTrip) {
+  for (const auto& name : model_preset_names()) {
+    const ModelSpec m = *model_preset(name);
+    auto back = model_from_json(to_json(m));
+    ASSERT_TRUE(back.ok()) << name << ": " << back.error().message;
+    EXPECT_EQ(to_json(*back), to_json(m)) << name;
+    EXPECT_EQ(back->total_params(), m.total_params());
+  }
+}
+
+TEST(JsonIo, ModelDefaultsFollowDesign) {
+  auto m = model_from_json(Json::parse(R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32})"));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->kv_heads, 4);
+  EXPECT_EQ(m->ffn_hidden, 256);
+  EXPECT_EQ(m->activation, Activation::kGelu);
+}
+
+TEST(JsonIo, PlanRoundTripAndWorldSizeCheck) {
+  Plan plan;
+  plan.model = *model_preset("gpt-tiny");
+  plan.cluster = "local-cpu";
+  plan.training.gpus = 8;
+  plan.training.global_batch = 16;
+  plan.config.tp = 2;
+  plan.config.pp = 2;
+  plan.config.dp = 2;
+  plan.config.schedule = Schedule::kGPipe;
+  PlanMetrics metrics;
+  metrics.step_time_s = 1.5;
+  metrics.memory_gib.total = 3.0;
+  plan.predicted = metrics;
+  auto back = plan_from_json(to_json(plan));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->config, plan.config);
+  EXPECT_DOUBLE_EQ(back->predicted->step_time_s, 1.5);
+
+  Json wrong = to_json(plan);
+  wrong["training"]["gpus"] = 4;
+  auto bad = plan_from_json(wrong);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("tp·pp·dp = 8"), std::string::npos) << bad.error().message;
+}
+
+TEST(JsonIo, BadInputGivesOneClearLine) {
+  auto malformed = parse_json("{\"layers\": 2,", "model.json");
+  ASSERT_FALSE(malformed.ok());
+  EXPECT_NE(malformed.error().message.find("model.json: malformed JSON"), std::string::npos);
+
+  struct Case {
+    const char* json;
+    const char* expected;
+  } cases[] = {
+      {R"({"hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32})", "missing field 'layers'"},
+      {R"({"layers": 0, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32})", "'layers' = 0 is out of range"},
+      {R"({"layers": -3, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32})", "'layers' = -3 is out of range"},
+      {R"({"layers": 1e12, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32})", "out of range"},
+      {R"({"layers": "two", "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32})", "'layers' must be an integer"},
+      {R"({"layers": 2, "hidden": 65, "heads": 4, "vocab": 100, "seq_len": 32})", "not divisible by heads"},
+      {R"({"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 3, "vocab": 100, "seq_len": 32})", "not divisible by kv_heads"},
+      {R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32, "activation": "relu"})", "'activation'"},
+      {R"([1, 2])", "expected a JSON object"},
+  };
+  for (const auto& c : cases) {
+    auto m = model_from_json(Json::parse(c.json));
+    ASSERT_FALSE(m.ok()) << c.json;
+    EXPECT_NE(m.error().message.find(c.expected), std::string::npos) << c.json << " -> " << m.error().message;
+    EXPECT_EQ(m.error().message.find('\n'), std::string::npos);
+  }
+}
+
+TEST(JsonIo, ClusterRoundTrip) {
+  const ClusterSpec c = *cluster_preset("dgx-a100-80gb");
+  auto back = cluster_from_json(to_json(c));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->collective_points.size(), c.collective_points.size());
+  EXPECT_DOUBLE_EQ(back->device.peak_flops, c.device.peak_flops);
+  EXPECT_DOUBLE_EQ(back->compute.gemm_half_saturation_flops, c.compute.gemm_half_saturation_flops);
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,78 @@
+// Parameter counts of the presets against the published sizes and GPT's closed form.
+#include <gtest/gtest.h>
+
+#include "core/presets.h"
+
+namespace loom {
+namespace {
+
+ModelSpec preset(const char* name) {
+  auto m = model_preset(name);
+  EXPECT_TRUE(m.ok()) << name;
+  return *m;
+}
+
+// Exact parameter counts of the released checkpoints (Hugging Face model cards / config.json
+// shapes): LLaMA 2 7B is the "6.74 B" of the paper, and so on.
+TEST(ModelSpec, PresetParameterCountsMatchReleasedCheckpoints) {
+  EXPECT_EQ(preset("llama2-7b").total_params(), 6'738'415'616LL);
+  EXPECT_EQ(preset("llama2-13b").total_params(), 13'015'864'320LL);
+  EXPECT_EQ(preset("llama2-70b").total_params(), 68'976'648'192LL);
+  EXPECT_EQ(preset("llama3-8b").total_params(), 8'030'261'248LL);
+  EXPECT_EQ(preset("llama3-70b").total_params(), 70'553'706'496LL);
+  EXPECT_EQ(preset("llama3-405b").total_params(), 405'853'388'800LL);
+  EXPECT_EQ(preset("mistral-7b").total_params(), 7'241'732'096LL);
+  EXPECT_EQ(preset("gpt2-small").total_params(), 124'439'808LL);
+}
+
+TEST(ModelSpec, Gpt3MatchesPublishedSizeAndClosedForm) {
+  const ModelSpec m = preset("gpt3-175b");
+  EXPECT_NEAR(m.total_params() / 1e9, 175.0, 0.5);  // Brown et al. 2020, Table 2.1
+  // DESIGN.md: 12·L·h²·(1 + 13/(12h) + (V + s)/(12·L·h)), plus the final LayerNorm (2h).
+  const double L = m.layers, h = m.hidden, V = m.vocab, s = m.seq_len;
+  const double closed = 12 * L * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * L * h)) + 2 * h;
+  EXPECT_DOUBLE_EQ(static_cast<double>(m.total_params()), closed);
+}
+
+TEST(ModelSpec, FlopsMatchMegatronFormula) {
+  // 72·B·s·L·h²·(1 + s/(6h) + V/(12·L·h)) per iteration without recompute (Narayanan et al. 2021).
+  const ModelSpec m = preset("gpt3-175b");
+  const double B = 1536, s = m.seq_len, L = m.layers, h = m.hidden, V = m.vocab;
+  const double tokens = B * s;
+  const double forward = L * (m.layer_linear_flops_fwd(tokens) + m.layer_attention_flops_fwd(tokens, m.seq_len)) +
+                         m.lm_head_flops_fwd(tokens, m.vocab);
+  const double megatron = 72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h));
+  EXPECT_NEAR(3 * forward / megatron, 1.0, 1e-12);
+}
+
+TEST(ModelSpec, VocabularyPaddedPerTensorParallelRank) {
+  EXPECT_EQ(padded_vocab(50257, 1), 50304);
+  EXPECT_EQ(padded_vocab(50257, 8), 51200);
+  EXPECT_EQ(padded_vocab(51200, 8), 51200);
+}
+
+TEST(Presets, UnknownNameSuggestsTheNearest) {
+  auto m = model_preset("llama2-7");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("did you mean 'llama2-7b'"), std::string::npos) << m.error().message;
+  auto c = cluster_preset("dgx-a100-80g");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("dgx-a100-80gb"), std::string::npos) << c.error().message;
+}
+
+TEST(Presets, EveryClusterPresetParsesWithSourcesForItsFigures) {
+  for (const auto& name : {"dgx-a100-80gb", "dgx-h100", "dgx-h200", "local-cpu"}) {
+    auto c = cluster_preset(name);
+    ASSERT_TRUE(c.ok()) << name << ": " << c.error().message;
+    EXPECT_GT(c->device.peak_flops, 0);
+    EXPECT_GT(c->device.memory_bytes, 0);
+    auto text = cluster_preset_text(name);
+    ASSERT_TRUE(text.ok());
+    EXPECT_NE(text->find("\"sources\""), std::string::npos) << name << " states no sources";
+  }
+  EXPECT_EQ(cluster_preset("dgx-a100-80gb")->gpus_per_node, 8);
+  EXPECT_NEAR(cluster_preset("dgx-h100")->device.peak_flops, 989.4e12, 1e9);
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,118 @@
+// Enumeration: every legal configuration and only those; each rejection keeps its reason.
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "core/presets.h"
+#include "planner/enumerate.h"
+
+namespace loom {
+namespace {
+
+struct Gpt3Case {
+  ModelSpec model = *model_preset("gpt3-175b");
+  ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  TrainingSpec training;
+  Gpt3Case() {
+    training.gpus = 1024;
+    training.global_batch = 1536;
+    training.seq_len = 2048;
+  }
+};
+
+bool has_reason(const Enumeration& e, const std::string& text) {
+  return std::any_of(e.rejected.begin(), e.rejected.end(), [&](const Rejection& r) { return r.reason == text; });
+}
+
+TEST(Enumerate, EveryLegalConfigObeysTheRules) {
+  Gpt3Case s;
+  auto e = enumerate_configs(s.model, s.training, s.cluster, {});
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  EXPECT_GT(e->legal.size(), 1000u);
+  for (const auto& c : e->legal) {
+    EXPECT_EQ(c.world_size(), 1024);
+    EXPECT_EQ(s.model.heads % c.tp, 0);
+    EXPECT_LE(c.tp, 8);
+    EXPECT_EQ(s.model.layers % (c.pp * c.vpp), 0);
+    EXPECT_EQ(s.training.global_batch % (static_cast<long long>(c.dp) * c.micro_batch), 0);
+    if (c.vpp > 1) {
+      EXPECT_EQ(c.schedule, Schedule::kInterleaved);
+    }
+    if (c.zero >= 2) {
+      EXPECT_EQ(c.pp, 1);
+    }
+    if (c.sequence_parallel) {
+      EXPECT_GT(c.tp, 1);
+    }
+    // FlashAttention makes selective recompute identical to none, so it is not listed twice.
+    EXPECT_NE(c.recompute, Recompute::kSelective);
+  }
+  const auto has = [&](int tp, int pp, int dp) {
+    return std::any_of(e->legal.begin(), e->legal.end(),
+                       [&](const ParallelConfig& c) { return c.tp == tp && c.pp == pp && c.dp == dp; });
+  };
+  EXPECT_TRUE(has(8, 16, 8));  // the seeds' 3D layout of 175B on 1024 GPUs
+}
+
+TEST(Enumerate, RejectionsKeepTheirReasons) {
+  Gpt3Case s;
+  s.training.allow_cross_node_tp = true;
+  auto e = enumerate_configs(s.model, s.training, s.cluster, {});
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(has_reason(*e, "heads 96 not divisible by tp 64"));
+  EXPECT_TRUE(has_reason(*e, "layers 96 not divisible by pp 64"));
+  s.training.allow_cross_node_tp = false;
+  auto strict = enumerate_configs(s.model, s.training, s.cluster, {});
+  EXPECT_TRUE(has_reason(*strict, "tp 16 spans nodes of 8 GPUs (pass --allow-cross-node-tp to allow)"));
+}
+
+TEST(Enumerate, RestrictionsAreRespected) {
+  Gpt3Case s;
+  SearchSpace space;
+  space.tp = {8};
+  space.pp = {16};
+  space.zero = {1};
+  space.schedule = {Schedule::kInterleaved};
+  space.vpp = {2, 3};
+  auto e = enumerate_configs(s.model, s.training, s.cluster, space);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  ASSERT_FALSE(e->legal.empty());
+  for (const auto& c : e->legal) {
+    EXPECT_EQ(c.tp, 8);
+    EXPECT_EQ(c.pp, 16);
+    EXPECT_EQ(c.zero, 1);
+    EXPECT_EQ(c.schedule, Schedule::kInterleaved);
+    EXPECT_TRUE(c.vpp == 2 || c.vpp == 3);
+  }
+  // 96 layers over 16 stages is 6 per stage: vpp 2 and 3 divide it.
+  EXPECT_TRUE(std::any_of(e->legal.begin(), e->legal.end(), [](const ParallelConfig& c) { return c.vpp == 3; }));
+}
+
+TEST(Enumerate, NoUsableLayoutIsAnError) {
+  Gpt3Case s;
+  s.training.gpus = 7;  // 96 heads, 96 layers and a batch of 1536: none divides by 7
+  auto e = enumerate_configs(s.model, s.training, s.cluster, {});
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message.find("no parallel layout of 7 GPUs"), std::string::npos) << e.error().message;
+}
+
+TEST(Enumerate, ValidateConfigNamesTheBrokenRule) {
+  Gpt3Case s;
+  ParallelConfig c;
+  c.tp = 8;
+  c.pp = 64;
+  c.dp = 2;
+  auto st = validate_config(s.model, s.training, s.cluster, c);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("layers 96 not divisible by pp 64"), std::string::npos) << st.error().message;
+  c.pp = 16;
+  c.dp = 8;
+  EXPECT_TRUE(validate_config(s.model, s.training, s.cluster, c).ok());
+  c.zero = 2;
+  auto z = validate_config(s.model, s.training, s.cluster, c);
+  ASSERT_FALSE(z.ok());
+  EXPECT_NE(z.error().message.find("ZeRO-2 with pp 16"), std::string::npos) << z.error().message;
+}
+
+}  // namespace
+}  // namespace loom

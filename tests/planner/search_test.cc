@@ -1,0 +1,75 @@
+// The search: memory filter with "OOM by X GiB on stage N", ranking by simulated step time.
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "core/presets.h"
+#include "planner/report.h"
+#include "planner/search.h"
+
+namespace loom {
+namespace {
+
+TEST(Search, RanksByStepTimeAndEveryRowFits) {
+  const ModelSpec m = *model_preset("llama2-7b");
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  TrainingSpec t;
+  t.gpus = 16;
+  t.global_batch = 64;
+  t.seq_len = 4096;
+  auto r = search_plans(m, t, cluster, {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_FALSE(r->plans.empty());
+  for (std::size_t i = 1; i < r->plans.size(); ++i)
+    EXPECT_LE(r->plans[i - 1].metrics.step_time_s, r->plans[i].metrics.step_time_s);
+  for (const auto& p : r->plans) {
+    EXPECT_TRUE(p.metrics.fits);
+    EXPECT_LE(p.metrics.memory_gib.total, 80.0);
+    EXPECT_GT(p.metrics.mfu, 0.0);
+    EXPECT_LT(p.metrics.mfu, 1.0);
+    EXPECT_NEAR(p.metrics.tokens_per_s * p.metrics.step_time_s, 64.0 * 4096, 1e-6 * 64 * 4096);
+  }
+  EXPECT_EQ(r->simulated, r->plans.size());
+}
+
+TEST(Search, OutOfMemoryIsExplained) {
+  const ModelSpec m = *model_preset("gpt3-175b");
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  TrainingSpec t;
+  t.gpus = 8;
+  t.global_batch = 8;
+  t.seq_len = 2048;
+  auto r = search_plans(m, t, cluster, {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->plans.empty());  // 175B needs ~2.8 TB of model states: never fits on 8 GPUs
+  const bool explained = std::any_of(r->rejected.begin(), r->rejected.end(), [](const Rejection& x) {
+    return x.rule == "out of memory" && x.reason.rfind("OOM by ", 0) == 0 && x.reason.find(" GiB on stage ") != std::string::npos;
+  });
+  EXPECT_TRUE(explained);
+  const std::string text = format_rejections(*r, 2);
+  EXPECT_NE(text.find("out of memory ("), std::string::npos) << text;
+}
+
+TEST(Search, JsonHasTheDesignFields) {
+  const ModelSpec m = *model_preset("llama2-7b");
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  TrainingSpec t;
+  t.gpus = 8;
+  t.global_batch = 32;
+  t.seq_len = 4096;
+  auto r = search_plans(m, t, cluster, {});
+  ASSERT_TRUE(r.ok());
+  const Json j = format_json(*r, 3);
+  ASSERT_EQ(j["plans"].size(), 3u);
+  for (const char* key : {"config", "step_time_s", "tokens_per_s", "tflops_per_gpu", "hw_tflops_per_gpu", "mfu",
+                          "bubble_fraction", "exposed_comm_s", "fits", "memory_gib"})
+    EXPECT_TRUE(j["plans"][0].contains(key)) << key;
+  for (const char* key : {"params", "grads", "optimizer", "activations", "buffers", "total"})
+    EXPECT_TRUE(j["plans"][0]["memory_gib"].contains(key)) << key;
+  for (const char* key : {"tp", "pp", "dp", "zero", "micro_batch", "vpp", "recompute", "sequence_parallel", "schedule"})
+    EXPECT_TRUE(j["plans"][0]["config"].contains(key)) << key;
+  EXPECT_TRUE(j["rejected"].is_array());
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,164 @@
+// Whole-step properties: more bandwidth or FLOP/s never slows a step, more micro-batches never
+// raise the bubble, recompute costs time, ZeRO-3 communication shows up, metrics are consistent.
+#include <gtest/gtest.h>
+
+#include "core/presets.h"
+#include "sim/simulator.h"
+
+namespace loom::sim {
+namespace {
+
+struct Case {
+  const char* model;
+  ParallelConfig config;
+  long long global_batch;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  auto make = [](int tp, int pp, int dp, int zero, int mb, int vpp, Recompute rc, bool sp, Schedule s) {
+    ParallelConfig c;
+    c.tp = tp, c.pp = pp, c.dp = dp, c.zero = zero, c.micro_batch = mb, c.vpp = vpp;
+    c.recompute = rc, c.sequence_parallel = sp, c.schedule = s;
+    return c;
+  };
+  out.push_back({"llama2-7b", make(1, 1, 8, 0, 1, 1, Recompute::kNone, false, Schedule::k1F1B), 64});
+  out.push_back({"llama2-7b", make(2, 2, 4, 1, 2, 1, Recompute::kFull, true, Schedule::kGPipe), 64});
+  out.push_back({"llama2-13b", make(4, 4, 2, 1, 1, 2, Recompute::kSelective, true, Schedule::kInterleaved), 64});
+  out.push_back({"llama3-8b", make(2, 4, 2, 0, 1, 1, Recompute::kNone, false, Schedule::kZeroBubble), 32});
+  out.push_back({"gpt3-175b", make(8, 8, 2, 1, 1, 3, Recompute::kSelective, true, Schedule::kInterleaved), 64});
+  out.push_back({"llama2-7b", make(1, 1, 16, 3, 1, 1, Recompute::kNone, false, Schedule::k1F1B), 64});
+  return out;
+}
+
+TrainingSpec training_for(const Case& c, const ModelSpec& m) {
+  TrainingSpec t;
+  t.gpus = c.config.world_size();
+  t.global_batch = c.global_batch;
+  t.seq_len = m.seq_len;
+  return t;
+}
+
+double step(const Case& c, const ClusterSpec& cluster) {
+  const ModelSpec m = *model_preset(c.model);
+  auto r = simulate(m, training_for(c, m), c.config, cluster);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() ? r->step_time_s : 0.0;
+}
+
+TEST(Simulator, MoreBandwidthOrFlopsIsNeverSlower) {
+  const ClusterSpec base = *cluster_preset("dgx-a100-80gb");
+  for (const auto& c : cases()) {
+    const double t0 = step(c, base);
+    ClusterSpec links = base;
+    links.inter_node.bandwidth_bytes_per_s *= 4;
+    links.intra_node.bandwidth_bytes_per_s *= 4;
+    links.collective_points.clear();  // measured NVLink points would otherwise stay as they are
+    ClusterSpec measured_links = base;
+    measured_links.inter_node.bandwidth_bytes_per_s *= 4;
+    EXPECT_LE(step(c, measured_links), t0) << c.model << " " << describe(c.config);
+    ClusterSpec flops = base;
+    flops.device.peak_flops *= 2;
+    EXPECT_LE(step(c, flops), t0) << c.model;
+    ClusterSpec hbm = base;
+    hbm.device.memory_bandwidth_bytes_per_s *= 2;
+    EXPECT_LE(step(c, hbm), t0) << c.model;
+    EXPECT_GT(t0, 0.0);
+  }
+}
+
+TEST(Simulator, MoreMicroBatchesNeverRaiseTheBubble) {
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  const ModelSpec m = *model_preset("llama2-13b");
+  ParallelConfig c;
+  c.tp = 2;
+  c.pp = 4;
+  c.dp = 1;
+  for (Schedule s : {Schedule::kGPipe, Schedule::k1F1B, Schedule::kZeroBubble}) {
+    c.schedule = s;
+    double previous = 1.0;
+    for (long long m_count : {4, 8, 16, 32, 64}) {
+      TrainingSpec t;
+      t.gpus = 8;
+      t.global_batch = m_count;
+      t.seq_len = 4096;
+      auto r = simulate(m, t, c, cluster);
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      EXPECT_LE(r->bubble_fraction, previous + 1e-12) << to_string(s) << " m=" << m_count;
+      previous = r->bubble_fraction;
+    }
+  }
+}
+
+TEST(Simulator, RecomputeCostsTimeAndMetricsAreConsistent) {
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  const ModelSpec m = *model_preset("llama3-8b");
+  TrainingSpec t;
+  t.gpus = 8;
+  t.global_batch = 16;
+  t.seq_len = 8192;
+  ParallelConfig c;
+  c.tp = 8;
+  auto none = simulate(m, t, c, cluster);
+  c.recompute = Recompute::kFull;
+  auto full = simulate(m, t, c, cluster);
+  ASSERT_TRUE(none.ok() && full.ok());
+  EXPECT_GT(full->step_time_s, none->step_time_s);
+  EXPECT_DOUBLE_EQ(full->model_flops, none->model_flops);
+  EXPECT_GT(full->hw_tflops_per_gpu * full->step_time_s, none->hw_tflops_per_gpu * none->step_time_s);
+  EXPECT_NEAR(none->mfu, none->tflops_per_gpu * 1e12 / cluster.device.peak_flops, 1e-12);
+  EXPECT_NEAR(none->tokens_per_s * none->step_time_s, 16.0 * 8192, 1e-6);
+  EXPECT_GT(none->exposed.tp_s, 0.0);  // TP 8: all-reduces in the forward are exposed
+  EXPECT_DOUBLE_EQ(none->exposed.pp_s, 0.0);
+}
+
+TEST(Simulator, ZeroStagesTradeCommunication) {
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  const ModelSpec m = *model_preset("llama2-7b");
+  TrainingSpec t;
+  t.gpus = 64;
+  t.global_batch = 64;
+  t.seq_len = 4096;
+  ParallelConfig c;
+  c.dp = 64;
+  std::vector<SimResult> r;
+  for (int zero = 0; zero <= 3; ++zero) {
+    c.zero = zero;
+    auto s = simulate(m, t, c, cluster);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    r.push_back(*s);
+  }
+  // ZeRO-1+ shard the optimizer step over the 64 replicas...
+  EXPECT_NEAR(r[1].stages[0].optimizer_s * 64, r[0].stages[0].optimizer_s, 0.05 * r[0].stages[0].optimizer_s);
+  // ...but ZeRO-1 and -2 then all-gather the updated parameters after it, in the open.
+  EXPECT_GT(r[1].exposed.dp_s, r[0].exposed.dp_s);
+  EXPECT_GT(r[2].exposed.dp_s, r[0].exposed.dp_s);
+  // Short sequences leave ZeRO-3's per-pass gathers (1.5× ZeRO-0's traffic) nothing to hide behind.
+  t.seq_len = 128;
+  c.zero = 0;
+  const double zero0 = simulate(m, t, c, cluster)->exposed.dp_s;
+  c.zero = 3;
+  const double zero3 = simulate(m, t, c, cluster)->exposed.dp_s;
+  EXPECT_GT(zero3, zero0);
+}
+
+TEST(Simulator, BadShapesAreErrorsNotCrashes) {
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  const ModelSpec m = *model_preset("llama2-7b");
+  TrainingSpec t;
+  t.gpus = 8;
+  t.global_batch = 10;
+  t.seq_len = 4096;
+  ParallelConfig c;
+  c.dp = 8;
+  EXPECT_FALSE(simulate(m, t, c, cluster).ok());  // 10 sequences over 8 replicas
+  c.dp = 1;
+  c.pp = 8;
+  c.schedule = Schedule::kInterleaved;
+  c.vpp = 3;  // 32 layers over 8 stages × 3 chunks
+  t.global_batch = 16;
+  EXPECT_FALSE(simulate(m, t, c, cluster).ok());
+}
+
+}  // namespace
+}  // namespace loom::sim
