@@ -1,0 +1,204 @@
+#include "gui/inputs_panel.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSpinBox>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "core/presets.h"
+
+namespace loom::gui {
+
+namespace {
+
+QComboBox* preset_box(const std::vector<std::string>& names, const QString& object_name) {
+  auto* box = new QComboBox;
+  box->setEditable(true);
+  box->setInsertPolicy(QComboBox::NoInsert);
+  box->setObjectName(object_name);
+  for (const auto& n : names) box->addItem(QString::fromStdString(n));
+  box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  box->setMinimumContentsLength(12);
+  return box;
+}
+
+QWidget* with_open_button(QComboBox* box, QObject* target, const char* slot, const QString& tip) {
+  auto* row = new QWidget;
+  auto* layout = new QHBoxLayout(row);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(4);
+  layout->addWidget(box, 1);
+  auto* open = new QToolButton;
+  open->setText(QStringLiteral("…"));
+  open->setToolTip(tip);
+  QObject::connect(open, SIGNAL(clicked()), target, slot);
+  layout->addWidget(open);
+  return row;
+}
+
+}  // namespace
+
+InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(6, 6, 6, 6);
+
+  auto* specs = new QGroupBox(tr("Model, cluster, batch"));
+  auto* form = new QFormLayout(specs);
+  form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  model_ = preset_box(model_preset_names(), "model");
+  model_->setToolTip(tr("preset name, Loom model JSON, or Hugging Face config.json"));
+  cluster_ = preset_box(cluster_preset_names(), "cluster");
+  cluster_->setToolTip(tr("cluster preset or cost file (JSON)"));
+  form->addRow(tr("Model"), with_open_button(model_, this, SLOT(open_model_file()), tr("Open a model JSON or config.json")));
+  form->addRow(tr("Cluster"), with_open_button(cluster_, this, SLOT(open_cluster_file()), tr("Open a cluster cost file")));
+
+  gpus_ = new QSpinBox;
+  gpus_->setObjectName("gpus");
+  gpus_->setRange(1, 1 << 20);
+  gpus_->setValue(16);
+  gpus_->setKeyboardTracking(false);
+  form->addRow(tr("GPUs"), gpus_);
+  global_batch_ = new QSpinBox;
+  global_batch_->setObjectName("global_batch");
+  global_batch_->setRange(1, 1 << 30);
+  global_batch_->setValue(64);
+  global_batch_->setSuffix(tr(" seqs"));
+  global_batch_->setKeyboardTracking(false);
+  form->addRow(tr("Global batch"), global_batch_);
+  seq_ = new QSpinBox;
+  seq_->setRange(0, 1 << 24);
+  seq_->setSpecialValueText(tr("model's"));
+  seq_->setKeyboardTracking(false);
+  form->addRow(tr("Sequence"), seq_);
+  tokens_b_ = new QDoubleSpinBox;
+  tokens_b_->setRange(0, 1e6);
+  tokens_b_->setDecimals(0);
+  tokens_b_->setSuffix(tr(" B tokens"));
+  tokens_b_->setSpecialValueText(tr("none"));
+  tokens_b_->setKeyboardTracking(false);
+  tokens_b_->setToolTip(tr("token budget, for days to train"));
+  form->addRow(tr("Budget"), tokens_b_);
+  attention_ = new QComboBox;
+  attention_->addItems({"flash", "unfused"});
+  form->addRow(tr("Attention"), attention_);
+  cross_node_tp_ = new QCheckBox(tr("allow TP across nodes"));
+  form->addRow(QString(), cross_node_tp_);
+  outer->addWidget(specs);
+
+  auto* limits = new QGroupBox(tr("Restrict the search"));
+  auto* lform = new QFormLayout(limits);
+  lform->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  const QString any = tr("any");
+  lform->addRow("TP", tp_ = restriction("tp", any + tr(" (e.g. 4,8)")));
+  lform->addRow("PP", pp_ = restriction("pp", any));
+  lform->addRow("DP", dp_ = restriction("dp", any));
+  lform->addRow("ZeRO", zero_ = restriction("zero", any + " (0-3)"));
+  lform->addRow(tr("Micro-batch"), micro_batch_ = restriction("micro_batch", any));
+  lform->addRow("VPP", vpp_ = restriction("vpp", any));
+  lform->addRow(tr("Recompute"), recompute_ = restriction("recompute", any + " (none,selective,full)"));
+  lform->addRow("SP", sp_ = restriction("sp", any + " (on,off)"));
+  lform->addRow(tr("Schedule"), schedule_ = restriction("schedule", any + " (gpipe,1f1b,interleaved,zb)"));
+  outer->addWidget(limits);
+
+  error_ = new QLabel;
+  error_->setObjectName("input_error");
+  error_->setWordWrap(true);
+  error_->setStyleSheet("color: #C0392B;");
+  error_->hide();
+  outer->addWidget(error_);
+  outer->addStretch(1);
+
+  auto emit_changed = [this] {
+    if (!loading_) emit changed();
+  };
+  connect(model_, &QComboBox::currentTextChanged, this, emit_changed);
+  connect(cluster_, &QComboBox::currentTextChanged, this, emit_changed);
+  connect(gpus_, &QSpinBox::valueChanged, this, emit_changed);
+  connect(global_batch_, &QSpinBox::valueChanged, this, emit_changed);
+  connect(seq_, &QSpinBox::valueChanged, this, emit_changed);
+  connect(tokens_b_, &QDoubleSpinBox::valueChanged, this, emit_changed);
+  connect(attention_, &QComboBox::currentTextChanged, this, emit_changed);
+  connect(cross_node_tp_, &QCheckBox::toggled, this, emit_changed);
+  for (QLineEdit* e : {tp_, pp_, dp_, zero_, micro_batch_, vpp_, recompute_, sp_, schedule_})
+    connect(e, &QLineEdit::editingFinished, this, emit_changed);
+}
+
+QLineEdit* InputsPanel::restriction(const QString& name, const QString& placeholder) {
+  auto* edit = new QLineEdit;
+  edit->setObjectName(name);
+  edit->setPlaceholderText(placeholder);
+  edit->setClearButtonEnabled(true);
+  edit->setToolTip(tr("one value or a comma list, as `loom plan --%1`").arg(QString(name).replace('_', '-')));
+  return edit;
+}
+
+PlanRequest InputsPanel::request() const {
+  PlanRequest r;
+  r.specs.model = model_->currentText().trimmed().toStdString();
+  r.specs.cluster = cluster_->currentText().trimmed().toStdString();
+  r.specs.gpus = gpus_->value();
+  r.specs.global_batch = global_batch_->value();
+  r.specs.seq = seq_->value();
+  r.specs.tokens = tokens_b_->value() * 1e9;
+  r.specs.attention = attention_->currentText().toStdString();
+  r.specs.allow_cross_node_tp = cross_node_tp_->isChecked();
+  auto text = [](const QLineEdit* e) { return e->text().remove(' ').toStdString(); };
+  r.config.tp = text(tp_);
+  r.config.pp = text(pp_);
+  r.config.dp = text(dp_);
+  r.config.zero = text(zero_);
+  r.config.micro_batch = text(micro_batch_);
+  r.config.vpp = text(vpp_);
+  r.config.recompute = text(recompute_);
+  r.config.sp = text(sp_);
+  r.config.schedule = text(schedule_);
+  return r;
+}
+
+void InputsPanel::set_request(const PlanRequest& r) {
+  loading_ = true;
+  model_->setCurrentText(QString::fromStdString(r.specs.model));
+  cluster_->setCurrentText(QString::fromStdString(r.specs.cluster));
+  gpus_->setValue(static_cast<int>(r.specs.gpus));
+  global_batch_->setValue(static_cast<int>(r.specs.global_batch));
+  seq_->setValue(static_cast<int>(r.specs.seq));
+  tokens_b_->setValue(r.specs.tokens / 1e9);
+  attention_->setCurrentText(QString::fromStdString(r.specs.attention));
+  cross_node_tp_->setChecked(r.specs.allow_cross_node_tp);
+  tp_->setText(QString::fromStdString(r.config.tp));
+  pp_->setText(QString::fromStdString(r.config.pp));
+  dp_->setText(QString::fromStdString(r.config.dp));
+  zero_->setText(QString::fromStdString(r.config.zero));
+  micro_batch_->setText(QString::fromStdString(r.config.micro_batch));
+  vpp_->setText(QString::fromStdString(r.config.vpp));
+  recompute_->setText(QString::fromStdString(r.config.recompute));
+  sp_->setText(QString::fromStdString(r.config.sp));
+  schedule_->setText(QString::fromStdString(r.config.schedule));
+  loading_ = false;
+}
+
+void InputsPanel::set_error(const QString& message) {
+  error_->setText(message);
+  error_->setVisible(!message.isEmpty());
+}
+
+void InputsPanel::open_model_file() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open model"), QString(),
+                                                    tr("Model JSON or Hugging Face config.json (*.json);;All files (*)"));
+  if (!path.isEmpty()) model_->setCurrentText(path);
+}
+
+void InputsPanel::open_cluster_file() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open cluster"), QString(), tr("Cost files (*.json);;All files (*)"));
+  if (!path.isEmpty()) cluster_->setCurrentText(path);
+}
+
+}  // namespace loom::gui

@@ -1,0 +1,142 @@
+// loom-gui: explore parallel training configurations visually. Takes the spec flags of
+// `loom plan` (and its restriction lists) as the starting inputs; `--screenshot FILE.png`
+// renders the main window for those inputs once the search and the best plan's simulation are
+// done, saves it, and exits (0: saved; 1: saved, but nothing fits or the search failed; 2: bad input).
+#include <QApplication>
+#include <QImage>
+#include <QSaveFile>
+#include <QStyleFactory>
+#include <QTimer>
+#include <cstdio>
+#include <cstring>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/spec_flags.h"
+#include "gui/main_window.h"
+
+namespace {
+
+struct GuiFlags {
+  loom::cli::SpecFlags specs;
+  loom::cli::ConfigFlags config;
+  std::string screenshot;
+  std::string size = "1680x1050";
+  int threads = 0;
+  int select_rank = 1;
+  int timeout_s = 600;
+};
+
+bool wants_screenshot(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--screenshot", 12) == 0) return true;
+  return false;
+}
+
+bool save_png(const QImage& image, const QString& path) {
+  QSaveFile file(path);  // written beside the target and renamed: never half a file
+  if (!file.open(QIODevice::WriteOnly)) return false;
+  if (!image.save(&file, "PNG")) {
+    file.cancelWriting();
+    return false;
+  }
+  return file.commit();
+}
+
+int take_screenshot(loom::gui::MainWindow& window, const GuiFlags& flags) {
+  int width = 0, height = 0;
+  if (std::sscanf(flags.size.c_str(), "%dx%d", &width, &height) != 2 || width < 320 || height < 240) {
+    fmt::print(stderr, "loom-gui: --size: '{}' is not WIDTHxHEIGHT (at least 320x240)\n", flags.size);
+    return loom::cli::kExitBadInput;
+  }
+  window.resize(width, height);
+  window.show();
+  int status = loom::cli::kExitOk;
+  bool selected = false;
+  auto finish = [&] {
+    QApplication::processEvents();
+    const QImage image = window.grab().toImage();
+    if (!save_png(image, QString::fromStdString(flags.screenshot))) {
+      fmt::print(stderr, "loom-gui: cannot write {}\n", flags.screenshot);
+      status = loom::cli::kExitBadInput;
+    }
+    QApplication::exit(status);
+  };
+  QObject::connect(&window, &loom::gui::MainWindow::idle, &window, [&] {
+    const auto& outcome = window.outcome();
+    if (!outcome.ok() || outcome.result.plans.empty()) {
+      fmt::print(stderr, "loom-gui: {}\n",
+                 outcome.ok() ? fmt::format("no configuration of {} on {} GPUs fits", outcome.specs.model.name,
+                                            outcome.specs.training.gpus)
+                              : outcome.error);
+      status = loom::cli::kExitFailure;
+      finish();
+      return;
+    }
+    const int wanted = std::min<int>(flags.select_rank, static_cast<int>(outcome.result.plans.size())) - 1;
+    if (!selected && window.selected_plan() != wanted) {
+      selected = true;
+      window.select_plan(wanted);
+      return;  // idle again once its simulation is shown
+    }
+    finish();
+  }, Qt::QueuedConnection);
+  QTimer::singleShot(flags.timeout_s * 1000, &window, [&] {
+    fmt::print(stderr, "loom-gui: --screenshot: the search did not finish within {} s\n", flags.timeout_s);
+    QApplication::exit(loom::cli::kExitFailure);
+  });
+  loom::gui::PlanRequest request{flags.specs, flags.config, flags.threads};
+  window.set_request(request);
+  return QApplication::exec();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A screenshot needs no display; without one, render offscreen.
+  if (wants_screenshot(argc, argv) && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") &&
+      qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY"))
+    qputenv("QT_QPA_PLATFORM", "offscreen");
+  QApplication app(argc, argv);  // takes Qt's own options (-platform, -style) out of argv
+  QApplication::setApplicationName("loom-gui");
+  QApplication::setStyle(QStyleFactory::create("Fusion"));
+
+  GuiFlags flags;
+  CLI::App cli{"loom-gui: explore parallel training configurations (table, memory, pipeline Gantt, Pareto)"};
+  flags.specs.add_to(cli, "llama2-7b", "dgx-a100-80gb", false);
+  flags.specs.gpus = 16;
+  flags.specs.global_batch = 64;
+  flags.config.add_to(cli, true);
+  cli.add_option("--screenshot", flags.screenshot, "render the main window for these inputs to a PNG and exit");
+  cli.add_option("--size", flags.size, "window size for --screenshot, WIDTHxHEIGHT")->capture_default_str();
+  cli.add_option("--select", flags.select_rank, "for --screenshot: the rank of the plan to show")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cli.add_option("--threads", flags.threads, "search threads (default: all hardware threads)");
+  cli.add_option("--timeout", flags.timeout_s, "for --screenshot: give up after this many seconds")->capture_default_str();
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return cli.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "loom-gui: {}\n", e.what());
+    return loom::cli::kExitBadInput;
+  }
+  // Bad input ends here with one line, as in `loom plan`, before any window opens.
+  try {
+    (void)flags.specs.resolve();
+    (void)flags.config.lists();
+  } catch (const loom::cli::InputError& e) {
+    fmt::print(stderr, "loom-gui: {}\n", e.what());
+    return loom::cli::kExitBadInput;
+  }
+
+  loom::gui::MainWindow window;
+  window.set_search_threads(flags.threads);
+  if (!flags.screenshot.empty()) return take_screenshot(window, flags);
+  window.resize(1600, 1000);
+  window.show();
+  window.set_request(loom::gui::PlanRequest{flags.specs, flags.config, flags.threads});
+  return QApplication::exec();
+}

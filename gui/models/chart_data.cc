@@ -1,0 +1,139 @@
+#include "gui/models/chart_data.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+
+namespace loom::gui {
+
+namespace {
+
+std::vector<int> all_plans(const PlanResult& result) {
+  std::vector<int> all(result.plans.size());
+  std::iota(all.begin(), all.end(), 0);
+  return all;
+}
+
+}  // namespace
+
+double MemoryBars::total_gib(std::size_t stage) const {
+  double sum = 0;
+  for (double v : gib[stage]) sum += v;
+  return sum;
+}
+
+double MemoryBars::max_total_gib() const {
+  double m = 0;
+  for (std::size_t s = 0; s < gib.size(); ++s) m = std::max(m, total_gib(s));
+  return m;
+}
+
+MemoryBars memory_bars(const MemoryReport& memory) {
+  MemoryBars bars;
+  bars.capacity_gib = bytes_to_gib(memory.capacity_bytes);
+  for (const StageMemory& s : memory.stages) {
+    bars.stage_labels.push_back(fmt::format("{}", s.stage));
+    bars.gib.push_back({bytes_to_gib(s.params_bytes), bytes_to_gib(s.grads_bytes), bytes_to_gib(s.optimizer_bytes),
+                        bytes_to_gib(s.activations_bytes), bytes_to_gib(s.buffers_bytes + s.reserve_bytes)});
+  }
+  return bars;
+}
+
+std::vector<ParetoPoint> pareto_points(const PlanResult& result, const std::vector<int>& plan_indices) {
+  std::vector<ParetoPoint> points;
+  for (int i : plan_indices) {
+    const PlanRow& row = result.plans[i];
+    points.push_back({row.metrics.memory_gib.total, row.metrics.tokens_per_s, i, false});
+  }
+  // Sweep by memory ascending (faster first, then better rank): a point is on the frontier when
+  // it is strictly faster than everything using no more memory.
+  std::vector<std::size_t> order(points.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const auto& p = points[a];
+    const auto& q = points[b];
+    if (p.memory_gib != q.memory_gib) return p.memory_gib < q.memory_gib;
+    if (p.tokens_per_s != q.tokens_per_s) return p.tokens_per_s > q.tokens_per_s;
+    return p.plan_index < q.plan_index;
+  });
+  double best = -1;
+  for (std::size_t k : order) {
+    if (points[k].tokens_per_s > best) {
+      points[k].frontier = true;
+      best = points[k].tokens_per_s;
+    }
+  }
+  return points;
+}
+
+std::vector<ParetoPoint> pareto_points(const PlanResult& result) { return pareto_points(result, all_plans(result)); }
+
+std::vector<ParetoPoint> pareto_frontier(const std::vector<ParetoPoint>& points) {
+  std::vector<ParetoPoint> f;
+  for (const auto& p : points)
+    if (p.frontier) f.push_back(p);
+  std::stable_sort(f.begin(), f.end(), [](const auto& a, const auto& b) { return a.memory_gib < b.memory_gib; });
+  return f;
+}
+
+int nearest_plan(const std::vector<ParetoPoint>& points, double memory_gib, double tokens_per_s) {
+  if (points.empty()) return -1;
+  double min_m = points[0].memory_gib, max_m = min_m, min_t = points[0].tokens_per_s, max_t = min_t;
+  for (const auto& p : points) {
+    min_m = std::min(min_m, p.memory_gib), max_m = std::max(max_m, p.memory_gib);
+    min_t = std::min(min_t, p.tokens_per_s), max_t = std::max(max_t, p.tokens_per_s);
+  }
+  const double sm = max_m > min_m ? max_m - min_m : 1.0;
+  const double st = max_t > min_t ? max_t - min_t : 1.0;
+  int best = -1;
+  double best_d = 0;
+  for (const auto& p : points) {
+    const double dm = (p.memory_gib - memory_gib) / sm, dt = (p.tokens_per_s - tokens_per_s) / st;
+    const double d = dm * dm + dt * dt;
+    // Equal distance (identical points): the better-ranked plan.
+    if (best < 0 || d < best_d || (d == best_d && p.plan_index < best)) {
+      best = p.plan_index;
+      best_d = d;
+    }
+  }
+  return best;
+}
+
+HeatMap tp_pp_heat_map(const PlanResult& result, const std::vector<int>& plan_indices) {
+  HeatMap map;
+  std::set<int> tps, pps;
+  for (const auto& row : result.plans) tps.insert(row.config.tp), pps.insert(row.config.pp);
+  for (const auto& r : result.rejected) tps.insert(r.config.tp), pps.insert(r.config.pp);
+  map.tp_values.assign(tps.begin(), tps.end());
+  map.pp_values.assign(pps.begin(), pps.end());
+  map.cells.resize(map.tp_values.size() * map.pp_values.size());
+  for (std::size_t pi = 0; pi < map.pp_values.size(); ++pi)
+    for (std::size_t ti = 0; ti < map.tp_values.size(); ++ti) {
+      HeatCell& c = map.cells[pi * map.tp_values.size() + ti];
+      c.tp = map.tp_values[ti];
+      c.pp = map.pp_values[pi];
+    }
+  auto index_of = [](const std::vector<int>& v, int x) {
+    return static_cast<std::size_t>(std::lower_bound(v.begin(), v.end(), x) - v.begin());
+  };
+  for (int i : plan_indices) {
+    const PlanRow& row = result.plans[i];
+    HeatCell& c = map.cells[index_of(map.pp_values, row.config.pp) * map.tp_values.size() +
+                            index_of(map.tp_values, row.config.tp)];
+    ++c.plans;
+    if (c.best_plan < 0 || row.metrics.tokens_per_s > c.best_tokens_per_s) {
+      c.best_plan = i;
+      c.best_tokens_per_s = row.metrics.tokens_per_s;
+    }
+    map.max_tokens_per_s = std::max(map.max_tokens_per_s, row.metrics.tokens_per_s);
+  }
+  return map;
+}
+
+HeatMap tp_pp_heat_map(const PlanResult& result) { return tp_pp_heat_map(result, all_plans(result)); }
+
+}  // namespace loom::gui

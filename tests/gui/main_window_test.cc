@@ -1,0 +1,234 @@
+// The main window driven as a person would: type into an input, click a row, click the heat
+// map, export; under QT_QPA_PLATFORM=offscreen.
+#include "gui/main_window.h"
+
+#include <QBarSet>
+#include <QChart>
+#include <QComboBox>
+#include <QLabel>
+#include <QLineSeries>
+#include <QScatterSeries>
+#include <QSpinBox>
+#include <QStackedBarSeries>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTableWidget>
+#include <QTemporaryDir>
+
+#include <gtest/gtest.h>
+
+#include "core/json_io.h"
+#include "core/units.h"
+#include "gui/detail_panels.h"
+#include "gui/gantt_view.h"
+#include "gui/heat_map_view.h"
+#include "gui/inputs_panel.h"
+#include "gui/memory_chart.h"
+#include "gui/models/plan_table_model.h"
+#include "gui/pareto_chart.h"
+#include "qt_app.h"
+#include "small_case.h"
+
+namespace loom::gui {
+namespace {
+
+using testing::wait_until;
+
+class GuiMainWindow : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::qt_app();
+    window_ = std::make_unique<MainWindow>();
+    window_->resize(1400, 900);
+    window_->show();
+    window_->set_request(testing::small_request());
+    ASSERT_TRUE(wait_until([&] { return !window_->busy(); })) << "search did not finish";
+    ASSERT_TRUE(window_->outcome().ok()) << window_->outcome().error;
+  }
+  MainWindow& w() { return *window_; }
+
+  // Clicks the table row showing `plan` and waits for its detail.
+  void click_plan(int plan) {
+    QTableView* view = w().plans_view();
+    const int row = w().plans_proxy()->proxy_row(plan);
+    ASSERT_GE(row, 0);
+    const QModelIndex index = w().plans_proxy()->index(row, PlanTableModel::kTp);
+    view->scrollTo(index);
+    QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, view->visualRect(index).center());
+    ASSERT_TRUE(wait_until([&] { return !w().busy() && w().gantt()->has_plan() && w().selected_plan() == plan; }));
+  }
+
+  std::unique_ptr<MainWindow> window_;
+  QTemporaryDir dir_;
+};
+
+TEST_F(GuiMainWindow, ChangingAnInputReplansAndTheTableFollows) {
+  QTableView* table = w().plans_view();
+  ASSERT_GT(table->model()->rowCount(), 0);
+  for (int r = 0; r < w().plans_model()->rowCount(); ++r) ASSERT_EQ(w().plans_model()->row(r)->config.world_size(), 16);
+
+  QSpinBox* gpus = w().inputs()->gpus_box();
+  gpus->setFocus();
+  gpus->selectAll();
+  QTest::keyClicks(gpus, "8");
+  QTest::keyClick(gpus, Qt::Key_Enter);
+  ASSERT_TRUE(wait_until([&] { return w().outcome().specs.training.gpus == 8 && !w().busy(); }));
+  ASSERT_GT(table->model()->rowCount(), 0);
+  for (int r = 0; r < w().plans_model()->rowCount(); ++r) EXPECT_EQ(w().plans_model()->row(r)->config.world_size(), 8);
+  EXPECT_EQ(w().selected_plan(), 0);
+  EXPECT_EQ(w().gantt()->detail()->config, w().plans_model()->row(0)->config);
+}
+
+TEST_F(GuiMainWindow, BadInputShowsItsErrorAndClearsTheTable) {
+  w().inputs()->model_box()->setCurrentText("no-such-model");
+  ASSERT_TRUE(wait_until([&] { return !w().outcome().ok() && !w().busy(); }));
+  EXPECT_EQ(w().plans_view()->model()->rowCount(), 0);
+  auto* error = w().inputs()->findChild<QLabel*>("input_error");
+  ASSERT_NE(error, nullptr);
+  EXPECT_TRUE(error->isVisible());
+  EXPECT_TRUE(error->text().contains("no-such-model")) << error->text().toStdString();
+  EXPECT_FALSE(w().gantt()->has_plan());
+}
+
+TEST_F(GuiMainWindow, SelectingARowShowsThatPlansMemoryAndGantt) {
+  const PlanResult& result = w().outcome().result;
+  const int plan = testing::first_plan_with_pp(result, 4);
+  ASSERT_GT(plan, 0);
+  click_plan(plan);
+  const ParallelConfig& config = result.plans[plan].config;
+  EXPECT_EQ(w().gantt()->detail()->config, config);
+  int compute_rows = 0;
+  for (const auto& row : w().gantt()->data().rows) compute_rows += row.is_compute();
+  EXPECT_EQ(compute_rows, 4);
+
+  QStackedBarSeries* bars = w().memory_chart()->bar_series();
+  ASSERT_NE(bars, nullptr);
+  ASSERT_EQ(bars->count(), 5);
+  const MemoryReport memory = estimate_memory(w().outcome().specs.model, w().outcome().specs.training, config,
+                                              w().outcome().specs.cluster);
+  for (int s = 0; s < 4; ++s) {
+    double total = 0;
+    for (QBarSet* set : bars->barSets()) {
+      ASSERT_EQ(set->count(), 4);
+      total += set->at(s);
+    }
+    EXPECT_NEAR(total, bytes_to_gib(memory.stages[s].total_bytes()), 1e-6);
+  }
+  ASSERT_NE(w().memory_chart()->capacity_series(), nullptr);
+  EXPECT_DOUBLE_EQ(w().memory_chart()->capacity_series()->at(0).y(), bytes_to_gib(memory.capacity_bytes));
+  EXPECT_TRUE(w().memory_chart()->chart()->title().contains(QString::fromStdString(describe(config))));
+}
+
+TEST_F(GuiMainWindow, GanttZoomsPansAndFindsSlicesUnderTheMouse) {
+  GanttView* g = w().gantt();
+  ASSERT_TRUE(g->has_plan());
+  const double span = g->axis().end_s - g->axis().start_s;
+  g->zoom(2);
+  EXPECT_NEAR(g->axis().end_s - g->axis().start_s, span / 2, span * 1e-9);
+  QTest::keyClick(g, Qt::Key_0);
+  EXPECT_NEAR(g->axis().end_s - g->axis().start_s, span, span * 1e-9);
+  // The middle of the first compute slice, in pixels, hits that slice.
+  const GanttSlice& s = g->data().rows.front().slices.front();
+  int y = 0;
+  while (y < g->height() && g->row_at(y) != 0) ++y;
+  ASSERT_LT(y, g->height());
+  EXPECT_EQ(g->op_at(QPointF(g->axis().to_px((s.start_s + s.end_s) / 2), y + 3)), s.op);
+}
+
+TEST_F(GuiMainWindow, HeatMapAndParetoClicksSelectPlans) {
+  HeatMapView* map = w().heat_map();
+  qobject_cast<QTabWidget*>(map->parentWidget()->parentWidget())->setCurrentWidget(map);
+  const HeatMap& data = map->heat_map();
+  std::size_t tp_i = 0, pp_i = 0;
+  int target = -1;
+  for (std::size_t p = 0; p < data.pp_values.size() && target < 1; ++p)
+    for (std::size_t t = 0; t < data.tp_values.size() && target < 1; ++t)
+      if (data.cell(t, p).best_plan > 0) tp_i = t, pp_i = p, target = data.cell(t, p).best_plan;
+  ASSERT_GT(target, 0);
+  QTest::mouseClick(map, Qt::LeftButton, {}, map->cell_rect(tp_i, pp_i).center().toPoint());
+  ASSERT_TRUE(wait_until([&] { return w().selected_plan() == target && !w().busy(); }));
+  EXPECT_EQ(w().gantt()->detail()->config, w().plans_model()->row(target)->config);
+
+  // A point on the Pareto chart, clicked where it is drawn.
+  ParetoChart* pareto = w().pareto_chart();
+  qobject_cast<QTabWidget*>(pareto->parentWidget()->parentWidget())->setCurrentWidget(pareto);
+  QTest::qWait(50);
+  auto* series = qobject_cast<QScatterSeries*>(pareto->chart()->series().at(0));
+  auto to_view = [&](const ParetoPoint& q) {
+    const QPointF at = pareto->chart()->mapToPosition(QPointF(q.memory_gib, q.tokens_per_s), series);
+    return pareto->mapFromScene(pareto->chart()->mapToScene(at));
+  };
+  // The frontier point farthest from any other point on screen, so the click is unambiguous.
+  const ParetoPoint* target_point = nullptr;
+  double clearance = 0;
+  for (const auto& f : pareto->points()) {
+    if (!f.frontier) continue;
+    double nearest = 1e9;
+    for (const auto& q : pareto->points())
+      if (q.plan_index != f.plan_index) nearest = std::min(nearest, QLineF(to_view(f), to_view(q)).length());
+    if (nearest > clearance) clearance = nearest, target_point = &f;
+  }
+  ASSERT_NE(target_point, nullptr);
+  ASSERT_GT(clearance, 4) << "no frontier point stands apart enough to click";
+  const ParetoPoint p = *target_point;
+  QTest::mouseClick(pareto->viewport(), Qt::LeftButton, {}, to_view(p));
+  ASSERT_TRUE(wait_until([&] { return w().selected_plan() == p.plan_index && !w().busy(); }, 10000))
+      << "selected " << w().selected_plan() << ", expected " << p.plan_index;
+}
+
+TEST_F(GuiMainWindow, ExportedPlanIsAPlanFileLoomRunAccepts) {
+  const int plan = testing::first_plan_with_pp(w().outcome().result, 2);
+  ASSERT_GT(plan, 0);
+  click_plan(plan);
+  const QString path = dir_.filePath("plan.json");
+  QString error;
+  ASSERT_TRUE(w().export_plan(path, &error)) << error.toStdString();
+  auto json = read_json_file(path.toStdString());
+  ASSERT_TRUE(json) << json.error().message;
+  auto parsed = plan_from_json(*json);
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  EXPECT_EQ(parsed->config, w().plans_model()->row(plan)->config);
+  EXPECT_EQ(parsed->model.name, "llama2-7b");
+  EXPECT_EQ(parsed->training.gpus, 16);
+  EXPECT_EQ(parsed->cluster, "dgx-a100-80gb");
+  EXPECT_FALSE(w().export_plan(dir_.filePath("no/such/dir/plan.json"), &error));
+  EXPECT_FALSE(error.isEmpty());
+}
+
+TEST_F(GuiMainWindow, ExportsTraceAndCsv) {
+  const QString trace = dir_.filePath("trace.json");
+  QString error;
+  ASSERT_TRUE(w().export_trace(trace, &error)) << error.toStdString();
+  auto json = read_json_file(trace.toStdString());
+  ASSERT_TRUE(json) << json.error().message;
+  ASSERT_TRUE(json->contains("traceEvents"));
+  EXPECT_GT((*json)["traceEvents"].size(), w().gantt()->detail()->sim.graph.size());
+
+  const QString csv = dir_.filePath("plans.csv");
+  ASSERT_TRUE(w().export_csv(csv, &error)) << error.toStdString();
+  auto text = read_text_file(csv.toStdString());
+  ASSERT_TRUE(text);
+  EXPECT_EQ(static_cast<std::size_t>(std::count(text->begin(), text->end(), '\n')), w().outcome().result.plans.size() + 1);
+  EXPECT_EQ(text->rfind("rank,", 0), 0u) << text->substr(0, 80);
+}
+
+TEST_F(GuiMainWindow, ComparesAPinnedPlanWithTheSelectedOne) {
+  w().pin_selected_for_comparison();  // plan #1
+  const int other = testing::first_plan_with_pp(w().outcome().result, 4);
+  click_plan(other);
+  QTableWidget* table = w().compare_view()->table();
+  ASSERT_GT(table->rowCount(), 5);
+  EXPECT_TRUE(table->horizontalHeaderItem(1)->text().contains("#1"));
+  EXPECT_TRUE(table->horizontalHeaderItem(2)->text().contains(QString("#%1").arg(other + 1)));
+  bool step_row = false;
+  for (int r = 0; r < table->rowCount(); ++r)
+    if (table->item(r, 0)->text() == "step time") {
+      step_row = true;
+      EXPECT_EQ(table->item(r, 1)->text(),
+                QString::number(w().outcome().result.plans[0].metrics.step_time_s, 'f', 3) + " s");
+    }
+  EXPECT_TRUE(step_row);
+}
+
+}  // namespace
+}  // namespace loom::gui
