@@ -2,12 +2,14 @@
 // input into one clear line on stderr with exit status 2.
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "cli/command.h"
 #include "cli/version.h"
+#include "core/presets.h"
 
 namespace loom::cli {
 
@@ -39,6 +41,18 @@ int main(int argc, char** argv) {
   for (const auto& command : commands) {
     auto run = command.factory(app);
     runners.emplace_back(app.get_subcommand(command.name), std::move(run));
+  }
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const auto& command : commands) names.push_back(command.name);
+    const std::string given = argv[1];
+    if (std::find(names.begin(), names.end(), given) == names.end()) {
+      const std::string hint = loom::nearest_name(given, names);
+      std::fprintf(stderr, "loom: unknown command '%s' (%s)\n", given.c_str(),
+                   hint.empty() ? fmt::format("commands: {}", fmt::join(names, ", ")).c_str()
+                                : fmt::format("did you mean '{}'?", hint).c_str());
+      return kExitBadInput;
+    }
   }
   try {
     app.parse(argc, argv);

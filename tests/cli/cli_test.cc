@@ -1,0 +1,125 @@
+// The `loom` binary as users and scripts see it: bad input gets one clear line on stderr and
+// exit status 2 (never a crash, a hang or a half-written file); outputs follow DESIGN.md.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/json_io.h"
+#include "run_loom.h"
+
+namespace loom {
+namespace {
+
+using testing::run_loom;
+using testing::scratch_dir;
+
+const char* kSpec = "--model llama2-7b --gpus 16 --global-batch 64";
+
+void expect_bad_input(const std::string& args, const std::string& expected) {
+  const auto r = run_loom(args);
+  EXPECT_EQ(r.status, 2) << args << "\nstderr: " << r.err;
+  EXPECT_NE(r.err.find(expected), std::string::npos) << args << "\nstderr: " << r.err;
+  // One line: the message and its newline.
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\nstderr: " << r.err;
+  EXPECT_TRUE(r.out.empty()) << args;
+}
+
+void write(const std::filesystem::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+TEST(Cli, BadInputIsOneLineAndExitTwo) {
+  const auto dir = scratch_dir();
+  write(dir / "malformed.json", "{\"layers\": 2, \"hidden\": ");
+  write(dir / "config.json", R"({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+      "num_hidden_layers": 32, "vocab_size": 32000, "max_position_embeddings": 4096})");
+  expect_bad_input("plan --model " + (dir / "malformed.json").string() + " --gpus 8 --global-batch 8", "malformed JSON");
+  expect_bad_input("plan --model " + (dir / "config.json").string() + " --gpus 8 --global-batch 8",
+                   "missing field 'intermediate_size'");
+  expect_bad_input("plan --model llama2-7 --gpus 8 --global-batch 8", "did you mean 'llama2-7b'");
+  expect_bad_input("plan --model llama2-7b --cluster dgx-h10 --gpus 8 --global-batch 8", "did you mean 'dgx-h100'");
+  expect_bad_input("plan --model llama2-7b --gpus 0 --global-batch 8", "--gpus: 0 must be at least 1");
+  expect_bad_input("plan --model llama2-7b --gpus -4 --global-batch 8", "--gpus: -4 must be at least 1");
+  expect_bad_input("plan --model llama2-7b --gpus 8 --global-batch 0", "--global-batch: 0 must be at least 1");
+  expect_bad_input("plan --model llama2-7b --gpus 99999999999 --global-batch 8", "--gpus");
+  expect_bad_input("plan --model llama2-7b --gpus 8 --global-batch 8 --seq 999999999", "--seq");
+  expect_bad_input("plan --model llama2-7b --gpus twelve --global-batch 8", "--gpus");
+  expect_bad_input("plan --model gpt3-175b --gpus 7 --global-batch 1536", "no parallel layout of 7 GPUs");
+  expect_bad_input("plan --model /nonexistent/model.json --gpus 8 --global-batch 8", "cannot open file");
+  expect_bad_input(std::string("plan ") + kSpec + " --format xml", "--format: unknown format 'xml'");
+  expect_bad_input(std::string("plan ") + kSpec + " --zero 5", "ZeRO stage 5 does not exist");
+  expect_bad_input(std::string("plan ") + kSpec + " --schedule pipedream", "unknown schedule 'pipedream'");
+  expect_bad_input(std::string("sim ") + kSpec + " --tp 3", "tp 3 × pp 1 × dp");
+  expect_bad_input("sim --model llama2-13b --gpus 16 --global-batch 64 --pp 16", "layers 40 not divisible by pp 16");
+  expect_bad_input("frobnicate", "unknown command 'frobnicate'");
+  expect_bad_input("plna", "did you mean 'plan'");
+}
+
+TEST(Cli, NoHalfWrittenFiles) {
+  const auto dir = scratch_dir();
+  const auto out = dir / "missing_folder" / "plan.txt";
+  expect_bad_input(std::string("plan ") + kSpec + " --top 3 --out " + out.string(), "cannot write");
+  EXPECT_FALSE(std::filesystem::exists(out));
+  // A failed run leaves an existing output untouched.
+  const auto kept = dir / "kept.txt";
+  write(kept, "previous contents\n");
+  expect_bad_input("plan --model llama2-7 --gpus 8 --global-batch 8 --out " + kept.string(), "did you mean");
+  EXPECT_EQ(testing::slurp(kept), "previous contents\n");
+}
+
+TEST(Cli, PlanJsonFollowsTheContract) {
+  const auto r = run_loom(std::string("plan ") + kSpec + " --format json --top 5");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["plans"].size(), 5u);
+  EXPECT_TRUE(j["rejected"].is_array());
+  for (const auto& p : j["plans"]) {
+    for (const char* k : {"config", "step_time_s", "tokens_per_s", "tflops_per_gpu", "hw_tflops_per_gpu", "mfu",
+                          "bubble_fraction", "exposed_comm_s", "fits", "memory_gib"})
+      EXPECT_TRUE(p.contains(k)) << k;
+    EXPECT_TRUE(p["fits"].get<bool>());
+  }
+  EXPECT_LE(j["plans"][0]["step_time_s"].get<double>(), j["plans"][4]["step_time_s"].get<double>());
+}
+
+TEST(Cli, EmitPlanWritesWhatRunReads) {
+  const auto plan_path = scratch_dir() / "winner.json";
+  const auto r = run_loom(std::string("plan ") + kSpec + " --top 1 --emit-plan " + plan_path.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto json = read_json_file(plan_path.string());
+  ASSERT_TRUE(json.ok()) << json.error().message;
+  auto plan = plan_from_json(*json);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_EQ(plan->config.world_size(), 16);
+  EXPECT_EQ(plan->model.name, "llama2-7b");
+  ASSERT_TRUE(plan->predicted.has_value());
+  EXPECT_GT(plan->predicted->step_time_s, 0.0);
+}
+
+TEST(Cli, SimJsonAndTrace) {
+  const auto trace = scratch_dir() / "trace.json";
+  const auto r = run_loom(std::string("sim ") + kSpec + " --tp 2 --pp 2 --dp 4 --micro-batch 2 --schedule 1f1b --format json --trace " +
+                          trace.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"config", "step_time_s", "tokens_per_s", "mfu", "bubble_fraction", "exposed_comm_s",
+                        "memory_gib", "memory_per_stage_gib", "critical_path"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["memory_per_stage_gib"].size(), 2u);
+  const auto t = nlohmann::json::parse(testing::slurp(trace));
+  EXPECT_GT(t["traceEvents"].size(), 100u);
+}
+
+TEST(Cli, TableStatesItsAssumptions) {
+  const auto r = run_loom(std::string("plan ") + kSpec + " --top 3 --tokens 2e12");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* k : {"# model llama2-7b", "# precision:", "framework reserve", "# cluster dgx-a100-80gb", "days"})
+    EXPECT_NE(r.out.find(k), std::string::npos) << k;
+  EXPECT_TRUE(r.err.empty()) << "piped output shows no progress bar: " << r.err;
+}
+
+TEST(Cli, VersionNamesBackends) {
+  const auto r = run_loom("--version");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("backends: cpu"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace loom
