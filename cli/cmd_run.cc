@@ -40,6 +40,7 @@ struct RunOptions {
   int threads = 0;
   exec::OptimizerSettings optimizer;
   long long seed = 1234;
+  float dropout = -1;
 };
 
 // Everything a rank needs to start, resolved and checked without talking to other ranks.
@@ -97,6 +98,8 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   o.optimizer.decay_steps = o.optimizer.decay_steps > 0 ? o.optimizer.decay_steps : o.steps;
   t.optimizer = o.optimizer;
   t.seed = static_cast<std::uint64_t>(o.seed);
+  if (o.dropout >= 1.0f) throw InputError(fmt::format("--dropout: {} must be below 1", o.dropout));
+  t.dropout = o.dropout;
 }
 
 std::string rank_path(const std::string& path, int rank, int world) {
@@ -128,9 +131,9 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
     if (!log) std::fprintf(stderr, "loom: cannot write --log '%s'; continuing without it\n", o.log.c_str());
   }
   if (rank == 0)
-    fmt::print("loom run: {} on {} rank(s), {} | global batch {} × seq {} | {} micro-batches | backend {} ({})\n",
+    fmt::print("loom run: {} on {} rank(s), {} | global batch {} × seq {} | {} micro-batches | dropout {} | backend {} ({})\n",
                r.trainer.model.name, world, describe(r.trainer.config), r.trainer.training.global_batch, trainer.seq(),
-               trainer.micro_batches(), r.backend->name(), exec::cpu_gemm_library());
+               trainer.micro_batches(), r.trainer.dropout_probability(), r.backend->name(), exec::cpu_gemm_library());
   exec::StepMetrics last;
   while (trainer.completed_steps() < o.steps) {
     last = trainer.step();
@@ -204,7 +207,8 @@ std::function<int()> add_run_command(CLI::App& root) {
   cmd->add_option("--decay-steps", o->optimizer.decay_steps, "length of the cosine schedule (default: --steps)");
   cmd->add_option("--weight-decay", o->optimizer.weight_decay, "AdamW weight decay")->capture_default_str();
   cmd->add_option("--grad-clip", o->optimizer.grad_clip, "global gradient-norm clip (0: off)")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "initialisation seed")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "initialisation and dropout seed")->capture_default_str();
+  cmd->add_option("--dropout", o->dropout, "dropout probability (default: 0.1 if the model trains with dropout, else 0)");
   return [o] { return run_command(*o); };
 }
 

@@ -73,11 +73,27 @@ class Backend {
 
   // Causal attention over a packed [tokens, q|k|v] matrix (tokens ordered sequence-major).
   // probs [batch·heads·seq·seq] holds the softmax output kept for the backward.
-  virtual void attention_forward(float* ctx, float* probs, const float* qkv, const AttentionShape& s) = 0;
-  // Recomputes probs from qkv (selective recomputation).
+  void attention_forward(float* ctx, float* probs, const float* qkv, const AttentionShape& s) {
+    attention_probs(probs, qkv, s);
+    attention_context(ctx, probs, qkv, s);
+  }
+  // softmax(QKᵀ/√d) with the causal mask (also: selective recomputation).
   virtual void attention_probs(float* probs, const float* qkv, const AttentionShape& s) = 0;
-  virtual void attention_backward(float* dqkv, const float* dctx, const float* probs, const float* qkv,
+  // ctx = P·V, P being the softmax output or its dropout.
+  virtual void attention_context(float* ctx, const float* probs, const float* qkv, const AttentionShape& s) = 0;
+  // With attention dropout, `dropped` = probs·mask·keep_scale was multiplied with V; null without.
+  virtual void attention_backward(float* dqkv, const float* dctx, const float* probs, const float* dropped,
+                                  const std::uint8_t* mask, float keep_scale, const float* qkv,
                                   const AttentionShape& s) = 0;
+  void attention_backward(float* dqkv, const float* dctx, const float* probs, const float* qkv, const AttentionShape& s) {
+    attention_backward(dqkv, dctx, probs, nullptr, nullptr, 1.0f, qkv, s);
+  }
+
+  // Dropout: mask[i] = 1 with probability 1 − p, drawn from a counter-based hash of (key, first + i),
+  // so a value's mask depends on its global position only — the same on every layout.
+  virtual void dropout_mask(std::uint8_t* mask, std::int64_t n, std::uint64_t key, std::uint64_t first, float p) = 0;
+  // out = in · mask · scale (forward with scale 1/(1−p); the same for the backward).
+  virtual void apply_mask(float* out, const float* in, const std::uint8_t* mask, std::int64_t n, float scale) = 0;
   // Rotary position embedding on the q and k columns of qkv, in place (inverse = true for the backward).
   virtual void rope(float* qkv, const AttentionShape& s, bool inverse) = 0;
 

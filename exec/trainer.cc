@@ -23,7 +23,8 @@ Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& 
       data_(data, seq_, options.config.micro_batch, micro_batches_, options.config.dp, groups.coords.dp_rank) {
   params_ = std::make_unique<ParameterStore>(layout_, groups_, backend_, tracer_);
   params_->initialize(options_.seed);
-  stage_ = std::make_unique<GptStage>(options_.model, options_.config, layout_, seq_, backend_, tp_, *params_);
+  const DropoutSettings dropout{options_.dropout_probability(), options_.seed};
+  stage_ = std::make_unique<GptStage>(options_.model, options_.config, layout_, seq_, backend_, tp_, *params_, dropout);
   pipeline_ = std::make_unique<PipelineRunner>(*stage_, groups_, backend_, tracer_);
 }
 
@@ -37,7 +38,7 @@ StepMetrics Trainer::step() {
   std::vector<std::vector<int>> tokens(micro_batches_), targets(micro_batches_);
   auto load = [&](int i) {
     if (tokens[i].empty()) data_.load(completed_steps_, i, tokens[i], targets[i]);
-    return MicroBatch{tokens[i].data(), targets[i].data()};
+    return MicroBatch{tokens[i].data(), targets[i].data(), data_.first_sequence(completed_steps_, i)};
   };
   params_->begin_step(micro_batches_);
   const double loss_sum =

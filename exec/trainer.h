@@ -31,6 +31,10 @@ struct TrainerOptions {
   ParallelConfig config;
   OptimizerSettings optimizer;
   std::uint64_t seed = 1234;
+  // Hidden and attention dropout probability; < 0: 0.1 when the model trains with dropout
+  // (ModelSpec::dropout, as GPT-3/Megatron), else 0.
+  float dropout = -1;
+  float dropout_probability() const { return dropout >= 0 ? dropout : (model.dropout ? 0.1f : 0.0f); }
 };
 
 struct StepMetrics {

@@ -63,19 +63,19 @@ void CpuBackend::attention_probs(float* probs, const float* qkv, const Attention
     }
 }
 
-void CpuBackend::attention_forward(float* ctx, float* probs, const float* qkv, const AttentionShape& s) {
-  attention_probs(probs, qkv, s);
+void CpuBackend::attention_context(float* ctx, const float* probs, const float* qkv, const AttentionShape& s) {
   const int ctx_ld = s.heads * s.head_dim;
   for (int b = 0; b < s.batch; ++b)
     for (int h = 0; h < s.heads; ++h) {
       const HeadView hv = head_view(s, b, h);
       float* out = ctx + static_cast<std::int64_t>(b) * s.seq * ctx_ld + static_cast<std::int64_t>(h) * s.head_dim;
-      gemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, probs_at(probs, s, b, h), s.seq, qkv + hv.v,
+      gemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, probs_at(const_cast<float*>(probs), s, b, h), s.seq, qkv + hv.v,
            static_cast<int>(hv.ld), 0.0f, out, ctx_ld);
     }
 }
 
-void CpuBackend::attention_backward(float* dqkv, const float* dctx, const float* probs, const float* qkv,
+void CpuBackend::attention_backward(float* dqkv, const float* dctx, const float* probs, const float* dropped,
+                                    const std::uint8_t* mask, float keep_scale, const float* qkv,
                                     const AttentionShape& s) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   const int ctx_ld = s.heads * s.head_dim;
@@ -86,9 +86,12 @@ void CpuBackend::attention_backward(float* dqkv, const float* dctx, const float*
     for (int h = 0; h < s.heads; ++h) {
       const HeadView hv = head_view(s, b, h);
       const float* p = probs_at(const_cast<float*>(probs), s, b, h);
+      const float* pv = dropped != nullptr ? probs_at(const_cast<float*>(dropped), s, b, h) : p;
+      const std::int64_t block = (static_cast<std::int64_t>(b) * s.heads + h) * s.seq * s.seq;
       const float* dc = dctx + static_cast<std::int64_t>(b) * s.seq * ctx_ld + static_cast<std::int64_t>(h) * s.head_dim;
       gemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, dc, ctx_ld, qkv + hv.v, ld, 0.0f, dp.data(), s.seq);
-      gemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, p, s.seq, dc, ctx_ld, 1.0f, dqkv + hv.v, ld);
+      gemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, pv, s.seq, dc, ctx_ld, 1.0f, dqkv + hv.v, ld);
+      if (mask != nullptr) apply_mask(dp.data(), dp.data(), mask + block, static_cast<std::int64_t>(s.seq) * s.seq, keep_scale);
       for (int i = 0; i < s.seq; ++i) {
         const float* pr = p + static_cast<std::int64_t>(i) * s.seq;
         float* dr = dp.data() + static_cast<std::int64_t>(i) * s.seq;
@@ -100,6 +103,26 @@ void CpuBackend::attention_backward(float* dqkv, const float* dctx, const float*
       gemm(false, false, s.seq, s.head_dim, s.seq, scale, dp.data(), s.seq, qkv + hv.k, ld, 1.0f, dqkv + hv.q, ld);
       gemm(true, false, s.seq, s.head_dim, s.seq, scale, dp.data(), s.seq, qkv + hv.q, ld, 1.0f, dqkv + hv.k, ld);
     }
+}
+
+namespace {
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+void CpuBackend::dropout_mask(std::uint8_t* mask, std::int64_t n, std::uint64_t key, std::uint64_t first, float p) {
+  const std::uint64_t threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 16777216.0);
+#pragma omp parallel for if (n > kParallelWork)
+  for (std::int64_t i = 0; i < n; ++i)
+    mask[i] = (mix64(key ^ mix64(first + static_cast<std::uint64_t>(i))) >> 40) >= threshold ? 1 : 0;
+}
+
+void CpuBackend::apply_mask(float* out, const float* in, const std::uint8_t* mask, std::int64_t n, float scale) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = mask[i] != 0 ? in[i] * scale : 0.0f;
 }
 
 void CpuBackend::rope(float* qkv, const AttentionShape& s, bool inverse) {

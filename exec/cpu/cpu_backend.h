@@ -53,10 +53,14 @@ class CpuBackend final : public Backend {
   void swiglu_forward(float* out, const float* in, std::int64_t rows, std::int64_t f) override;
   void swiglu_backward(float* din, const float* in, const float* dout, std::int64_t rows, std::int64_t f) override;
 
-  void attention_forward(float* ctx, float* probs, const float* qkv, const AttentionShape& s) override;
+  using Backend::attention_backward;
   void attention_probs(float* probs, const float* qkv, const AttentionShape& s) override;
-  void attention_backward(float* dqkv, const float* dctx, const float* probs, const float* qkv,
+  void attention_context(float* ctx, const float* probs, const float* qkv, const AttentionShape& s) override;
+  void attention_backward(float* dqkv, const float* dctx, const float* probs, const float* dropped,
+                          const std::uint8_t* mask, float keep_scale, const float* qkv,
                           const AttentionShape& s) override;
+  void dropout_mask(std::uint8_t* mask, std::int64_t n, std::uint64_t key, std::uint64_t first, float p) override;
+  void apply_mask(float* out, const float* in, const std::uint8_t* mask, std::int64_t n, float scale) override;
   void rope(float* qkv, const AttentionShape& s, bool inverse) override;
 
   void row_max(float* out, const float* logits, std::int64_t rows, std::int64_t cols,

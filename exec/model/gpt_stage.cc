@@ -11,9 +11,9 @@ constexpr MemoryCategory kWork = MemoryCategory::kWorkspace;
 }  // namespace
 
 GptStage::GptStage(const ModelSpec& model, const ParallelConfig& config, const StageLayout& layout, int seq,
-                   Backend& backend, TensorParallel& tp, ParameterSource& params)
+                   Backend& backend, TensorParallel& tp, ParameterSource& params, DropoutSettings dropout)
     : model_(model), config_(config), layout_(layout), seq_(seq), backend_(backend), tp_(tp), params_(params),
-      layer_(model, layout.dims, config.micro_batch, seq, backend, tp) {}
+      dropout_(dropout), layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout) {}
 
 int GptStage::head_unit() const {
   if (!model_.tied_embeddings) return layout_.final_unit;
@@ -25,7 +25,7 @@ float* GptStage::head_weight(float* base) const {
   return base + (model_.tied_embeddings ? u.params.front().offset : u.param("head.weight").offset);
 }
 
-Tensor GptStage::embed(const MicroBatch& mb) {
+Tensor GptStage::embed(const MicroBatch& mb, Cache& cache) {
   const std::int64_t T = tokens(), h = model_.hidden;
   const LocalDims& d = layout_.dims;
   Tensor e = backend_.alloc(T, h, tp_.size() > 1 ? kWork : kAct);
@@ -40,12 +40,26 @@ Tensor GptStage::embed(const MicroBatch& mb) {
       backend_.axpy(x.data() + i * h, 1.0f, wpe + ((first + i) % seq_) * h, h);
     params_.release(layout_.position_unit);
   }
+  if (dropout_.p > 0) {
+    cache.embed_mask = alloc_mask(backend_, x.numel());
+    const std::int64_t first_token = mb.first_sequence * seq_ + tp_.first_local_token(T);
+    backend_.dropout_mask(mask_data(cache.embed_mask), x.numel(), dropout_.key(-1, 3),
+                          static_cast<std::uint64_t>(first_token * h), dropout_.p);
+    backend_.apply_mask(x.data(), x.data(), mask_data(cache.embed_mask), x.numel(), dropout_.keep_scale());
+  }
   return x;
 }
 
-void GptStage::embed_backward(const MicroBatch& mb, const Tensor& dx) {
+void GptStage::embed_backward(const MicroBatch& mb, const Tensor& d_out, Cache& cache) {
   const std::int64_t T = tokens(), h = model_.hidden;
   const LocalDims& d = layout_.dims;
+  Tensor masked;
+  if (dropout_.p > 0) {
+    masked = backend_.alloc(d_out.rows(), d_out.cols(), kWork);
+    backend_.apply_mask(masked.data(), d_out.data(), mask_data(cache.embed_mask), d_out.numel(), dropout_.keep_scale());
+    cache.embed_mask.reset();
+  }
+  const Tensor& dx = dropout_.p > 0 ? masked : d_out;
   if (layout_.position_unit >= 0) {
     float* g = params_.gradients(layout_.position_unit);
     const std::int64_t first = tp_.first_local_token(T);
@@ -161,11 +175,12 @@ Tensor GptStage::forward(int micro_batch, const MicroBatch& mb, Tensor input, fl
   Cache& c = caches_[micro_batch];
   c.layers.resize(layout_.layer_units.size());
   const bool first = layout_.word_embedding_unit >= 0, last = layout_.final_unit >= 0;
-  Tensor x = first ? embed(mb) : std::move(input);
+  Tensor x = first ? embed(mb, c) : std::move(input);
   for (std::size_t i = 0; i < layout_.layer_units.size(); ++i) {
     const int u = layout_.layer_units[i];
     float* p = params_.acquire(u);
-    x = layer_.forward(layer_tensors(layout_.units[u], p), std::move(x), c.layers[i], config_.recompute);
+    x = layer_.forward(layer_tensors(layout_.units[u], p), std::move(x), c.layers[i], config_.recompute,
+                       layout_.first_layer + static_cast<int>(i), mb.first_sequence);
     params_.release(u);
   }
   if (last) return head_forward(std::move(x), c, mb, loss_scale, loss_sum);
@@ -183,17 +198,19 @@ Tensor GptStage::backward(int micro_batch, const MicroBatch& mb, const Tensor& d
     const Unit& unit = layout_.units[u];
     float* p = params_.acquire(u);
     float* g = params_.gradients(u);
-    Tensor next = layer_.backward(layer_tensors(unit, p), layer_tensors(unit, g), c.layers[k], *d, config_.recompute);
+    Tensor next = layer_.backward(layer_tensors(unit, p), layer_tensors(unit, g), c.layers[k], *d, config_.recompute,
+                                  layout_.first_layer + static_cast<int>(k));
     params_.release(u);
     params_.gradients_ready(u);
     holder = std::move(next);
     d = &holder;
   }
-  caches_.erase(micro_batch);
   if (first) {
-    embed_backward(mb, *d);
+    embed_backward(mb, *d, c);
+    caches_.erase(micro_batch);
     return {};
   }
+  caches_.erase(micro_batch);
   if (d == &dout) {  // a stage without layers passes the gradient through
     Tensor copy = backend_.alloc(dout.rows(), dout.cols(), kWork);
     backend_.copy(copy.data(), dout.data(), dout.numel());

@@ -30,12 +30,13 @@ class ParameterSource {
 struct MicroBatch {
   const int* tokens = nullptr;   // [batch·seq] inputs (first stage)
   const int* targets = nullptr;  // [batch·seq] next tokens (last stage)
+  std::int64_t first_sequence = 0;  // global index of its first sequence (keys the dropout masks)
 };
 
 class GptStage {
  public:
   GptStage(const ModelSpec& model, const ParallelConfig& config, const StageLayout& layout, int seq, Backend& backend,
-           TensorParallel& tp, ParameterSource& params);
+           TensorParallel& tp, ParameterSource& params, DropoutSettings dropout = {});
 
   // First stage: `input` is ignored and the embedding of mb.tokens is used. Returns the stage
   // output [local tokens, h]; on the last stage returns an empty tensor and adds the summed token
@@ -56,9 +57,10 @@ class GptStage {
   struct Cache {
     std::vector<LayerCache> layers;
     Tensor final_in, final_norm, final_stats, dlogits;
+    Tensor embed_mask;
   };
-  Tensor embed(const MicroBatch& mb);
-  void embed_backward(const MicroBatch& mb, const Tensor& d);
+  Tensor embed(const MicroBatch& mb, Cache& cache);
+  void embed_backward(const MicroBatch& mb, const Tensor& d, Cache& cache);
   Tensor head_forward(Tensor x, Cache& cache, const MicroBatch& mb, float loss_scale, double* loss_sum);
   Tensor head_backward(Cache& cache);
   int head_unit() const;
@@ -71,6 +73,7 @@ class GptStage {
   Backend& backend_;
   TensorParallel& tp_;
   ParameterSource& params_;
+  DropoutSettings dropout_;
   TransformerLayer layer_;
   std::map<int, Cache> caches_;
 };

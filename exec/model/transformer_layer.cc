@@ -19,6 +19,29 @@ LayerTensors layer_tensors(const Unit& u, float* base) {
           at(u, base, "mlp.fc.bias"),      at(u, base, "mlp.proj.weight"), at(u, base, "mlp.proj.bias")};
 }
 
+Tensor alloc_mask(Backend& backend, std::int64_t n) { return backend.alloc((n + 3) / 4, 1, kAct); }
+
+Tensor TransformerLayer::row_mask(std::int64_t rows, std::int64_t cols, int layer, int site, std::int64_t first_sequence) {
+  Tensor mask = alloc_mask(backend_, rows * cols);
+  const std::int64_t first_token = first_sequence * seq_ + tp_.first_local_token(tokens());
+  backend_.dropout_mask(mask_data(mask), rows * cols, dropout_.key(layer, site),
+                        static_cast<std::uint64_t>(first_token * cols), dropout_.p);
+  return mask;
+}
+
+void TransformerLayer::attention_mask(LayerCache& c, int layer) {
+  const AttentionShape s = attention_shape();
+  c.attn_mask = backend_.alloc((s.probs_numel() + 3) / 4, 1, c.probs.category());
+  const std::int64_t per_sequence = static_cast<std::int64_t>(s.heads) * s.seq * s.seq;
+  for (int b = 0; b < s.batch; ++b) {
+    const std::int64_t global_head0 = (c.first_sequence + b) * model_.heads + static_cast<std::int64_t>(tp_.rank()) * s.heads;
+    backend_.dropout_mask(mask_data(c.attn_mask) + b * per_sequence, per_sequence, dropout_.key(layer, 0),
+                          static_cast<std::uint64_t>(global_head0 * s.seq * s.seq), dropout_.p);
+  }
+  c.dropped = backend_.alloc(s.probs_numel(), 1, c.probs.category());
+  backend_.apply_mask(c.dropped.data(), c.probs.data(), mask_data(c.attn_mask), s.probs_numel(), dropout_.keep_scale());
+}
+
 AttentionShape TransformerLayer::attention_shape() const {
   return {batch_, seq_, dims_.heads, dims_.kv_heads, dims_.head_dim};
 }
@@ -44,11 +67,14 @@ void TransformerLayer::norm_backward(float* dx, float* dw, float* db, const floa
     backend_.rmsnorm_backward(dx, dw, dout, x.data(), w, stats.data(), rows, h);
 }
 
-Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c, Recompute recompute) {
+Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c, Recompute recompute, int layer,
+                                 std::int64_t first_sequence) {
   const std::int64_t T = tokens();
   const int h = dims_.hidden, qkv_cols = static_cast<int>(dims_.qkv_cols);
   const int ctx_cols = dims_.heads * dims_.head_dim;
   c.x = std::move(x);
+  c.first_sequence = first_sequence;
+  const bool dropout = dropout_.p > 0;
   norm_forward(c.ln1, c.stats1, c.x, w.ln1_w, w.ln1_b);
   {
     Tensor gathered;
@@ -61,14 +87,24 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
   if (model_.position == PositionEmbedding::kRotary) backend_.rope(c.qkv.data(), attention_shape(), false);
   c.probs = backend_.alloc(attention_shape().probs_numel(), 1, recompute == Recompute::kSelective ? kWork : kAct);
   c.ctx = backend_.alloc(T, ctx_cols, kAct);
-  backend_.attention_forward(c.ctx.data(), c.probs.data(), c.qkv.data(), attention_shape());
-  if (recompute == Recompute::kSelective) c.probs.reset();
+  backend_.attention_probs(c.probs.data(), c.qkv.data(), attention_shape());
+  if (dropout) attention_mask(c, layer);
+  backend_.attention_context(c.ctx.data(), dropout ? c.dropped.data() : c.probs.data(), c.qkv.data(), attention_shape());
+  if (recompute == Recompute::kSelective) {
+    c.probs.reset();
+    c.dropped.reset();
+    c.attn_mask.reset();
+  }
 
   Tensor o = backend_.alloc(T, h, kWork);
   backend_.gemm(false, true, static_cast<int>(T), h, ctx_cols, 1.0f, c.ctx.data(), ctx_cols, w.proj_w, ctx_cols, 0.0f,
                 o.data(), h);
   Tensor o_local = tp_.reduce_rows(std::move(o), kWork);
   if (w.proj_b != nullptr) backend_.add_bias(o_local.data(), w.proj_b, o_local.rows(), h);
+  if (dropout) {
+    c.proj_mask = row_mask(o_local.rows(), h, layer, 1, first_sequence);
+    backend_.apply_mask(o_local.data(), o_local.data(), mask_data(c.proj_mask), o_local.numel(), dropout_.keep_scale());
+  }
   c.x2 = backend_.alloc(c.x.rows(), h, kAct);
   backend_.add(c.x2.data(), c.x.data(), o_local.data(), c.x.numel());
   o_local.reset();
@@ -90,6 +126,10 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
                 0.0f, f2.data(), h);
   Tensor f2_local = tp_.reduce_rows(std::move(f2), kWork);
   if (w.fc2_b != nullptr) backend_.add_bias(f2_local.data(), w.fc2_b, f2_local.rows(), h);
+  if (dropout) {
+    c.mlp_mask = row_mask(f2_local.rows(), h, layer, 2, first_sequence);
+    backend_.apply_mask(f2_local.data(), f2_local.data(), mask_data(c.mlp_mask), f2_local.numel(), dropout_.keep_scale());
+  }
   Tensor y = backend_.alloc(c.x.rows(), h, kAct);
   backend_.add(y.data(), c.x2.data(), f2_local.data(), y.numel());
 
@@ -97,26 +137,35 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
     Tensor input = std::move(c.x);
     c = LayerCache{};
     c.x = std::move(input);
+    c.first_sequence = first_sequence;
   }
   return y;
 }
 
-Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, LayerCache& c, const Tensor& dy,
-                                  Recompute recompute) {
+Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, LayerCache& c, const Tensor& dy_in,
+                                  Recompute recompute, int layer) {
   if (!c.complete()) {
     // Full recomputation: run the block forward again from its stored input.
     Tensor input = backend_.alloc(c.x.rows(), c.x.cols(), kAct);
     backend_.copy(input.data(), c.x.data(), c.x.numel());
     c.x.reset();
-    Tensor y = forward(w, std::move(input), c, Recompute::kNone);
+    Tensor y = forward(w, std::move(input), c, Recompute::kNone, layer, c.first_sequence);
   }
+  const bool dropout = dropout_.p > 0;
+  // Through the MLP's dropout: the residual path takes dy_in, the MLP branch the masked gradient.
+  Tensor dy_masked;
+  if (dropout) {
+    dy_masked = backend_.alloc(dy_in.rows(), dy_in.cols(), kWork);
+    backend_.apply_mask(dy_masked.data(), dy_in.data(), mask_data(c.mlp_mask), dy_in.numel(), dropout_.keep_scale());
+  }
+  const Tensor& dy = dropout ? dy_masked : dy_in;
   const std::int64_t T = tokens();
   const int h = dims_.hidden, qkv_cols = static_cast<int>(dims_.qkv_cols);
   const int ctx_cols = dims_.heads * dims_.head_dim, Ti = static_cast<int>(T);
 
   // MLP: y = x2 + fc2(act(fc(ln2(x2)))).
   if (g.fc2_b != nullptr) backend_.bias_grad(g.fc2_b, dy.data(), dy.rows(), h);
-  Tensor dx2 = backend_.alloc(dy.rows(), h, kWork);
+  Tensor dx2 = backend_.alloc(dy_in.rows(), h, kWork);
   {
     Tensor dfc = backend_.alloc(T, dims_.ffn_in, kWork);
     {
@@ -140,7 +189,7 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
     dfc.reset();
     Tensor dm_local = tp_.reduce_rows(std::move(dm), kWork);
     norm_backward(dx2.data(), g.ln2_w, g.ln2_b, dm_local.data(), c.x2, w.ln2_w, c.stats2);
-    backend_.axpy(dx2.data(), 1.0f, dy.data(), dy.numel());
+    backend_.axpy(dx2.data(), 1.0f, dy_in.data(), dy_in.numel());
   }
   c.act.reset();
   c.fc.reset();
@@ -148,22 +197,33 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
   c.stats2.reset();
   c.x2.reset();
 
-  // Attention: x2 = x + proj(attn(qkv(ln1(x)))).
-  if (g.proj_b != nullptr) backend_.bias_grad(g.proj_b, dx2.data(), dx2.rows(), h);
+  // Attention: x2 = x + dropout(proj(attn(qkv(ln1(x))))).
+  Tensor do_masked;
+  if (dropout) {
+    do_masked = backend_.alloc(dx2.rows(), h, kWork);
+    backend_.apply_mask(do_masked.data(), dx2.data(), mask_data(c.proj_mask), dx2.numel(), dropout_.keep_scale());
+  }
+  const Tensor& d_o = dropout ? do_masked : dx2;
+  if (g.proj_b != nullptr) backend_.bias_grad(g.proj_b, d_o.data(), d_o.rows(), h);
   Tensor dqkv = backend_.alloc(T, qkv_cols, kWork);
   {
     Tensor gathered;
-    const float* do_full = tp_.gather_rows(dx2, gathered);
+    const float* do_full = tp_.gather_rows(d_o, gathered);
     Tensor dctx = backend_.alloc(T, ctx_cols, kWork);
     backend_.gemm(false, false, Ti, ctx_cols, h, 1.0f, do_full, h, w.proj_w, ctx_cols, 0.0f, dctx.data(), ctx_cols);
     backend_.gemm(true, false, h, ctx_cols, Ti, 1.0f, do_full, h, c.ctx.data(), ctx_cols, 1.0f, g.proj_w, ctx_cols);
     if (c.probs.empty()) {  // selective recomputation of the attention core
       c.probs = backend_.alloc(attention_shape().probs_numel(), 1, kWork);
       backend_.attention_probs(c.probs.data(), c.qkv.data(), attention_shape());
+      if (dropout) attention_mask(c, layer);
     }
-    backend_.attention_backward(dqkv.data(), dctx.data(), c.probs.data(), c.qkv.data(), attention_shape());
+    backend_.attention_backward(dqkv.data(), dctx.data(), c.probs.data(), dropout ? c.dropped.data() : nullptr,
+                                dropout ? mask_data(c.attn_mask) : nullptr, dropout_.keep_scale(), c.qkv.data(),
+                                attention_shape());
   }
   c.probs.reset();
+  c.dropped.reset();
+  c.attn_mask.reset();
   c.ctx.reset();
   if (model_.position == PositionEmbedding::kRotary) backend_.rope(dqkv.data(), attention_shape(), true);
   if (g.qkv_b != nullptr) backend_.bias_grad(g.qkv_b, dqkv.data(), T, qkv_cols);
@@ -178,7 +238,7 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
   dqkv.reset();
   c.qkv.reset();
   Tensor da_local = tp_.reduce_rows(std::move(da), kWork);
-  Tensor dx = backend_.alloc(dy.rows(), h, kWork);
+  Tensor dx = backend_.alloc(dy_in.rows(), h, kWork);
   norm_backward(dx.data(), g.ln1_w, g.ln1_b, da_local.data(), c.x, w.ln1_w, c.stats1);
   backend_.axpy(dx.data(), 1.0f, dx2.data(), dx.numel());
   c = LayerCache{};

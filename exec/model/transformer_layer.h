@@ -20,6 +20,18 @@ struct LayerTensors {
 };
 LayerTensors layer_tensors(const Unit& unit, float* base);
 
+// Dropout (Megatron's hidden and attention dropout) with masks keyed on each value's global position.
+struct DropoutSettings {
+  float p = 0;  // 0: no dropout
+  std::uint64_t seed = 0;
+  float keep_scale() const { return 1.0f / (1.0f - p); }
+  std::uint64_t key(int layer, int site) const { return seed * 0x2545F4914F6CDD1DULL + static_cast<std::uint64_t>(layer + 1) * 16 + site; }
+};
+
+// A byte mask stored in a float tensor (charged as 1 byte per value, rounded up to 4).
+Tensor alloc_mask(Backend& backend, std::int64_t n);
+inline std::uint8_t* mask_data(Tensor& t) { return reinterpret_cast<std::uint8_t*>(t.data()); }
+
 struct LayerCache {
   Tensor x;            // block input = ln1 input [local tokens, h]
   Tensor ln1, stats1;  // QKV input (local rows under SP) and its mean/rstd
@@ -29,26 +41,33 @@ struct LayerCache {
   Tensor x2, ln2, stats2;  // ln2 input (residual), MLP input, stats
   Tensor fc;           // activation-function input [tokens, ffn_in]
   Tensor act;          // activation-function output [tokens, ffn]
+  Tensor attn_mask, dropped;       // attention dropout: mask and dropped softmax output (fed to V)
+  Tensor proj_mask, mlp_mask;      // hidden dropout after the attention and MLP blocks
+  std::int64_t first_sequence = 0;  // global index of the micro-batch's first sequence (masks)
   bool complete() const { return !qkv.empty(); }
 };
 
 class TransformerLayer {
  public:
   TransformerLayer(const ModelSpec& model, const LocalDims& dims, int batch, int seq, Backend& backend,
-                   TensorParallel& tp)
-      : model_(model), dims_(dims), batch_(batch), seq_(seq), backend_(backend), tp_(tp) {}
+                   TensorParallel& tp, DropoutSettings dropout = {})
+      : model_(model), dims_(dims), batch_(batch), seq_(seq), backend_(backend), tp_(tp), dropout_(dropout) {}
 
   // Takes the block input, returns its output [local tokens, h] (activations). With `recompute`
   // kFull only the input is kept; kSelective drops the softmax output.
-  Tensor forward(const LayerTensors& w, Tensor x, LayerCache& cache, Recompute recompute);
+  Tensor forward(const LayerTensors& w, Tensor x, LayerCache& cache, Recompute recompute, int layer,
+                 std::int64_t first_sequence);
   // dy: gradient of the output; returns the gradient of the input. Accumulates into g.
   Tensor backward(const LayerTensors& w, const LayerTensors& g, LayerCache& cache, const Tensor& dy,
-                  Recompute recompute);
+                  Recompute recompute, int layer);
 
  private:
   std::int64_t tokens() const { return static_cast<std::int64_t>(batch_) * seq_; }
   AttentionShape attention_shape() const;
   void norm_forward(Tensor& out, Tensor& stats, const Tensor& x, const float* w, const float* b);
+  // Mask of `rows` local token rows × `cols` (hidden dropout) for the cache's micro-batch.
+  Tensor row_mask(std::int64_t rows, std::int64_t cols, int layer, int site, std::int64_t first_sequence);
+  void attention_mask(LayerCache& c, int layer);
   void norm_backward(float* dx, float* dw, float* db, const float* dout, const Tensor& x, const float* w,
                      const Tensor& stats);
 
@@ -57,6 +76,7 @@ class TransformerLayer {
   int batch_, seq_;
   Backend& backend_;
   TensorParallel& tp_;
+  DropoutSettings dropout_;
 };
 
 }  // namespace loom::exec

@@ -84,5 +84,18 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ExecLlamaLayouts,
                                                   "--tp 2 --pp 2 --dp 2 --zero 1 --recompute full"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// With hidden and attention dropout (p = 0.1): masks are keyed on global positions, so every layout
+// drops the same values.
+class ExecDropoutLayouts : public ::testing::TestWithParam<Layout> {};
+TEST_P(ExecDropoutLayouts, MatchSingleRankLoss) { expect_same_curve("micro_dropout", GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ExecDropoutLayouts,
+                         ::testing::Values(Layout{"TP2_SP", 2, "--tp 2 --sp on"}, Layout{"PP2", 2, "--pp 2"},
+                                           Layout{"DP2_ZeRO3", 2, "--dp 2 --zero 3"},
+                                           Layout{"TP2xPP2xDP2_Selective", 8,
+                                                  "--tp 2 --pp 2 --dp 2 --recompute selective"},
+                                           Layout{"RecomputeFull", 1, "--recompute full"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
 }  // namespace
 }  // namespace loom::exec::testing

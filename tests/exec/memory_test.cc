@@ -22,6 +22,7 @@ struct Case {
   int ranks;
   const char* flags;
   ParallelConfig config;
+  const char* model = "micro";
 };
 
 ParallelConfig make(int tp, int pp, int dp, int zero, Recompute recompute = Recompute::kNone, bool sp = false,
@@ -47,14 +48,14 @@ void check_against_memory_model(const Case& c) {
   const std::string data = make_token_file(dir, 20000);
   const std::string log = dir + "/log.jsonl";
   const ProcessResult r = run_shell(fmt::format("{} --model {} --data {} --steps 2 --global-batch {} --threads 1 {} --log {}",
-                                                loom_run(c.ranks), test_model("micro"), data, kGlobalBatch, c.flags, log));
+                                                loom_run(c.ranks), test_model(c.model), data, kGlobalBatch, c.flags, log));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<Json> records = read_jsonl(log);
   ASSERT_FALSE(records.empty());
   const Json& peaks = records.back();
   ASSERT_EQ(peaks["event"], "memory_peaks");
 
-  auto model = read_json_file(test_model("micro"));
+  auto model = read_json_file(test_model(c.model));
   ASSERT_TRUE(model.ok());
   const ModelSpec spec = *model_from_json(*model);
   TrainingSpec training;
@@ -98,7 +99,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"PP2_GPipe", 2, "--pp 2 --schedule gpipe",
                            make(1, 2, 1, 0, Recompute::kNone, false, Schedule::kGPipe)},
                       Case{"Selective", 1, "--recompute selective", make(1, 1, 1, 0, Recompute::kSelective)},
-                      Case{"TP2xPP2xDP2_ZeRO1", 8, "--tp 2 --pp 2 --dp 2 --zero 1", make(2, 2, 2, 1)}),
+                      Case{"TP2xPP2xDP2_ZeRO1", 8, "--tp 2 --pp 2 --dp 2 --zero 1", make(2, 2, 2, 1)},
+                      // Dropout masks (1 byte per value) and the dropped softmax output.
+                      Case{"Dropout", 1, "", make(1, 1, 1, 0), "micro_dropout"},
+                      Case{"Dropout_TP2_SP_PP2", 4, "--tp 2 --sp on --pp 2",
+                           make(2, 2, 1, 0, Recompute::kNone, true), "micro_dropout"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Known disagreement, reported to the memory model's owner: with full recomputation the model adds

@@ -142,6 +142,34 @@ TEST(ExecCpuOps, CausalAttentionBackwardWithGroupedQueries) {
   EXPECT_EQ(recomputed, probs);
 }
 
+TEST(ExecCpuOps, AttentionBackwardThroughDropout) {
+  CpuBackend be;
+  const AttentionShape s{1, 6, 2, 2, 3};
+  const std::int64_t tokens = s.batch * s.seq, ctx_cols = s.heads * s.head_dim;
+  Vec qkv = random_vec(tokens * s.qkv_cols(), 21), dctx = random_vec(tokens * ctx_cols, 22);
+  Vec ctx(tokens * ctx_cols), probs(s.probs_numel()), dropped(s.probs_numel()), dqkv(qkv.size());
+  std::vector<std::uint8_t> mask(s.probs_numel());
+  const float p = 0.3f, keep = 1.0f / (1.0f - p);
+  be.dropout_mask(mask.data(), s.probs_numel(), 99, 1000, p);
+  int kept = 0;
+  for (auto m : mask) kept += m;
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, static_cast<int>(mask.size()));
+  auto loss = [&] {
+    be.attention_probs(probs.data(), qkv.data(), s);
+    be.apply_mask(dropped.data(), probs.data(), mask.data(), s.probs_numel(), keep);
+    be.attention_context(ctx.data(), dropped.data(), qkv.data(), s);
+    return dot(ctx, dctx);
+  };
+  loss();
+  be.attention_backward(dqkv.data(), dctx.data(), probs.data(), dropped.data(), mask.data(), keep, qkv.data(), s);
+  expect_gradient(qkv, dqkv, loss, "dqkv");
+  // The mask depends on the position only: a sub-range drawn on its own is the same.
+  std::vector<std::uint8_t> tail(10);
+  be.dropout_mask(tail.data(), 10, 99, 1000 + 20, p);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(tail[i], mask[20 + i]);
+}
+
 TEST(ExecCpuOps, RotaryEmbeddingBackwardIsItsTranspose) {
   CpuBackend be;
   const AttentionShape s{1, 6, 2, 1, 4};

@@ -1,0 +1,101 @@
+// Collective measurements: each (collective, group size, message size) is warmed up once, its
+// iteration count agreed over the world from one timed call, then timed between barriers; the
+// slowest rank of the group is kept (a collective is done when its last rank is).
+#include "exec/profile/collective_profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace loom::exec::profile {
+
+std::vector<std::int64_t> message_sizes(std::int64_t min_bytes, std::int64_t max_bytes, int factor) {
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t s = std::max<std::int64_t>(min_bytes, 4); s <= max_bytes; s *= std::max(2, factor)) sizes.push_back(s);
+  return sizes;
+}
+
+std::vector<int> group_sizes(int world) {
+  std::vector<int> sizes;
+  for (int g = 2; g <= world; ++g)
+    if (world % g == 0) sizes.push_back(g);
+  return sizes;
+}
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+double since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
+
+constexpr const char* kCollectives[] = {"all_reduce", "reduce_scatter", "all_gather", "send_recv"};
+
+// One call of `collective` on `n` floats (the nccl-tests size) in `group`.
+void run_once(const std::string& collective, Communicator& group, float* a, float* b, std::int64_t n) {
+  const int g = group.size(), r = group.rank();
+  if (collective == "all_reduce") {
+    group.all_reduce(a, n, ReduceOp::kSum);
+  } else if (collective == "reduce_scatter") {
+    group.reduce_scatter(a, b, n / g);
+  } else if (collective == "all_gather") {
+    group.all_gather(a, b, n / g);
+  } else {
+    // Neighbouring pairs (0→1, 2→3, …), one direction: a pipeline stage handing on its activations.
+    if (r % 2 == 0 && r + 1 < g) group.isend(a, n, r + 1, 0)->wait();
+    if (r % 2 == 1) group.irecv(b, n, r - 1, 0)->wait();
+  }
+}
+
+}  // namespace
+
+std::vector<CollectiveTiming> time_collectives(const Runtime& runtime, Backend& backend,
+                                               const std::vector<std::int64_t>& sizes, double min_time_s,
+                                               const std::function<void(std::size_t, std::size_t)>& progress) {
+  std::vector<CollectiveTiming> out;
+  if (sizes.empty()) return out;
+  const int world = runtime.world_size();
+  const std::int64_t max_floats = sizes.back() / 4;
+  Tensor a = backend.alloc(1, max_floats, MemoryCategory::kBuffers);
+  Tensor b = backend.alloc(1, max_floats, MemoryCategory::kBuffers);
+  const std::vector<int> groups_to_measure = group_sizes(world);
+  std::size_t total = 0, done = 0;
+  for (int g : groups_to_measure) total += sizes.size() * (g == 2 ? 4 : 3);
+  for (int g : groups_to_measure) {
+    ParallelConfig layout;
+    layout.tp = g;
+    layout.dp = world / g;
+    ProcessGroups groups = make_process_groups(runtime, layout, false);
+    Communicator& group = *groups.tp;
+    Communicator& all = *groups.world;
+    // Consecutive ranks share a node when the group fits in the ranks one node runs.
+    const std::string level = g <= runtime.local_size() ? "intra_node" : "inter_node";
+    for (const char* collective : kCollectives) {
+      // Point-to-point is measured between pairs only.
+      if (std::string(collective) == "send_recv" && g != 2) continue;
+      for (std::int64_t bytes : sizes) {
+        const std::int64_t n = std::max<std::int64_t>(g, bytes / 4 / g * g);
+        all.barrier();
+        run_once(collective, group, a.data(), b.data(), n);  // warm-up: connection set-up, first touch
+        backend.synchronize();
+        all.barrier();
+        auto t0 = clock::now();
+        run_once(collective, group, a.data(), b.data(), n);
+        backend.synchronize();
+        double one = since(t0);
+        all.all_reduce(&one, 1, ReduceOp::kMax);
+        const int iters = std::clamp(static_cast<int>(std::ceil(min_time_s / std::max(one, 1e-9))), 1, 1000);
+        all.barrier();
+        t0 = clock::now();
+        for (int i = 0; i < iters; ++i) run_once(collective, group, a.data(), b.data(), n);
+        backend.synchronize();
+        double per_call = since(t0) / iters;
+        group.all_reduce(&per_call, 1, ReduceOp::kMax);
+        if (runtime.world_rank() == 0) out.push_back({collective, level, g, 4.0 * n, per_call});
+        ++done;
+        if (progress && runtime.world_rank() == 0) progress(done, total);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace loom::exec::profile

@@ -1,0 +1,37 @@
+// Collective measurements for `loom profile` under MPI (NCCL on GPU builds): all-reduce,
+// reduce-scatter, all-gather and send/recv over a sweep of message sizes, for every group size
+// the launched ranks can form, timed the way nccl-tests times them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "exec/backend.h"
+#include "exec/process_groups.h"
+
+namespace loom::exec::profile {
+
+struct CollectiveTiming {
+  std::string collective;  // all_reduce | reduce_scatter | all_gather | send_recv
+  std::string level;       // intra_node | inter_node
+  int group_size = 0;
+  double bytes = 0;        // nccl-tests "size": the full buffer (all-reduce), send (reduce-scatter), receive (all-gather)
+  double seconds = 0;      // slowest rank of the group, mean over the iterations
+};
+
+// min, min·factor, … up to max (inclusive when it falls on the sequence).
+std::vector<std::int64_t> message_sizes(std::int64_t min_bytes, std::int64_t max_bytes, int factor);
+
+// Group sizes measured for `world` ranks: every divisor ≥ 2 (groups of consecutive ranks, the
+// placement TP groups get).
+std::vector<int> group_sizes(int world);
+
+// Collective over the world: every rank must call it with the same arguments. Results are
+// complete on world rank 0 (other ranks get an empty list). `progress(done, total)` runs on rank 0.
+std::vector<CollectiveTiming> time_collectives(const Runtime& runtime, Backend& backend,
+                                               const std::vector<std::int64_t>& sizes, double min_time_s,
+                                               const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+}  // namespace loom::exec::profile

@@ -1,0 +1,200 @@
+// Kernel measurements for `loom profile`: each op runs on buffers allocated by the backend (so a
+// CUDA backend measures device kernels), batched until the clock's resolution is negligible, and
+// the median of several batches is kept.
+#include "exec/profile/kernel_profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/partition.h"
+
+namespace loom::exec::profile {
+
+double median_seconds(const std::function<void()>& fn, const TimingBudget& budget) {
+  using clock = std::chrono::steady_clock;
+  fn();  // warm-up: first-touch page faults, BLAS thread start-up
+  auto elapsed = [](clock::time_point a) { return std::chrono::duration<double>(clock::now() - a).count(); };
+  // Size the batch from one timed call.
+  const auto t0 = clock::now();
+  fn();
+  const double one = std::max(elapsed(t0), 1e-9);
+  const int calls = std::max(1, static_cast<int>(std::ceil(budget.min_batch_s / one)));
+  std::vector<double> per_call;
+  for (int b = 0; b < std::max(1, budget.batches); ++b) {
+    const auto start = clock::now();
+    for (int i = 0; i < calls; ++i) fn();
+    per_call.push_back(elapsed(start) / calls);
+  }
+  std::nth_element(per_call.begin(), per_call.begin() + per_call.size() / 2, per_call.end());
+  return per_call[per_call.size() / 2];
+}
+
+namespace {
+
+GemmCase nt(std::string op, std::int64_t m, std::int64_t n, std::int64_t k) {
+  return {std::move(op), m, n, k, 1, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), false, true};
+}
+GemmCase nn(std::string op, std::int64_t m, std::int64_t n, std::int64_t k) {
+  return {std::move(op), m, n, k, 1, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), false, false};
+}
+GemmCase tn(std::string op, std::int64_t m, std::int64_t n, std::int64_t k) {
+  return {std::move(op), m, n, k, 1, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), true, false};
+}
+
+}  // namespace
+
+std::vector<GemmCase> transformer_gemm_cases(const ModelSpec& model, int seq, int micro_batch, int tp) {
+  const std::int64_t T = static_cast<std::int64_t>(seq) * micro_batch;
+  const std::int64_t h = model.hidden, hd = model.head_dim();
+  const std::int64_t qkv = (model.heads + 2 * model.kv_heads) / tp * hd;
+  const std::int64_t f = model.ffn_hidden / tp;
+  const std::int64_t up = model.activation == Activation::kSwiGLU ? 2 * f : f;
+  const std::int64_t ctx = h / tp;
+  const std::int64_t v = padded_vocab(model.vocab, tp) / tp;
+  // (m, n, k) as sim::CostModel asks: forward (T, out, in); input gradient (T, in, out); weight
+  // gradient (out, in, T) for column-parallel layers and (h, in, T) for row-parallel ones.
+  std::vector<GemmCase> c = {
+      nt("qkv", T, qkv, h),          nn("qkv_dgrad", T, h, qkv),          tn("qkv_wgrad", qkv, h, T),
+      nt("attn_out", T, h, ctx),     nn("attn_out_dgrad", T, ctx, h),     tn("attn_out_wgrad", h, ctx, T),
+      nt("mlp_up", T, up, h),        nn("mlp_up_dgrad", T, h, up),        tn("mlp_up_wgrad", up, h, T),
+      nt("mlp_down", T, h, f),       nn("mlp_down_dgrad", T, f, h),       tn("mlp_down_wgrad", h, f, T),
+      nt("lm_head", T, v, h),        nn("lm_head_dgrad", T, h, v)};
+  // The simulator asks for the LM head's weight gradient as (h, v, T); the executor computes its
+  // transpose (v, h, T), which is what is timed.
+  GemmCase head_wgrad = tn("lm_head_wgrad", h, v, T);
+  head_wgrad.call_m = static_cast<int>(v);
+  head_wgrad.call_n = static_cast<int>(h);
+  c.push_back(head_wgrad);
+  // Unfused attention (exec/cpu/cpu_attention.cc): one QKᵀ (seq×seq×hd, NT) and one PV
+  // (seq×hd×seq, NN) per sequence and head; the simulator asks for them as one (T, seq, h/t)
+  // and one (T, h/t, seq) matmul.
+  const int heads_here = model.heads / tp;
+  GemmCase qk{"attention_qk", T, seq, ctx, micro_batch * heads_here, seq, seq, static_cast<int>(hd), false, true};
+  GemmCase av{"attention_av", T, ctx, seq, micro_batch * heads_here, seq, static_cast<int>(hd), seq, false, false};
+  c.push_back(qk);
+  c.push_back(av);
+  return c;
+}
+
+std::vector<GemmCase> grid_gemm_cases(std::int64_t min_dim, std::int64_t max_dim) {
+  std::vector<GemmCase> c;
+  for (std::int64_t m = min_dim; m <= max_dim; m *= 4)
+    for (std::int64_t n = min_dim; n <= max_dim; n *= 4)
+      for (std::int64_t k = min_dim; k <= max_dim; k *= 4) c.push_back(nt("grid", m, n, k));
+  return c;
+}
+
+std::vector<GemmTiming> time_gemms(Backend& backend, const std::vector<GemmCase>& cases, const TimingBudget& budget,
+                                   const std::function<void(std::size_t, std::size_t)>& progress) {
+  std::vector<GemmTiming> out;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const GemmCase& g = cases[i];
+    // Row-major op(A) m×k and op(B) k×n; stored transposed when trans is set.
+    const int lda = g.trans_a ? g.call_m : g.call_k;
+    const int ldb = g.trans_b ? g.call_k : g.call_n;
+    Tensor a = backend.alloc(g.trans_a ? g.call_k : g.call_m, lda, MemoryCategory::kWorkspace);
+    Tensor b = backend.alloc(g.trans_b ? g.call_n : g.call_k, ldb, MemoryCategory::kWorkspace);
+    Tensor c = backend.alloc(g.call_m, g.call_n, MemoryCategory::kWorkspace);
+    const double s = median_seconds(
+        [&] {
+          for (int r = 0; r < g.calls; ++r)
+            backend.gemm(g.trans_a, g.trans_b, g.call_m, g.call_n, g.call_k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                         c.data(), g.call_n);
+          backend.synchronize();
+        },
+        budget);
+    out.push_back({g, s});
+    if (progress) progress(i + 1, cases.size());
+  }
+  return out;
+}
+
+double stream_bandwidth_bytes_per_s(Backend& backend, std::int64_t bytes, const TimingBudget& budget) {
+  const std::int64_t n = bytes / 4;
+  Tensor a = backend.alloc(1, n, MemoryCategory::kWorkspace);
+  Tensor b = backend.alloc(1, n, MemoryCategory::kWorkspace);
+  Tensor c = backend.alloc(1, n, MemoryCategory::kWorkspace);
+  const double copy_s = median_seconds([&] { backend.copy(c.data(), a.data(), n); backend.synchronize(); }, budget);
+  const double add_s = median_seconds([&] { backend.add(c.data(), a.data(), b.data(), n); backend.synchronize(); }, budget);
+  return std::max(8.0 * n / copy_s, 12.0 * n / add_s);
+}
+
+double time_adamw(Backend& backend, std::int64_t params, const TimingBudget& budget) {
+  Tensor p = backend.alloc(1, params, MemoryCategory::kWorkspace);
+  Tensor g = backend.alloc(1, params, MemoryCategory::kWorkspace);
+  Tensor m = backend.alloc(1, params, MemoryCategory::kWorkspace);
+  Tensor v = backend.alloc(1, params, MemoryCategory::kWorkspace);
+  int step = 0;
+  return median_seconds(
+      [&] {
+        backend.adamw(p.data(), g.data(), m.data(), v.data(), params, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step);
+        backend.synchronize();
+      },
+      budget);
+}
+
+std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& model, int seq,
+                                            const std::vector<int>& micro_batches, const TimingBudget& budget) {
+  std::vector<MemoryOpTiming> out;
+  constexpr double ab = 4.0;  // fp32 activations: the executor's precision
+  const std::int64_t h = model.hidden, f = model.ffn_hidden;
+  for (int b : micro_batches) {
+    const std::int64_t T = static_cast<std::int64_t>(seq) * b;
+    Tensor x = backend.alloc(T, std::max(h, f), MemoryCategory::kWorkspace);
+    Tensor y = backend.alloc(T, std::max(h, f), MemoryCategory::kWorkspace);
+    Tensor dy = backend.alloc(T, std::max(h, f), MemoryCategory::kWorkspace);
+    Tensor w = backend.alloc(1, h, MemoryCategory::kWorkspace);
+    Tensor bias = backend.alloc(1, h, MemoryCategory::kWorkspace);
+    Tensor dw = backend.alloc(1, h, MemoryCategory::kWorkspace);
+    Tensor db = backend.alloc(1, h, MemoryCategory::kWorkspace);
+    Tensor mean = backend.alloc(1, T, MemoryCategory::kWorkspace);
+    Tensor rstd = backend.alloc(1, T, MemoryCategory::kWorkspace);
+    const std::vector<float> ones(static_cast<std::size_t>(h), 1.0f);  // unit weights keep the norm finite
+    backend.from_host(w.data(), ones.data(), h);
+    auto sync = [&] { backend.synchronize(); };
+    // Byte counts as sim/cost_model.cc charges each op.
+    out.push_back({"norm", 2 * ab * T * h, median_seconds([&] {
+                     backend.layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), T, h);
+                     sync();
+                   }, budget)});
+    out.push_back({"norm_bwd", 3 * ab * T * h, median_seconds([&] {
+                     backend.layernorm_backward(dy.data(), dw.data(), db.data(), y.data(), x.data(), w.data(),
+                                                mean.data(), rstd.data(), T, h);
+                     sync();
+                   }, budget)});
+    out.push_back({"gelu", 2 * ab * T * f, median_seconds([&] { backend.gelu_forward(y.data(), x.data(), T * f); sync(); },
+                                                          budget)});
+    out.push_back({"gelu_bwd", 3 * ab * T * f, median_seconds([&] {
+                     backend.gelu_backward(dy.data(), x.data(), y.data(), T * f);
+                     sync();
+                   }, budget)});
+    out.push_back({"residual", 3 * ab * T * h, median_seconds([&] {
+                     backend.add(y.data(), x.data(), dy.data(), T * h);
+                     sync();
+                   }, budget)});
+    out.push_back({"residual_bwd", 2 * ab * T * h, median_seconds([&] {
+                     backend.axpy(y.data(), 1.0f, x.data(), T * h);
+                     sync();
+                   }, budget)});
+    // Whole unfused attention cores (matmuls + causal softmax): `loom profile` subtracts the
+    // per-head matmuls timed by time_gemms to leave the softmax, charged as the simulator does.
+    const AttentionShape shape{b, seq, model.heads, model.kv_heads, static_cast<int>(model.head_dim())};
+    Tensor qkv = backend.alloc(T, shape.qkv_cols(), MemoryCategory::kWorkspace);
+    Tensor dqkv = backend.alloc(T, shape.qkv_cols(), MemoryCategory::kWorkspace);
+    Tensor ctx = backend.alloc(T, h, MemoryCategory::kWorkspace);
+    Tensor probs = backend.alloc(1, shape.probs_numel(), MemoryCategory::kWorkspace);
+    const double scores = static_cast<double>(shape.probs_numel());
+    out.push_back({"attention_core", 2 * ab * scores, median_seconds([&] {
+                     backend.attention_forward(ctx.data(), probs.data(), qkv.data(), shape);
+                     sync();
+                   }, budget)});
+    out.push_back({"attention_core_bwd", 3 * ab * scores, median_seconds([&] {
+                     backend.attention_backward(dqkv.data(), ctx.data(), probs.data(), qkv.data(), shape);
+                     sync();
+                   }, budget)});
+  }
+  return out;
+}
+
+}  // namespace loom::exec::profile

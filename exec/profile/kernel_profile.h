@@ -1,0 +1,69 @@
+// Kernel measurements for `loom profile`: GEMMs in the shapes and transposes a transformer layer
+// runs (forward, input gradient, weight gradient, per-head attention matmuls), memory-bound ops
+// (STREAM-style copy/add, norms, GELU, softmax, residual adds) and the AdamW step, on one backend.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "exec/backend.h"
+
+namespace loom::exec::profile {
+
+// One GEMM problem as the simulator queries it (m, n, k of sim::CostModel::gemm_s) and how the
+// executor performs it: `calls` calls of op(A) call_m×call_k · op(B) call_k×call_n.
+struct GemmCase {
+  std::string op;  // "qkv", "mlp_up_dgrad", "attention_qk", "grid", ...
+  std::int64_t m = 0, n = 0, k = 0;
+  int calls = 1;
+  int call_m = 0, call_n = 0, call_k = 0;
+  bool trans_a = false, trans_b = false;
+};
+
+struct GemmTiming {
+  GemmCase shape;
+  double seconds = 0;  // all `calls` together
+  double flops_per_s() const { return 2.0 * shape.m * shape.n * shape.k / seconds; }
+};
+
+// A memory-bound op: `bytes` counted the way sim/cost_model.cc counts that op's traffic.
+struct MemoryOpTiming {
+  std::string op;
+  double bytes = 0;
+  double seconds = 0;
+};
+
+// The GEMMs of one layer (and the LM head) for `tokens` tokens per micro-batch on a TP rank of
+// `tp`, with the executor's transposes (see exec/model/transformer_layer.cc): forward NT,
+// input gradient NN, weight gradient TN; attention as one matmul per (sequence, head).
+std::vector<GemmCase> transformer_gemm_cases(const ModelSpec& model, int seq, int micro_batch, int tp);
+// A log-spaced grid (NT) covering sizes the presets' layers fall between.
+std::vector<GemmCase> grid_gemm_cases(std::int64_t min_dim, std::int64_t max_dim);
+
+struct TimingBudget {
+  double min_batch_s = 2e-3;  // calls are batched to at least this long, so the clock's resolution is noise
+  int batches = 5;            // median of this many batches
+};
+
+// `progress(done, total)` is called after each case.
+std::vector<GemmTiming> time_gemms(Backend& backend, const std::vector<GemmCase>& cases, const TimingBudget& budget,
+                                   const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+// Element-wise and normalisation ops over the activations of `model` at micro-batch sizes
+// `micro_batches`, TP 1, plus large copy/add sweeps; the bytes of each point are the simulator's.
+std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& model, int seq,
+                                            const std::vector<int>& micro_batches, const TimingBudget& budget);
+
+// STREAM-style bandwidth: the best of copy (2 × 4 B per element) and add (3 × 4 B) over `bytes`.
+double stream_bandwidth_bytes_per_s(Backend& backend, std::int64_t bytes, const TimingBudget& budget);
+
+// AdamW over `params` fp32 values (param, grad, m, v): seconds per step.
+double time_adamw(Backend& backend, std::int64_t params, const TimingBudget& budget);
+
+// Median seconds of `fn` (batched to budget.min_batch_s; `fn` runs at least once to warm up).
+double median_seconds(const std::function<void()>& fn, const TimingBudget& budget);
+
+}  // namespace loom::exec::profile
