@@ -47,21 +47,26 @@ std::string op_label(const Op& op) {
   return "?";
 }
 
-double bubble_fraction(const StepGraph& g, const Timeline& t) {
-  if (t.makespan <= 0) return 0.0;
-  const auto stages = stage_timings(g, t);
+namespace {
+
+double bubble_fraction_of(const std::vector<StageTiming>& stages, TimeNs makespan) {
+  if (makespan <= 0 || stages.empty()) return 0.0;
   double pipeline_end = 0;
   for (const auto& s : stages) pipeline_end = std::max(pipeline_end, s.pipeline_end_s);
   double idle = 0;
   for (const auto& s : stages) idle += pipeline_end - s.busy_s;
-  return idle / static_cast<double>(stages.size()) / ns_to_s(t.makespan);
+  return idle / static_cast<double>(stages.size()) / ns_to_s(makespan);
 }
+
+}  // namespace
+
+double bubble_fraction(const StepGraph& g, const Timeline& t) { return bubble_fraction_of(stage_timings(g, t), t.makespan); }
 
 StepStats step_stats(const StepGraph& g, const Timeline& t, const std::vector<std::vector<ChunkCost>>& chunks,
                      bool name_path) {
   StepStats st;
   st.stages = stage_timings(g, t);
-  st.bubble_fraction = bubble_fraction(g, t);
+  st.bubble_fraction = bubble_fraction_of(st.stages, t.makespan);
 
   const std::vector<std::int32_t> path = critical_path(g, t);
   double compute_s = 0, optimizer_s = 0;

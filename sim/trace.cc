@@ -88,7 +88,6 @@ std::string chrome_trace_json(const SimResult& r, const std::string& title) {
   const Timeline& t = r.timeline;
   write_metadata(w, g.stages());
 
-  std::map<std::pair<int, int>, std::int32_t> receiver;  // flow target of each send: (chunk, mb) → op
   for (std::int32_t i = 0; i < static_cast<std::int32_t>(g.size()); ++i) {
     const Op& op = g.op(i);
     const std::string name = op_label(op);
@@ -123,7 +122,6 @@ std::string chrome_trace_json(const SimResult& r, const std::string& title) {
     w.event(fmt::format(R"({{"ph": "f", "bp": "e", "id": {}, "pid": {}, "tid": {}, "ts": {}, "name": "p2p", "cat": "pp"}})",
                         flow_id, to.stage, kCompute, us(t.start[it->second])));
   }
-  (void)receiver;
 
   // Memory in use per stage: what the stage holds all step, plus the activations of each forward
   // from its start until the backward (or, zero-bubble, the weight pass) that frees them.
