@@ -102,6 +102,17 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   t.dropout = o.dropout;
 }
 
+// "[=========>          ] 12/50 steps, 3.1 s left" on stderr, redrawn in place, when it is a terminal.
+void draw_progress(int done, int total, double seconds_per_step) {
+  constexpr int kWidth = 30;
+  const int filled = total > 0 ? done * kWidth / total : kWidth;
+  std::string bar(static_cast<std::size_t>(filled), '=');
+  if (filled < kWidth) bar += '>' + std::string(static_cast<std::size_t>(kWidth - filled - 1), ' ');
+  std::fprintf(stderr, "\r[%s] %d/%d steps, %.1f s left%s", bar.c_str(), done, total, seconds_per_step * (total - done),
+               done == total ? "\n" : "");
+  std::fflush(stderr);
+}
+
 std::string rank_path(const std::string& path, int rank, int world) {
   if (world == 1) return path;
   const auto dot = path.find_last_of('.');
@@ -135,11 +146,13 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
                r.trainer.model.name, world, describe(r.trainer.config), r.trainer.training.global_batch, trainer.seq(),
                trainer.micro_batches(), r.trainer.dropout_probability(), r.backend->name(), exec::cpu_gemm_library());
   exec::StepMetrics last;
+  const bool progress_bar = rank == 0 && isatty(STDERR_FILENO) != 0 && isatty(STDOUT_FILENO) == 0;
   while (trainer.completed_steps() < o.steps) {
     last = trainer.step();
     if (rank == 0) {
       fmt::print("{}\n", exec::step_line(last, o.steps));
       std::fflush(stdout);
+      if (progress_bar) draw_progress(last.step, o.steps, last.step_time_s);
       if (log) log << exec::step_record(last).dump() << "\n" << std::flush;
     }
     if (o.save_every > 0 && last.step % o.save_every == 0) {
