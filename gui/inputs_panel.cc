@@ -114,7 +114,6 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   error_->setStyleSheet("color: #C0392B;");
   error_->hide();
   outer->addWidget(error_);
-  outer->addStretch(1);
 
   auto emit_changed = [this] {
     if (!loading_) emit changed();

@@ -6,6 +6,7 @@
 #include <QImage>
 #include <QSaveFile>
 #include <QStyleFactory>
+#include <QTabWidget>
 #include <QTimer>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +27,7 @@ struct GuiFlags {
   std::string size = "1680x1050";
   int threads = 0;
   int select_rank = 1;
+  std::string chart = "pareto";
   int timeout_s = 600;
 };
 
@@ -52,6 +54,7 @@ int take_screenshot(loom::gui::MainWindow& window, const GuiFlags& flags) {
     return loom::cli::kExitBadInput;
   }
   window.resize(width, height);
+  window.chart_tabs()->setCurrentIndex(flags.chart == "heatmap" ? 1 : 0);
   window.show();
   int status = loom::cli::kExitOk;
   bool selected = false;
@@ -92,10 +95,19 @@ int take_screenshot(loom::gui::MainWindow& window, const GuiFlags& flags) {
   return QApplication::exec();
 }
 
+// In screenshot mode stderr carries only our own one-line messages; the offscreen platform's
+// chatter (no XDG runtime dir, no window-manager hints) is dropped.
+void quiet_platform_messages(QtMsgType type, const QMessageLogContext&, const QString& message) {
+  if (type == QtDebugMsg || type == QtInfoMsg) return;
+  if (message.contains("XDG_RUNTIME_DIR") || message.contains("propagateSizeHints")) return;
+  fmt::print(stderr, "loom-gui: {}\n", message.toStdString());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // A screenshot needs no display; without one, render offscreen.
+  if (wants_screenshot(argc, argv)) qInstallMessageHandler(quiet_platform_messages);
   if (wants_screenshot(argc, argv) && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") &&
       qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY"))
     qputenv("QT_QPA_PLATFORM", "offscreen");
@@ -113,6 +125,8 @@ int main(int argc, char** argv) {
   cli.add_option("--size", flags.size, "window size for --screenshot, WIDTHxHEIGHT")->capture_default_str();
   cli.add_option("--select", flags.select_rank, "for --screenshot: the rank of the plan to show")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  cli.add_option("--chart", flags.chart, "for --screenshot: the frontier view to show, pareto or heatmap")
+      ->check(CLI::IsMember({"pareto", "heatmap"}))->capture_default_str();
   cli.add_option("--threads", flags.threads, "search threads (default: all hardware threads)");
   cli.add_option("--timeout", flags.timeout_s, "for --screenshot: give up after this many seconds")->capture_default_str();
   try {

@@ -1,19 +1,11 @@
 #include "gui/main_window.h"
 
-#include <QCheckBox>
-#include <QHBoxLayout>
-#include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
 #include <QProgressBar>
-#include <QScrollArea>
 #include <QSortFilterProxyModel>
-#include <QSplitter>
-#include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
-#include <QToolButton>
-#include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 #include <atomic>
 
@@ -28,41 +20,6 @@
 #include "gui/pareto_chart.h"
 
 namespace loom::gui {
-
-namespace {
-
-QTableView* make_table(QAbstractItemModel* model, const QString& name) {
-  auto* view = new QTableView;
-  view->setObjectName(name);
-  view->setModel(model);
-  view->setSortingEnabled(true);
-  view->setSelectionBehavior(QAbstractItemView::SelectRows);
-  view->setSelectionMode(QAbstractItemView::SingleSelection);
-  view->setAlternatingRowColors(true);
-  view->setWordWrap(false);
-  view->verticalHeader()->hide();
-  view->verticalHeader()->setDefaultSectionSize(view->fontMetrics().height() + 6);
-  view->horizontalHeader()->setHighlightSections(false);
-  view->horizontalHeader()->setStretchLastSection(true);
-  return view;
-}
-
-QWidget* titled(const QString& title, QWidget* body, QWidget* tools = nullptr) {
-  auto* box = new QWidget;
-  auto* layout = new QVBoxLayout(box);
-  layout->setContentsMargins(0, 0, 0, 0);
-  layout->setSpacing(2);
-  auto* header = new QHBoxLayout;
-  auto* label = new QLabel(QStringLiteral("<b>%1</b>").arg(title));
-  header->addWidget(label);
-  header->addStretch(1);
-  if (tools) header->addWidget(tools);
-  layout->addLayout(header);
-  layout->addWidget(body, 1);
-  return box;
-}
-
-}  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle(tr("Loom — parallel training planner"));
@@ -98,119 +55,6 @@ MainWindow::~MainWindow() {
   // The workers copy their inputs, but their progress reports post to our widgets.
   search_.waitForFinished();
   detail_search_.waitForFinished();
-}
-
-void MainWindow::build_layout() {
-  inputs_ = new InputsPanel;
-  auto* inputs_scroll = new QScrollArea;
-  inputs_scroll->setWidget(inputs_);
-  inputs_scroll->setWidgetResizable(true);
-  inputs_scroll->setMinimumWidth(inputs_->sizeHint().width() + 20);
-  inputs_scroll->setFrameShape(QFrame::NoFrame);
-
-  // Plans, rejected, compare.
-  filter_ = new QLineEdit;
-  filter_->setObjectName("plan_filter");
-  filter_->setPlaceholderText(tr("filter: tp8 pp4 z1 interleaved …"));
-  filter_->setClearButtonEnabled(true);
-  filter_count_ = new QLabel;
-  plans_view_ = make_table(plans_proxy_, "plans_table");
-  plans_view_->sortByColumn(PlanTableModel::kRank, Qt::AscendingOrder);
-  auto* plans_page = new QWidget;
-  auto* plans_layout = new QVBoxLayout(plans_page);
-  plans_layout->setContentsMargins(2, 2, 2, 2);
-  auto* filter_row = new QHBoxLayout;
-  filter_row->addWidget(filter_, 1);
-  filter_row->addWidget(filter_count_);
-  plans_layout->addLayout(filter_row);
-  plans_layout->addWidget(plans_view_, 1);
-
-  rejected_view_ = make_table(rejected_proxy_, "rejected_table");
-  auto* rejected_filter = new QLineEdit;
-  rejected_filter->setPlaceholderText(tr("filter reasons …"));
-  rejected_filter->setClearButtonEnabled(true);
-  connect(rejected_filter, &QLineEdit::textChanged, rejected_proxy_, &QSortFilterProxyModel::setFilterFixedString);
-  auto* rejected_page = new QWidget;
-  auto* rejected_layout = new QVBoxLayout(rejected_page);
-  rejected_layout->setContentsMargins(2, 2, 2, 2);
-  rejected_layout->addWidget(rejected_filter);
-  rejected_layout->addWidget(rejected_view_, 1);
-
-  compare_ = new CompareView;
-  table_tabs_ = new QTabWidget;
-  table_tabs_->addTab(plans_page, tr("Plans"));
-  table_tabs_->addTab(rejected_page, tr("Rejected"));
-  table_tabs_->addTab(compare_, tr("Compare"));
-
-  pareto_ = new ParetoChart;
-  heat_map_ = new HeatMapView;
-  auto* chart_tabs = new QTabWidget;
-  chart_tabs->addTab(pareto_, tr("Pareto"));
-  chart_tabs->addTab(heat_map_, tr("TP × PP"));
-
-  // The selected plan: Gantt, summary, memory.
-  gantt_ = new GanttView;
-  gantt_->setObjectName("gantt");
-  auto* gantt_tools = new QWidget;
-  auto* tools_layout = new QHBoxLayout(gantt_tools);
-  tools_layout->setContentsMargins(0, 0, 0, 0);
-  auto tool = [&](const QString& text, const QString& tip, auto slot) {
-    auto* b = new QToolButton;
-    b->setText(text);
-    b->setToolTip(tip);
-    b->setAutoRaise(true);
-    connect(b, &QToolButton::clicked, gantt_, slot);
-    tools_layout->addWidget(b);
-  };
-  auto* critical = new QCheckBox(tr("critical path"));
-  critical->setChecked(true);
-  connect(critical, &QCheckBox::toggled, gantt_, &GanttView::set_show_critical_path);
-  tools_layout->addWidget(critical);
-  tool(QStringLiteral("−"), tr("zoom out (or wheel)"), [this] { gantt_->zoom(1 / 1.5); });
-  tool(QStringLiteral("+"), tr("zoom in (or wheel; drag to pan)"), [this] { gantt_->zoom(1.5); });
-  tool(tr("fit"), tr("show the whole step (or double-click)"), [this] { gantt_->fit(); });
-  summary_ = new SummaryView;
-  memory_chart_ = new MemoryChart;
-  memory_chart_->setObjectName("memory_chart");
-
-  auto* top = new QSplitter(Qt::Horizontal);
-  top->addWidget(table_tabs_);
-  top->addWidget(chart_tabs);
-  top->setStretchFactor(0, 3);
-  top->setStretchFactor(1, 2);
-  auto* side = new QSplitter(Qt::Vertical);
-  side->addWidget(summary_);
-  side->addWidget(memory_chart_);
-  side->setStretchFactor(0, 2);
-  side->setStretchFactor(1, 3);
-  auto* bottom = new QSplitter(Qt::Horizontal);
-  bottom->addWidget(titled(tr("Pipeline timeline (one training step)"), gantt_, gantt_tools));
-  bottom->addWidget(side);
-  bottom->setStretchFactor(0, 3);
-  bottom->setStretchFactor(1, 2);
-  auto* right = new QSplitter(Qt::Vertical);
-  right->addWidget(top);
-  right->addWidget(bottom);
-  right->setStretchFactor(0, 4);
-  right->setStretchFactor(1, 5);
-  auto* main = new QSplitter(Qt::Horizontal);
-  main->addWidget(inputs_scroll);
-  main->addWidget(right);
-  main->setStretchFactor(1, 1);
-  setCentralWidget(main);
-  // Initial proportions (the splitters keep them as the window resizes).
-  top->setSizes({880, 540});
-  bottom->setSizes({880, 540});
-  right->setSizes({420, 560});
-  side->setSizes({290, 270});
-
-  status_ = new QLabel;
-  progress_ = new QProgressBar;
-  progress_->setMaximumWidth(260);
-  progress_->setTextVisible(true);
-  progress_->hide();
-  statusBar()->addWidget(status_, 1);
-  statusBar()->addPermanentWidget(progress_);
 }
 
 void MainWindow::set_request(const PlanRequest& request) {
@@ -256,6 +100,7 @@ void MainWindow::on_search_finished() {
     return;
   }
   outcome_ = search_.result();
+  ++search_generation_;
   progress_->hide();
   detail_.reset();
   selected_plan_ = -1;
@@ -272,6 +117,7 @@ void MainWindow::on_search_finished() {
   table_tabs_->setTabText(1, tr("Rejected (%1)").arg(rejected_model_->rowCount()));
   refresh_charts();
   if (!outcome_.ok()) {
+    search_info_->setText(QString::fromStdString(outcome_.error).toHtmlEscaped());
     status_->setText(tr("error: %1").arg(QString::fromStdString(outcome_.error)));
     summary_->show_message(QString::fromStdString(outcome_.error));
   } else {
@@ -285,6 +131,16 @@ void MainWindow::on_search_finished() {
                          .arg(outcome_.result.enumerated)
                          .arg(outcome_.result.simulated)
                          .arg(outcome_.result.rejected.size()));
+    QString info = tr("%1 legal configurations<br>%2 fit and were simulated<br>%3 rejected:")
+                       .arg(outcome_.result.enumerated)
+                       .arg(outcome_.result.simulated)
+                       .arg(outcome_.result.rejected.size());
+    info += "<table cellspacing='0' cellpadding='1'>";
+    for (const auto& [rule, count] : rejection_counts(outcome_.result.rejected))
+      info += QStringLiteral("<tr><td align='right' style='padding-right:6px'>%1</td><td>%2</td></tr>")
+                  .arg(count)
+                  .arg(QString::fromStdString(rule).toHtmlEscaped());
+    search_info_->setText(info + "</table>");
     if (outcome_.result.plans.empty()) {
       summary_->show_message(tr("No configuration fits in %1 GiB; the Rejected tab says why.")
                                  .arg(s.cluster.gpu_memory_gib(), 0, 'f', 0));
@@ -336,8 +192,9 @@ void MainWindow::start_detail() {
   const ParallelConfig config = row->config;
   summary_->show_message(tr("simulating %1 …").arg(QString::fromStdString(describe(config))));
   detail_running_ = true;
-  detail_search_.setFuture(QtConcurrent::run([specs, config, plan] {
+  detail_search_.setFuture(QtConcurrent::run([specs, config, plan, search = search_generation_] {
     DetailOutcome out;
+    out.search = search;
     out.plan_index = plan;
     auto d = simulate_detail(specs, config);
     if (d) out.detail = std::make_shared<const PlanDetail>(std::move(*d));
@@ -353,7 +210,7 @@ void MainWindow::on_detail_finished() {
     return;
   }
   const DetailOutcome out = detail_search_.result();
-  if (out.plan_index == selected_plan_) {
+  if (out.search == search_generation_ && out.plan_index == selected_plan_) {
     if (!out.detail) {
       summary_->show_message(QString::fromStdString(out.error));
     } else {

@@ -34,6 +34,7 @@ class RejectedTableModel;
 class SummaryView;
 
 struct DetailOutcome {
+  int search = 0;  // the search whose plans it belongs to
   int plan_index = -1;
   std::shared_ptr<const PlanDetail> detail;
   std::string error;
@@ -73,6 +74,7 @@ class MainWindow : public QMainWindow {
   HeatMapView* heat_map() const { return heat_map_; }
   CompareView* compare_view() const { return compare_; }
   QTabWidget* table_tabs() const { return table_tabs_; }
+  QTabWidget* chart_tabs() const { return chart_tabs_; }
 
  signals:
   void plans_ready();   // a search finished and the views show it (or its error)
@@ -96,7 +98,9 @@ class MainWindow : public QMainWindow {
   InputsPanel* inputs_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QLabel* status_ = nullptr;
+  QLabel* search_info_ = nullptr;
   QTabWidget* table_tabs_ = nullptr;
+  QTabWidget* chart_tabs_ = nullptr;
   QLineEdit* filter_ = nullptr;
   QLabel* filter_count_ = nullptr;
   QTableView* plans_view_ = nullptr;
@@ -122,6 +126,7 @@ class MainWindow : public QMainWindow {
   bool search_pending_ = false;
   int detail_pending_ = -1;  // plan to simulate once the running one finishes
   int threads_ = 0;
+  int search_generation_ = 0;  // bumped each time a search's results are shown
   PlanOutcome outcome_;
   int selected_plan_ = -1;
   std::shared_ptr<const PlanDetail> detail_;

@@ -18,6 +18,20 @@ std::vector<int> all_plans(const PlanResult& result) {
   return all;
 }
 
+// The enumerated sizes up to the first one past the largest that has a fitting plan (all of
+// them when nothing fits).
+std::vector<int> up_to_one_past_fitting(const std::set<int>& sizes, const PlanResult& result,
+                                        int ParallelConfig::*field) {
+  int largest_fitting = 0;
+  for (const auto& row : result.plans) largest_fitting = std::max(largest_fitting, row.config.*field);
+  std::vector<int> out;
+  for (int v : sizes) {
+    if (largest_fitting > 0 && !out.empty() && out.back() > largest_fitting) break;
+    out.push_back(v);
+  }
+  return out;
+}
+
 }  // namespace
 
 double MemoryBars::total_gib(std::size_t stage) const {
@@ -108,8 +122,8 @@ HeatMap tp_pp_heat_map(const PlanResult& result, const std::vector<int>& plan_in
   std::set<int> tps, pps;
   for (const auto& row : result.plans) tps.insert(row.config.tp), pps.insert(row.config.pp);
   for (const auto& r : result.rejected) tps.insert(r.config.tp), pps.insert(r.config.pp);
-  map.tp_values.assign(tps.begin(), tps.end());
-  map.pp_values.assign(pps.begin(), pps.end());
+  map.tp_values = up_to_one_past_fitting(tps, result, &ParallelConfig::tp);
+  map.pp_values = up_to_one_past_fitting(pps, result, &ParallelConfig::pp);
   map.cells.resize(map.tp_values.size() * map.pp_values.size());
   for (std::size_t pi = 0; pi < map.pp_values.size(); ++pi)
     for (std::size_t ti = 0; ti < map.tp_values.size(); ++ti) {

@@ -48,7 +48,9 @@ struct HeatCell {
 };
 
 struct HeatMap {
-  std::vector<int> tp_values, pp_values;  // ascending; every layout enumerated (fits or not)
+  // Ascending: every size with a fitting plan, and the enumerated sizes between them, plus the
+  // next larger size where nothing fits (so the map shows where feasibility ends).
+  std::vector<int> tp_values, pp_values;
   std::vector<HeatCell> cells;            // pp-major: cells[pp_i * tp_values.size() + tp_i]
   double max_tokens_per_s = 0;
   const HeatCell& cell(std::size_t tp_i, std::size_t pp_i) const { return cells[pp_i * tp_values.size() + tp_i]; }
