@@ -35,6 +35,16 @@ void Backend::release(float* data, std::int64_t bytes, MemoryCategory category) 
   memory_.freed(category, bytes);
 }
 
+namespace {
+class CompletedEvent final : public Event {
+ public:
+  bool done() const override { return true; }
+  void synchronize() override {}
+};
+}  // namespace
+
+std::unique_ptr<Event> Backend::record_event() { return std::make_unique<CompletedEvent>(); }
+
 Tensor Backend::recharge(Tensor tensor, MemoryCategory category) {
   const std::int64_t rows = tensor.rows(), cols = tensor.cols();
   memory_.freed(tensor.category(), tensor.bytes());

@@ -22,6 +22,15 @@ struct AttentionShape {
   std::int64_t probs_numel() const { return static_cast<std::int64_t>(batch) * heads * seq * seq; }
 };
 
+// A point in the backend's queue of work (a CUDA event on the compute stream); complete on the CPU,
+// where every op finishes before it returns. Communication waits on one before reading a buffer.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual bool done() const = 0;
+  virtual void synchronize() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -39,6 +48,8 @@ class Backend {
   virtual void from_host(float* dst, const float* host, std::int64_t n) = 0;
   // Finishes queued work (streams on GPUs; a no-op on the CPU).
   virtual void synchronize() {}
+  // Marks the work queued so far, e.g. a gradient bucket's last op before its all-reduce.
+  virtual std::unique_ptr<Event> record_event();
 
   // C = alpha · op(A) · op(B) + beta · C with op(A) m×k, op(B) k×n, leading dimensions in elements.
   virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,

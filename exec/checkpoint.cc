@@ -1,5 +1,6 @@
 #include "exec/checkpoint.h"
 
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -33,12 +34,11 @@ Result<Json> find_resumable_checkpoint(const std::string& dir, const ModelSpec& 
   auto manifest = read_json_file(step_dir + "/manifest.json");
   if (!manifest) return make_error(fmt::format("--resume: {}", manifest.error().message));
   auto saved = config_from_json((*manifest)["config"]);
-  if (!saved || !(*saved == config))
-    return make_error(fmt::format("--resume: checkpoint '{}' was saved with layout '{}', this run uses '{}'", step_dir,
-                                  saved ? describe(*saved) : "?", describe(config)));
+  if (!saved) return make_error(fmt::format("--resume: {}/manifest.json: {}", step_dir, saved.error().message));
   if ((*manifest)["model"] != to_json(model))
     return make_error(fmt::format("--resume: checkpoint '{}' holds a different model", step_dir));
-  for (int r = 0; r < config.world_size(); ++r)
+  (void)config;
+  for (int r = 0; r < saved->world_size(); ++r)
     if (!std::filesystem::exists(checkpoint_shard_path(dir, (*manifest)["step"].get<int>(), r)))
       return make_error(fmt::format("--resume: checkpoint '{}' lacks the shard of rank {}", step_dir, r));
   return manifest;
@@ -91,10 +91,88 @@ Status Trainer::save_checkpoint(const std::string& dir) {
   return {};
 }
 
+namespace {
+
+Result<std::vector<std::vector<float>>> read_shard(const std::string& path, int step, int rank) {
+  std::ifstream in(path, std::ios::binary);
+  ShardHeader header{};
+  in.read(reinterpret_cast<char*>(&header), sizeof(header));
+  if (!in || std::memcmp(header.magic, kShardMagic, sizeof(kShardMagic)) != 0 || header.step != step ||
+      header.rank != rank || header.tensors != 3)
+    return make_error(fmt::format("checkpoint shard '{}' is not a shard of step {} for rank {}", path, step, rank));
+  std::vector<std::vector<float>> arrays(3);
+  for (auto& a : arrays) {
+    std::int64_t n = 0;
+    in.read(reinterpret_cast<char*>(&n), sizeof(n));
+    if (!in || n < 0 || n > (std::int64_t{1} << 40)) return make_error(fmt::format("checkpoint shard '{}' is corrupt", path));
+    a.resize(static_cast<std::size_t>(n));
+    in.read(reinterpret_cast<char*>(a.data()), static_cast<std::streamsize>(n * sizeof(float)));
+    if (!in) return make_error(fmt::format("checkpoint shard '{}' is truncated", path));
+  }
+  return arrays;
+}
+
+// Every parameter and Adam moment of a checkpoint as full tensors, from the shards of all the
+// ranks of the layout it was saved with (TP slices, pipeline stages, ZeRO shards reassembled).
+Result<std::array<ParameterStore::FullTensors, 3>> read_full_checkpoint(const std::string& dir, int step,
+                                                                        const ModelSpec& model,
+                                                                        const ParallelConfig& saved) {
+  std::array<ParameterStore::FullTensors, 3> full;
+  for (int pp = 0; pp < saved.pp; ++pp)
+    for (int tp = 0; tp < saved.tp; ++tp) {
+      const StageLayout layout = make_stage_layout(model, saved, tp, pp);
+      std::vector<std::vector<std::vector<float>>> shards;  // [dp rank][tensor]
+      for (int d = 0; d < saved.dp; ++d) {
+        const int rank = rank_of(saved, {tp, d, pp});
+        auto shard = read_shard(checkpoint_shard_path(dir, step, rank), step, rank);
+        if (!shard) return shard.error();
+        shards.push_back(std::move(*shard));
+      }
+      std::int64_t offset = 0, shard_offset = 0;
+      for (const Unit& unit : layout.units) {
+        const std::int64_t part = unit.padded / saved.dp;
+        for (int k = 0; k < 3; ++k) {
+          const bool sharded = k == 0 ? saved.zero >= 3 : saved.zero >= 1;
+          std::vector<float> values(static_cast<std::size_t>(unit.padded));
+          for (std::int64_t i = 0; i < unit.padded; ++i) {
+            const std::size_t from = static_cast<std::size_t>(sharded ? shard_offset + i % part : offset + i);
+            const auto& source = shards[sharded ? i / part : 0][k];
+            if (from >= source.size()) return make_error(fmt::format("checkpoint in '{}' has the wrong sizes", dir));
+            values[static_cast<std::size_t>(i)] = source[from];
+          }
+          for (const ParamSlot& slot : unit.params) {
+            std::vector<float>& dst = full[k][slot.name];
+            for (const RowBlock& b : slot.row_blocks)
+              for (std::int64_t r = 0; r < b.count; ++r)
+                for (std::int64_t c = 0; c < slot.cols; ++c) {
+                  const std::size_t index = static_cast<std::size_t>((b.full_row + r) * slot.full_cols + slot.col_offset + c);
+                  if (dst.size() <= index) dst.resize(index + 1, 0.0f);
+                  dst[index] = values[static_cast<std::size_t>(slot.offset + (b.local_row + r) * slot.cols + c)];
+                }
+          }
+        }
+        offset += unit.padded;
+        shard_offset += part;
+      }
+    }
+  return full;
+}
+
+}  // namespace
+
 Status Trainer::load_checkpoint(const std::string& dir) {
   auto manifest = find_resumable_checkpoint(dir, options_.model, options_.config);
   if (!manifest) return manifest.error();
   const int step = (*manifest)["step"].get<int>();
+  const ParallelConfig saved = *config_from_json((*manifest)["config"]);
+  if (!(saved == options_.config)) {
+    // Saved under another layout: reassemble full tensors and take this rank's share.
+    auto full = read_full_checkpoint(dir, step, options_.model, saved);
+    if (!full) return full.error();
+    params_->import_full((*full)[0], (*full)[1], (*full)[2]);
+    completed_steps_ = step;
+    return {};
+  }
   const std::string path = checkpoint_shard_path(dir, step, groups_.world_rank);
   std::ifstream in(path, std::ios::binary);
   ShardHeader header{};

@@ -16,8 +16,8 @@ namespace loom::exec {
 std::string checkpoint_step_dir(const std::string& dir, int step);
 std::string checkpoint_shard_path(const std::string& dir, int step, int rank);
 
-// The newest complete checkpoint's manifest, checked against the layout this run will use;
-// callable on every rank before any collective.
+// The newest complete checkpoint's manifest, checked against the model this run trains (the layout
+// may differ: the checkpoint is then resharded on load); callable on every rank before any collective.
 Result<Json> find_resumable_checkpoint(const std::string& dir, const ModelSpec& model, const ParallelConfig& config);
 
 }  // namespace loom::exec

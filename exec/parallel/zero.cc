@@ -186,3 +186,34 @@ std::vector<float> ParameterStore::unit_gradients(int u) {
 }
 
 }  // namespace loom::exec
+
+namespace loom::exec {
+
+void ParameterStore::import_full(const FullTensors& params, const FullTensors& m, const FullTensors& v) {
+  Tensor* targets[3] = {&params_, &adam_m_, &adam_v_};
+  const FullTensors* sources[3] = {&params, &m, &v};
+  for (std::size_t u = 0; u < layout_.units.size(); ++u) {
+    const Unit& unit = layout_.units[u];
+    for (int k = 0; k < 3; ++k) {
+      std::vector<float> host(static_cast<std::size_t>(unit.padded), 0.0f);
+      for (const ParamSlot& slot : unit.params) {
+        auto it = sources[k]->find(slot.name);
+        if (it == sources[k]->end()) continue;
+        const std::vector<float>& full = it->second;
+        for (const RowBlock& b : slot.row_blocks)
+          for (std::int64_t r = 0; r < b.count; ++r)
+            for (std::int64_t c = 0; c < slot.cols; ++c) {
+              const std::size_t index = static_cast<std::size_t>((b.full_row + r) * slot.full_cols + slot.col_offset + c);
+              if (index < full.size()) host[static_cast<std::size_t>(slot.offset + (b.local_row + r) * slot.cols + c)] = full[index];
+            }
+      }
+      const bool sharded = k == 0 ? zero_ >= 3 : zero_ >= 1;
+      if (sharded)
+        backend_.from_host(targets[k]->data() + shard_offset_[u], host.data() + dp_rank_ * shard(unit), shard(unit));
+      else
+        backend_.from_host(targets[k]->data() + offset_[u], host.data(), unit.padded);
+    }
+  }
+}
+
+}  // namespace loom::exec

@@ -5,6 +5,8 @@
 // Every unit is sharded separately (padded to a multiple of the DP size), so shards line up.
 #pragma once
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "core/parallel_config.h"
@@ -39,6 +41,13 @@ class ParameterStore final : public ParameterSource {
 
   // Flat state for checkpoints: parameters (or this rank's shard), then the two Adam moments.
   std::vector<Tensor*> state() { return {&params_, &adam_m_, &adam_v_}; }
+  // Parameters and Adam moments as full (unsharded) tensors by parameter name, flattened row-major
+  // with each parameter's full column count: what a checkpoint of any layout can be turned into.
+  using FullTensors = std::map<std::string, std::vector<float>>;
+  // Takes this rank's share of every parameter and moment from full tensors (a checkpoint saved
+  // under another layout). Values a full tensor lacks (vocabulary padding) stay zero.
+  void import_full(const FullTensors& params, const FullTensors& m, const FullTensors& v);
+
   // Full local parameters of a unit copied to the host (gathered under ZeRO-3), for tests.
   std::vector<float> unit_values(int unit);
   // The unit's accumulated gradient (ZeRO 0-1, where every rank holds all of it), for tests.
