@@ -28,7 +28,8 @@ Result<Timeline> run_engine(const StepGraph& g) {
   std::vector<std::int32_t> stream_begin(streams + 1, 0);
   for (std::size_t i = 0; i < n; ++i) ++stream_begin[g.op(static_cast<std::int32_t>(i)).stream + 1];
   for (int s = 0; s < streams; ++s) stream_begin[s + 1] += stream_begin[s];
-  std::vector<std::int32_t> stream_order(n);
+  thread_local std::vector<std::int32_t> stream_order;
+  stream_order.resize(n);
   {
     std::vector<std::int32_t> fill(stream_begin.begin(), stream_begin.end() - 1);
     for (std::size_t i = 0; i < n; ++i) {
@@ -42,13 +43,21 @@ Result<Timeline> run_engine(const StepGraph& g) {
   Timeline t;
   t.start.assign(n, -1);
   t.binding.assign(n, -1);
-  std::vector<std::int32_t> pending(edges.in_degree);
-  std::vector<TimeNs> ready_at(n, 0);
-  std::vector<std::int32_t> ready_by(n, -1);
-  std::vector<std::size_t> position(streams, 0);
-  std::vector<TimeNs> stream_free(streams, 0);
-  std::vector<std::int32_t> stream_last(streams, -1);
-  std::vector<int> worklist;
+  // Scratch reused across runs on this thread: the planner runs thousands of steps back to back.
+  thread_local std::vector<std::int32_t> pending;
+  thread_local std::vector<TimeNs> ready_at;
+  thread_local std::vector<std::int32_t> ready_by;
+  thread_local std::vector<std::size_t> position;
+  thread_local std::vector<TimeNs> stream_free;
+  thread_local std::vector<std::int32_t> stream_last;
+  thread_local std::vector<int> worklist;
+  pending.assign(edges.in_degree.begin(), edges.in_degree.end());
+  ready_at.assign(n, 0);
+  ready_by.assign(n, -1);
+  position.assign(streams, 0);
+  stream_free.assign(streams, 0);
+  stream_last.assign(streams, -1);
+  worklist.clear();
   worklist.reserve(2 * streams);
   for (int s = streams - 1; s >= 0; --s) worklist.push_back(s);
 

@@ -168,6 +168,12 @@ void StepBuilder::add_reduce_scatter(int stage, int chunk, std::int32_t producer
 
 void StepBuilder::add_pipeline_sends() {
   const int last_vs = virtual_stages() - 1;
+  // One transfer time per stage boundary and direction (every micro-batch sends the same bytes).
+  std::vector<TimeNs> send_next(c_.pp), send_previous(c_.pp);
+  for (int s = 0; s < c_.pp; ++s) {
+    send_next[s] = to_ns(cost_.pipe_send_s(s, (s + 1) % c_.pp));
+    send_previous[s] = to_ns(cost_.pipe_send_s(s, (s + c_.pp - 1) % c_.pp));
+  }
   // Sends go on the sender's channel in the sender's compute order.
   for (int s = 0; s < c_.pp; ++s) {
     for (const PipelineOp& p : programs_[s]) {
@@ -180,13 +186,13 @@ void StepBuilder::add_pipeline_sends() {
       send.chunk = static_cast<std::int16_t>(vs);
       send.micro_batch = static_cast<std::int32_t>(p.micro_batch);
       if (p.pass == Pass::kF && vs < last_vs) {
-        send.duration = to_ns(cost_.pipe_send_s(s, (vs + 1) % c_.pp));
+        send.duration = send_next[s];
         send.detail = 0;
         const std::int32_t id = add(send);
         graph_.depend(id, forward_[slot]);
         send_forward_[slot] = id;
       } else if (p.pass == Pass::kB && vs > 0) {
-        send.duration = to_ns(cost_.pipe_send_s(s, (vs - 1) % c_.pp));
+        send.duration = send_previous[s];
         send.detail = 1;
         const std::int32_t id = add(send);
         graph_.depend(id, backward_[slot]);
