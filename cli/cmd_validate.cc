@@ -1,7 +1,12 @@
 // `loom validate`: the simulator against measurements. --published reproduces Korthikanti et al.
 // 2022 Table 5 (predicted, published, error); --profile FILE runs the on-machine matrix.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <memory>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -10,6 +15,8 @@
 #include "core/json_io.h"
 #include "core/presets.h"
 #include "planner/published.h"
+// validate_matrix.cc is compiled here until cli/CMakeLists.txt lists it beside the cmd_*.cc glob.
+#include "cli/validate_matrix.cc"  // NOLINT(bugprone-suspicious-include)
 
 namespace loom::cli {
 namespace {
@@ -20,6 +27,11 @@ struct ValidateFlags {
   std::string cluster = "dgx-a100-80gb";
   std::string profile;
   std::string format = "table";
+  std::string configs;  // comma list of matrix names; empty: all
+  std::string work_dir;
+  std::string mpirun = "mpirun";
+  int steps = 8;
+  int warmup = 3;
 };
 
 int run_published(const ValidateFlags& f) {
@@ -58,6 +70,112 @@ int run_published(const ValidateFlags& f) {
   return kExitOk;
 }
 
+std::vector<MatrixConfig> chosen_configs(const std::string& list) {
+  const std::vector<MatrixConfig> all = validation_matrix();
+  if (list.empty()) return all;
+  std::vector<MatrixConfig> chosen;
+  std::stringstream ss(list);
+  std::string name;
+  while (std::getline(ss, name, ',')) {
+    auto it = std::find_if(all.begin(), all.end(), [&](const MatrixConfig& c) { return c.name == name; });
+    if (it == all.end()) {
+      std::string names;
+      for (const auto& c : all) names += (names.empty() ? "" : ", ") + c.name;
+      throw InputError(fmt::format("--configs: unknown configuration '{}' ({})", name, names));
+    }
+    chosen.push_back(*it);
+  }
+  return chosen;
+}
+
+std::string own_binary() {
+  std::error_code ec;
+  const auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("loom") : path.string();
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int run_matrix(const ValidateFlags& f) {
+  auto cluster = load_cluster(f.profile);
+  if (!cluster) throw InputError(cluster.error().message);
+  const std::vector<MatrixConfig> configs = chosen_configs(f.configs);
+  if (f.steps <= f.warmup) throw InputError(fmt::format("--steps {} must exceed --warmup {}", f.steps, f.warmup));
+  MatrixOptions o;
+  o.loom_binary = own_binary();
+  o.mpirun = f.mpirun;
+  o.steps = f.steps;
+  o.warmup_steps = f.warmup;
+  o.work_dir = !f.work_dir.empty() ? f.work_dir
+                                   : (std::filesystem::temp_directory_path() / fmt::format("loom_validate_{}", getpid())).string();
+  if (Status s = prepare_matrix_inputs(o); !s) throw InputError(s.error().message);
+  std::vector<MatrixRow> rows;
+  {
+    ProgressBar bar("validate");
+    for (const MatrixConfig& c : configs) {
+      auto row = run_matrix_config(c, *cluster, o);
+      if (!row) {
+        std::fprintf(stderr, "loom: %s\n", row.error().message.c_str());
+        return kExitFailure;
+      }
+      rows.push_back(*row);
+      bar.update(rows.size(), configs.size());
+    }
+  }
+  std::vector<double> step_errors, memory_errors;
+  for (const auto& r : rows) {
+    step_errors.push_back(std::abs(r.step_error()));
+    memory_errors.push_back(r.memory_error());
+  }
+  const double median_step = median_of(step_errors);
+  const double max_step = *std::max_element(step_errors.begin(), step_errors.end());
+  const double max_memory = *std::max_element(memory_errors.begin(), memory_errors.end());
+  if (f.format == "json") {
+    Json list = Json::array();
+    for (const auto& r : rows) {
+      Json ranks = Json::array();
+      for (const auto& m : r.ranks)
+        ranks.push_back({{"rank", m.rank}, {"predicted_peak_memory_gib", m.predicted_gib}, {"measured_peak_memory_gib", m.measured_gib}});
+      list.push_back({{"name", r.config.name}, {"config", to_json(r.config.config)}, {"ranks", r.config.ranks()},
+                      {"global_batch", r.config.global_batch}, {"predicted_step_time_s", r.predicted_step_time_s},
+                      {"measured_step_time_s", r.measured_step_time_s}, {"measured_step_times_s", r.measured_step_times_s},
+                      {"step_time_error", r.step_error()}, {"predicted_peak_memory_gib", r.predicted_peak_memory_gib},
+                      {"measured_peak_memory_gib", r.measured_peak_memory_gib}, {"memory_error", r.memory_error()},
+                      {"per_rank", ranks}, {"oversubscribed", r.oversubscribed}});
+    }
+    Json out = {{"profile", f.profile}, {"model", to_json(validation_model())}, {"rows", list},
+                {"median_abs_step_time_error", median_step}, {"max_abs_step_time_error", max_step},
+                {"max_abs_memory_error", max_memory}};
+    write_output("", out.dump(2) + "\n");
+    return kExitOk;
+  }
+  std::string t = fmt::format("# loom validate: simulator with {} vs loom run under mpirun ({} threads/rank), model {}\n",
+                              f.profile, o.threads_per_rank, validation_model().name);
+  t += fmt::format("# step time: median of steps {}..{}; memory: peak per rank (worst rank's error)\n", f.warmup + 1, f.steps);
+  t += fmt::format("{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>8}\n",
+                   "config", "ranks", "tp", "pp", "dp", "zero", "mb", "sched", "recompute", "predicted", "measured", "error",
+                   "pred_mem", "meas_mem", "error", "oversub");
+  t += fmt::format("{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>8}\n", "",
+                   "", "", "", "", "", "", "", "", "(s)", "(s)", "(%)", "(MiB)", "(MiB)", "(%)", "");
+  for (const auto& r : rows) {
+    const ParallelConfig& p = r.config.config;
+    t += fmt::format("{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10.4f} {:>10.4f} {:>+7.2f} {:>9.2f} {:>9.2f} {:>7.2f} {:>8}\n",
+                     r.config.name, r.config.ranks(), p.tp, p.pp, p.dp, p.zero, p.micro_batch, to_string(p.schedule),
+                     to_string(p.recompute), r.predicted_step_time_s, r.measured_step_time_s, 100 * r.step_error(),
+                     r.predicted_peak_memory_gib * 1024, r.measured_peak_memory_gib * 1024, 100 * r.memory_error(),
+                     r.oversubscribed ? "yes" : "no");
+  }
+  t += fmt::format("# step time |error|: median {:.2f} % (bar 5 %), max {:.2f} % (bar 10 %); peak memory |error| max {:.2f} % (bar 5 %)\n",
+                   100 * median_step, 100 * max_step, 100 * max_memory);
+  t += fmt::format("# bars: {}\n", median_step <= 0.05 && max_step <= 0.10 && max_memory <= 0.05 ? "met" : "NOT met");
+  write_output("", t);
+  return kExitOk;
+}
+
 std::function<int()> add_validate(CLI::App& root) {
   auto flags = std::make_shared<ValidateFlags>();
   CLI::App* app = root.add_subcommand("validate", "compare the simulator with measured step times");
@@ -66,11 +184,17 @@ std::function<int()> add_validate(CLI::App& root) {
   app->add_option("--cluster", flags->cluster, "cluster preset or cost file for --published")->capture_default_str();
   app->add_option("--profile", flags->profile, "cost file measured on this machine (runs the on-machine matrix)");
   app->add_option("--format", flags->format, "table or json")->capture_default_str();
+  app->add_option("--configs", flags->configs, "comma list of matrix configurations (default: all)");
+  app->add_option("--work-dir", flags->work_dir, "where the model, tokens and run logs go (default: a temp dir)");
+  app->add_option("--mpirun", flags->mpirun, "MPI launcher")->capture_default_str();
+  app->add_option("--steps", flags->steps, "steps per run")->capture_default_str();
+  app->add_option("--warmup", flags->warmup, "steps dropped before the median")->capture_default_str();
   return [flags]() -> int {
     if (flags->format != "table" && flags->format != "json")
       throw InputError(fmt::format("--format: unknown format '{}' (table, json)", flags->format));
     if (flags->published) return run_published(*flags);
-    throw InputError("validate: give --published (the on-machine --profile matrix needs `loom run`)");
+    if (!flags->profile.empty()) return run_matrix(*flags);
+    throw InputError("validate: give --published or --profile FILE (a cost file measured on this machine)");
   };
 }
 

@@ -132,4 +132,64 @@ Result<ComputeFit> fit_compute_efficiency(const std::vector<MeasuredRun>& runs, 
   return best;
 }
 
+LineFit fit_relative_line(const std::vector<std::pair<double, double>>& x_seconds) {
+  // Minimise Σ((a + b·x − t)/t)²: the 2×2 normal equations of rows [1/t, x/t] against 1.
+  double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
+  for (const auto& [x, t] : x_seconds) {
+    const double u = 1.0 / t, v = x / t;
+    s00 += u * u, s01 += u * v, s11 += v * v, r0 += u, r1 += v;
+  }
+  LineFit fit;
+  const double det = s00 * s11 - s01 * s01;
+  if (x_seconds.size() < 2 || std::abs(det) < 1e-300) return fit;
+  fit.intercept = (r0 * s11 - r1 * s01) / det;
+  fit.slope = (s00 * r1 - s01 * r0) / det;
+  double mean = 0;
+  for (const auto& p : x_seconds) mean += p.second;
+  mean /= static_cast<double>(x_seconds.size());
+  double ss_res = 0, ss_tot = 0;
+  for (const auto& [x, t] : x_seconds) {
+    ss_res += std::pow(fit.intercept + fit.slope * x - t, 2);
+    ss_tot += std::pow(t - mean, 2);
+  }
+  fit.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
+  return fit;
+}
+
+MemoryBoundFit fit_memory_bound(const std::vector<MemoryOpPoint>& points, double bandwidth_bytes_per_s) {
+  MemoryBoundFit fit;
+  double weighted_bytes = 0, weighted_seconds = 0, mean = 0;
+  for (const auto& p : points) {
+    weighted_bytes += p.weight * p.bytes;
+    weighted_seconds += p.weight * p.seconds;
+    mean += p.seconds / static_cast<double>(points.size());
+  }
+  if (weighted_seconds <= 0 || bandwidth_bytes_per_s <= 0) return fit;
+  // CPU "kernels" are function calls: no launch latency to fit (OpenMP start-up is inside the op times).
+  fit.kernel_launch_s = 0;
+  fit.memory_bound_efficiency = weighted_bytes / (bandwidth_bytes_per_s * weighted_seconds);
+  double ss_res = 0, ss_tot = 0;
+  for (const auto& p : points) {
+    ss_res += std::pow(p.bytes / (bandwidth_bytes_per_s * fit.memory_bound_efficiency) - p.seconds, 2);
+    ss_tot += std::pow(p.seconds - mean, 2);
+  }
+  fit.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
+  return fit;
+}
+
+GemmCurveFit fit_gemm_curve(const std::vector<GemmPoint>& table, double peak_flops) {
+  // 1/rate = A + B/w with A = 1/(peak·e_max) and B = H·A; fitted on relative residuals of 1/rate.
+  std::vector<std::pair<double, double>> points;
+  for (const auto& p : table) {
+    const double w = 2.0 * p.m * p.n * p.k;
+    points.emplace_back(1.0 / w, p.seconds / w);
+  }
+  const LineFit line = fit_relative_line(points);
+  GemmCurveFit fit;
+  if (line.intercept <= 0) return fit;
+  fit.gemm_max_efficiency = 1.0 / (line.intercept * peak_flops);
+  fit.gemm_half_saturation_flops = std::max(0.0, line.slope / line.intercept);
+  return fit;
+}
+
 }  // namespace loom

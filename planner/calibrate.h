@@ -47,4 +47,33 @@ struct ComputeFit {
 Result<ComputeFit> fit_compute_efficiency(const std::vector<MeasuredRun>& runs, const ClusterSpec& cluster,
                                           int threads = 0);
 
+// seconds ≈ intercept + slope·x by least squares on relative residuals (small points count as
+// much as large ones); r2 of the fitted seconds against the measured ones.
+struct LineFit {
+  double intercept = 0, slope = 0, r2 = 0;
+};
+LineFit fit_relative_line(const std::vector<std::pair<double, double>>& x_seconds);
+
+// Memory-bound kernels measured as (bytes the cost model charges, seconds, times the op runs per
+// layer): the cost model's memory_s = kernel_launch_s + bytes / (bandwidth · memory_bound_efficiency)
+// has one efficiency for every op, so it is chosen to make the weighted total time right (what a
+// step adds up); r2 says how well that one figure describes the ops one by one.
+struct MemoryOpPoint {
+  double bytes = 0, seconds = 0, weight = 1;
+};
+struct MemoryBoundFit {
+  double memory_bound_efficiency = 0;
+  double kernel_launch_s = 0;
+  double r2 = 0;
+};
+MemoryBoundFit fit_memory_bound(const std::vector<MemoryOpPoint>& points, double bandwidth_bytes_per_s);
+
+// A measured GEMM table against the cost model's curve 1/rate = (1 + H/w) / (peak · e_max)
+// (w = 2mnk FLOPs): linear in 1/w, so fitted as a line; for cost files whose table misses a shape.
+struct GemmCurveFit {
+  double gemm_max_efficiency = 0;
+  double gemm_half_saturation_flops = 0;
+};
+GemmCurveFit fit_gemm_curve(const std::vector<GemmPoint>& table, double peak_flops);
+
 }  // namespace loom

@@ -1,0 +1,339 @@
+// `loom profile --backend cpu --out FILE`, launched as `mpirun -np N loom profile ...`: measures
+// GEMMs, memory-bound kernels, the optimizer step and collectives on this machine, fits the cost
+// model's parameters, prints nccl-tests-style tables and writes a loom-cost/1 file with provenance.
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/output.h"
+#include "cli/validate_matrix.h"
+#include "cli/version.h"
+#include "core/json_io.h"
+#include "core/presets.h"
+#include "exec/cpu/cpu_backend.h"
+#include "exec/process_groups.h"
+#include "exec/profile/collective_profile.h"
+#include "exec/profile/kernel_profile.h"
+#include "planner/calibrate.h"
+#include "sim/collectives.h"
+#ifdef LOOM_EXEC_MPI
+#include <mpi.h>
+#endif
+
+namespace loom::cli {
+namespace {
+
+struct ProfileFlags {
+  std::string backend = "cpu";
+  std::string out;
+  std::string format = "table";
+  std::int64_t min_bytes = 1 << 10;    // 1 KiB: latency-bound
+  std::int64_t max_bytes = 256 << 20;  // 256 MiB: bandwidth-bound, as nccl-tests' usual sweep ends
+  int factor = 2;
+  double collective_time_s = 0.05;     // per point: enough iterations that timer and jitter average out
+  int threads = 1;                     // per rank: the cost file's device is one rank on one core
+  bool quick = false;
+};
+
+std::string first_line_of(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key, 0) == 0) {
+      const auto colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  return "unknown";
+}
+
+std::map<std::string, std::string> provenance(const ProfileFlags& f, int ranks) {
+  std::map<std::string, std::string> p;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  utsname u{};
+  uname(&u);
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  p["kind"] = "measured";
+  p["host"] = host;
+  p["date"] = date;
+  p["os"] = fmt::format("{} {}", u.sysname, u.release);
+  p["cpu"] = first_line_of("/proc/cpuinfo", "model name");
+  p["loom_version"] = LOOM_VERSION;
+  p["loom"] = version_string();
+  p["compiler"] = __VERSION__;
+  p["gemm_library"] = exec::cpu_gemm_library();
+  p["fmt_version"] = std::to_string(FMT_VERSION);
+#ifdef LOOM_EXEC_MPI
+  char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(mpi, &len);
+  std::string mpi_version(mpi, static_cast<std::size_t>(len));
+  p["mpi_library"] = mpi_version.substr(0, mpi_version.find_first_of("\n,"));
+#endif
+  p["backend"] = f.backend;
+  p["ranks"] = std::to_string(ranks);
+  p["threads_per_rank"] = std::to_string(f.threads);
+  p["command"] = fmt::format("mpirun -np {} loom profile --backend {} --out {}{}", ranks, f.backend, f.out,
+                             f.quick ? " --quick" : "");
+  return p;
+}
+
+// Every GEMM shape the validation model and gpt-tiny run at TP 1 and 2 and micro-batches 1-8,
+// plus a grid; duplicates dropped.
+std::vector<exec::profile::GemmCase> gemm_cases(bool quick) {
+  std::vector<exec::profile::GemmCase> cases;
+  std::vector<ModelSpec> models = {validation_model()};
+  if (auto tiny = model_preset("gpt-tiny")) models.push_back(*tiny);
+  for (const ModelSpec& m : models)
+    for (int tp : {1, 2})
+      for (int b : quick ? std::vector<int>{1} : std::vector<int>{1, 2, 4, 8})
+        for (auto& c : exec::profile::transformer_gemm_cases(m, m.seq_len, b, tp)) cases.push_back(c);
+  // Grid: 64 (a head) to 1024 (above every dimension the CPU models use) in ×4 steps.
+  for (auto& c : exec::profile::grid_gemm_cases(64, quick ? 256 : 1024)) cases.push_back(c);
+  std::vector<exec::profile::GemmCase> unique;
+  for (const auto& c : cases)
+    if (std::none_of(unique.begin(), unique.end(), [&](const auto& u) { return u.m == c.m && u.n == c.n && u.k == c.k; }))
+      unique.push_back(c);
+  return unique;
+}
+
+struct KernelResults {
+  std::vector<exec::profile::GemmTiming> gemms;
+  std::vector<exec::profile::MemoryOpTiming> memory_ops;
+  double stream_bytes_per_s = 0;
+  double adamw_s = 0;
+  std::int64_t adamw_params = 0;
+};
+
+KernelResults measure_kernels(exec::Backend& backend, const ProfileFlags& f, bool show_progress) {
+  KernelResults k;
+  exec::profile::TimingBudget budget;
+  if (f.quick) budget = {5e-4, 3};  // CI: a few ms per point
+  {
+    std::unique_ptr<ProgressBar> bar = show_progress ? std::make_unique<ProgressBar>("GEMM") : nullptr;
+    k.gemms = exec::profile::time_gemms(backend, gemm_cases(f.quick), budget,
+                                        [&](std::size_t d, std::size_t t) { if (bar) bar->update(d, t); });
+  }
+  const ModelSpec model = validation_model();
+  k.memory_ops = exec::profile::time_memory_ops(backend, model, model.seq_len,
+                                                f.quick ? std::vector<int>{1} : std::vector<int>{1, 2, 4, 8}, budget);
+  // 64 MiB per array: far past any cache of a CPU of today, so DRAM is measured.
+  k.stream_bytes_per_s = exec::profile::stream_bandwidth_bytes_per_s(backend, f.quick ? 16 << 20 : 64 << 20, budget);
+  // The validation model's parameters: the size the optimizer steps in the matrix.
+  k.adamw_params = f.quick ? 1 << 18 : 2 << 20;
+  k.adamw_s = exec::profile::time_adamw(backend, k.adamw_params, budget);
+  return k;
+}
+
+// The softmax of unfused attention: the whole attention core minus its per-head matmuls.
+void add_softmax_points(KernelResults& k, const ModelSpec& model) {
+  std::vector<exec::profile::MemoryOpTiming> softmax;
+  for (const auto& op : k.memory_ops) {
+    if (op.op != "attention_core" && op.op != "attention_core_bwd") continue;
+    const bool bwd = op.op == "attention_core_bwd";
+    const double tokens = op.bytes / ((bwd ? 3.0 : 2.0) * 4.0 * model.heads * model.seq_len);
+    double matmuls = 0;
+    for (const auto& g : k.gemms)
+      if ((g.shape.op == "attention_qk" || g.shape.op == "attention_av") && g.shape.m == tokens &&
+          (g.shape.n == model.hidden || g.shape.k == model.hidden))
+        matmuls += (bwd ? 2.0 : 1.0) * g.seconds;  // the simulator charges 2 of each in the backward
+    if (matmuls > 0 && op.seconds > matmuls) softmax.push_back({bwd ? "softmax_bwd" : "softmax", op.bytes, op.seconds - matmuls});
+  }
+  k.memory_ops.insert(k.memory_ops.end(), softmax.begin(), softmax.end());
+}
+
+ClusterSpec build_cost_file(const KernelResults& k, const std::vector<exec::profile::CollectiveTiming>& coll,
+                            const ProfileFlags& f, int ranks, int local_ranks, Json& extra) {
+  ClusterSpec c = *cluster_preset("local-cpu");  // schema defaults; every measured field is replaced below
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  c.name = fmt::format("measured-{}", host);
+  c.description = fmt::format("measured by loom profile: {} rank(s) × {} thread(s), one rank = one device", ranks, f.threads);
+  c.gpus_per_node = static_cast<int>(std::max<unsigned>(cores, static_cast<unsigned>(local_ranks)));
+  c.max_nodes = ranks / std::max(1, local_ranks);
+  c.device.name = fmt::format("cpu-rank ({} thread(s))", f.threads);
+  c.device.memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / cores;
+  double best = 0;
+  for (const auto& g : k.gemms) best = std::max(best, g.flops_per_s());
+  c.device.peak_flops = best;  // the fastest GEMM measured: what this device reaches
+  c.device.memory_bandwidth_bytes_per_s = k.stream_bytes_per_s;
+  c.gemm_table.clear();
+  for (const auto& g : k.gemms) c.gemm_table.push_back({g.shape.m, g.shape.n, g.shape.k, g.seconds});
+  const GemmCurveFit curve = fit_gemm_curve(c.gemm_table, best);
+  c.compute.gemm_max_efficiency = curve.gemm_max_efficiency;
+  c.compute.gemm_half_saturation_flops = curve.gemm_half_saturation_flops;
+  // Weighted by how often a transformer layer runs each op in its forward and backward
+  // (sim/cost_model.cc: two norms and two residual adds, one GELU, one softmax per pass).
+  const std::map<std::string, double> per_layer = {{"norm", 2}, {"norm_bwd", 2}, {"residual", 2}, {"residual_bwd", 2},
+                                                   {"gelu", 1}, {"gelu_bwd", 1}, {"softmax", 1}, {"softmax_bwd", 1}};
+  std::vector<MemoryOpPoint> mem;
+  for (const auto& op : k.memory_ops)
+    if (per_layer.count(op.op)) mem.push_back({op.bytes, op.seconds, per_layer.at(op.op)});
+  const MemoryBoundFit mb = fit_memory_bound(mem, k.stream_bytes_per_s);
+  c.compute.memory_bound_efficiency = mb.memory_bound_efficiency;
+  c.compute.kernel_launch_s = mb.kernel_launch_s;
+  c.framework_reserve_bytes = 0;  // the CPU executor allocates nothing outside its tracked tensors
+
+  c.collective_points.clear();
+  c.collective_fits.clear();
+  std::map<std::tuple<std::string, std::string, int>, std::vector<std::pair<double, double>>> grouped;
+  for (const auto& t : coll) {
+    c.collective_points.push_back({t.collective, t.level, t.group_size, t.bytes, t.seconds});
+    grouped[{t.collective, t.level, t.group_size}].emplace_back(t.bytes, t.seconds);
+  }
+  const std::map<std::string, sim::Collective> kinds = {{"all_reduce", sim::Collective::kAllReduce},
+                                                        {"reduce_scatter", sim::Collective::kReduceScatter},
+                                                        {"all_gather", sim::Collective::kAllGather},
+                                                        {"send_recv", sim::Collective::kSendRecv}};
+  for (const auto& [key, points] : grouped) {
+    const auto& [name, level, n] = key;
+    const sim::AlphaBeta ab = sim::fit_alpha_beta(kinds.at(name), n, points);
+    c.collective_fits.push_back({name, level, n, ab.alpha_s, ab.bus_bandwidth_bytes_per_s, ab.r2});
+    if (name == "send_recv") {
+      // The simulator's pipeline sends use the link figures: set them from the measured pair.
+      LinkSpec link{ab.bus_bandwidth_bytes_per_s, ab.alpha_s};
+      (level == "intra_node" ? c.intra_node : c.inter_node) = link;
+      if (level == "intra_node" && c.max_nodes <= 1) c.inter_node = link;  // one host: no other link exists
+    }
+  }
+  c.provenance = provenance(f, ranks);
+  c.provenance["memory_bound_fit_r2"] = fmt::format("{:.4f}", mb.r2);
+
+  extra = Json::object();
+  Json ops = Json::array();
+  for (const auto& op : k.memory_ops) ops.push_back({{"op", op.op}, {"bytes", op.bytes}, {"seconds", op.seconds}});
+  // AdamW as the cost model charges it in fp32: 2·8 (m, v) + 2·4 (params) + 2·4 (grads) bytes.
+  ops.push_back({{"op", "adamw"}, {"bytes", 32.0 * k.adamw_params}, {"seconds", k.adamw_s}, {"params", k.adamw_params}});
+  extra["memory_bound_ops"] = ops;
+  Json gemms = Json::array();
+  for (const auto& g : k.gemms)
+    gemms.push_back({{"op", g.shape.op}, {"m", g.shape.m}, {"n", g.shape.n}, {"k", g.shape.k}, {"calls", g.shape.calls},
+                     {"trans_a", g.shape.trans_a}, {"trans_b", g.shape.trans_b}, {"seconds", g.seconds}});
+  extra["gemms"] = gemms;
+  extra["stream_bandwidth_bytes_per_s"] = k.stream_bytes_per_s;
+  return c;
+}
+
+std::string tables(const ClusterSpec& c, const KernelResults& k, const std::vector<exec::profile::CollectiveTiming>& coll) {
+  std::string t = fmt::format("# loom profile: {}\n# {}\n", c.description, c.provenance.at("cpu"));
+  t += fmt::format("# device peak (best GEMM) {:.2f} GFLOP/s, STREAM bandwidth {:.2f} GB/s\n", c.device.peak_flops / 1e9,
+                   c.device.memory_bandwidth_bytes_per_s / 1e9);
+  t += "#\n# GEMM (fp32), as the simulator asks for it (m, n, k) and as the executor runs it (calls, transposes)\n";
+  t += fmt::format("{:>16} {:>6} {:>6} {:>6} {:>5} {:>3} {:>11} {:>9}\n", "op", "m", "n", "k", "calls", "op", "time", "rate");
+  t += fmt::format("{:>16} {:>6} {:>6} {:>6} {:>5} {:>3} {:>11} {:>9}\n", "", "", "", "", "", "", "(us)", "(GFLOP/s)");
+  for (const auto& g : k.gemms)
+    t += fmt::format("{:>16} {:>6} {:>6} {:>6} {:>5} {:>3} {:>11.2f} {:>9.2f}\n", g.shape.op, g.shape.m, g.shape.n, g.shape.k,
+                     g.shape.calls, fmt::format("{}{}", g.shape.trans_a ? 'T' : 'N', g.shape.trans_b ? 'T' : 'N'),
+                     g.seconds * 1e6, g.flops_per_s() / 1e9);
+  t += "#\n# memory-bound ops (bytes as the cost model charges them)\n";
+  t += fmt::format("{:>20} {:>12} {:>11} {:>8}\n{:>20} {:>12} {:>11} {:>8}\n", "op", "size", "time", "bw", "", "(B)", "(us)", "(GB/s)");
+  for (const auto& op : k.memory_ops)
+    t += fmt::format("{:>20} {:>12.0f} {:>11.2f} {:>8.2f}\n", op.op, op.bytes, op.seconds * 1e6, op.bytes / op.seconds / 1e9);
+  t += fmt::format("{:>20} {:>12.0f} {:>11.2f} {:>8.2f}\n", "adamw", 32.0 * k.adamw_params, k.adamw_s * 1e6,
+                   32.0 * k.adamw_params / k.adamw_s / 1e9);
+  t += fmt::format("# fit: memory_bound_efficiency {:.3f}, kernel_launch_s {:.3g}, R² {}\n", c.compute.memory_bound_efficiency,
+                   c.compute.kernel_launch_s, c.provenance.at("memory_bound_fit_r2"));
+  if (!coll.empty()) {
+    t += "#\n# collectives (slowest rank of the group; busbw as nccl-tests: ×2(n−1)/n all-reduce, ×(n−1)/n RS/AG)\n";
+    t += fmt::format("{:>14} {:>5} {:>10} {:>12} {:>11} {:>11} {:>8} {:>8}\n", "collective", "group", "level", "size", "count",
+                     "time", "algbw", "busbw");
+    t += fmt::format("{:>14} {:>5} {:>10} {:>12} {:>11} {:>11} {:>8} {:>8}\n", "", "", "", "(B)", "(elements)", "(us)", "(GB/s)",
+                     "(GB/s)");
+    const std::map<std::string, sim::Collective> kinds = {{"all_reduce", sim::Collective::kAllReduce},
+                                                          {"reduce_scatter", sim::Collective::kReduceScatter},
+                                                          {"all_gather", sim::Collective::kAllGather},
+                                                          {"send_recv", sim::Collective::kSendRecv}};
+    for (const auto& x : coll) {
+      const double algbw = x.bytes / x.seconds / 1e9;
+      t += fmt::format("{:>14} {:>5} {:>10} {:>12.0f} {:>11.0f} {:>11.2f} {:>8.3f} {:>8.3f}\n", x.collective, x.group_size,
+                       x.level, x.bytes, x.bytes / 4, x.seconds * 1e6, algbw,
+                       algbw * sim::bus_factor(kinds.at(x.collective), x.group_size));
+    }
+    t += "#\n# α–β fits (least squares on relative residuals): t = steps(n)·α + bus_factor(n)·S / busbw\n";
+    t += fmt::format("{:>14} {:>5} {:>10} {:>10} {:>8} {:>8}\n{:>14} {:>5} {:>10} {:>10} {:>8} {:>8}\n", "collective", "group",
+                     "level", "alpha", "busbw", "R2", "", "", "", "(us)", "(GB/s)", "");
+    for (const auto& fit : c.collective_fits)
+      t += fmt::format("{:>14} {:>5} {:>10} {:>10.3f} {:>8.3f} {:>8.5f}\n", fit.collective, fit.group_size, fit.level,
+                       fit.alpha_s * 1e6, fit.bus_bandwidth_bytes_per_s / 1e9, fit.r2);
+  } else {
+    t += "# collectives: not measured (one rank; launch with mpirun -np N to measure groups of 2..N)\n";
+  }
+  return t;
+}
+
+int run_profile(const ProfileFlags& f) {
+  exec::Runtime runtime;
+  const int rank = runtime.world_rank();
+  std::string problem;
+  if (f.backend != "cpu") problem = fmt::format("--backend: '{}' is not built into this binary (cpu)", f.backend);
+  else if (f.format != "table" && f.format != "json") problem = fmt::format("--format: unknown format '{}' (table, json)", f.format);
+  else if (f.min_bytes < 4 || f.max_bytes < f.min_bytes) problem = "--min-bytes/--max-bytes: need 4 <= min <= max";
+  else if (f.out.empty()) problem = "--out: give the cost file to write";
+  else if (rank == 0) {
+    // Checked before minutes of measuring: the file must be creatable (written atomically at the end).
+    const std::string probe = f.out + ".probe";
+    std::FILE* file = std::fopen(probe.c_str(), "w");
+    if (file == nullptr) problem = fmt::format("--out: cannot write '{}'", f.out);
+    else std::fclose(file), std::remove(probe.c_str());
+  }
+  const auto [failed, rank0_failed] = runtime.agree_on_failure(!problem.empty());
+  if (failed > 0) {
+    if (rank == 0) std::fprintf(stderr, "loom: %s\n", rank0_failed ? problem.c_str() : "a rank could not start profiling");
+    return kExitBadInput;
+  }
+  exec::set_cpu_threads(f.threads);
+  std::string error;
+  auto backend = exec::make_backend(f.backend, &error);
+  KernelResults kernels = measure_kernels(*backend, f, rank == 0);
+  std::vector<exec::profile::CollectiveTiming> coll;
+  if (runtime.world_size() > 1) {
+    std::unique_ptr<ProgressBar> bar = rank == 0 ? std::make_unique<ProgressBar>("collectives") : nullptr;
+    const std::int64_t max_bytes = f.quick ? std::min<std::int64_t>(f.max_bytes, 1 << 20) : f.max_bytes;
+    coll = exec::profile::time_collectives(runtime, *backend, exec::profile::message_sizes(f.min_bytes, max_bytes, f.factor),
+                                           f.quick ? 0.005 : f.collective_time_s,
+                                           [&](std::size_t d, std::size_t t) { if (bar) bar->update(d, t); });
+  }
+  if (rank != 0) return kExitOk;
+  add_softmax_points(kernels, validation_model());
+  Json extra;
+  const ClusterSpec cluster = build_cost_file(kernels, coll, f, runtime.world_size(), runtime.local_size(), extra);
+  Json file = to_json(cluster);
+  file["measurements"] = extra;
+  write_output(f.out, file.dump(2) + "\n");
+  write_output("", f.format == "json" ? file.dump(2) + "\n" : tables(cluster, kernels, coll));
+  return kExitOk;
+}
+
+std::function<int()> add_profile(CLI::App& root) {
+  auto flags = std::make_shared<ProfileFlags>();
+  CLI::App* app = root.add_subcommand("profile", "measure this machine's kernels and collectives into a cost file");
+  app->add_option("--backend", flags->backend, "cpu or cuda")->capture_default_str();
+  app->add_option("--out", flags->out, "cost file to write (loom-cost/1 JSON)");
+  app->add_option("--format", flags->format, "printed output: table or json")->capture_default_str();
+  app->add_option("--min-bytes", flags->min_bytes, "smallest collective message")->capture_default_str();
+  app->add_option("--max-bytes", flags->max_bytes, "largest collective message")->capture_default_str();
+  app->add_option("--factor", flags->factor, "message size step")->capture_default_str();
+  app->add_option("--threads", flags->threads, "threads per rank")->capture_default_str();
+  app->add_flag("--quick", flags->quick, "seconds instead of minutes: fewer shapes, messages up to 1 MiB (CI)");
+  return [flags] { return run_profile(*flags); };
+}
+
+}  // namespace
+
+LOOM_REGISTER_COMMAND("profile", add_profile);
+
+}  // namespace loom::cli

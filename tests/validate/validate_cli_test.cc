@@ -1,0 +1,166 @@
+// `loom profile` under mpirun writes a cost file the simulator accepts, with provenance, raw
+// points and α–β fits that are the fits of those points; `loom validate --profile` runs a
+// 3-configuration subset end to end with every field of DESIGN.md's JSON contract; bad input
+// ends with one line and exit status 2.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "core/json_io.h"
+#include "run_util.h"
+#include "sim/collectives.h"
+
+namespace loom::exec::testing {
+namespace {
+
+std::string mpirun(int ranks) {
+  return fmt::format("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 {} --oversubscribe -np {} {}", LOOM_MPIEXEC,
+                     ranks, loom_binary());
+}
+
+int lines(const std::string& text) {
+  int n = 0;
+  for (char c : text) n += c == '\n';
+  return n;
+}
+
+// One quick 2-rank profile per test process, shared by the tests that read it.
+class ProfileQuick : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!have_mpirun()) return;
+    dir_ = scratch_dir("profile");
+    path_ = dir_ + "/cost.json";
+    result_ = run_shell(mpirun(2) + fmt::format(" profile --backend cpu --quick --out {}", path_), 300);
+  }
+  void SetUp() override {
+    if (!have_mpirun()) GTEST_SKIP() << "built without MPI: collectives cannot be measured";
+    ASSERT_EQ(result_.exit_code, 0) << result_.err;
+  }
+  static inline std::string dir_, path_;
+  static inline ProcessResult result_;
+};
+
+TEST_F(ProfileQuick, WritesCostFileTheSimulatorAccepts) {
+  auto json = read_json_file(path_);
+  ASSERT_TRUE(json.ok()) << json.error().message;
+  EXPECT_EQ((*json)["schema"], "loom-cost/1");
+  auto cluster = cluster_from_json(*json);
+  ASSERT_TRUE(cluster.ok()) << cluster.error().message;
+  for (const char* key : {"host", "date", "loom_version", "gemm_library", "mpi_library", "compiler", "cpu"})
+    EXPECT_FALSE(cluster->provenance[key].empty()) << "provenance." << key;
+  EXPECT_GT(cluster->device.peak_flops, 1e8);  // any CPU of this century does 0.1 GFLOP/s in fp32
+  EXPECT_GT(cluster->device.memory_bandwidth_bytes_per_s, 1e8);
+  EXPECT_GT(cluster->compute.memory_bound_efficiency, 0.0);
+  EXPECT_GT(cluster->gemm_table.size(), 20u);
+  // Raw points from 1 KiB to 1 MiB (the --quick sweep) for every collective on the pair.
+  std::map<std::string, std::pair<double, double>> range;
+  for (const auto& p : cluster->collective_points) {
+    EXPECT_EQ(p.group_size, 2);
+    auto& [lo, hi] = range.try_emplace(p.collective, 1e30, 0.0).first->second;
+    lo = std::min(lo, p.bytes);
+    hi = std::max(hi, p.bytes);
+  }
+  for (const char* c : {"all_reduce", "reduce_scatter", "all_gather", "send_recv"}) {
+    ASSERT_TRUE(range.count(c)) << c;
+    EXPECT_EQ(range[c].first, 1024.0) << c;
+    EXPECT_EQ(range[c].second, 1024.0 * 1024.0) << c;
+  }
+  // nccl-tests-style table: column names, then units.
+  EXPECT_NE(result_.out.find("busbw"), std::string::npos) << result_.out;
+  EXPECT_NE(result_.out.find("(GB/s)"), std::string::npos);
+  EXPECT_NE(result_.out.find("R2"), std::string::npos);
+}
+
+TEST_F(ProfileQuick, FitsAreTheFitsOfTheStoredPoints) {
+  auto cluster = cluster_from_json(*read_json_file(path_));
+  ASSERT_TRUE(cluster.ok());
+  const std::map<std::string, sim::Collective> kinds = {{"all_reduce", sim::Collective::kAllReduce},
+                                                        {"reduce_scatter", sim::Collective::kReduceScatter},
+                                                        {"all_gather", sim::Collective::kAllGather},
+                                                        {"send_recv", sim::Collective::kSendRecv}};
+  ASSERT_EQ(cluster->collective_fits.size(), 4u);
+  for (const auto& fit : cluster->collective_fits) {
+    std::vector<std::pair<double, double>> points;
+    for (const auto& p : cluster->collective_points)
+      if (p.collective == fit.collective && p.group_size == fit.group_size && p.level == fit.level)
+        points.emplace_back(p.bytes, p.seconds);
+    const sim::AlphaBeta again = sim::fit_alpha_beta(kinds.at(fit.collective), fit.group_size, points);
+    EXPECT_NEAR(fit.alpha_s, again.alpha_s, 1e-9 + 1e-6 * again.alpha_s) << fit.collective;
+    EXPECT_NEAR(fit.bus_bandwidth_bytes_per_s, again.bus_bandwidth_bytes_per_s, 1e-6 * again.bus_bandwidth_bytes_per_s);
+    EXPECT_NEAR(fit.r2, again.r2, 1e-9);
+    EXPECT_LE(fit.r2, 1.0);
+    EXPECT_GT(fit.bus_bandwidth_bytes_per_s, 1e6) << fit.collective;  // shared memory moves more than 1 MB/s
+  }
+  // The pipeline sends of the simulator read the link: it carries the measured pair's figures.
+  for (const auto& fit : cluster->collective_fits)
+    if (fit.collective == "send_recv") {
+      EXPECT_DOUBLE_EQ(cluster->intra_node.latency_s, fit.alpha_s);
+      EXPECT_DOUBLE_EQ(cluster->intra_node.bandwidth_bytes_per_s, fit.bus_bandwidth_bytes_per_s);
+    }
+}
+
+TEST(ValidateSubset, JsonHasEveryContractField) {
+  if (!have_mpirun()) GTEST_SKIP() << "built without MPI: the matrix runs under mpirun";
+  const std::string dir = scratch_dir("validate");
+  const std::string cost = dir + "/cost.json";
+  const ProcessResult p = run_shell(mpirun(2) + fmt::format(" profile --backend cpu --quick --out {}", cost), 300);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const ProcessResult v = run_shell(
+      fmt::format("{} validate --profile {} --configs single,dp2-zero1,pp2-1f1b-m4 --steps 3 --warmup 1 --format json "
+                  "--work-dir {} --mpirun {}",
+                  loom_binary(), cost, dir + "/work", LOOM_MPIEXEC),
+      600);
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  auto json = parse_json(v.out, "validate output");
+  ASSERT_TRUE(json.ok()) << v.out;
+  const Json& rows = (*json)["rows"];
+  ASSERT_EQ(rows.size(), 3u);
+  for (const Json& r : rows) {
+    for (const char* key : {"tp", "pp", "dp", "zero", "micro_batch", "vpp", "recompute", "sequence_parallel", "schedule"})
+      EXPECT_TRUE(r["config"].contains(key)) << key;
+    for (const char* key : {"predicted_step_time_s", "measured_step_time_s", "predicted_peak_memory_gib",
+                            "measured_peak_memory_gib"}) {
+      ASSERT_TRUE(r.contains(key) && r[key].is_number()) << key;
+      EXPECT_GT(r[key].get<double>(), 0.0) << r["name"] << " " << key;
+    }
+    ASSERT_TRUE(r.contains("oversubscribed") && r["oversubscribed"].is_boolean());
+    // Two steps after a one-step warm-up.
+    EXPECT_EQ(r["measured_step_times_s"].size(), 2u);
+    // Not the accuracy bar (a benchmark): a guard against wiring errors such as predicting the
+    // wrong model or batch, which are off by integer factors.
+    const double ratio = r["predicted_step_time_s"].get<double>() / r["measured_step_time_s"].get<double>();
+    EXPECT_GT(ratio, 0.33) << r["name"];
+    EXPECT_LT(ratio, 3.0) << r["name"];
+  }
+  EXPECT_EQ(rows[1]["per_rank"].size(), 2u);  // DP2: both ranks' peaks
+}
+
+TEST(BadInput, MissingProfileFile) {
+  const ProcessResult r = run_shell(loom_binary() + " validate --profile /nonexistent/cost.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/cost.json"), std::string::npos) << r.err;
+}
+
+TEST(BadInput, UnwritableOut) {
+  const std::string launcher = have_mpirun() ? mpirun(2) : loom_binary();
+  const ProcessResult r = run_shell(launcher + " profile --backend cpu --quick --out /nonexistent/dir/cost.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/dir/cost.json"), std::string::npos) << r.err;
+}
+
+TEST(BadInput, UnknownConfiguration) {
+  const std::string cost = scratch_dir("unknown") + "/cost.json";
+  ASSERT_EQ(run_shell(loom_binary() + " profile --backend cpu --quick --out " + cost, 300).exit_code, 0);
+  const ProcessResult r = run_shell(fmt::format("{} validate --profile {} --configs single,dp9", loom_binary(), cost));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("dp9"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace loom::exec::testing
