@@ -23,9 +23,14 @@ void Tensor::reset() {
 }
 
 Tensor Backend::alloc(std::int64_t rows, std::int64_t cols, MemoryCategory category) {
+  Tensor t = empty(rows, cols, category);
+  zero(t.data(), rows * cols);
+  return t;
+}
+
+Tensor Backend::empty(std::int64_t rows, std::int64_t cols, MemoryCategory category) {
   const std::int64_t bytes = rows * cols * static_cast<std::int64_t>(sizeof(float));
   float* data = allocate_raw(bytes > 0 ? bytes : static_cast<std::int64_t>(sizeof(float)));
-  zero(data, rows * cols);
   memory_.allocated(category, bytes);
   return Tensor(this, data, rows, cols, category);
 }

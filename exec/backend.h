@@ -38,6 +38,8 @@ class Backend {
 
   // Zero-filled tensor charged to `category`.
   Tensor alloc(std::int64_t rows, std::int64_t cols, MemoryCategory category);
+  // The same without filling: for outputs an op overwrites completely (GEMM with beta 0, norms).
+  Tensor empty(std::int64_t rows, std::int64_t cols, MemoryCategory category);
   void release(float* data, std::int64_t bytes, MemoryCategory category);
   // The same storage charged to another category from now on (an activation handed to a send).
   Tensor recharge(Tensor tensor, MemoryCategory category);

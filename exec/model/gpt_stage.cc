@@ -28,7 +28,7 @@ float* GptStage::head_weight(float* base) const {
 Tensor GptStage::embed(const MicroBatch& mb, Cache& cache) {
   const std::int64_t T = tokens(), h = model_.hidden;
   const LocalDims& d = layout_.dims;
-  Tensor e = backend_.alloc(T, h, tp_.size() > 1 ? kWork : kAct);
+  Tensor e = backend_.alloc(T, h, tp_.size() > 1 ? kWork : kAct);  // rows of other ranks' tokens stay zero
   float* wte = params_.acquire(layout_.word_embedding_unit);
   backend_.embedding_forward(e.data(), wte, mb.tokens, T, h, d.vocab_start, d.vocab_local);
   params_.release(layout_.word_embedding_unit);
@@ -55,7 +55,7 @@ void GptStage::embed_backward(const MicroBatch& mb, const Tensor& d_out, Cache& 
   const LocalDims& d = layout_.dims;
   Tensor masked;
   if (dropout_.p > 0) {
-    masked = backend_.alloc(d_out.rows(), d_out.cols(), kWork);
+    masked = backend_.empty(d_out.rows(), d_out.cols(), kWork);
     backend_.apply_mask(masked.data(), d_out.data(), mask_data(cache.embed_mask), d_out.numel(), dropout_.keep_scale());
     cache.embed_mask.reset();
   }
@@ -83,13 +83,13 @@ Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float lo
   LayerTensors norm{};
   norm.ln1_w = fp + fu.param("lnf.weight").offset;
   norm.ln1_b = fu.find("lnf.bias") ? fp + fu.param("lnf.bias").offset : nullptr;
-  c.final_norm = backend_.alloc(c.final_in.rows(), h, kAct);
+  c.final_norm = backend_.empty(c.final_in.rows(), h, kAct);
   if (model_.norm == Norm::kLayerNorm) {
-    c.final_stats = backend_.alloc(2, c.final_in.rows(), kAct);
+    c.final_stats = backend_.empty(2, c.final_in.rows(), kAct);
     backend_.layernorm_forward(c.final_norm.data(), c.final_stats.data(), c.final_stats.data() + c.final_in.rows(),
                                c.final_in.data(), norm.ln1_w, norm.ln1_b, c.final_in.rows(), h);
   } else {
-    c.final_stats = backend_.alloc(1, c.final_in.rows(), kAct);
+    c.final_stats = backend_.empty(1, c.final_in.rows(), kAct);
     backend_.rmsnorm_forward(c.final_norm.data(), c.final_stats.data(), c.final_in.data(), norm.ln1_w,
                              c.final_in.rows(), h);
   }
@@ -97,7 +97,7 @@ Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float lo
   float* hp = hu == layout_.final_unit ? fp : params_.acquire(hu);
   Tensor gathered;
   const float* xf = tp_.gather_rows(c.final_norm, gathered);
-  c.dlogits = backend_.alloc(T, d.vocab_local, kAct);
+  c.dlogits = backend_.empty(T, d.vocab_local, kAct);
   backend_.gemm(false, true, static_cast<int>(T), d.vocab_local, h, 1.0f, xf, h, head_weight(hp), h, 0.0f,
                 c.dlogits.data(), d.vocab_local);
   gathered.reset();
@@ -110,7 +110,7 @@ Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float lo
 
   // Vocabulary-parallel cross-entropy (Megatron): max, sum of exponentials and the target's logit
   // are reduced over TP ranks, so no rank ever holds the full row of logits.
-  Tensor stats = backend_.alloc(3, T, kWork);
+  Tensor stats = backend_.empty(3, T, kWork);
   float *mx = stats.data(), *sum = mx + T, *target = sum + T;
   float* logits = c.dlogits.data();
   backend_.row_max(mx, logits, T, d.vocab_local, d.vocab_valid_local);
@@ -139,7 +139,7 @@ Tensor GptStage::head_backward(Cache& c) {
   float* fg = params_.gradients(layout_.final_unit);
   float* hp = hu == layout_.final_unit ? fp : params_.acquire(hu);
   float* hg = hu == layout_.final_unit ? fg : params_.gradients(hu);
-  Tensor dxf = backend_.alloc(T, h, kWork);
+  Tensor dxf = backend_.empty(T, h, kWork);
   {
     Tensor gathered;
     const float* xf = tp_.gather_rows(c.final_norm, gathered);
@@ -154,7 +154,7 @@ Tensor GptStage::head_backward(Cache& c) {
     if (hu == layout_.tied_head_unit) params_.gradients_ready(hu);  // the first stage's copy is separate
   }
   Tensor dxf_local = tp_.reduce_rows(std::move(dxf), kWork);
-  Tensor dx = backend_.alloc(c.final_in.rows(), h, kWork);
+  Tensor dx = backend_.empty(c.final_in.rows(), h, kWork);
   const float* w = fp + fu.param("lnf.weight").offset;
   float* gw = fg + fu.param("lnf.weight").offset;
   if (model_.norm == Norm::kLayerNorm)
@@ -212,7 +212,7 @@ Tensor GptStage::backward(int micro_batch, const MicroBatch& mb, const Tensor& d
   }
   caches_.erase(micro_batch);
   if (d == &dout) {  // a stage without layers passes the gradient through
-    Tensor copy = backend_.alloc(dout.rows(), dout.cols(), kWork);
+    Tensor copy = backend_.empty(dout.rows(), dout.cols(), kWork);
     backend_.copy(copy.data(), dout.data(), dout.numel());
     return copy;
   }

@@ -19,7 +19,7 @@ LayerTensors layer_tensors(const Unit& u, float* base) {
           at(u, base, "mlp.fc.bias"),      at(u, base, "mlp.proj.weight"), at(u, base, "mlp.proj.bias")};
 }
 
-Tensor alloc_mask(Backend& backend, std::int64_t n) { return backend.alloc((n + 3) / 4, 1, kAct); }
+Tensor alloc_mask(Backend& backend, std::int64_t n) { return backend.empty((n + 3) / 4, 1, kAct); }
 
 Tensor TransformerLayer::row_mask(std::int64_t rows, std::int64_t cols, int layer, int site, std::int64_t first_sequence) {
   Tensor mask = alloc_mask(backend_, rows * cols);
@@ -31,14 +31,14 @@ Tensor TransformerLayer::row_mask(std::int64_t rows, std::int64_t cols, int laye
 
 void TransformerLayer::attention_mask(LayerCache& c, int layer) {
   const AttentionShape s = attention_shape();
-  c.attn_mask = backend_.alloc((s.probs_numel() + 3) / 4, 1, c.probs.category());
+  c.attn_mask = backend_.empty((s.probs_numel() + 3) / 4, 1, c.probs.category());
   const std::int64_t per_sequence = static_cast<std::int64_t>(s.heads) * s.seq * s.seq;
   for (int b = 0; b < s.batch; ++b) {
     const std::int64_t global_head0 = (c.first_sequence + b) * model_.heads + static_cast<std::int64_t>(tp_.rank()) * s.heads;
     backend_.dropout_mask(mask_data(c.attn_mask) + b * per_sequence, per_sequence, dropout_.key(layer, 0),
                           static_cast<std::uint64_t>(global_head0 * s.seq * s.seq), dropout_.p);
   }
-  c.dropped = backend_.alloc(s.probs_numel(), 1, c.probs.category());
+  c.dropped = backend_.empty(s.probs_numel(), 1, c.probs.category());
   backend_.apply_mask(c.dropped.data(), c.probs.data(), mask_data(c.attn_mask), s.probs_numel(), dropout_.keep_scale());
 }
 
@@ -48,12 +48,12 @@ AttentionShape TransformerLayer::attention_shape() const {
 
 void TransformerLayer::norm_forward(Tensor& out, Tensor& stats, const Tensor& x, const float* w, const float* b) {
   const std::int64_t rows = x.rows(), h = x.cols();
-  out = backend_.alloc(rows, h, kAct);
+  out = backend_.empty(rows, h, kAct);
   if (model_.norm == Norm::kLayerNorm) {
-    stats = backend_.alloc(2, rows, kAct);
+    stats = backend_.empty(2, rows, kAct);
     backend_.layernorm_forward(out.data(), stats.data(), stats.data() + rows, x.data(), w, b, rows, h);
   } else {
-    stats = backend_.alloc(1, rows, kAct);
+    stats = backend_.empty(1, rows, kAct);
     backend_.rmsnorm_forward(out.data(), stats.data(), x.data(), w, rows, h);
   }
 }
@@ -79,14 +79,14 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
   {
     Tensor gathered;
     const float* a_in = tp_.gather_rows(c.ln1, gathered);
-    c.qkv = backend_.alloc(T, qkv_cols, kAct);
+    c.qkv = backend_.empty(T, qkv_cols, kAct);
     backend_.gemm(false, true, static_cast<int>(T), qkv_cols, h, 1.0f, a_in, h, w.qkv_w, h, 0.0f, c.qkv.data(),
                   qkv_cols);
   }
   if (w.qkv_b != nullptr) backend_.add_bias(c.qkv.data(), w.qkv_b, T, qkv_cols);
   if (model_.position == PositionEmbedding::kRotary) backend_.rope(c.qkv.data(), attention_shape(), false);
-  c.probs = backend_.alloc(attention_shape().probs_numel(), 1, recompute == Recompute::kSelective ? kWork : kAct);
-  c.ctx = backend_.alloc(T, ctx_cols, kAct);
+  c.probs = backend_.empty(attention_shape().probs_numel(), 1, recompute == Recompute::kSelective ? kWork : kAct);
+  c.ctx = backend_.empty(T, ctx_cols, kAct);
   backend_.attention_probs(c.probs.data(), c.qkv.data(), attention_shape());
   if (dropout) attention_mask(c, layer);
   backend_.attention_context(c.ctx.data(), dropout ? c.dropped.data() : c.probs.data(), c.qkv.data(), attention_shape());
@@ -96,7 +96,7 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
     c.attn_mask.reset();
   }
 
-  Tensor o = backend_.alloc(T, h, kWork);
+  Tensor o = backend_.empty(T, h, kWork);
   backend_.gemm(false, true, static_cast<int>(T), h, ctx_cols, 1.0f, c.ctx.data(), ctx_cols, w.proj_w, ctx_cols, 0.0f,
                 o.data(), h);
   Tensor o_local = tp_.reduce_rows(std::move(o), kWork);
@@ -105,7 +105,7 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
     c.proj_mask = row_mask(o_local.rows(), h, layer, 1, first_sequence);
     backend_.apply_mask(o_local.data(), o_local.data(), mask_data(c.proj_mask), o_local.numel(), dropout_.keep_scale());
   }
-  c.x2 = backend_.alloc(c.x.rows(), h, kAct);
+  c.x2 = backend_.empty(c.x.rows(), h, kAct);
   backend_.add(c.x2.data(), c.x.data(), o_local.data(), c.x.numel());
   o_local.reset();
 
@@ -113,15 +113,15 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
   {
     Tensor gathered;
     const float* m_in = tp_.gather_rows(c.ln2, gathered);
-    c.fc = backend_.alloc(T, dims_.ffn_in, kAct);
+    c.fc = backend_.empty(T, dims_.ffn_in, kAct);
     backend_.gemm(false, true, static_cast<int>(T), dims_.ffn_in, h, 1.0f, m_in, h, w.fc_w, h, 0.0f, c.fc.data(),
                   dims_.ffn_in);
   }
   if (w.fc_b != nullptr) backend_.add_bias(c.fc.data(), w.fc_b, T, dims_.ffn_in);
-  c.act = backend_.alloc(T, dims_.ffn, kAct);
+  c.act = backend_.empty(T, dims_.ffn, kAct);
   if (model_.activation == Activation::kSwiGLU) backend_.swiglu_forward(c.act.data(), c.fc.data(), T, dims_.ffn);
   else backend_.gelu_forward(c.act.data(), c.fc.data(), c.fc.numel());
-  Tensor f2 = backend_.alloc(T, h, kWork);
+  Tensor f2 = backend_.empty(T, h, kWork);
   backend_.gemm(false, true, static_cast<int>(T), h, dims_.ffn, 1.0f, c.act.data(), dims_.ffn, w.fc2_w, dims_.ffn,
                 0.0f, f2.data(), h);
   Tensor f2_local = tp_.reduce_rows(std::move(f2), kWork);
@@ -130,7 +130,7 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
     c.mlp_mask = row_mask(f2_local.rows(), h, layer, 2, first_sequence);
     backend_.apply_mask(f2_local.data(), f2_local.data(), mask_data(c.mlp_mask), f2_local.numel(), dropout_.keep_scale());
   }
-  Tensor y = backend_.alloc(c.x.rows(), h, kAct);
+  Tensor y = backend_.empty(c.x.rows(), h, kAct);
   backend_.add(y.data(), c.x2.data(), f2_local.data(), y.numel());
 
   if (recompute == Recompute::kFull) {
@@ -146,7 +146,7 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
                                   Recompute recompute, int layer) {
   if (!c.complete()) {
     // Full recomputation: run the block forward again from its stored input.
-    Tensor input = backend_.alloc(c.x.rows(), c.x.cols(), kAct);
+    Tensor input = backend_.empty(c.x.rows(), c.x.cols(), kAct);
     backend_.copy(input.data(), c.x.data(), c.x.numel());
     c.x.reset();
     Tensor y = forward(w, std::move(input), c, Recompute::kNone, layer, c.first_sequence);
@@ -155,7 +155,7 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
   // Through the MLP's dropout: the residual path takes dy_in, the MLP branch the masked gradient.
   Tensor dy_masked;
   if (dropout) {
-    dy_masked = backend_.alloc(dy_in.rows(), dy_in.cols(), kWork);
+    dy_masked = backend_.empty(dy_in.rows(), dy_in.cols(), kWork);
     backend_.apply_mask(dy_masked.data(), dy_in.data(), mask_data(c.mlp_mask), dy_in.numel(), dropout_.keep_scale());
   }
   const Tensor& dy = dropout ? dy_masked : dy_in;
@@ -165,13 +165,13 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
 
   // MLP: y = x2 + fc2(act(fc(ln2(x2)))).
   if (g.fc2_b != nullptr) backend_.bias_grad(g.fc2_b, dy.data(), dy.rows(), h);
-  Tensor dx2 = backend_.alloc(dy_in.rows(), h, kWork);
+  Tensor dx2 = backend_.empty(dy_in.rows(), h, kWork);
   {
-    Tensor dfc = backend_.alloc(T, dims_.ffn_in, kWork);
+    Tensor dfc = backend_.empty(T, dims_.ffn_in, kWork);
     {
       Tensor gathered;
       const float* dy_full = tp_.gather_rows(dy, gathered);
-      Tensor dact = backend_.alloc(T, dims_.ffn, kWork);
+      Tensor dact = backend_.empty(T, dims_.ffn, kWork);
       backend_.gemm(false, false, Ti, dims_.ffn, h, 1.0f, dy_full, h, w.fc2_w, dims_.ffn, 0.0f, dact.data(), dims_.ffn);
       backend_.gemm(true, false, h, dims_.ffn, Ti, 1.0f, dy_full, h, c.act.data(), dims_.ffn, 1.0f, g.fc2_w, dims_.ffn);
       if (model_.activation == Activation::kSwiGLU)
@@ -184,7 +184,7 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
     const float* m_in = tp_.gather_rows(c.ln2, gathered);
     backend_.gemm(true, false, dims_.ffn_in, h, Ti, 1.0f, dfc.data(), dims_.ffn_in, m_in, h, 1.0f, g.fc_w, h);
     gathered.reset();
-    Tensor dm = backend_.alloc(T, h, kWork);
+    Tensor dm = backend_.empty(T, h, kWork);
     backend_.gemm(false, false, Ti, h, dims_.ffn_in, 1.0f, dfc.data(), dims_.ffn_in, w.fc_w, h, 0.0f, dm.data(), h);
     dfc.reset();
     Tensor dm_local = tp_.reduce_rows(std::move(dm), kWork);
@@ -200,20 +200,20 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
   // Attention: x2 = x + dropout(proj(attn(qkv(ln1(x))))).
   Tensor do_masked;
   if (dropout) {
-    do_masked = backend_.alloc(dx2.rows(), h, kWork);
+    do_masked = backend_.empty(dx2.rows(), h, kWork);
     backend_.apply_mask(do_masked.data(), dx2.data(), mask_data(c.proj_mask), dx2.numel(), dropout_.keep_scale());
   }
   const Tensor& d_o = dropout ? do_masked : dx2;
   if (g.proj_b != nullptr) backend_.bias_grad(g.proj_b, d_o.data(), d_o.rows(), h);
-  Tensor dqkv = backend_.alloc(T, qkv_cols, kWork);
+  Tensor dqkv = backend_.empty(T, qkv_cols, kWork);
   {
     Tensor gathered;
     const float* do_full = tp_.gather_rows(d_o, gathered);
-    Tensor dctx = backend_.alloc(T, ctx_cols, kWork);
+    Tensor dctx = backend_.empty(T, ctx_cols, kWork);
     backend_.gemm(false, false, Ti, ctx_cols, h, 1.0f, do_full, h, w.proj_w, ctx_cols, 0.0f, dctx.data(), ctx_cols);
     backend_.gemm(true, false, h, ctx_cols, Ti, 1.0f, do_full, h, c.ctx.data(), ctx_cols, 1.0f, g.proj_w, ctx_cols);
     if (c.probs.empty()) {  // selective recomputation of the attention core
-      c.probs = backend_.alloc(attention_shape().probs_numel(), 1, kWork);
+      c.probs = backend_.empty(attention_shape().probs_numel(), 1, kWork);
       backend_.attention_probs(c.probs.data(), c.qkv.data(), attention_shape());
       if (dropout) attention_mask(c, layer);
     }
@@ -232,13 +232,13 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
     Tensor gathered;
     const float* a_in = tp_.gather_rows(c.ln1, gathered);
     backend_.gemm(true, false, qkv_cols, h, Ti, 1.0f, dqkv.data(), qkv_cols, a_in, h, 1.0f, g.qkv_w, h);
-    da = backend_.alloc(T, h, kWork);
+    da = backend_.empty(T, h, kWork);
     backend_.gemm(false, false, Ti, h, qkv_cols, 1.0f, dqkv.data(), qkv_cols, w.qkv_w, h, 0.0f, da.data(), h);
   }
   dqkv.reset();
   c.qkv.reset();
   Tensor da_local = tp_.reduce_rows(std::move(da), kWork);
-  Tensor dx = backend_.alloc(dy_in.rows(), h, kWork);
+  Tensor dx = backend_.empty(dy_in.rows(), h, kWork);
   norm_backward(dx.data(), g.ln1_w, g.ln1_b, da_local.data(), c.x, w.ln1_w, c.stats1);
   backend_.axpy(dx.data(), 1.0f, dx2.data(), dx.numel());
   c = LayerCache{};

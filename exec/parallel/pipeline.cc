@@ -32,7 +32,7 @@ int gradient_tag(int micro_batch) { return 2 * micro_batch + 1; }
 
 Tensor PipelineRunner::receive(int peer, int tag, const char* what, int micro_batch, MemoryCategory category) {
   TraceScope scope(tracer_, fmt::format("recv {}", what), "comm", kCommLane);
-  Tensor t = backend_.alloc(stage_.local_tokens(), stage_.hidden(), category);
+  Tensor t = backend_.empty(stage_.local_tokens(), stage_.hidden(), category);
   groups_.pp->irecv(t.data(), t.numel(), peer, tag)->wait();
   (void)micro_batch;
   return t;

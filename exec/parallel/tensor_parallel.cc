@@ -7,7 +7,7 @@ namespace loom::exec {
 const float* TensorParallel::gather_rows(const Tensor& local, Tensor& scratch) {
   if (!sequence_parallel_ || size() == 1) return local.data();
   TraceScope scope(tracer_, trace_names::collective("all_gather", "tp"), "comm", kCommLane);
-  scratch = backend_.alloc(local.rows() * size(), local.cols(), MemoryCategory::kWorkspace);
+  scratch = backend_.empty(local.rows() * size(), local.cols(), MemoryCategory::kWorkspace);
   tp_.all_gather(local.data(), scratch.data(), local.numel());
   return scratch.data();
 }
@@ -15,7 +15,7 @@ const float* TensorParallel::gather_rows(const Tensor& local, Tensor& scratch) {
 Tensor TensorParallel::reduce_rows(Tensor partial, MemoryCategory category) {
   if (size() > 1 && sequence_parallel_) {
     TraceScope scope(tracer_, trace_names::collective("reduce_scatter", "tp"), "comm", kCommLane);
-    Tensor out = backend_.alloc(partial.rows() / size(), partial.cols(), category);
+    Tensor out = backend_.empty(partial.rows() / size(), partial.cols(), category);
     tp_.reduce_scatter(partial.data(), out.data(), out.numel());
     return out;
   }
@@ -24,7 +24,7 @@ Tensor TensorParallel::reduce_rows(Tensor partial, MemoryCategory category) {
     tp_.all_reduce(partial.data(), partial.numel(), ReduceOp::kSum);
   }
   if (partial.category() == category) return partial;
-  Tensor out = backend_.alloc(partial.rows(), partial.cols(), category);
+  Tensor out = backend_.empty(partial.rows(), partial.cols(), category);
   backend_.copy(out.data(), partial.data(), partial.numel());
   return out;
 }
