@@ -196,7 +196,13 @@ int run_command(RunOptions& o) {
     else if (!rank0_failed && !problem.empty()) std::fprintf(stderr, "loom: rank %d: %s\n", runtime.world_rank(), problem.c_str());
     return kExitBadInput;
   }
-  return train(o, runtime, resolved);
+  try {
+    return train(o, runtime, resolved);
+  } catch (const std::exception& e) {
+    // Past validation every rank is inside collectives: one failing rank must end them all.
+    std::fprintf(stderr, "loom: rank %d: internal error: %s\n", runtime.world_rank(), e.what());
+    runtime.abort(kExitFailure);
+  }
 }
 
 std::function<int()> add_run_command(CLI::App& root) {

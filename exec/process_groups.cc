@@ -1,5 +1,7 @@
 #include "exec/process_groups.h"
 
+#include <cstdlib>
+
 #ifdef LOOM_EXEC_MPI
 #include "exec/mpi/mpi_communicator.h"
 #endif
@@ -37,6 +39,13 @@ std::pair<int, bool> Runtime::agree_on_failure(bool failed) const {
   if (world_size_ > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
 #endif
   return {flags[0], flags[1] != 0};
+}
+
+void Runtime::abort(int status) const {
+#ifdef LOOM_EXEC_MPI
+  if (world_size_ > 1) MPI_Abort(MPI_COMM_WORLD, status);
+#endif
+  std::exit(status);
 }
 
 void Runtime::sum_over_world(double* data, int n) const {

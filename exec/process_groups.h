@@ -26,6 +26,9 @@ class Runtime {
   // Every rank reports whether it failed; returns {ranks that failed, whether rank 0 did}. Used to
   // agree on bad input before any other collective, so every rank exits and none hangs.
   std::pair<int, bool> agree_on_failure(bool failed) const;
+  // Ends every rank of the job (an internal error on one rank would leave the others waiting in a
+  // collective); without MPI, exits this process.
+  [[noreturn]] void abort(int status) const;
   // Sums n doubles over the world (every rank's peaks at the end of a run).
   void sum_over_world(double* data, int n) const;
 

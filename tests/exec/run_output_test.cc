@@ -62,6 +62,37 @@ TEST(ExecRunOutput, LogHasTheContractFieldsAndTraceUsesSimulatorNames) {
   }
 }
 
+TEST(ExecRunOutput, DataPrepareWritesByteTokens) {
+  const std::string dir = scratch_dir("data_prepare");
+  std::ofstream(dir + "/in.txt") << "Loom\n";
+  const ProcessResult ok =
+      run_shell(fmt::format("{} data prepare --input {}/in.txt --out {}/t.bin", loom_binary(), dir, dir));
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  std::ifstream in(dir + "/t.bin", std::ios::binary);
+  std::int32_t header[256];
+  in.read(reinterpret_cast<char*>(header), sizeof(header));
+  EXPECT_EQ(header[0], 20240520);
+  EXPECT_EQ(header[1], 1);
+  ASSERT_EQ(header[2], 5);
+  std::uint16_t tokens[5];
+  in.read(reinterpret_cast<char*>(tokens), sizeof(tokens));
+  EXPECT_EQ(tokens[0], 'L');
+  EXPECT_EQ(tokens[4], '\n');
+  const ProcessResult missing =
+      run_shell(fmt::format("{} data prepare --input {}/none.txt --out {}/u.bin", loom_binary(), dir, dir));
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("none.txt"), std::string::npos);
+}
+
+TEST(ExecRunOutput, UnavailableBackendIsBadInput) {
+  const std::string dir = scratch_dir("backend");
+  const std::string data = make_token_file(dir, 5000);
+  const ProcessResult r =
+      run_shell(fmt::format("{} --seq 32 --global-batch 1 --data {} --steps 1 --backend cuda", loom_run(1), data), 60);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no CUDA backend"), std::string::npos) << r.err;
+}
+
 TEST(ExecRunOutput, RunsAPlanFile) {
   if (!have_mpirun()) GTEST_SKIP() << "built without MPI";
   const std::string dir = scratch_dir("run_plan");
