@@ -1,5 +1,6 @@
 #include "gui/main_window.h"
 
+#include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QProgressBar>
@@ -45,6 +46,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
           &MainWindow::on_selection_changed);
   connect(filter_, &QLineEdit::textChanged, this, [this](const QString& text) {
     plans_proxy_->set_config_filter(text);
+    refresh_charts();
+  });
+  connect(memory_limit_, &QDoubleSpinBox::valueChanged, this, [this](double gib) {
+    plans_proxy_->set_max_memory_gib(gib);
     refresh_charts();
   });
   connect(pareto_, &ParetoChart::plan_clicked, this, &MainWindow::select_plan);

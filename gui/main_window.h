@@ -13,6 +13,7 @@
 #include "gui/models/plan_detail.h"
 #include "gui/models/plan_request.h"
 
+class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QProgressBar;
@@ -102,6 +103,7 @@ class MainWindow : public QMainWindow {
   QTabWidget* table_tabs_ = nullptr;
   QTabWidget* chart_tabs_ = nullptr;
   QLineEdit* filter_ = nullptr;
+  QDoubleSpinBox* memory_limit_ = nullptr;
   QLabel* filter_count_ = nullptr;
   QTableView* plans_view_ = nullptr;
   QTableView* rejected_view_ = nullptr;

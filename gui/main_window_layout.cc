@@ -1,6 +1,7 @@
 // MainWindow's layout: inputs and search summary on the left; plans, rejected and compare tabs
 // beside the Pareto and heat-map tabs; the Gantt beside the summary and memory bars below.
 #include <QCheckBox>
+#include <QDoubleSpinBox>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -97,6 +98,15 @@ void MainWindow::build_layout() {
   plans_layout->setContentsMargins(2, 2, 2, 2);
   auto* filter_row = new QHBoxLayout;
   filter_row->addWidget(filter_, 1);
+  memory_limit_ = new QDoubleSpinBox;
+  memory_limit_->setObjectName("memory_limit");
+  memory_limit_->setRange(0, 1e4);
+  memory_limit_->setDecimals(0);
+  memory_limit_->setPrefix(tr("≤ "));
+  memory_limit_->setSuffix(tr(" GiB"));
+  memory_limit_->setSpecialValueText(tr("any memory"));
+  memory_limit_->setToolTip(tr("show only plans whose most loaded stage needs at most this much"));
+  filter_row->addWidget(memory_limit_);
   filter_row->addWidget(filter_count_);
   plans_layout->addLayout(filter_row);
   plans_layout->addWidget(plans_view_, 1);

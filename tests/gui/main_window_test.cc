@@ -5,7 +5,9 @@
 #include <QBarSet>
 #include <QChart>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QLabel>
+#include <QLineEdit>
 #include <QLineSeries>
 #include <QScatterSeries>
 #include <QSpinBox>
@@ -14,6 +16,8 @@
 #include <QTableView>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QToolTip>
+#include <QHelpEvent>
 
 #include <gtest/gtest.h>
 
@@ -26,6 +30,7 @@
 #include "gui/memory_chart.h"
 #include "gui/models/plan_table_model.h"
 #include "gui/pareto_chart.h"
+#include "sim/step_metrics.h"
 #include "qt_app.h"
 #include "small_case.h"
 
@@ -72,6 +77,9 @@ TEST_F(GuiMainWindow, ChangingAnInputReplansAndTheTableFollows) {
   gpus->selectAll();
   QTest::keyClicks(gpus, "8");
   QTest::keyClick(gpus, Qt::Key_Enter);
+  // The search runs in the background: the window answers at once, still showing the old plans.
+  EXPECT_TRUE(w().busy());
+  EXPECT_EQ(w().outcome().specs.training.gpus, 16);
   ASSERT_TRUE(wait_until([&] { return w().outcome().specs.training.gpus == 8 && !w().busy(); }));
   ASSERT_GT(table->model()->rowCount(), 0);
   for (int r = 0; r < w().plans_model()->rowCount(); ++r) EXPECT_EQ(w().plans_model()->row(r)->config.world_size(), 8);
@@ -119,6 +127,32 @@ TEST_F(GuiMainWindow, SelectingARowShowsThatPlansMemoryAndGantt) {
   EXPECT_TRUE(w().memory_chart()->chart()->title().contains(QString::fromStdString(describe(config))));
 }
 
+TEST_F(GuiMainWindow, FiltersNarrowTheTableAndTheChartsAlike) {
+  auto* filter = w().findChild<QLineEdit*>("plan_filter");
+  ASSERT_NE(filter, nullptr);
+  QTest::keyClicks(filter, "pp2");
+  const QAbstractItemModel* table = w().plans_view()->model();
+  ASSERT_GT(table->rowCount(), 0);
+  ASSERT_LT(table->rowCount(), w().plans_model()->rowCount());
+  for (int r = 0; r < table->rowCount(); ++r)
+    EXPECT_EQ(w().plans_model()->row(w().plans_proxy()->plan_index(r))->config.pp, 2);
+  EXPECT_EQ(static_cast<int>(w().pareto_chart()->points().size()), table->rowCount());
+  for (const auto& cell : w().heat_map()->heat_map().cells) {
+    if (cell.pp != 2) {
+      EXPECT_EQ(cell.plans, 0) << "tp" << cell.tp << " pp" << cell.pp;
+    }
+  }
+
+  filter->clear();
+  auto* memory = w().findChild<QDoubleSpinBox*>("memory_limit");
+  ASSERT_NE(memory, nullptr);
+  memory->setValue(30);
+  ASSERT_GT(table->rowCount(), 0);
+  ASSERT_LT(table->rowCount(), w().plans_model()->rowCount());
+  for (const auto& p : w().pareto_chart()->points()) EXPECT_LE(p.memory_gib, 30);
+  EXPECT_EQ(static_cast<int>(w().pareto_chart()->points().size()), table->rowCount());
+}
+
 TEST_F(GuiMainWindow, GanttZoomsPansAndFindsSlicesUnderTheMouse) {
   GanttView* g = w().gantt();
   ASSERT_TRUE(g->has_plan());
@@ -132,7 +166,13 @@ TEST_F(GuiMainWindow, GanttZoomsPansAndFindsSlicesUnderTheMouse) {
   int y = 0;
   while (y < g->height() && g->row_at(y) != 0) ++y;
   ASSERT_LT(y, g->height());
-  EXPECT_EQ(g->op_at(QPointF(g->axis().to_px((s.start_s + s.end_s) / 2), y + 3)), s.op);
+  const QPoint at(static_cast<int>(g->axis().to_px((s.start_s + s.end_s) / 2)), y + 3);
+  EXPECT_EQ(g->op_at(at), s.op);
+  // Hovering there shows that slice's tooltip.
+  QHelpEvent hover(QEvent::ToolTip, at, g->mapToGlobal(at));
+  QApplication::sendEvent(g, &hover);
+  const QString label = QString::fromStdString(sim::op_label(g->detail()->sim.graph.op(s.op)));
+  EXPECT_TRUE(QToolTip::text().contains(label)) << QToolTip::text().toStdString();
 }
 
 TEST_F(GuiMainWindow, HeatMapAndParetoClicksSelectPlans) {
