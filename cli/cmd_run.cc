@@ -50,6 +50,33 @@ struct Resolved {
   std::optional<exec::TokenFile> data;
 };
 
+// Parameters, gradients and Adam moments (fp32: 4 + 4 + 8 bytes, less under ZeRO) of this rank's
+// share must fit in the memory the node has for each of its ranks; refusing here beats dying in
+// the allocator halfway through start-up.
+void check_model_states_fit(const exec::TrainerOptions& t, const exec::Runtime& runtime) {
+  const RankCoords rc = rank_coords(t.config, runtime.world_rank());
+  const exec::StageLayout layout = exec::make_stage_layout(t.model, t.config, rc.tp_rank, rc.pp_rank);
+  const double n = static_cast<double>(layout.total_padded()), dp = t.config.dp;
+  const double bytes = n * (4.0 / (t.config.zero >= 3 ? dp : 1.0) + 4.0 / (t.config.zero >= 2 ? dp : 1.0) +
+                            8.0 / (t.config.zero >= 1 ? dp : 1.0));
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double available_kib = 0;
+  while (meminfo >> key) {
+    if (key == "MemAvailable:") {
+      meminfo >> available_kib;
+      break;
+    }
+    meminfo.ignore(256, '\n');
+  }
+  if (available_kib <= 0) return;  // not Linux: let the allocator decide
+  const double per_rank = available_kib * 1024.0 / runtime.local_size();
+  if (bytes > per_rank)
+    throw InputError(fmt::format("{} under {} needs {:.1f} GiB per rank for parameters, gradients and optimizer "
+                                 "states, but this node has {:.1f} GiB available per rank",
+                                 t.model.name, describe(t.config), bytes / (1 << 30), per_rank / (1 << 30)));
+}
+
 void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   exec::TrainerOptions& t = r.trainer;
   if (!o.plan.empty()) {
@@ -85,6 +112,7 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   if (o.save_every < 0) throw InputError("--save-every must not be negative");
   if ((o.save_every > 0 || o.resume) && o.checkpoint_dir.empty())
     throw InputError("--save-every and --resume need --checkpoint-dir");
+  check_model_states_fit(t, runtime);
   std::string backend_error;
   r.backend = exec::make_backend(o.backend, &backend_error);
   if (!r.backend) throw InputError(backend_error);
