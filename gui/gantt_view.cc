@@ -50,9 +50,21 @@ GanttView::GanttView(QWidget* parent) : QWidget(parent) {
 
 void GanttView::set_detail(std::shared_ptr<const PlanDetail> detail) {
   detail_ = std::move(detail);
-  data_ = detail_ ? build_gantt(*detail_) : GanttData{};
+  rebuild_rows();
   axis_ = TimelineAxis::fit(data_.makespan_s, kLabelWidth, width() - kLabelWidth - 8);
+  update();
+}
+
+void GanttView::rebuild_rows() {
+  data_ = detail_ ? build_gantt(*detail_) : GanttData{};
+  if (!show_communication_)
+    std::erase_if(data_.rows, [](const GanttRow& row) { return !row.is_compute(); });
   layout_rows();
+}
+
+void GanttView::set_show_communication(bool on) {
+  show_communication_ = on;
+  rebuild_rows();
   update();
 }
 

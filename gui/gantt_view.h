@@ -28,6 +28,7 @@ class GanttView : public QWidget {
   void zoom(double factor);  // about the centre of the view
   void fit();
   void set_show_critical_path(bool on);
+  void set_show_communication(bool on);  // the thin pp/dp rows under each stage
 
   // The row under y (-1 when none) and the op under a point (-1 when none), for tooltips and tests.
   int row_at(double y) const;
@@ -51,6 +52,7 @@ class GanttView : public QWidget {
   struct RowGeometry {
     double top = 0, height = 0;
   };
+  void rebuild_rows();
   void layout_rows();
   void paint_ruler(class QPainter& p);
   void paint_row(class QPainter& p, const GanttRow& row, const RowGeometry& g);
@@ -61,6 +63,7 @@ class GanttView : public QWidget {
   TimelineAxis axis_;
   std::vector<RowGeometry> geometry_;
   bool show_critical_path_ = true;
+  bool show_communication_ = true;
   bool dragging_ = false;
   double last_drag_x_ = 0;
 };

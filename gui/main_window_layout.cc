@@ -152,6 +152,12 @@ void MainWindow::build_layout() {
   critical->setChecked(true);
   connect(critical, &QCheckBox::toggled, gantt_, &GanttView::set_show_critical_path);
   tools_layout->addWidget(critical);
+  auto* communication = new QCheckBox(tr("communication"));
+  communication->setObjectName("show_communication");
+  communication->setChecked(true);
+  communication->setToolTip(tr("pipeline sends and data-parallel collectives on thin rows under each stage"));
+  connect(communication, &QCheckBox::toggled, gantt_, &GanttView::set_show_communication);
+  tools_layout->addWidget(communication);
   tool(QStringLiteral("−"), tr("zoom out (or wheel)"), [this] { gantt_->zoom(1 / 1.5); });
   tool(QStringLiteral("+"), tr("zoom in (or wheel; drag to pan)"), [this] { gantt_->zoom(1.5); });
   tool(tr("fit"), tr("show the whole step (or double-click)"), [this] { gantt_->fit(); });

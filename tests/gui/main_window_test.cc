@@ -4,6 +4,7 @@
 
 #include <QBarSet>
 #include <QChart>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
@@ -108,6 +109,15 @@ TEST_F(GuiMainWindow, SelectingARowShowsThatPlansMemoryAndGantt) {
   int compute_rows = 0;
   for (const auto& row : w().gantt()->data().rows) compute_rows += row.is_compute();
   EXPECT_EQ(compute_rows, 4);
+  // Communication rows come and go with their checkbox; the stages stay.
+  const std::size_t all_rows = w().gantt()->data().rows.size();
+  ASSERT_GT(all_rows, 4u);
+  auto* communication = w().findChild<QCheckBox*>("show_communication");
+  ASSERT_NE(communication, nullptr);
+  communication->setChecked(false);
+  EXPECT_EQ(w().gantt()->data().rows.size(), 4u);
+  communication->setChecked(true);
+  EXPECT_EQ(w().gantt()->data().rows.size(), all_rows);
 
   QStackedBarSeries* bars = w().memory_chart()->bar_series();
   ASSERT_NE(bars, nullptr);
