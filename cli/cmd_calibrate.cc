@@ -1,11 +1,15 @@
 // `loom calibrate`: fit a cost file's compute-efficiency curve to measured step times and write
-// the calibrated cost file. --vtrain CSV uses the published vTrain measurements (A100, Megatron).
+// the calibrated cost file. --vtrain CSV uses the published vTrain measurements (A100, Megatron);
+// --trace FILE (from `loom run --trace`) fits a measured profile's GEMM scale and memory-bound
+// efficiency to the executor's own passes on this machine.
 #include <memory>
+#include <regex>
 
 #include <fmt/format.h>
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/spec_flags.h"
 #include "core/json_io.h"
 #include "core/presets.h"
 #include "planner/calibrate.h"
@@ -19,10 +23,74 @@ struct CalibrateFlags {
   std::string out;
   std::string residuals;
   int threads = 0;
+  // --trace: the traced run's model, batch and layout (as given to `loom run`).
+  std::vector<std::string> traces;
+  std::string model = "gpt-tiny";
+  long long gpus = 1;
+  long long global_batch = 0;
+  ConfigFlags config;
 };
 
+// Rank of a per-rank trace file ("trace.rank3.json"); a single-rank run writes no suffix.
+int trace_rank(const std::string& path) {
+  std::smatch m;
+  static const std::regex rank_suffix(R"(\.rank([0-9]+)(\.[^./]*)?$)");
+  return std::regex_search(path, m, rank_suffix) ? std::stoi(m[1].str()) : 0;
+}
+
+int run_trace_calibration(const CalibrateFlags& f) {
+  auto cluster = load_cluster(f.cluster);
+  if (!cluster) throw InputError(cluster.error().message);
+  auto model = load_model(f.model);
+  if (!model) throw InputError(model.error().message);
+  const ParallelConfig config = f.config.single(static_cast<int>(f.gpus));
+  std::vector<TraceRun> runs;
+  for (const std::string& path : f.traces) {
+    auto times = read_executor_trace(path);
+    if (!times) throw InputError(times.error().message);
+    TraceRun r;
+    r.model = *model;
+    r.config = config;
+    // The executor's precision: fp32 weights, gradients, activations; Adam m and v; unfused attention.
+    r.training.gpus = static_cast<int>(f.gpus);
+    r.training.global_batch = f.global_batch > 0 ? f.global_batch : static_cast<long long>(config.dp) * config.micro_batch;
+    r.training.seq_len = model->seq_len;
+    r.training.param_bytes = 4;
+    r.training.grad_bytes = 4;
+    r.training.optimizer_bytes = 8;
+    r.training.activation_bytes = 4;
+    r.training.attention = AttentionKernel::kUnfused;
+    const int rank = trace_rank(path);
+    if (rank >= config.world_size())
+      throw InputError(fmt::format("{}: rank {} is outside the layout's {} ranks", path, rank, config.world_size()));
+    r.stage = rank_coords(config, rank).pp_rank;
+    r.measured = *times;
+    runs.push_back(r);
+  }
+  auto fit = fit_trace_corrections(runs, *cluster);
+  if (!fit) throw InputError(fit.error().message);
+  std::string text = fmt::format("# calibrating {} against {} traced passes ({} trace file(s))\n", cluster->name, fit->passes,
+                                 runs.size());
+  text += fmt::format("before: GEMM table ×1, memory_bound_efficiency {:.4f}: mean |pass error| {:.2f} %\n",
+                      cluster->compute.memory_bound_efficiency, 100 * fit->mean_abs_error_before);
+  text += fmt::format("after:  GEMM table ×{:.4f}, memory_bound_efficiency {:.4f}: mean |pass error| {:.2f} %\n",
+                      fit->gemm_scale, fit->memory_bound_efficiency, 100 * fit->mean_abs_error_after);
+  text += fmt::format("{:>18} {:>12} {:>12} {:>12}\n{:>18} {:>12} {:>12} {:>12}\n", "pass", "measured", "before", "after", "",
+                      "(ms)", "(ms)", "(ms)");
+  for (const auto& p : fit->rows)
+    text += fmt::format("{:>18} {:>12.3f} {:>12.3f} {:>12.3f}\n", p.name, 1e3 * p.measured_s, 1e3 * p.before_s, 1e3 * p.after_s);
+  write_output("", text);
+  if (!f.out.empty()) {
+    ClusterSpec calibrated = apply_correction(*cluster, *fit);
+    calibrated.provenance["calibrated_from"] = fmt::format("{} executor trace(s): {}", runs.size(), f.traces.front());
+    write_output(f.out, to_json(calibrated).dump(2) + "\n");
+  }
+  return kExitOk;
+}
+
 int run_calibrate(const CalibrateFlags& f) {
-  if (f.vtrain.empty()) throw InputError("calibrate: give --vtrain CSV (measured runs to fit)");
+  if (!f.traces.empty()) return run_trace_calibration(f);
+  if (f.vtrain.empty()) throw InputError("calibrate: give --vtrain CSV or --trace FILE (measured runs to fit)");
   auto cluster = load_cluster(f.cluster);
   if (!cluster) throw InputError(cluster.error().message);
   auto runs = read_vtrain_csv(f.vtrain);
@@ -74,6 +142,11 @@ std::function<int()> add_calibrate(CLI::App& root) {
   app->add_option("--out", flags->out, "write the calibrated cost file here");
   app->add_option("--residuals", flags->residuals, "write each run's measured and predicted time (CSV)");
   app->add_option("--threads", flags->threads, "simulation threads");
+  app->add_option("--trace", flags->traces, "Chrome trace(s) of `loom run --trace` (one per rank) to fit --cluster to");
+  app->add_option("--model", flags->model, "the traced run's model (preset or JSON)")->capture_default_str();
+  app->add_option("--gpus", flags->gpus, "the traced run's ranks")->capture_default_str();
+  app->add_option("--global-batch", flags->global_batch, "the traced run's global batch");
+  flags->config.add_to(*app, false);
   return [flags] { return run_calibrate(*flags); };
 }
 

@@ -3,9 +3,11 @@
 // subprocess, reading the median step time after warm-up and every rank's peaks from its JSONL log.
 #include "cli/validate_matrix.h"
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -90,6 +92,21 @@ double MatrixRow::memory_error() const {
   return worst;
 }
 
+double MatrixRow::modelled_memory_error() const {
+  double worst = 0;
+  for (const auto& r : ranks)
+    if (r.measured_modelled_gib > 0) worst = std::max(worst, std::abs(r.predicted_gib / r.measured_modelled_gib - 1.0));
+  return worst;
+}
+
+namespace {
+double children_cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_CHILDREN, &u);  // every waited-for descendant: mpirun, its daemon, the ranks
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+}  // namespace
+
 namespace {
 
 std::string model_path(const MatrixOptions& o) { return o.work_dir + "/model.json"; }
@@ -149,7 +166,11 @@ Result<MatrixRow> run_matrix_config(const MatrixConfig& c, const ClusterSpec& cl
   const std::string err = fmt::format("{}/{}.stderr", o.work_dir, c.name);
   std::filesystem::remove(log);
   const std::string command = run_command(c, o, log) + fmt::format(" > {}/{}.stdout 2> {}", o.work_dir, c.name, err);
+  const double cpu_before = children_cpu_s();
+  const auto wall_start = std::chrono::steady_clock::now();
   const int status = std::system(command.c_str());
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  row.cpu_share = (children_cpu_s() - cpu_before) / (wall_s * c.ranks() * o.threads_per_rank);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (code != 0)
     return make_error(fmt::format("{}: loom run exited with {}: {}", c.name, code, read_last_line(err)));
@@ -176,6 +197,8 @@ Result<MatrixRow> run_matrix_config(const MatrixConfig& c, const ClusterSpec& cl
     RankMemory m;
     m.rank = r["rank"].get<int>();
     m.measured_gib = r["memory_peak_gib"]["total"].get<double>();
+    for (const char* category : {"params", "grads", "optimizer", "activations", "buffers"})
+      m.measured_modelled_gib += r["memory_peak_gib"][category].get<double>();
     const int stage = rank_coords(c.config, m.rank).pp_rank;
     // The executor has no framework reserve; the estimate's total is what its tensors hold.
     m.predicted_gib = bytes_to_gib(memory.stages[static_cast<std::size_t>(stage)].total_bytes());

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "core/json_io.h"
 #include "sim/simulator.h"
 
 namespace loom {
@@ -190,6 +192,144 @@ GemmCurveFit fit_gemm_curve(const std::vector<GemmPoint>& table, double peak_flo
   fit.gemm_max_efficiency = 1.0 / (line.intercept * peak_flops);
   fit.gemm_half_saturation_flops = std::max(0.0, line.slope / line.intercept);
   return fit;
+}
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Predicted passes of a traced run, in the order rows are compared: forward and backward of every
+// traced chunk, then the optimizer.
+std::vector<double> predicted_passes(const TraceRun& r, const ClusterSpec& cluster) {
+  const sim::CollectiveModel collectives(cluster);
+  sim::CostModel cost(r.model, r.training, r.config, cluster, collectives);
+  cost.set_record_segments(false);
+  std::vector<double> out;
+  for (const auto& [chunk, seconds] : r.measured.forward_s) {
+    const sim::ChunkCost c = cost.chunk(r.stage, chunk, false);
+    out.push_back(c.forward.seconds);
+    if (r.measured.backward_s.count(chunk)) out.push_back(c.backward.seconds);
+  }
+  // ZeRO ≥ 1 steps only the rank's 1/dp shard of the optimizer states.
+  const double shard = r.config.zero >= 1 ? 1.0 / r.config.dp : 1.0;
+  if (r.measured.optimizer_s > 0) out.push_back(cost.optimizer_s(cost.stage_params(r.stage) * shard));
+  return out;
+}
+
+std::vector<std::string> pass_names(const TraceRun& r) {
+  std::vector<std::string> out;
+  for (const auto& [chunk, seconds] : r.measured.forward_s) {
+    out.push_back(fmt::format("F{}", chunk));
+    if (r.measured.backward_s.count(chunk)) out.push_back(fmt::format("B{}", chunk));
+  }
+  if (r.measured.optimizer_s > 0) out.push_back("optimizer");
+  return out;
+}
+
+std::vector<double> measured_passes(const TraceRun& r) {
+  std::vector<double> out;
+  for (const auto& [chunk, seconds] : r.measured.forward_s) {
+    out.push_back(seconds);
+    if (r.measured.backward_s.count(chunk)) out.push_back(r.measured.backward_s.at(chunk));
+  }
+  if (r.measured.optimizer_s > 0) out.push_back(r.measured.optimizer_s);
+  return out;
+}
+
+double mean_abs_error(const std::vector<TraceRun>& runs, const ClusterSpec& cluster) {
+  double sum = 0;
+  std::size_t n = 0;
+  for (const auto& r : runs) {
+    const auto p = predicted_passes(r, cluster), m = measured_passes(r);
+    for (std::size_t i = 0; i < p.size(); ++i, ++n) sum += std::abs(p[i] / m[i] - 1.0);
+  }
+  return n ? sum / static_cast<double>(n) : 0.0;
+}
+
+}  // namespace
+
+Result<TracePassTimes> read_executor_trace(const std::string& path) {
+  auto json = read_json_file(path);
+  if (!json) return json.error();
+  if (!json->contains("traceEvents") || !(*json)["traceEvents"].is_array())
+    return make_error(fmt::format("{}: not a Chrome trace (no traceEvents array)", path));
+  std::map<int, std::vector<double>> forward, backward;
+  std::vector<double> optimizer;
+  TracePassTimes t;
+  for (const auto& e : (*json)["traceEvents"]) {
+    if (e.value("ph", "") != "X" || !e.contains("dur")) continue;
+    const std::string name = e.value("name", "");
+    const double seconds = e["dur"].get<double>() * 1e-6;  // Chrome traces count microseconds
+    int chunk = 0;
+    long long mb = 0;
+    if (std::sscanf(name.c_str(), "F%d mb%lld", &chunk, &mb) == 2) forward[chunk].push_back(seconds);
+    else if (std::sscanf(name.c_str(), "B%d mb%lld", &chunk, &mb) == 2) backward[chunk].push_back(seconds);
+    else if (name == "optimizer") optimizer.push_back(seconds);
+    else continue;
+    ++t.slices;
+  }
+  if (forward.empty()) return make_error(fmt::format("{}: no forward slices ('F<chunk> mb<i>')", path));
+  for (auto& [chunk, v] : forward) t.forward_s[chunk] = median(v);
+  for (auto& [chunk, v] : backward) t.backward_s[chunk] = median(v);
+  t.optimizer_s = median(optimizer);
+  return t;
+}
+
+Result<CostCorrection> fit_trace_corrections(const std::vector<TraceRun>& runs, const ClusterSpec& cluster) {
+  if (runs.empty()) return make_error("calibrate: no traced runs");
+  if (cluster.gemm_table.empty() || cluster.compute.memory_bound_efficiency <= 0)
+    return make_error(fmt::format("calibrate: cost file '{}' has no measured GEMM table (run `loom profile` first)",
+                                  cluster.name));
+  // The two directions the correction moves along, taken from the cost model itself: every GEMM
+  // twice as slow, and memory-bound ops at half the efficiency.
+  ClusterSpec slow_gemm = cluster, slow_memory = cluster;
+  for (auto& p : slow_gemm.gemm_table) p.seconds *= 2.0;
+  slow_memory.compute.memory_bound_efficiency *= 0.5;
+  // Rows: (G_i, M_i) · (a, b) = measured_i − P₀_i, each divided by measured_i.
+  double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
+  std::size_t rows = 0;
+  for (const auto& r : runs) {
+    const auto p0 = predicted_passes(r, cluster), pg = predicted_passes(r, slow_gemm),
+               pm = predicted_passes(r, slow_memory), m = measured_passes(r);
+    for (std::size_t i = 0; i < m.size(); ++i, ++rows) {
+      const double g = (pg[i] - p0[i]) / m[i], mem = (pm[i] - p0[i]) / m[i], y = (m[i] - p0[i]) / m[i];
+      s00 += g * g, s01 += g * mem, s11 += mem * mem, r0 += g * y, r1 += mem * y;
+    }
+  }
+  const double det = s00 * s11 - s01 * s01;
+  if (rows < 2 || std::abs(det) < 1e-18) return make_error("calibrate: the traces do not separate GEMM from memory-bound time");
+  const double a = (r0 * s11 - r1 * s01) / det, b = (s00 * r1 - s01 * r0) / det;
+  CostCorrection c;
+  c.gemm_scale = 1.0 + a;
+  // b = e₀/e − 1 (halving e adds M): e = e₀ / (1 + b).
+  c.memory_bound_efficiency = cluster.compute.memory_bound_efficiency / (1.0 + b);
+  if (c.gemm_scale <= 0 || c.memory_bound_efficiency <= 0)
+    return make_error(fmt::format("calibrate: the fit is unphysical (GEMM ×{:.3f}, memory efficiency {:.3f})", c.gemm_scale,
+                                  c.memory_bound_efficiency));
+  c.passes = rows;
+  c.mean_abs_error_before = mean_abs_error(runs, cluster);
+  const ClusterSpec corrected = apply_correction(cluster, c);
+  c.mean_abs_error_after = mean_abs_error(runs, corrected);
+  for (const auto& r : runs) {
+    const auto names = pass_names(r);
+    const auto m = measured_passes(r), before = predicted_passes(r, cluster),
+               after = predicted_passes(r, corrected);
+    for (std::size_t i = 0; i < m.size(); ++i) c.rows.push_back({fmt::format("stage {} {}", r.stage, names[i]), m[i], before[i], after[i]});
+  }
+  return c;
+}
+
+ClusterSpec apply_correction(const ClusterSpec& cluster, const CostCorrection& correction) {
+  ClusterSpec c = cluster;
+  for (auto& p : c.gemm_table) p.seconds *= correction.gemm_scale;
+  c.compute.memory_bound_efficiency = correction.memory_bound_efficiency;
+  c.provenance["calibration_gemm_scale"] = fmt::format("{:.4f}", correction.gemm_scale);
+  c.provenance["calibration_memory_bound_efficiency"] = fmt::format("{:.4f}", correction.memory_bound_efficiency);
+  return c;
 }
 
 }  // namespace loom

@@ -4,6 +4,7 @@
 // runs on A100) or by `loom run` measurements on this machine.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -75,5 +76,42 @@ struct GemmCurveFit {
   double gemm_half_saturation_flops = 0;
 };
 GemmCurveFit fit_gemm_curve(const std::vector<GemmPoint>& table, double peak_flops);
+
+// One rank's Chrome trace from `loom run --trace` (slice names of core/trace_names.h): the median
+// duration of its forward and backward passes per model chunk, and of its optimizer step, over
+// every step and micro-batch in the trace (the median drops the first, warming-up step).
+struct TracePassTimes {
+  std::map<int, double> forward_s, backward_s;  // by chunk
+  double optimizer_s = 0;
+  std::size_t slices = 0;
+};
+Result<TracePassTimes> read_executor_trace(const std::string& path);
+
+struct TraceRun {
+  ModelSpec model;
+  TrainingSpec training;
+  ParallelConfig config;
+  int stage = 0;  // pipeline stage of the traced rank
+  TracePassTimes measured;
+};
+
+// The corrections a cost file can carry, fitted to traced passes by least squares on relative
+// residuals: a factor on every GEMM-table time (the table was timed hot and alone; inside a layer
+// operands come from DRAM) and the memory-bound efficiency. Each pass is linear in both:
+// pass = P₀ + (gemm_scale − 1)·G + (e₀/e − 1)·M, with G and M from the cost model itself.
+struct CostCorrection {
+  double gemm_scale = 1;
+  double memory_bound_efficiency = 0;
+  double mean_abs_error_before = 0, mean_abs_error_after = 0;  // over the traced passes
+  std::size_t passes = 0;
+  struct Pass {
+    std::string name;  // "F0", "B0", "optimizer"
+    double measured_s = 0, before_s = 0, after_s = 0;
+  };
+  std::vector<Pass> rows;
+};
+Result<CostCorrection> fit_trace_corrections(const std::vector<TraceRun>& runs, const ClusterSpec& cluster);
+// `cluster` with the correction applied (GEMM table scaled, efficiency replaced, provenance noted).
+ClusterSpec apply_correction(const ClusterSpec& cluster, const CostCorrection& correction);
 
 }  // namespace loom
