@@ -93,6 +93,15 @@ TEST(ExecRunOutput, UnavailableBackendIsBadInput) {
   EXPECT_NE(r.err.find("no CUDA backend"), std::string::npos) << r.err;
 }
 
+TEST(ExecRunOutput, ModelStatesThatDoNotFitAreBadInput) {
+  const std::string dir = scratch_dir("too_big");
+  const std::string data = make_token_file(dir, 5000);
+  const ProcessResult r = run_shell(
+      fmt::format("{} --model gpt3-175b --seq 128 --global-batch 1 --data {} --steps 1", loom_run(1), data), 60);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("GiB per rank for parameters, gradients and optimizer states"), std::string::npos) << r.err;
+}
+
 TEST(ExecRunOutput, RunsAPlanFile) {
   if (!have_mpirun()) GTEST_SKIP() << "built without MPI";
   const std::string dir = scratch_dir("run_plan");
