@@ -125,7 +125,8 @@ void GanttView::paintEvent(QPaintEvent*) {
     return;
   }
   paint_ruler(p);
-  for (std::size_t i = 0; i < data_.rows.size(); ++i) paint_row(p, data_.rows[i], geometry_[i]);
+  double next_label_y = 0;
+  for (std::size_t i = 0; i < data_.rows.size(); ++i) paint_row(p, data_.rows[i], geometry_[i], next_label_y);
   paint_legend(p);
 }
 
@@ -149,7 +150,7 @@ void GanttView::paint_ruler(QPainter& p) {
   p.setFont(font());
 }
 
-void GanttView::paint_row(QPainter& p, const GanttRow& row, const RowGeometry& g) {
+void GanttView::paint_row(QPainter& p, const GanttRow& row, const RowGeometry& g, double& next_label_y) {
   if (g.height < 1) return;
   const double inset = row.is_compute() ? std::min(2.0, g.height * 0.1) : std::min(1.0, g.height * 0.1);
   const QRectF lane(kLabelWidth, g.top, width() - kLabelWidth, g.height);
@@ -158,13 +159,23 @@ void GanttView::paint_row(QPainter& p, const GanttRow& row, const RowGeometry& g
     p.setPen(QColor(0, 0, 0, 30));
     p.drawLine(QPointF(0, g.top), QPointF(width(), g.top));
   }
-  // Row label.
+  // Row label. Thin rows (deep pipelines) label only the stages there is room for.
   p.setPen(row.is_compute() ? palette().color(QPalette::Text) : palette().color(QPalette::PlaceholderText));
   QFont f = font();
   if (!row.is_compute()) f.setPointSizeF(std::max(6.0, std::min(f.pointSizeF() * 0.8, g.height * 0.75)));
   p.setFont(f);
-  if (g.height >= 7) p.drawText(QRectF(6, g.top, kLabelWidth - 10, g.height), Qt::AlignVCenter | Qt::AlignLeft,
-                                QString::fromStdString(row.label));
+  const double text_height = QFontMetricsF(f).height();
+  if (g.height >= 7) {
+    p.drawText(QRectF(6, g.top, kLabelWidth - 10, g.height), Qt::AlignVCenter | Qt::AlignLeft,
+               QString::fromStdString(row.label));
+    next_label_y = g.top + g.height;
+  } else if (row.is_compute()) {
+    const QRectF r(6, g.top + g.height / 2 - text_height / 2, kLabelWidth - 10, text_height);
+    if (r.top() >= next_label_y) {
+      p.drawText(r, Qt::AlignVCenter | Qt::AlignLeft, QString::fromStdString(row.label));
+      next_label_y = r.bottom();
+    }
+  }
   p.setFont(font());
   p.save();
   p.setClipRect(lane);

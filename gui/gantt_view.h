@@ -55,7 +55,8 @@ class GanttView : public QWidget {
   void rebuild_rows();
   void layout_rows();
   void paint_ruler(class QPainter& p);
-  void paint_row(class QPainter& p, const GanttRow& row, const RowGeometry& g);
+  // `next_label_y`: below the last label drawn, so labels of thin rows never overlap.
+  void paint_row(class QPainter& p, const GanttRow& row, const RowGeometry& g, double& next_label_y);
   void paint_legend(class QPainter& p);
 
   std::shared_ptr<const PlanDetail> detail_;

@@ -1,6 +1,5 @@
 #include "gui/memory_chart.h"
 
-#include <QBarCategoryAxis>
 #include <QBarSet>
 #include <QGraphicsLayout>
 #include <QLineSeries>
@@ -20,6 +19,9 @@ MemoryChart::MemoryChart(QWidget* parent) : QChartView(parent) {
   setRenderHint(QPainter::Antialiasing);
   chart()->setAnimationOptions(QChart::NoAnimation);
   chart()->legend()->setAlignment(Qt::AlignBottom);
+  QFont legend_font = chart()->legend()->font();
+  legend_font.setPointSizeF(legend_font.pointSizeF() * 0.9);
+  chart()->legend()->setFont(legend_font);
   chart()->setMargins(QMargins(4, 4, 4, 4));
   chart()->layout()->setContentsMargins(0, 0, 0, 0);
   chart()->setBackgroundRoundness(0);
@@ -62,13 +64,14 @@ void MemoryChart::set_bars(const MemoryBars& bars, const QString& title) {
   capacity_series_->setPen(pen);
   chart()->addSeries(capacity_series_);
 
-  auto* x = new QBarCategoryAxis;
-  QStringList labels;
-  // Label every stage when they fit, otherwise every k-th.
-  const std::size_t every = std::max<std::size_t>(1, bars.stage_labels.size() / 16);
-  for (std::size_t s = 0; s < bars.stage_labels.size(); ++s)
-    labels << (s % every == 0 ? QString::fromStdString(bars.stage_labels[s]) : QString(s, QChar(0x200B)));
-  x->append(labels);
+  // Stages on a value axis (bar i at x = i) so deep pipelines get sparse, unelided tick labels.
+  auto* x = new QValueAxis;
+  x->setRange(-0.5, n - 0.5);
+  x->setTickType(QValueAxis::TicksDynamic);
+  x->setTickAnchor(0);
+  x->setTickInterval(n <= 16 ? 1 : std::ceil(n / 8.0));
+  x->setLabelFormat("%d");
+  x->setGridLineVisible(false);
   x->setTitleText(tr("pipeline stage"));
   auto* y = new QValueAxis;
   const double top = std::max(bars.capacity_gib, bars.max_total_gib()) * 1.1;
