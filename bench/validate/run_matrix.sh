@@ -36,6 +36,4 @@ echo "# 3. calibrate on the trace of grad-accum-4, then the matrix again"
   --global-batch 8 --micro-batch 2 --out "$OUT/calibrated.json"
 "$LOOM" validate --profile "$OUT/calibrated.json" --steps "$STEPS" --warmup "$WARMUP" --work-dir "$OUT/matrix-calibrated" \
   --mpirun "$MPIRUN" | tee "$OUT/validate_calibrated.txt"
-"$LOOM" validate --profile "$OUT/calibrated.json" --steps "$STEPS" --warmup "$WARMUP" --work-dir "$OUT/matrix-calibrated" \
-  --mpirun "$MPIRUN" --format json > "$OUT/validate_calibrated.json"
 echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -26,6 +26,16 @@ int lines(const std::string& text) {
   return n;
 }
 
+// Under mpirun the launcher adds its own report of a non-zero exit; Loom's own lines start "loom:".
+int loom_lines(const std::string& text) {
+  int n = 0;
+  for (std::size_t at = 0; at < text.size(); at = text.find('\n', at) + 1) {
+    n += text.compare(at, 5, "loom:") == 0;
+    if (text.find('\n', at) == std::string::npos) break;
+  }
+  return n;
+}
+
 // One quick 2-rank profile per test process, shared by the tests that read it.
 class ProfileQuick : public ::testing::Test {
  protected:
@@ -129,11 +139,14 @@ TEST(ValidateSubset, JsonHasEveryContractField) {
     ASSERT_TRUE(r.contains("oversubscribed") && r["oversubscribed"].is_boolean());
     // Two steps after a one-step warm-up.
     EXPECT_EQ(r["measured_step_times_s"].size(), 2u);
-    // Not the accuracy bar (a benchmark): a guard against wiring errors such as predicting the
-    // wrong model or batch, which are off by integer factors.
+    // Not the accuracy bar (a benchmark; a quick profile on a shared CI host is off by up to a few
+    // times): guards against wiring errors such as simulating another model or batch. Step times
+    // within an order of magnitude; memory, which load does not disturb, within 25 % of the
+    // categories the memory model covers.
     const double ratio = r["predicted_step_time_s"].get<double>() / r["measured_step_time_s"].get<double>();
-    EXPECT_GT(ratio, 0.33) << r["name"];
-    EXPECT_LT(ratio, 3.0) << r["name"];
+    EXPECT_GT(ratio, 0.1) << r["name"];
+    EXPECT_LT(ratio, 10.0) << r["name"];
+    EXPECT_LT(r["modelled_memory_error"].get<double>(), 0.25) << r["name"];
   }
   EXPECT_EQ(rows[1]["per_rank"].size(), 2u);  // DP2: both ranks' peaks
 }
@@ -149,7 +162,7 @@ TEST(BadInput, UnwritableOut) {
   const std::string launcher = have_mpirun() ? mpirun(2) : loom_binary();
   const ProcessResult r = run_shell(launcher + " profile --backend cpu --quick --out /nonexistent/dir/cost.json");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_EQ(loom_lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/dir/cost.json"), std::string::npos) << r.err;
 }
 
