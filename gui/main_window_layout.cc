@@ -24,6 +24,7 @@
 #include "gui/main_window.h"
 #include "gui/memory_chart.h"
 #include "gui/models/plan_table_model.h"
+#include "gui/models/rejected_model.h"
 #include "gui/pareto_chart.h"
 
 namespace loom::gui {
@@ -112,6 +113,7 @@ void MainWindow::build_layout() {
   plans_layout->addWidget(plans_view_, 1);
 
   rejected_view_ = make_table(rejected_proxy_, "rejected_table");
+  rejected_view_->sortByColumn(RejectedTableModel::kRule, Qt::AscendingOrder);  // grouped by rule
   auto* rejected_filter = new QLineEdit;
   rejected_filter->setPlaceholderText(tr("filter reasons …"));
   rejected_filter->setClearButtonEnabled(true);

@@ -44,7 +44,7 @@ QVariant RejectedTableModel::data(const QModelIndex& index, int role) const {
 
 QVariant RejectedTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   static const char* kHeaders[kColumnCount] = {"TP", "PP", "DP", "ZeRO", "MB", "VPP", "recompute", "SP", "schedule",
-                                               "rule", "reason"};
+                                               "reason", "rule"};
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole || section < 0 || section >= kColumnCount) return {};
   return QString(kHeaders[section]);
 }
