@@ -57,8 +57,8 @@ TEST(GuiChartData, ParetoFrontierIsExactlyTheUndominatedPlans) {
     EXPECT_LT(frontier[i - 1].memory_gib, frontier[i].memory_gib);
     EXPECT_LT(frontier[i - 1].tokens_per_s, frontier[i].tokens_per_s);
   }
-  // The fastest plan (rank 1) is on the frontier.
-  EXPECT_TRUE(points[0].frontier);
+  // The fastest throughput is on the frontier (with the least memory among plans that reach it).
+  EXPECT_DOUBLE_EQ(frontier.back().tokens_per_s, result.plans[0].metrics.tokens_per_s);
 }
 
 TEST(GuiChartData, ParetoOfASubsetAndNearestPlan) {
@@ -105,8 +105,44 @@ TEST(GuiChartData, HeatMapCellsHoldTheBestPlanOfTheirLayout) {
     }
   EXPECT_EQ(plans, static_cast<int>(result.plans.size()));
   EXPECT_DOUBLE_EQ(map.max_tokens_per_s, result.plans[0].metrics.tokens_per_s);
-  // Layouts where nothing fits still get a (grey) cell: tp16 spans nodes on 8-GPU nodes.
-  EXPECT_NE(std::find(map.tp_values.begin(), map.tp_values.end(), 16), map.tp_values.end());
+  // The map ends one enumerated size past the largest that fits, so it shows where fitting stops.
+  int largest_tp = 0;
+  for (const auto& row : result.plans) largest_tp = std::max(largest_tp, row.config.tp);
+  int next_tp = 0;
+  for (const auto& r : result.rejected)
+    if (r.config.tp > largest_tp && (next_tp == 0 || r.config.tp < next_tp)) next_tp = r.config.tp;
+  EXPECT_EQ(map.tp_values.back(), next_tp > 0 ? next_tp : largest_tp);
+}
+
+}  // namespace
+}  // namespace loom::gui
+
+namespace loom::gui {
+namespace {
+
+TEST(GuiChartData, HeatMapStopsOneSizePastTheLargestThatFits) {
+  PlanResult result;
+  auto plan = [](int tp, int pp, double tokens_per_s) {
+    PlanRow row;
+    row.config.tp = tp, row.config.pp = pp;
+    row.metrics.tokens_per_s = tokens_per_s;
+    return row;
+  };
+  result.plans = {plan(2, 1, 300), plan(1, 2, 200), plan(2, 2, 100)};
+  for (int tp : {4, 8, 16})
+    for (int pp : {1, 4, 8}) {
+      Rejection r;
+      r.config.tp = tp, r.config.pp = pp;
+      result.rejected.push_back(r);
+    }
+  const HeatMap map = tp_pp_heat_map(result);
+  EXPECT_EQ(map.tp_values, (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(map.pp_values, (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(map.cell(1, 0).best_plan, 0);  // tp2 pp1
+  EXPECT_EQ(map.cell(2, 0).best_plan, -1);
+  // Nothing fits: every enumerated size stays.
+  result.plans.clear();
+  EXPECT_EQ(tp_pp_heat_map(result).tp_values, (std::vector<int>{4, 8, 16}));
 }
 
 }  // namespace
