@@ -55,7 +55,7 @@ struct Resolved {
 // the allocator halfway through start-up.
 void check_model_states_fit(const exec::TrainerOptions& t, const exec::Runtime& runtime) {
   const RankCoords rc = rank_coords(t.config, runtime.world_rank());
-  const exec::StageLayout layout = exec::make_stage_layout(t.model, t.config, rc.tp_rank, rc.pp_rank);
+  const exec::StageLayout layout = exec::make_rank_layout(t.model, t.config, rc.tp_rank, rc.pp_rank).combined;
   const double n = static_cast<double>(layout.total_padded()), dp = t.config.dp;
   const double bytes = n * (4.0 / (t.config.zero >= 3 ? dp : 1.0) + 4.0 / (t.config.zero >= 2 ? dp : 1.0) +
                             8.0 / (t.config.zero >= 1 ? dp : 1.0));
@@ -108,6 +108,9 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   if (t.training.global_batch % per_step != 0)
     throw InputError(fmt::format("global batch {} is not a multiple of dp {} × micro-batch {}", t.training.global_batch,
                                  c.dp, c.micro_batch));
+  const std::int64_t micro_batches = t.training.global_batch / per_step;
+  if (c.schedule == Schedule::kInterleaved && micro_batches % c.pp != 0)
+    throw InputError(fmt::format("the interleaved schedule needs micro-batches ({}) divisible by pp ({})", micro_batches, c.pp));
   if (o.steps < 1) throw InputError(fmt::format("--steps: {} must be at least 1", o.steps));
   if (o.save_every < 0) throw InputError("--save-every must not be negative");
   if ((o.save_every > 0 || o.resume) && o.checkpoint_dir.empty())

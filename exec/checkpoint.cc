@@ -120,7 +120,7 @@ Result<std::array<ParameterStore::FullTensors, 3>> read_full_checkpoint(const st
   std::array<ParameterStore::FullTensors, 3> full;
   for (int pp = 0; pp < saved.pp; ++pp)
     for (int tp = 0; tp < saved.tp; ++tp) {
-      const StageLayout layout = make_stage_layout(model, saved, tp, pp);
+      const StageLayout layout = make_rank_layout(model, saved, tp, pp).combined;
       std::vector<std::vector<std::vector<float>>> shards;  // [dp rank][tensor]
       for (int d = 0; d < saved.dp; ++d) {
         const int rank = rank_of(saved, {tp, d, pp});

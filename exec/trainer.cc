@@ -18,20 +18,26 @@ Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& 
     : options_(options), groups_(groups), backend_(backend), tracer_(tracer),
       seq_(options.training.seq_len > 0 ? options.training.seq_len : options.model.seq_len),
       micro_batches_(static_cast<int>(options.config.micro_batches(options.training.global_batch))),
-      layout_(make_stage_layout(options.model, options.config, groups.coords.tp_rank, groups.coords.pp_rank)),
+      layout_(make_rank_layout(options.model, options.config, groups.coords.tp_rank, groups.coords.pp_rank)),
       tp_(*groups.tp, backend, options.config.sequence_parallel, tracer),
       data_(data, seq_, options.config.micro_batch, micro_batches_, options.config.dp, groups.coords.dp_rank) {
-  params_ = std::make_unique<ParameterStore>(layout_, groups_, backend_, tracer_);
+  params_ = std::make_unique<ParameterStore>(layout_.combined, groups_, backend_, tracer_);
   params_->initialize(options_.seed);
   const DropoutSettings dropout{options_.dropout_probability(), options_.seed};
-  stage_ = std::make_unique<GptStage>(options_.model, options_.config, layout_, seq_, backend_, tp_, *params_, dropout);
-  pipeline_ = std::make_unique<PipelineRunner>(*stage_, groups_, backend_, tracer_);
+  std::vector<GptStage*> chunks;
+  for (std::size_t c = 0; c < layout_.chunks.size(); ++c) {
+    chunk_params_.push_back(std::make_unique<ChunkParameters>(*params_, layout_.unit_offset[c]));
+    chunks_.push_back(std::make_unique<GptStage>(options_.model, options_.config, layout_.chunks[c], seq_, backend_, tp_,
+                                                 *chunk_params_.back(), dropout));
+    chunks.push_back(chunks_.back().get());
+  }
+  pipeline_ = std::make_unique<PipelineRunner>(std::move(chunks), groups_, backend_, tracer_);
 }
 
 StepMetrics Trainer::step() {
   const auto start = std::chrono::steady_clock::now();
   const int step_number = completed_steps_ + 1;
-  const std::int64_t tokens_per_micro_batch = stage_->tokens();
+  const std::int64_t tokens_per_micro_batch = chunks_.front()->tokens();
   const double tokens_per_rank = static_cast<double>(tokens_per_micro_batch) * micro_batches_;
   const float loss_scale = static_cast<float>(1.0 / (tokens_per_rank * options_.config.dp));
 

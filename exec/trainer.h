@@ -60,7 +60,7 @@ class Trainer {
   int completed_steps() const { return completed_steps_; }
   int micro_batches() const { return micro_batches_; }
   int seq() const { return seq_; }
-  const StageLayout& layout() const { return layout_; }
+  const StageLayout& layout() const { return layout_.combined; }
   ParameterStore& parameters() { return *params_; }
   Backend& backend() { return backend_; }
   const TrainerOptions& options() const { return options_; }
@@ -76,10 +76,11 @@ class Trainer {
   Tracer* tracer_;
   int seq_;
   int micro_batches_;
-  StageLayout layout_;
+  RankLayout layout_;
   TensorParallel tp_;
   std::unique_ptr<ParameterStore> params_;
-  std::unique_ptr<GptStage> stage_;
+  std::vector<std::unique_ptr<ChunkParameters>> chunk_params_;
+  std::vector<std::unique_ptr<GptStage>> chunks_;
   std::unique_ptr<PipelineRunner> pipeline_;
   DataLoader data_;
   int completed_steps_ = 0;

@@ -153,9 +153,12 @@ std::string check_layout(const ModelSpec& m, const ParallelConfig& c, int seq_le
     return fmt::format("sequence parallelism needs micro_batch·seq ({}) divisible by tp {}",
                        static_cast<long long>(c.micro_batch) * seq_len, c.tp);
   if (c.zero < 0 || c.zero > 3) return fmt::format("ZeRO stage {} does not exist", c.zero);
-  if (c.vpp != 1 || (c.schedule != Schedule::kGPipe && c.schedule != Schedule::k1F1B))
-    return fmt::format("the executor runs the gpipe and 1f1b schedules without virtual stages, not {} with vpp {}",
-                       to_string(c.schedule), c.vpp);
+  if (c.schedule == Schedule::kZeroBubble) return "the executor runs gpipe, 1f1b and interleaved, not zb";
+  if (c.vpp > 1 && c.schedule != Schedule::kInterleaved)
+    return fmt::format("vpp {} needs the interleaved schedule, not {}", c.vpp, to_string(c.schedule));
+  if (c.schedule == Schedule::kInterleaved && c.pp < 2) return "the interleaved schedule needs pp of at least 2";
+  if (c.pp * c.vpp > m.layers)
+    return fmt::format("pp {} × vpp {} is more model chunks than the {} layers of {}", c.pp, c.vpp, m.layers, m.name);
   return "";
 }
 
@@ -223,6 +226,31 @@ StageLayout make_stage_layout(const ModelSpec& m, const ParallelConfig& c, int t
   }
   for (auto& u : s.units) u.padded = (u.size + c.dp - 1) / c.dp * c.dp;
   return s;
+}
+
+RankLayout make_rank_layout(const ModelSpec& m, const ParallelConfig& c, int tp_rank, int pp_rank) {
+  RankLayout r;
+  ParallelConfig virtual_config = c;
+  virtual_config.pp = c.pp * c.vpp;
+  virtual_config.vpp = 1;
+  for (int chunk = 0; chunk < c.vpp; ++chunk)
+    r.chunks.push_back(make_stage_layout(m, virtual_config, tp_rank, virtual_stage(chunk, pp_rank, c.pp)));
+  StageLayout& all = r.combined;
+  all.dims = r.chunks.front().dims;
+  all.first_layer = r.chunks.front().first_layer;
+  all.end_layer = r.chunks.back().end_layer;
+  auto shifted = [](int index, int offset) { return index >= 0 ? index + offset : -1; };
+  for (const StageLayout& chunk : r.chunks) {
+    const int offset = static_cast<int>(all.units.size());
+    r.unit_offset.push_back(offset);
+    for (int u : chunk.layer_units) all.layer_units.push_back(u + offset);
+    if (chunk.word_embedding_unit >= 0) all.word_embedding_unit = chunk.word_embedding_unit + offset;
+    if (chunk.position_unit >= 0) all.position_unit = chunk.position_unit + offset;
+    if (chunk.final_unit >= 0) all.final_unit = shifted(chunk.final_unit, offset);
+    if (chunk.tied_head_unit >= 0) all.tied_head_unit = shifted(chunk.tied_head_unit, offset);
+    all.units.insert(all.units.end(), chunk.units.begin(), chunk.units.end());
+  }
+  return r;
 }
 
 float initial_value(std::uint64_t seed, std::uint64_t param_id, std::uint64_t full_index) {

@@ -76,6 +76,19 @@ std::string check_layout(const ModelSpec& model, const ParallelConfig& config, i
 
 StageLayout make_stage_layout(const ModelSpec& model, const ParallelConfig& config, int tp_rank, int pp_rank);
 
+// Interleaved pipelines (vpp > 1): chunk c of stage s is virtual stage c·pp + s of a pp·vpp-stage
+// pipeline (Megatron-LM; the simulator's numbering and trace names).
+inline int virtual_stage(int chunk, int stage, int pp) { return chunk * pp + stage; }
+
+// Every model chunk a rank holds, and all of them in one layout (units concatenated chunk by
+// chunk, chunk c's units from unit_offset[c]) for the parameter store, checkpoints and memory checks.
+struct RankLayout {
+  std::vector<StageLayout> chunks;
+  std::vector<int> unit_offset;
+  StageLayout combined;
+};
+RankLayout make_rank_layout(const ModelSpec& model, const ParallelConfig& config, int tp_rank, int pp_rank);
+
 // The initial value of element (full_row, full_col) of a parameter: a counter-based normal draw
 // (splitmix64 + Box-Muller), so every layout initialises the same full tensor.
 float initial_value(std::uint64_t seed, std::uint64_t param_id, std::uint64_t full_index);

@@ -27,6 +27,20 @@ class ParameterSource {
   virtual void gradients_ready(int unit) = 0;
 };
 
+// One model chunk's view of a store holding several chunks: its unit u is the store's u + offset.
+class ChunkParameters final : public ParameterSource {
+ public:
+  ChunkParameters(ParameterSource& store, int offset) : store_(store), offset_(offset) {}
+  float* acquire(int unit) override { return store_.acquire(unit + offset_); }
+  void release(int unit) override { store_.release(unit + offset_); }
+  float* gradients(int unit) override { return store_.gradients(unit + offset_); }
+  void gradients_ready(int unit) override { store_.gradients_ready(unit + offset_); }
+
+ private:
+  ParameterSource& store_;
+  int offset_;
+};
+
 struct MicroBatch {
   const int* tokens = nullptr;   // [batch·seq] inputs (first stage)
   const int* targets = nullptr;  // [batch·seq] next tokens (last stage)

@@ -8,43 +8,58 @@
 
 namespace loom::exec {
 
-std::vector<PipelineAction> pipeline_schedule(Schedule schedule, int stages, int stage, int micro_batches) {
+std::vector<PipelineAction> pipeline_schedule(Schedule schedule, int stages, int stage, int micro_batches, int chunks) {
   std::vector<PipelineAction> actions;
   if (schedule == Schedule::kGPipe) {
-    for (int i = 0; i < micro_batches; ++i) actions.push_back({true, i});
-    for (int i = 0; i < micro_batches; ++i) actions.push_back({false, i});
+    for (int i = 0; i < micro_batches; ++i) actions.push_back({true, i, 0});
+    for (int i = 0; i < micro_batches; ++i) actions.push_back({false, i, 0});
     return actions;
   }
-  const int warmup = std::min(stages - stage - 1, micro_batches);
-  for (int i = 0; i < warmup; ++i) actions.push_back({true, i});
-  for (int i = 0; i < micro_batches - warmup; ++i) {
-    actions.push_back({true, warmup + i});
-    actions.push_back({false, i});
+  // 1F1B is the interleaved order with one chunk, except for its shorter warm-up.
+  const int group = stages * chunks, total = micro_batches * chunks;
+  auto action = [&](int k, bool forward) {
+    const int in_group = (k % group) / stages;
+    return PipelineAction{forward, (k / group) * stages + k % stages, forward ? in_group : chunks - 1 - in_group};
+  };
+  const int warmup = schedule == Schedule::kInterleaved ? std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total)
+                                                        : std::min(stages - stage - 1, micro_batches);
+  if (schedule != Schedule::kInterleaved) {
+    for (int i = 0; i < warmup; ++i) actions.push_back({true, i, 0});
+    for (int i = 0; i < micro_batches - warmup; ++i) {
+      actions.push_back({true, warmup + i, 0});
+      actions.push_back({false, i, 0});
+    }
+    for (int i = micro_batches - warmup; i < micro_batches; ++i) actions.push_back({false, i, 0});
+    return actions;
   }
-  for (int i = micro_batches - warmup; i < micro_batches; ++i) actions.push_back({false, i});
+  for (int k = 0; k < warmup; ++k) actions.push_back(action(k, true));
+  for (int k = 0; k < total - warmup; ++k) {
+    actions.push_back(action(warmup + k, true));
+    actions.push_back(action(k, false));
+  }
+  for (int k = total - warmup; k < total; ++k) actions.push_back(action(k, false));
   return actions;
 }
 
 namespace {
-int activation_tag(int micro_batch) { return 2 * micro_batch; }
-int gradient_tag(int micro_batch) { return 2 * micro_batch + 1; }
+// Messages are tagged by the edge between virtual stages e and e + 1 and the micro-batch.
+int activation_tag(int micro_batch, int edge, int virtual_stages) { return 2 * (micro_batch * virtual_stages + edge); }
+int gradient_tag(int micro_batch, int edge, int virtual_stages) { return activation_tag(micro_batch, edge, virtual_stages) + 1; }
 }  // namespace
 
-Tensor PipelineRunner::receive(int peer, int tag, const char* what, int micro_batch, MemoryCategory category) {
-  TraceScope scope(tracer_, fmt::format("recv {}", what), "comm", kCommLane);
-  Tensor t = backend_.empty(stage_.local_tokens(), stage_.hidden(), category);
+Tensor PipelineRunner::receive(int peer, int tag, const std::string& what, MemoryCategory category) {
+  TraceScope scope(tracer_, "recv " + what, "comm", kCommLane);
+  Tensor t = backend_.empty(chunks_.front()->local_tokens(), chunks_.front()->hidden(), category);
   groups_.pp->irecv(t.data(), t.numel(), peer, tag)->wait();
-  (void)micro_batch;
   return t;
 }
 
-void PipelineRunner::send(Tensor buffer, int peer, int tag, const char* what, int micro_batch) {
-  TraceScope scope(tracer_, fmt::format("send {}", what), "comm", kCommLane);
+void PipelineRunner::send(Tensor buffer, int peer, int tag, const std::string& what) {
+  TraceScope scope(tracer_, "send " + what, "comm", kCommLane);
   // Until the peer has it, the tensor is a send buffer, no longer an activation of this stage.
   buffer = backend_.recharge(std::move(buffer), MemoryCategory::kBuffers);
   auto request = groups_.pp->isend(buffer.data(), buffer.numel(), peer, tag);
   sends_.push_back({std::move(request), std::move(buffer)});
-  (void)micro_batch;
 }
 
 void PipelineRunner::reap_sends(bool wait) {
@@ -59,36 +74,40 @@ void PipelineRunner::reap_sends(bool wait) {
 double PipelineRunner::run(int micro_batches, float loss_scale, const std::function<MicroBatch(int)>& load,
                            const std::function<void(int)>& before_backward) {
   const int stages = groups_.config.pp, stage = groups_.coords.pp_rank;
-  const bool first = stage == 0, last = stage == stages - 1;
+  const int chunks = static_cast<int>(chunks_.size()), virtual_stages = stages * chunks;
+  const int prev = (stage + stages - 1) % stages, next = (stage + 1) % stages;
   double loss_sum = 0;
-  for (const PipelineAction& a : pipeline_schedule(groups_.config.schedule, stages, stage, micro_batches)) {
+  for (const PipelineAction& a : pipeline_schedule(groups_.config.schedule, stages, stage, micro_batches, chunks)) {
     const MicroBatch mb = load(a.micro_batch);
+    const int v = virtual_stage(a.chunk, stage, stages);
+    const bool first = v == 0, last = v == virtual_stages - 1;
+    GptStage& chunk = *chunks_[a.chunk];
     if (a.forward) {
       Tensor input;
       if (!first)
-        input = receive(stage - 1, activation_tag(a.micro_batch),
-                        trace_names::forward(stage - 1, a.micro_batch).c_str(), a.micro_batch,
-                        MemoryCategory::kActivations);
+        input = receive(prev, activation_tag(a.micro_batch, v - 1, virtual_stages),
+                        trace_names::forward(v - 1, a.micro_batch), MemoryCategory::kActivations);
       Tensor out;
       {
-        TraceScope scope(tracer_, trace_names::forward(stage, a.micro_batch), "compute", kComputeLane);
-        out = stage_.forward(a.micro_batch, mb, std::move(input), loss_scale, &loss_sum);
+        TraceScope scope(tracer_, trace_names::forward(v, a.micro_batch), "compute", kComputeLane);
+        out = chunk.forward(a.micro_batch, mb, std::move(input), loss_scale, &loss_sum);
       }
-      if (!last) send(std::move(out), stage + 1, activation_tag(a.micro_batch),
-                      trace_names::forward(stage, a.micro_batch).c_str(), a.micro_batch);
+      if (!last)
+        send(std::move(out), next, activation_tag(a.micro_batch, v, virtual_stages), trace_names::forward(v, a.micro_batch));
     } else {
       before_backward(a.micro_batch);
       Tensor dout;
       if (!last)
-        dout = receive(stage + 1, gradient_tag(a.micro_batch), trace_names::backward(stage + 1, a.micro_batch).c_str(),
-                       a.micro_batch, MemoryCategory::kBuffers);
+        dout = receive(next, gradient_tag(a.micro_batch, v, virtual_stages), trace_names::backward(v + 1, a.micro_batch),
+                       MemoryCategory::kBuffers);
       Tensor din;
       {
-        TraceScope scope(tracer_, trace_names::backward(stage, a.micro_batch), "compute", kComputeLane);
-        din = stage_.backward(a.micro_batch, mb, dout);
+        TraceScope scope(tracer_, trace_names::backward(v, a.micro_batch), "compute", kComputeLane);
+        din = chunk.backward(a.micro_batch, mb, dout);
       }
-      if (!first) send(std::move(din), stage - 1, gradient_tag(a.micro_batch),
-                       trace_names::backward(stage, a.micro_batch).c_str(), a.micro_batch);
+      if (!first)
+        send(std::move(din), prev, gradient_tag(a.micro_batch, v - 1, virtual_stages),
+             trace_names::backward(v, a.micro_batch));
     }
     reap_sends(false);
   }

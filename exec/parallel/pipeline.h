@@ -1,12 +1,14 @@
 // Pipeline parallelism: the order in which one stage runs the forward and backward of each
 // micro-batch (GPipe: all forwards then all backwards; 1F1B, Narayanan et al. 2021: warm-up
-// forwards, then alternate, then drain), and the runner that executes it with non-blocking
+// forwards, then alternate, then drain; interleaved 1F1B over vpp model chunks per stage, the
+// same order as the simulator's), and the runner that executes it with non-blocking
 // point-to-point messages. Sends never block (they complete in the background and are reaped),
 // and each stage only waits on receives its schedule needs next, so no layout can deadlock.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/parallel_config.h"
@@ -19,14 +21,17 @@ namespace loom::exec {
 struct PipelineAction {
   bool forward = true;
   int micro_batch = 0;
+  int chunk = 0;  // model chunk on this stage (interleaved schedule)
 };
 
-std::vector<PipelineAction> pipeline_schedule(Schedule schedule, int stages, int stage, int micro_batches);
+std::vector<PipelineAction> pipeline_schedule(Schedule schedule, int stages, int stage, int micro_batches,
+                                              int chunks = 1);
 
 class PipelineRunner {
  public:
-  PipelineRunner(GptStage& stage, ProcessGroups& groups, Backend& backend, Tracer* tracer)
-      : stage_(stage), groups_(groups), backend_(backend), tracer_(tracer) {}
+  // One GptStage per model chunk of this stage (one without interleaving).
+  PipelineRunner(std::vector<GptStage*> chunks, ProcessGroups& groups, Backend& backend, Tracer* tracer)
+      : chunks_(std::move(chunks)), groups_(groups), backend_(backend), tracer_(tracer) {}
 
   // Runs one step's forwards and backwards. load(i) gives micro-batch i's data; before(i) is called
   // before each backward (ZeRO needs to know the last micro-batch). Returns the summed token losses
@@ -39,11 +44,11 @@ class PipelineRunner {
     std::unique_ptr<Request> request;
     Tensor buffer;
   };
-  Tensor receive(int peer, int tag, const char* what, int micro_batch, MemoryCategory category);
-  void send(Tensor buffer, int peer, int tag, const char* what, int micro_batch);
+  Tensor receive(int peer, int tag, const std::string& what, MemoryCategory category);
+  void send(Tensor buffer, int peer, int tag, const std::string& what);
   void reap_sends(bool wait);
 
-  GptStage& stage_;
+  std::vector<GptStage*> chunks_;
   ProcessGroups& groups_;
   Backend& backend_;
   Tracer* tracer_;

@@ -70,7 +70,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"RecomputeFull", 1, "--recompute full"},
                       Layout{"RecomputeSelective", 1, "--recompute selective"},
                       Layout{"TP2xPP2xDP2_ZeRO3_SP_Selective", 8,
-                             "--tp 2 --pp 2 --dp 2 --zero 3 --sp on --recompute selective"}),
+                             "--tp 2 --pp 2 --dp 2 --zero 3 --sp on --recompute selective"},
+                      Layout{"PP2_VPP2_Interleaved", 2, "--pp 2 --vpp 2 --schedule interleaved"},
+                      Layout{"PP4_Interleaved", 4, "--pp 4 --schedule interleaved"},
+                      Layout{"TP2xPP2xDP2_VPP2_ZeRO3", 8, "--tp 2 --pp 2 --dp 2 --vpp 2 --schedule interleaved --zero 3"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // LLaMA-shaped: RMSNorm, SwiGLU, grouped-query attention, rotary positions, untied head.
@@ -94,7 +97,8 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ExecDropoutLayouts,
                                            Layout{"DP2_ZeRO3", 2, "--dp 2 --zero 3"},
                                            Layout{"TP2xPP2xDP2_Selective", 8,
                                                   "--tp 2 --pp 2 --dp 2 --recompute selective"},
-                                           Layout{"RecomputeFull", 1, "--recompute full"}),
+                                           Layout{"RecomputeFull", 1, "--recompute full"},
+                                           Layout{"PP2_VPP2_Interleaved", 2, "--pp 2 --vpp 2 --schedule interleaved"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -26,7 +26,7 @@ struct Case {
 };
 
 ParallelConfig make(int tp, int pp, int dp, int zero, Recompute recompute = Recompute::kNone, bool sp = false,
-                    Schedule schedule = Schedule::k1F1B) {
+                    Schedule schedule = Schedule::k1F1B, int vpp = 1) {
   ParallelConfig c;
   c.tp = tp;
   c.pp = pp;
@@ -35,6 +35,7 @@ ParallelConfig make(int tp, int pp, int dp, int zero, Recompute recompute = Reco
   c.recompute = recompute;
   c.sequence_parallel = sp;
   c.schedule = schedule;
+  c.vpp = vpp;
   return c;
 }
 
@@ -98,6 +99,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"PP2_1F1B", 2, "--pp 2", make(1, 2, 1, 0)},
                       Case{"PP2_GPipe", 2, "--pp 2 --schedule gpipe",
                            make(1, 2, 1, 0, Recompute::kNone, false, Schedule::kGPipe)},
+                      Case{"PP2_VPP2_Interleaved", 2, "--pp 2 --vpp 2 --schedule interleaved",
+                           make(1, 2, 1, 0, Recompute::kNone, false, Schedule::kInterleaved, 2)},
                       Case{"Selective", 1, "--recompute selective", make(1, 1, 1, 0, Recompute::kSelective)},
                       Case{"TP2xPP2xDP2_ZeRO1", 8, "--tp 2 --pp 2 --dp 2 --zero 1", make(2, 2, 2, 1)},
                       // Dropout masks (1 byte per value) and the dropped softmax output.
