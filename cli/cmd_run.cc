@@ -100,8 +100,10 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   }
   const ParallelConfig& c = t.config;
   if (c.world_size() != runtime.world_size())
-    throw InputError(fmt::format("the plan needs tp {} × pp {} × dp {} = {} ranks but {} were launched (mpirun -np {})",
-                                 c.tp, c.pp, c.dp, c.world_size(), runtime.world_size(), c.world_size()));
+    throw InputError(fmt::format("the plan needs tp {} × pp {} × dp {} = {} ranks but {} were launched ({})", c.tp, c.pp,
+                                 c.dp, c.world_size(), runtime.world_size(),
+                                 exec::Runtime::has_mpi() ? fmt::format("mpirun -np {}", c.world_size())
+                                                          : std::string("this loom was built without MPI")));
   const std::string layout_problem = exec::check_layout(t.model, c, t.training.seq_len);
   if (!layout_problem.empty()) throw InputError(fmt::format("layout {}: {}", describe(c), layout_problem));
   const std::int64_t per_step = static_cast<std::int64_t>(c.dp) * c.micro_batch;
