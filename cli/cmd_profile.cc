@@ -118,6 +118,8 @@ struct KernelResults {
   std::int64_t adamw_params = 0;
 };
 
+// Every rank times the same kernels at once, so each sees the share of memory bandwidth and
+// caches it has in a run with that many ranks; rank 0's figures go into the cost file.
 KernelResults measure_kernels(exec::Backend& backend, const ProfileFlags& f, bool show_progress) {
   KernelResults k;
   exec::profile::TimingBudget budget;

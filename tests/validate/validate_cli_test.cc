@@ -112,6 +112,28 @@ TEST_F(ProfileQuick, FitsAreTheFitsOfTheStoredPoints) {
     }
 }
 
+TEST_F(ProfileQuick, CalibrateFromExecutorTraceWritesCorrectedProfile) {
+  // One traced single-rank run of gpt-tiny with 4 micro-batches, then the profile fitted to it.
+  const std::string data = make_token_file(dir_, 20000);
+  const std::string trace = dir_ + "/run.trace.json";
+  const ProcessResult run = run_shell(mpirun(1) + fmt::format(" run --model gpt-tiny --data {} --global-batch 4 --micro-batch 1 "
+                                                              "--steps 3 --threads 1 --trace {}", data, trace));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string out = dir_ + "/calibrated.json";
+  const ProcessResult cal = run_shell(fmt::format("{} calibrate --cluster {} --trace {} --model gpt-tiny --global-batch 4 "
+                                                  "--micro-batch 1 --out {}", loom_binary(), path_, trace, out));
+  ASSERT_EQ(cal.exit_code, 0) << cal.err;
+  for (const char* pass : {"stage 0 F0", "stage 0 B0", "stage 0 optimizer"}) EXPECT_NE(cal.out.find(pass), std::string::npos) << cal.out;
+  auto calibrated = cluster_from_json(*read_json_file(out));
+  ASSERT_TRUE(calibrated.ok()) << calibrated.error().message;
+  auto measured = cluster_from_json(*read_json_file(path_));
+  const double scale = std::stod(calibrated->provenance["calibration_gemm_scale"]);
+  EXPECT_GT(scale, 0.0);
+  // The whole GEMM table moved by the fitted factor (printed with four decimals).
+  EXPECT_NEAR(calibrated->gemm_table.front().seconds / measured->gemm_table.front().seconds, scale, 1e-4 * scale + 1e-4);
+  EXPECT_NE(calibrated->provenance["calibrated_from"].find(trace), std::string::npos);
+}
+
 TEST(ValidateSubset, JsonHasEveryContractField) {
   if (!have_mpirun()) GTEST_SKIP() << "built without MPI: the matrix runs under mpirun";
   const std::string dir = scratch_dir("validate");
