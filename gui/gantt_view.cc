@@ -207,6 +207,7 @@ void GanttView::paint_row(QPainter& p, const GanttRow& row, const RowGeometry& g
       p.setPen(QColor(255, 255, 255, 200));
       p.drawLine(r.topLeft(), r.bottomLeft());
     }
+    if (row.is_compute() && r.width() > 60 && g.height >= 14) paint_kernels(p, it->op, r, c);
     if (show_critical_path_ && it->op < static_cast<std::int32_t>(detail_->on_critical_path.size()) &&
         detail_->on_critical_path[it->op])
       p.fillRect(QRectF(r.left(), r.bottom() - std::max(1.5, g.height * 0.12), r.width(), std::max(1.5, g.height * 0.12)),
@@ -225,6 +226,26 @@ void GanttView::paint_row(QPainter& p, const GanttRow& row, const RowGeometry& g
     }
   }
   p.restore();
+}
+
+// Zoomed in far enough, a pass shows its kernels as a strip along its bottom, as Perfetto nests
+// them: compute in alternating shades of the pass colour, TP communication in red.
+void GanttView::paint_kernels(QPainter& p, std::int32_t op, const QRectF& r, const QColor& colour) {
+  const sim::PassCost* pass = pass_of(*detail_, op);
+  if (!pass || pass->segments.empty() || pass->seconds <= 0) return;
+  const double strip = std::max(4.0, r.height() * 0.3);
+  const double px_per_s = r.width() / pass->seconds;
+  double x = r.left();
+  bool dark = false;
+  for (const sim::Segment& seg : pass->segments) {
+    const double w = seg.seconds * px_per_s;
+    if (x + w >= axis_.left_px && x <= axis_.left_px + axis_.width_px && w >= 0.5) {
+      const QColor fill = seg.communication ? QColor(0xE4, 0x57, 0x56) : dark ? colour.darker(125) : colour.darker(108);
+      p.fillRect(QRectF(x, r.bottom() - strip, w, strip), fill);
+    }
+    dark = !dark;
+    x += w;
+  }
 }
 
 void GanttView::paint_legend(QPainter& p) {

@@ -57,6 +57,7 @@ class GanttView : public QWidget {
   void paint_ruler(class QPainter& p);
   // `next_label_y`: below the last label drawn, so labels of thin rows never overlap.
   void paint_row(class QPainter& p, const GanttRow& row, const RowGeometry& g, double& next_label_y);
+  void paint_kernels(class QPainter& p, std::int32_t op, const QRectF& slice, const QColor& colour);
   void paint_legend(class QPainter& p);
 
   std::shared_ptr<const PlanDetail> detail_;

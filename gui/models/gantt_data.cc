@@ -82,6 +82,15 @@ std::int32_t slice_at(const GanttRow& row, double t_s, double tolerance_s) {
   return best;
 }
 
+const sim::PassCost* pass_of(const PlanDetail& detail, std::int32_t index) {
+  const sim::Op& op = detail.sim.graph.op(index);
+  if (!is_pass(op.kind) || op.detail < 0 || op.stage >= static_cast<int>(detail.sim.chunk_costs.size()) ||
+      op.detail >= static_cast<int>(detail.sim.chunk_costs[op.stage].size()))
+    return nullptr;
+  const sim::ChunkCost& cc = detail.sim.chunk_costs[op.stage][op.detail];
+  return op.kind == sim::OpKind::kForward ? &cc.forward : op.kind == sim::OpKind::kBackward ? &cc.backward : &cc.weight;
+}
+
 std::string slice_tooltip(const PlanDetail& detail, std::int32_t index) {
   const sim::StepGraph& g = detail.sim.graph;
   const sim::Op& op = g.op(index);
@@ -90,11 +99,8 @@ std::string slice_tooltip(const PlanDetail& detail, std::int32_t index) {
   std::string text = fmt::format("{}  (stage {}, {})\nstart {}, duration {}", sim::op_label(op), op.stage,
                                  sim::to_string(op.kind), duration_text(start), duration_text(duration));
   if (op.micro_batch >= 0) text += fmt::format("\nmicro-batch {}, model chunk {}", op.micro_batch, op.chunk);
-  if (is_pass(op.kind) && op.stage < static_cast<int>(detail.sim.chunk_costs.size()) && op.detail >= 0) {
-    const sim::ChunkCost& cc = detail.sim.chunk_costs[op.stage][op.detail];
-    const sim::PassCost& pass = op.kind == sim::OpKind::kForward    ? cc.forward
-                                : op.kind == sim::OpKind::kBackward ? cc.backward
-                                                                    : cc.weight;
+  if (const sim::PassCost* found = pass_of(detail, index)) {
+    const sim::PassCost& pass = *found;
     if (pass.tp_comm_exposed_s > 0)
       text += fmt::format("\nexposed TP communication {}", duration_text(pass.tp_comm_exposed_s));
     // The largest kernels, merged by name (a chunk repeats each layer's kernels).

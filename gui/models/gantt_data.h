@@ -46,6 +46,9 @@ GanttData build_gantt(const PlanDetail& detail);
 // The op under time `t_s` on `row`, or within `tolerance_s` of it (the nearest); -1 when none.
 std::int32_t slice_at(const GanttRow& row, double t_s, double tolerance_s);
 
+// The kernels and TP communication of a forward/backward/weight pass (nullptr for other ops).
+const sim::PassCost* pass_of(const PlanDetail& detail, std::int32_t op);
+
 // Several lines for a tooltip: name, stage, times, and for passes their largest kernels and TP
 // communication; marks ops on the critical path.
 std::string slice_tooltip(const PlanDetail& detail, std::int32_t op);
