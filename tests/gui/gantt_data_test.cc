@@ -86,6 +86,28 @@ TEST(GuiGanttData, TooltipNamesTheSliceAndItsKernels) {
   EXPECT_NE(tip.find('%'), std::string::npos) << "kernel shares expected: " << tip;
 }
 
+TEST(GuiGanttData, PassesCarryTheirKernelsAndOtherOpsDoNot) {
+  const PlanDetail& d = pipelined_detail();
+  int passes = 0, others = 0;
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(d.sim.graph.size()); ++i) {
+    const sim::OpKind kind = d.sim.graph.op(i).kind;
+    const sim::PassCost* pass = pass_of(d, i);
+    if (kind == sim::OpKind::kForward || kind == sim::OpKind::kBackward || kind == sim::OpKind::kWeightGrad) {
+      ASSERT_NE(pass, nullptr);
+      ASSERT_FALSE(pass->segments.empty());
+      double sum = 0;
+      for (const auto& seg : pass->segments) sum += seg.seconds;
+      EXPECT_NEAR(sum, pass->seconds, 1e-9 * pass->seconds);
+      ++passes;
+    } else {
+      EXPECT_EQ(pass, nullptr);
+      ++others;
+    }
+  }
+  EXPECT_GT(passes, 0);
+  EXPECT_GT(others, 0);
+}
+
 TEST(GuiPlanSummary, SummaryAndCriticalPathComeFromTheSimulation) {
   const PlanDetail& d = pipelined_detail();
   const auto lines = plan_summary(d);
