@@ -127,6 +127,19 @@ TEST(GuiPlanRequest, BadInputIsOneLineNotAThrow) {
   EXPECT_NE(run_plan_request(bad_list).error.find("--tp"), std::string::npos);
 }
 
+TEST(GuiPlanRequest, ReportsProgressUpToTheTotal) {
+  std::size_t calls = 0, last_done = 0, last_total = 0;
+  const PlanOutcome out = run_plan_request(testing::small_request(), [&](std::size_t done, std::size_t total) {
+    ++calls;  // the search serialises these calls
+    last_done = std::max(last_done, done);
+    last_total = total;
+  });
+  ASSERT_TRUE(out.ok()) << out.error;
+  EXPECT_GT(calls, 0u);
+  EXPECT_GT(last_total, 0u);
+  EXPECT_EQ(last_done, last_total);
+}
+
 TEST(GuiPlanRequest, RestrictionsReachTheSearch) {
   PlanRequest r = testing::small_request();
   r.config.tp = "2";
