@@ -1,6 +1,7 @@
 // `loom profile --backend cpu --out FILE`, launched as `mpirun -np N loom profile ...`: measures
 // GEMMs, memory-bound kernels, the optimizer step and collectives on this machine, fits the cost
 // model's parameters, prints nccl-tests-style tables and writes a loom-cost/1 file with provenance.
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -86,6 +87,8 @@ std::map<std::string, std::string> provenance(const ProfileFlags& f, int ranks) 
   p["backend"] = f.backend;
   p["ranks"] = std::to_string(ranks);
   p["threads_per_rank"] = std::to_string(f.threads);
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) == 3) p["load_average_1min"] = fmt::format("{:.2f}", load[0]);
   p["command"] = fmt::format("mpirun -np {} loom profile --backend {} --out {}{}", ranks, f.backend, f.out,
                              f.quick ? " --quick" : "");
   return p;
@@ -238,6 +241,10 @@ ClusterSpec build_cost_file(const KernelResults& k, const std::vector<exec::prof
 
 std::string tables(const ClusterSpec& c, const KernelResults& k, const std::vector<exec::profile::CollectiveTiming>& coll) {
   std::string t = fmt::format("# loom profile: {}\n# {}\n", c.description, c.provenance.at("cpu"));
+  if (std::stod(c.provenance.at("cpu_share_rank0")) < 0.9)
+    t += fmt::format("# warning: rank 0 ran {:.0f} % of the time (load average {}): other work shares this host, so the "
+                     "timings below are inflated and noisy\n", 100 * std::stod(c.provenance.at("cpu_share_rank0")),
+                     c.provenance.count("load_average_1min") ? c.provenance.at("load_average_1min") : "unknown");
   t += fmt::format("# device peak (best GEMM) {:.2f} GFLOP/s, STREAM bandwidth {:.2f} GB/s\n", c.device.peak_flops / 1e9,
                    c.device.memory_bandwidth_bytes_per_s / 1e9);
   t += "#\n# GEMM (fp32), as the simulator asks for it (m, n, k) and as the executor runs it (calls, transposes)\n";
@@ -277,6 +284,10 @@ std::string tables(const ClusterSpec& c, const KernelResults& k, const std::vect
     for (const auto& fit : c.collective_fits)
       t += fmt::format("{:>14} {:>5} {:>10} {:>10.3f} {:>8.3f} {:>8.5f}\n", fit.collective, fit.group_size, fit.level,
                        fit.alpha_s * 1e6, fit.bus_bandwidth_bytes_per_s / 1e9, fit.r2);
+    for (const auto& fit : c.collective_fits)
+      if (fit.collective == "all_reduce")
+        t += fmt::format("# all_reduce over {} ranks: R² {:.4f} ({} the 0.99 bar)\n", fit.group_size, fit.r2,
+                         fit.r2 >= 0.99 ? "meets" : "misses");
   } else {
     t += "# collectives: not measured (one rank; launch with mpirun -np N to measure groups of 2..N)\n";
   }
@@ -304,6 +315,7 @@ int run_profile(const ProfileFlags& f) {
     return kExitBadInput;
   }
   exec::set_cpu_threads(f.threads);
+  const auto wall_start = std::chrono::steady_clock::now();
   std::string error;
   auto backend = exec::make_backend(f.backend, &error);
   KernelResults kernels = measure_kernels(*backend, f, rank == 0);
@@ -315,10 +327,16 @@ int run_profile(const ProfileFlags& f) {
                                            f.quick ? 0.005 : f.collective_time_s,
                                            [&](std::size_t d, std::size_t t) { if (bar) bar->update(d, t); });
   }
+  // Rank 0's CPU time over its wall time: below 1 when other work on the host took its core.
+  rusage self{};
+  getrusage(RUSAGE_SELF, &self);
+  const double cpu_s = self.ru_utime.tv_sec + self.ru_stime.tv_sec + 1e-6 * (self.ru_utime.tv_usec + self.ru_stime.tv_usec);
+  const double cpu_share = cpu_s / (f.threads * std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
   if (rank != 0) return kExitOk;
   add_softmax_points(kernels, validation_model());
   Json extra;
-  const ClusterSpec cluster = build_cost_file(kernels, coll, f, runtime.world_size(), runtime.local_size(), extra);
+  ClusterSpec cluster = build_cost_file(kernels, coll, f, runtime.world_size(), runtime.local_size(), extra);
+  cluster.provenance["cpu_share_rank0"] = fmt::format("{:.2f}", cpu_share);
   Json file = to_json(cluster);
   file["measurements"] = extra;
   write_output(f.out, file.dump(2) + "\n");
