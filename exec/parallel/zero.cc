@@ -174,9 +174,6 @@ std::vector<float> ParameterStore::unit_values(int u) {
   return host;
 }
 
-}  // namespace loom::exec
-
-namespace loom::exec {
 
 std::vector<float> ParameterStore::unit_gradients(int u) {
   const Unit& unit = layout_.units[u];
@@ -185,9 +182,6 @@ std::vector<float> ParameterStore::unit_gradients(int u) {
   return host;
 }
 
-}  // namespace loom::exec
-
-namespace loom::exec {
 
 void ParameterStore::import_full(const FullTensors& params, const FullTensors& m, const FullTensors& v) {
   Tensor* targets[3] = {&params_, &adam_m_, &adam_v_};
