@@ -33,7 +33,7 @@ class Communicator {
   virtual std::unique_ptr<Request> all_reduce_async(float* data, std::int64_t n) = 0;
   // send holds size()·recv_n values; rank r receives the sum of everyone's block r.
   virtual void reduce_scatter(const float* send, float* recv, std::int64_t recv_n) = 0;
-  // recv receives size()·send_n values, block r from rank r.
+  // recv receives size()·send_n values, block r from rank r; send may be this rank's own block.
   virtual void all_gather(const float* send, float* recv, std::int64_t send_n) = 0;
   virtual std::unique_ptr<Request> isend(const float* data, std::int64_t n, int peer, int tag) = 0;
   virtual std::unique_ptr<Request> irecv(float* data, std::int64_t n, int peer, int tag) = 0;

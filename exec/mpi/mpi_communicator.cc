@@ -72,7 +72,9 @@ void MpiCommunicator::reduce_scatter(const float* send, float* recv, std::int64_
 }
 
 void MpiCommunicator::all_gather(const float* send, float* recv, std::int64_t send_n) {
-  MPI_CHECK(MPI_Allgather(send, count_of(send_n), MPI_FLOAT, recv, count_of(send_n), MPI_FLOAT, comm_));
+  // Sending this rank's own block of the output is the in-place form: no staging copy.
+  const void* source = send == recv + rank_ * send_n ? MPI_IN_PLACE : send;
+  MPI_CHECK(MPI_Allgather(source, count_of(send_n), MPI_FLOAT, recv, count_of(send_n), MPI_FLOAT, comm_));
 }
 
 std::unique_ptr<Request> MpiCommunicator::isend(const float* data, std::int64_t n, int peer, int tag) {

@@ -157,10 +157,8 @@ void ParameterStore::optimizer_step(const OptimizerSettings& s, float lr, float 
     }
     if (zero_ == 1 || zero_ == 2) {  // every rank needs the full updated unit again
       TraceScope gather(tracer_, trace_names::collective("all_gather", "dp"), "comm", kCommLane);
-      Tensor mine = backend_.alloc(shard(unit), 1, kBuf);
       float* full = params_.data() + offset_[u];
-      backend_.copy(mine.data(), full + dp_rank_ * shard(unit), shard(unit));
-      groups_.dp->all_gather(mine.data(), full, shard(unit));
+      groups_.dp->all_gather(full + dp_rank_ * shard(unit), full, shard(unit));
     }
   }
 }
