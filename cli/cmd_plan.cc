@@ -25,25 +25,11 @@ struct PlanFlags {
   int threads = 0;
 };
 
-SearchSpace to_space(const ConfigLists& l) {
-  SearchSpace s;
-  s.tp = l.tp;
-  s.pp = l.pp;
-  s.dp = l.dp;
-  s.zero = l.zero;
-  s.micro_batch = l.micro_batch;
-  s.vpp = l.vpp;
-  s.recompute = l.recompute;
-  s.sequence_parallel = l.sequence_parallel;
-  s.schedule = l.schedule;
-  return s;
-}
-
 int run_plan(const PlanFlags& f) {
   if (f.format != "table" && f.format != "csv" && f.format != "json" && f.format != "md")
     throw InputError(fmt::format("--format: unknown format '{}' (table, csv, json, md)", f.format));
   const Specs specs = f.specs.resolve();
-  const SearchSpace space = to_space(f.config.lists());
+  const SearchSpace space = to_search_space(f.config.lists());
   PlanOptions options;
   options.threads = f.threads;
   ProgressBar bar("searching");

@@ -84,14 +84,7 @@ int run_sim(const SimFlags& f) {
     throw InputError(ok.error().message);
   const MemoryReport memory = estimate_memory(specs.model, specs.training, config, specs.cluster);
 
-  sim::SimOptions options;
-  options.keep_graph = !f.trace.empty();
-  options.record_segments = !f.trace.empty();
-  for (const auto& s : memory.stages) {
-    options.static_bytes_per_stage.push_back(s.total_bytes() - s.activations_bytes);
-    // Activations one forward of one chunk adds on this stage.
-    options.activation_bytes_per_forward.push_back(s.activation_bytes_per_layer * s.layers / config.vpp);
-  }
+  const sim::SimOptions options = f.trace.empty() ? sim::SimOptions{} : detailed_sim_options(memory, config);
   auto result = sim::simulate(specs.model, specs.training, config, specs.cluster, options);
   if (!result) throw InputError(result.error().message);
 

@@ -146,6 +146,20 @@ void ConfigFlags::add_to(CLI::App& app, bool as_lists) {
   app.add_option("--schedule", schedule, fmt::format("gpipe, 1f1b, interleaved or zb{}", what));
 }
 
+SearchSpace to_search_space(const ConfigLists& l) {
+  SearchSpace s;
+  s.tp = l.tp;
+  s.pp = l.pp;
+  s.dp = l.dp;
+  s.zero = l.zero;
+  s.micro_batch = l.micro_batch;
+  s.vpp = l.vpp;
+  s.recompute = l.recompute;
+  s.sequence_parallel = l.sequence_parallel;
+  s.schedule = l.schedule;
+  return s;
+}
+
 ConfigLists ConfigFlags::lists() const {
   ConfigLists l;
   l.tp = split_list<int>(tp, "--tp", parse_positive);

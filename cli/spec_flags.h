@@ -13,6 +13,7 @@
 #include "core/model_spec.h"
 #include "core/parallel_config.h"
 #include "core/training_spec.h"
+#include "planner/enumerate.h"
 
 namespace loom::cli {
 
@@ -47,6 +48,9 @@ struct ConfigLists {
   std::vector<bool> sequence_parallel;
   std::vector<Schedule> schedule;
 };
+
+// The planner's search restrictions from the command-line lists.
+SearchSpace to_search_space(const ConfigLists& lists);
 
 struct ConfigFlags {
   std::string tp, pp, dp, zero, micro_batch, vpp, recompute, sp, schedule;

@@ -129,25 +129,27 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     sm.activation_bytes_per_layer = per_layer;
     sm.micro_batches_in_flight = micro_batches_in_flight(c, stage, micro_batches);
     double activations = per_layer * sm.layers * sm.micro_batches_in_flight;
-    // Full recompute rebuilds one layer's activations at a time during the backward.
-    if (c.recompute == Recompute::kFull) activations += layer_working_set;
-    // Korthikanti et al. §4.3: the embedding's dropout mask on the first stage; the final norm's
-    // input, the LM head's input and the fp32 logits the cross-entropy keeps on the last stage.
+    // Korthikanti et al. §4.3: the embedding's dropout mask on the first stage.
     if (stage == 0 && m.dropout) activations += sbh / sp_divisor * sm.micro_batches_in_flight;
+    // Full recompute rebuilds one layer's activations at a time during the backward.
+    const double recompute_working_set = c.recompute == Recompute::kFull ? layer_working_set : 0.0;
     if (stage == c.pp - 1) {
+      // The final norm's input, the LM head's input and the fp32 logits the cross-entropy keeps
+      // (§4.3). GPipe keeps every micro-batch's until the backward, the other schedules one. The
+      // head's backward frees its own before any layer is recomputed, so the peak holds the larger
+      // of the two, not both.
       const double vocab = padded_vocab(m.vocab, c.tp);
       const double head = 2.0 * ab * sbh / sp_divisor + 4.0 * s * b * vocab / c.tp;
-      // GPipe keeps every micro-batch's logits until the backward; the other schedules one.
-      activations += head * (c.schedule == Schedule::kGPipe ? static_cast<double>(micro_batches) : 1.0);
+      const double heads_alive = c.schedule == Schedule::kGPipe ? static_cast<double>(micro_batches) : 1.0;
+      activations += (heads_alive - 1.0) * head + std::max(head, recompute_working_set);
+    } else {
+      activations += recompute_working_set;
     }
     sm.activations_bytes = activations;
 
     double buffers = 0;
-    if (c.dp > 1) {
-      // One gradient bucket in flight: Megatron-LM's DDP bucket of max(40M, 1M·dp) parameters.
-      const double bucket_params = std::min(n, std::max(40e6, 1e6 * dp));
-      buffers += bucket_params * t.grad_bytes;
-    }
+    // Data-parallel reductions run in place on the contiguous gradient buffer (Megatron-LM's
+    // grad buffer, PyTorch DDP with gradient_as_bucket_view): no staging copy to count.
     if (c.zero >= 3) {
       // The gathered layer being computed plus the prefetched next one, and its unsharded grads.
       buffers += 2.0 * layer_params * t.param_bytes + layer_params * t.grad_bytes;

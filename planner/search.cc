@@ -50,6 +50,39 @@ Result<PlanRow> evaluate_config(const ModelSpec& model, const TrainingSpec& trai
   return row;
 }
 
+sim::SimOptions detailed_sim_options(const MemoryReport& memory, const ParallelConfig& config) {
+  sim::SimOptions options;
+  options.keep_graph = true;
+  options.record_segments = true;
+  for (const auto& s : memory.stages) {
+    options.static_bytes_per_stage.push_back(s.total_bytes() - s.activations_bytes);
+    options.activation_bytes_per_forward.push_back(s.activation_bytes_per_layer * s.layers / config.vpp);
+  }
+  return options;
+}
+
+std::vector<int> pareto_front(const std::vector<PlanRow>& plans, const std::vector<int>& candidates) {
+  // Sweep by memory ascending (faster first on ties, then rank): a plan is on the front when it
+  // is strictly faster than every plan using no more memory.
+  std::vector<int> order = candidates;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const auto& p = plans[a].metrics;
+    const auto& q = plans[b].metrics;
+    if (p.memory_gib.total != q.memory_gib.total) return p.memory_gib.total < q.memory_gib.total;
+    if (p.tokens_per_s != q.tokens_per_s) return p.tokens_per_s > q.tokens_per_s;
+    return a < b;
+  });
+  std::vector<int> front;
+  double best = -1;
+  for (int i : order) {
+    if (plans[i].metrics.tokens_per_s > best) {
+      front.push_back(i);
+      best = plans[i].metrics.tokens_per_s;
+    }
+  }
+  return front;
+}
+
 Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
                                 const SearchSpace& space, const PlanOptions& options) {
   auto enumeration = enumerate_configs(model, training, cluster, space);

@@ -46,6 +46,15 @@ Result<PlanRow> evaluate_config(const ModelSpec& model, const TrainingSpec& trai
 Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
                                 const SearchSpace& space, const PlanOptions& options = {});
 
+// Simulator options for one plan in detail (`loom sim --trace`, the GUI's Gantt): keep the graph
+// and every kernel, and feed the trace's memory counter from the memory model — what each stage
+// holds all step, and the activations one forward of one chunk adds.
+sim::SimOptions detailed_sim_options(const MemoryReport& memory, const ParallelConfig& config);
+
+// Indices (into `plans`) of the plans on the throughput/memory Pareto front among `candidates`:
+// no other candidate is at least as fast with no more memory per GPU. Sorted by memory.
+std::vector<int> pareto_front(const std::vector<PlanRow>& plans, const std::vector<int>& candidates);
+
 // Config ordering used to break ties deterministically.
 bool config_less(const ParallelConfig& a, const ParallelConfig& b);
 

@@ -63,24 +63,9 @@ std::vector<ParetoPoint> pareto_points(const PlanResult& result, const std::vect
     const PlanRow& row = result.plans[i];
     points.push_back({row.metrics.memory_gib.total, row.metrics.tokens_per_s, i, false});
   }
-  // Sweep by memory ascending (faster first, then better rank): a point is on the frontier when
-  // it is strictly faster than everything using no more memory.
-  std::vector<std::size_t> order(points.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    const auto& p = points[a];
-    const auto& q = points[b];
-    if (p.memory_gib != q.memory_gib) return p.memory_gib < q.memory_gib;
-    if (p.tokens_per_s != q.tokens_per_s) return p.tokens_per_s > q.tokens_per_s;
-    return p.plan_index < q.plan_index;
-  });
-  double best = -1;
-  for (std::size_t k : order) {
-    if (points[k].tokens_per_s > best) {
-      points[k].frontier = true;
-      best = points[k].tokens_per_s;
-    }
-  }
+  for (int i : pareto_front(result.plans, plan_indices))
+    for (auto& p : points)
+      if (p.plan_index == i) p.frontier = true;
   return points;
 }
 

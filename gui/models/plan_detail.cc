@@ -1,5 +1,6 @@
 #include "gui/models/plan_detail.h"
 
+#include "planner/search.h"
 #include "sim/engine.h"
 #include "sim/trace.h"
 
@@ -9,15 +10,7 @@ Result<PlanDetail> simulate_detail(const cli::Specs& specs, const ParallelConfig
   PlanDetail d;
   d.config = config;
   d.memory = estimate_memory(specs.model, specs.training, config, specs.cluster);
-  sim::SimOptions options;
-  options.keep_graph = true;
-  options.record_segments = true;
-  // The trace's memory counter, as `loom sim --trace` feeds it: what a stage holds all step, and
-  // the activations one forward of one chunk adds.
-  for (const auto& s : d.memory.stages) {
-    options.static_bytes_per_stage.push_back(s.total_bytes() - s.activations_bytes);
-    options.activation_bytes_per_forward.push_back(s.activation_bytes_per_layer * s.layers / config.vpp);
-  }
+  const sim::SimOptions options = detailed_sim_options(d.memory, config);
   auto result = sim::simulate(specs.model, specs.training, config, specs.cluster, options);
   if (!result) return result.error();
   d.sim = std::move(*result);

@@ -7,25 +7,11 @@
 
 namespace loom::gui {
 
-SearchSpace search_space(const cli::ConfigLists& l) {
-  SearchSpace s;
-  s.tp = l.tp;
-  s.pp = l.pp;
-  s.dp = l.dp;
-  s.zero = l.zero;
-  s.micro_batch = l.micro_batch;
-  s.vpp = l.vpp;
-  s.recompute = l.recompute;
-  s.sequence_parallel = l.sequence_parallel;
-  s.schedule = l.schedule;
-  return s;
-}
-
 PlanOutcome run_plan_request(const PlanRequest& request, const ProgressFn& progress) {
   PlanOutcome out;
   try {
     out.specs = request.specs.resolve();
-    const SearchSpace space = search_space(request.config.lists());
+    const SearchSpace space = cli::to_search_space(request.config.lists());
     PlanOptions options;
     options.threads = request.threads;
     options.progress = progress;

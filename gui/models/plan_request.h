@@ -28,8 +28,6 @@ struct PlanOutcome {
 
 using ProgressFn = std::function<void(std::size_t done, std::size_t total)>;
 
-// The restriction lists of `loom plan` as the planner's SearchSpace.
-SearchSpace search_space(const cli::ConfigLists& lists);
 
 // Resolves the flags and runs search_plans. Never throws; safe to call from any thread.
 PlanOutcome run_plan_request(const PlanRequest& request, const ProgressFn& progress = {});
