@@ -12,11 +12,10 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/validate_matrix.h"
 #include "core/json_io.h"
 #include "core/presets.h"
 #include "planner/published.h"
-// validate_matrix.cc is compiled here until cli/CMakeLists.txt lists it beside the cmd_*.cc glob.
-#include "cli/validate_matrix.cc"  // NOLINT(bugprone-suspicious-include)
 
 namespace loom::cli {
 namespace {
