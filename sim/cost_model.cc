@@ -135,17 +135,23 @@ PassCost CostModel::attention_core_backward() const {
   return p;
 }
 
+CostModel::LayerDims CostModel::dims() const {
+  LayerDims d;
+  d.t = config_.tp;
+  d.h = model_.hidden;
+  d.kv = static_cast<double>(model_.kv_dim());
+  d.f = model_.ffn_hidden;
+  d.up = model_.activation == Activation::kSwiGLU ? 2.0 * d.f : d.f;
+  d.ab = training_.activation_bytes;
+  d.sp = config_.sequence_parallel && config_.tp > 1;
+  d.tokens_sp = d.sp ? tokens_ / d.t : tokens_;
+  d.act_bytes = tokens_ * d.h * d.ab;
+  return d;
+}
+
 PassCost CostModel::layer_forward(bool with_tp_comm) const {
   PassCost p = new_pass();
-  const double t = config_.tp;
-  const double h = model_.hidden;
-  const double kv = static_cast<double>(model_.kv_dim());
-  const double f = model_.ffn_hidden;
-  const double up = model_.activation == Activation::kSwiGLU ? 2.0 * f : f;
-  const double ab = training_.activation_bytes;
-  const bool sp = config_.sequence_parallel && config_.tp > 1;
-  const double tokens_sp = sp ? tokens_ / t : tokens_;
-  const double act_bytes = tokens_ * h * ab;
+  const auto [t, h, kv, f, up, ab, sp, tokens_sp, act_bytes] = dims();
   const bool comm = with_tp_comm && config_.tp > 1;
   const double residual_bytes = (3.0 * ab + (model_.dropout ? 1.0 : 0.0)) * tokens_sp * h;
 
@@ -174,17 +180,9 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
 }
 
 void CostModel::layer_backward(PassCost& in, PassCost& w) const {
-  const double t = config_.tp;
-  const double h = model_.hidden;
-  const double kv = static_cast<double>(model_.kv_dim());
-  const double f = model_.ffn_hidden;
-  const double up = model_.activation == Activation::kSwiGLU ? 2.0 * f : f;
-  const double ab = training_.activation_bytes;
-  const bool sp = config_.sequence_parallel && config_.tp > 1;
+  const auto [t, h, kv, f, up, ab, sp, tokens_sp, act_bytes] = dims();
   const bool comm = config_.tp > 1;
   const bool split = &in != &w;  // zero-bubble: weight gradients run later, nothing to hide comm behind
-  const double tokens_sp = sp ? tokens_ / t : tokens_;
-  const double act_bytes = tokens_ * h * ab;
   const double residual_bwd_bytes = (2.0 * ab + (model_.dropout ? 1.0 : 0.0)) * tokens_sp * h;
 
   // Recompute first: the backward of a layer starts by rebuilding what was dropped.

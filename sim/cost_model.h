@@ -83,6 +83,13 @@ class CostModel {
   double layer_params() const { return layer_params_; }
 
  private:
+  // The per-TP-rank widths and byte sizes of one layer for one micro-batch.
+  struct LayerDims {
+    double t, h, kv, f, up, ab;
+    bool sp;
+    double tokens_sp, act_bytes;
+  };
+  LayerDims dims() const;
   PassCost new_pass() const {
     PassCost p;
     p.record = record_segments_;
