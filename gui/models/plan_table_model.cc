@@ -1,6 +1,11 @@
 #include "gui/models/plan_table_model.h"
 
+#include "gui/models/config_cells.h"
+
 #include <array>
+
+static_assert(loom::gui::PlanTableModel::kSchedule - loom::gui::PlanTableModel::kTp + 1 == loom::gui::kConfigCellCount,
+              "the configuration columns are the nine of config_cell, in its order");
 
 namespace loom::gui {
 
@@ -76,17 +81,9 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
   if (role != Qt::DisplayRole && role != kSortRole) return {};
   const bool sort = role == kSortRole;
   auto number = [&](double v, int decimals) -> QVariant { return sort ? QVariant(v) : QVariant(fixed(v, decimals)); };
+  if (index.column() >= kTp && index.column() <= kSchedule) return config_cell(c, index.column() - kTp, sort);
   switch (index.column()) {
     case kRank: return index.row() + 1;
-    case kTp: return c.tp;
-    case kPp: return c.pp;
-    case kDp: return c.dp;
-    case kZero: return c.zero;
-    case kMicroBatch: return c.micro_batch;
-    case kVpp: return c.vpp;
-    case kRecompute: return sort ? QVariant(static_cast<int>(c.recompute)) : QVariant(to_string(c.recompute));
-    case kSp: return sort ? QVariant(c.sequence_parallel ? 1 : 0) : QVariant(c.sequence_parallel ? "on" : "off");
-    case kSchedule: return sort ? QVariant(static_cast<int>(c.schedule)) : QVariant(to_string(c.schedule));
     case kMemoryGib: return number(m.memory_gib.total, 1);
     case kParamsGib: return number(m.memory_gib.params, 1);
     case kGradsGib: return number(m.memory_gib.grads, 1);

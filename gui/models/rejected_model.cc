@@ -1,7 +1,12 @@
 #include "gui/models/rejected_model.h"
 
+#include "gui/models/config_cells.h"
+
 #include <algorithm>
 #include <map>
+
+static_assert(loom::gui::RejectedTableModel::kSchedule - loom::gui::RejectedTableModel::kTp + 1 == loom::gui::kConfigCellCount,
+              "the configuration columns are the nine of config_cell, in its order");
 
 namespace loom::gui {
 
@@ -26,16 +31,8 @@ QVariant RejectedTableModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::ToolTipRole) return QString::fromStdString(r.reason);
   if (role != Qt::DisplayRole && role != kSortRole) return {};
   const bool sort = role == kSortRole;
+  if (index.column() >= kTp && index.column() <= kSchedule) return config_cell(c, index.column() - kTp, sort);
   switch (index.column()) {
-    case kTp: return c.tp;
-    case kPp: return c.pp;
-    case kDp: return c.dp;
-    case kZero: return c.zero;
-    case kMicroBatch: return c.micro_batch;
-    case kVpp: return c.vpp;
-    case kRecompute: return sort ? QVariant(static_cast<int>(c.recompute)) : QVariant(to_string(c.recompute));
-    case kSp: return sort ? QVariant(c.sequence_parallel ? 1 : 0) : QVariant(c.sequence_parallel ? "on" : "off");
-    case kSchedule: return sort ? QVariant(static_cast<int>(c.schedule)) : QVariant(to_string(c.schedule));
     case kRule: return QString::fromStdString(r.rule);
     case kReason: return QString::fromStdString(r.reason);
     default: return {};
