@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -40,14 +41,21 @@ std::string loom_binary() { return LOOM_BINARY; }
 
 std::string loom_run(int ranks) {
   if (!have_mpirun()) return loom_binary() + " run";
+  // Each test process gives its mpirun a session directory of its own: Open MPI 4.1 creates
+  // /tmp/ompi.<host>.<uid> with a check-then-mkdir, and two mpiruns starting at the same moment
+  // (ctest -j2) can both see it missing, one failing with "mkdir ... File exists" in orte_init.
   return fmt::format(
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 {} "
-      "--oversubscribe -np {} {} run",
-      LOOM_MPIEXEC, ranks, loom_binary());
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
+      "OMPI_MCA_orte_tmpdir_base={} {} --oversubscribe -np {} {} run",
+      scratch_dir("ompi"), LOOM_MPIEXEC, ranks, loom_binary());
 }
 
 std::string scratch_dir(const std::string& name) {
+  static std::set<std::string> made;
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("loom_exec_test_{}", ::getpid()) / name;
+  // The first use in this process starts empty: process ids are reused (pid_max is often 32768),
+  // and a stale directory of an earlier run would leak files such as a --log opened for appending.
+  if (made.insert(dir.string()).second) std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
 }
