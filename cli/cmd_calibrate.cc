@@ -22,6 +22,7 @@ struct CalibrateFlags {
   std::string cluster = "dgx-a100-80gb";
   std::string out;
   std::string residuals;
+  bool check_only = false;
   int threads = 0;
   // --trace: the traced run's model, batch and layout (as given to `loom run`).
   std::vector<std::string> traces;
@@ -96,16 +97,18 @@ int run_calibrate(const CalibrateFlags& f) {
   auto runs = read_vtrain_csv(f.vtrain);
   if (!runs) throw InputError(runs.error().message);
   const FitQuality before = evaluate_fit(*runs, *cluster, f.threads);
-  auto fit = fit_compute_efficiency(*runs, *cluster, f.threads);
+  Result<ComputeFit> fit = ComputeFit{cluster->compute.gemm_max_efficiency, cluster->compute.gemm_half_saturation_flops, before};
+  if (!f.check_only) fit = fit_compute_efficiency(*runs, *cluster, f.threads);
   if (!fit) throw InputError(fit.error().message);
   std::string text;
   text += fmt::format("# calibrating {} against {} measured runs ({})\n", cluster->name, runs->size(), f.vtrain);
   text += fmt::format("before: gemm_max_efficiency {:.4f}, half-saturation {:.4g} FLOP: mean |error| {:.2f} %, max {:.2f} %\n",
                       cluster->compute.gemm_max_efficiency, cluster->compute.gemm_half_saturation_flops,
                       100 * before.mean_abs_error, 100 * before.max_abs_error);
-  text += fmt::format("after:  gemm_max_efficiency {:.4f}, half-saturation {:.4g} FLOP: mean |error| {:.2f} %, max {:.2f} %\n",
-                      fit->gemm_max_efficiency, fit->gemm_half_saturation_flops, 100 * fit->quality.mean_abs_error,
-                      100 * fit->quality.max_abs_error);
+  if (!f.check_only)
+    text += fmt::format("after:  gemm_max_efficiency {:.4f}, half-saturation {:.4g} FLOP: mean |error| {:.2f} %, max {:.2f} %\n",
+                        fit->gemm_max_efficiency, fit->gemm_half_saturation_flops, 100 * fit->quality.mean_abs_error,
+                        100 * fit->quality.max_abs_error);
   write_output("", text);
   if (!f.residuals.empty()) {
     ClusterSpec calibrated = *cluster;
@@ -141,6 +144,7 @@ std::function<int()> add_calibrate(CLI::App& root) {
   app->add_option("--cluster", flags->cluster, "cost file to start from")->capture_default_str();
   app->add_option("--out", flags->out, "write the calibrated cost file here");
   app->add_option("--residuals", flags->residuals, "write each run's measured and predicted time (CSV)");
+  app->add_flag("--check", flags->check_only, "only report how well --cluster predicts the runs (no fit)");
   app->add_option("--threads", flags->threads, "simulation threads");
   app->add_option("--trace", flags->traces, "Chrome trace(s) of `loom run --trace` (one per rank) to fit --cluster to");
   app->add_option("--model", flags->model, "the traced run's model (preset or JSON)")->capture_default_str();

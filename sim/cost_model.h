@@ -65,6 +65,9 @@ class CostModel {
 
   double gemm_s(double m, double n, double k) const;
   double memory_s(double bytes) const;
+  // Weight gradient of an (out × in) weight over `tokens`: the GEMM plus adding it into the
+  // gradient buffer, which every micro-batch reads and writes at grad_bytes per element.
+  double wgrad_s(double out, double in, double tokens) const;
   const CollectiveModel& collectives() const { return collectives_; }
 
   // Activation (or its gradient) sent between neighbouring stages for one micro-batch.

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "core/presets.h"
+#include "core/partition.h"
+#include "sim/cost_model.h"
 #include "sim/simulator.h"
 
 namespace loom::sim {
@@ -158,6 +160,42 @@ TEST(Simulator, BadShapesAreErrorsNotCrashes) {
   c.vpp = 3;  // 32 layers over 8 stages × 3 chunks
   t.global_batch = 16;
   EXPECT_FALSE(simulate(m, t, c, cluster).ok());
+}
+
+}  // namespace
+}  // namespace loom::sim
+
+namespace loom::sim {
+namespace {
+
+// Every micro-batch adds its weight gradients into the main-grad buffer (Megatron's fp32
+// main_grad), reading and writing grad_bytes per weight element: fp32 main grads cost exactly
+// that extra traffic over bf16 ones in the backward, and nothing in the forward.
+TEST(CostModel, WeightGradientsAccumulateIntoTheMainGradBuffer) {
+  const ModelSpec m = *model_preset("llama2-7b");
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  const CollectiveModel collectives(cluster);
+  ParallelConfig c;
+  c.tp = 2;
+  TrainingSpec fp32_grads;
+  fp32_grads.gpus = 2;
+  fp32_grads.global_batch = 1;
+  fp32_grads.seq_len = m.seq_len;
+  fp32_grads.grad_bytes = 4;
+  TrainingSpec bf16_grads = fp32_grads;
+  bf16_grads.grad_bytes = 2;
+  const ChunkCost a = CostModel(m, fp32_grads, c, cluster, collectives).chunk(0, 0, false);
+  const ChunkCost b = CostModel(m, bf16_grads, c, cluster, collectives).chunk(0, 0, false);
+  EXPECT_DOUBLE_EQ(a.forward.seconds, b.forward.seconds);
+
+  // GEMM weights per TP rank: QKV, attention output, SwiGLU up (gate and up), down; the LM head.
+  const double h = m.hidden, kv = static_cast<double>(m.kv_dim()), f = m.ffn_hidden, t = c.tp;
+  const double per_layer = (h * (h + 2 * kv) + h * h + h * 2 * f + f * h) / t;
+  const double head = h * padded_vocab(m.vocab, c.tp) / t;
+  const double weights = m.layers * per_layer + head;
+  const double bandwidth = cluster.device.memory_bandwidth_bytes_per_s * cluster.compute.memory_bound_efficiency;
+  const double expected = weights * 2.0 * (4 - 2) / bandwidth;
+  EXPECT_NEAR(a.backward.seconds - b.backward.seconds, expected, 1e-9 * expected);
 }
 
 }  // namespace
