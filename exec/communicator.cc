@@ -25,6 +25,11 @@ void SelfCommunicator::all_gather(const float* send, float* recv, std::int64_t s
   if (send != recv) std::memmove(recv, send, static_cast<std::size_t>(send_n) * sizeof(float));
 }
 
+std::unique_ptr<Request> SelfCommunicator::all_gather_async(const float* send, float* recv, std::int64_t send_n) {
+  all_gather(send, recv, send_n);
+  return std::make_unique<DoneRequest>();
+}
+
 // A group of one has no peer: the pipeline never sends within a single stage.
 std::unique_ptr<Request> SelfCommunicator::isend(const float*, std::int64_t, int, int) {
   throw std::logic_error("point-to-point send in a group of one (" + name_ + ")");

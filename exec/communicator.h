@@ -31,10 +31,13 @@ class Communicator {
   virtual void all_reduce(float* data, std::int64_t n, ReduceOp op) = 0;
   virtual void all_reduce(double* data, std::int64_t n, ReduceOp op) = 0;
   virtual std::unique_ptr<Request> all_reduce_async(float* data, std::int64_t n) = 0;
-  // send holds size()·recv_n values; rank r receives the sum of everyone's block r.
+  // send holds size()·recv_n values; rank r receives the sum of everyone's block r. recv may be
+  // this rank's own block of send (in place, NCCL's convention): no second buffer is needed.
   virtual void reduce_scatter(const float* send, float* recv, std::int64_t recv_n) = 0;
   // recv receives size()·send_n values, block r from rank r; send may be this rank's own block.
   virtual void all_gather(const float* send, float* recv, std::int64_t send_n) = 0;
+  // The same, non-blocking: recv is complete once the request is (ZeRO-3's prefetch).
+  virtual std::unique_ptr<Request> all_gather_async(const float* send, float* recv, std::int64_t send_n) = 0;
   virtual std::unique_ptr<Request> isend(const float* data, std::int64_t n, int peer, int tag) = 0;
   virtual std::unique_ptr<Request> irecv(float* data, std::int64_t n, int peer, int tag) = 0;
   virtual void barrier() = 0;
@@ -52,6 +55,7 @@ class SelfCommunicator final : public Communicator {
   std::unique_ptr<Request> all_reduce_async(float*, std::int64_t) override;
   void reduce_scatter(const float* send, float* recv, std::int64_t recv_n) override;
   void all_gather(const float* send, float* recv, std::int64_t send_n) override;
+  std::unique_ptr<Request> all_gather_async(const float* send, float* recv, std::int64_t send_n) override;
   std::unique_ptr<Request> isend(const float*, std::int64_t, int, int) override;
   std::unique_ptr<Request> irecv(float*, std::int64_t, int, int) override;
   void barrier() override {}

@@ -1,6 +1,8 @@
 #include "exec/model/gpt_stage.h"
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace loom::exec {
@@ -13,7 +15,28 @@ constexpr MemoryCategory kWork = MemoryCategory::kWorkspace;
 GptStage::GptStage(const ModelSpec& model, const ParallelConfig& config, const StageLayout& layout, int seq,
                    Backend& backend, TensorParallel& tp, ParameterSource& params, DropoutSettings dropout)
     : model_(model), config_(config), layout_(layout), seq_(seq), backend_(backend), tp_(tp), params_(params),
-      dropout_(dropout), layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout) {}
+      dropout_(dropout), layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout) {
+  const int head = layout_.final_unit >= 0 ? head_unit() : -1;
+  if (layout_.word_embedding_unit >= 0) forward_order_.push_back(layout_.word_embedding_unit);
+  if (layout_.position_unit >= 0) forward_order_.push_back(layout_.position_unit);
+  for (int u : layout_.layer_units) forward_order_.push_back(u);
+  if (layout_.final_unit >= 0) {
+    for (auto* order : {&forward_order_, &backward_order_}) {
+      order->push_back(layout_.final_unit);
+      if (head != layout_.final_unit) order->push_back(head);
+    }
+  }
+  // The embedding's backward needs no parameters: the backward pass ends with the first layer.
+  for (auto u = layout_.layer_units.rbegin(); u != layout_.layer_units.rend(); ++u) backward_order_.push_back(*u);
+}
+
+float* GptStage::acquire_next(int unit) {
+  if (pass_ == nullptr || pass_next_ >= pass_->size() || (*pass_)[pass_next_] != unit)
+    throw std::logic_error("GptStage: unit " + std::to_string(unit) + " acquired out of the pass's order");
+  float* p = params_.acquire(unit);
+  if (++pass_next_ < pass_->size()) params_.prefetch((*pass_)[pass_next_]);
+  return p;
+}
 
 int GptStage::head_unit() const {
   if (!model_.tied_embeddings) return layout_.final_unit;
@@ -29,12 +52,12 @@ Tensor GptStage::embed(const MicroBatch& mb, Cache& cache) {
   const std::int64_t T = tokens(), h = model_.hidden;
   const LocalDims& d = layout_.dims;
   Tensor e = backend_.alloc(T, h, tp_.size() > 1 ? kWork : kAct);  // rows of other ranks' tokens stay zero
-  float* wte = params_.acquire(layout_.word_embedding_unit);
+  float* wte = acquire_next(layout_.word_embedding_unit);
   backend_.embedding_forward(e.data(), wte, mb.tokens, T, h, d.vocab_start, d.vocab_local);
   params_.release(layout_.word_embedding_unit);
   Tensor x = tp_.reduce_rows(std::move(e), kAct);
   if (layout_.position_unit >= 0) {
-    const float* wpe = params_.acquire(layout_.position_unit);
+    const float* wpe = acquire_next(layout_.position_unit);
     const std::int64_t first = tp_.first_local_token(T);
     for (std::int64_t i = 0; i < x.rows(); ++i)
       backend_.axpy(x.data() + i * h, 1.0f, wpe + ((first + i) % seq_) * h, h);
@@ -79,7 +102,7 @@ Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float lo
   const LocalDims& d = layout_.dims;
   const Unit& fu = layout_.units[layout_.final_unit];
   c.final_in = std::move(x);
-  float* fp = params_.acquire(layout_.final_unit);
+  float* fp = acquire_next(layout_.final_unit);
   LayerTensors norm{};
   norm.ln1_w = fp + fu.param("lnf.weight").offset;
   norm.ln1_b = fu.find("lnf.bias") ? fp + fu.param("lnf.bias").offset : nullptr;
@@ -94,7 +117,7 @@ Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float lo
                              c.final_in.rows(), h);
   }
   const int hu = head_unit();
-  float* hp = hu == layout_.final_unit ? fp : params_.acquire(hu);
+  float* hp = hu == layout_.final_unit ? fp : acquire_next(hu);
   Tensor gathered;
   const float* xf = tp_.gather_rows(c.final_norm, gathered);
   c.dlogits = backend_.empty(T, d.vocab_local, kAct);
@@ -135,9 +158,9 @@ Tensor GptStage::head_backward(Cache& c) {
   const LocalDims& d = layout_.dims;
   const int hu = head_unit();
   const Unit& fu = layout_.units[layout_.final_unit];
-  float* fp = params_.acquire(layout_.final_unit);
+  float* fp = acquire_next(layout_.final_unit);
   float* fg = params_.gradients(layout_.final_unit);
-  float* hp = hu == layout_.final_unit ? fp : params_.acquire(hu);
+  float* hp = hu == layout_.final_unit ? fp : acquire_next(hu);
   float* hg = hu == layout_.final_unit ? fg : params_.gradients(hu);
   Tensor dxf = backend_.empty(T, h, kWork);
   {
@@ -174,11 +197,13 @@ Tensor GptStage::head_backward(Cache& c) {
 Tensor GptStage::forward(int micro_batch, const MicroBatch& mb, Tensor input, float loss_scale, double* loss_sum) {
   Cache& c = caches_[micro_batch];
   c.layers.resize(layout_.layer_units.size());
+  pass_ = &forward_order_;
+  pass_next_ = 0;
   const bool first = layout_.word_embedding_unit >= 0, last = layout_.final_unit >= 0;
   Tensor x = first ? embed(mb, c) : std::move(input);
   for (std::size_t i = 0; i < layout_.layer_units.size(); ++i) {
     const int u = layout_.layer_units[i];
-    float* p = params_.acquire(u);
+    float* p = acquire_next(u);
     x = layer_.forward(layer_tensors(layout_.units[u], p), std::move(x), c.layers[i], config_.recompute,
                        layout_.first_layer + static_cast<int>(i), mb.first_sequence);
     params_.release(u);
@@ -190,13 +215,15 @@ Tensor GptStage::forward(int micro_batch, const MicroBatch& mb, Tensor input, fl
 Tensor GptStage::backward(int micro_batch, const MicroBatch& mb, const Tensor& dout) {
   Cache& c = caches_.at(micro_batch);
   const bool first = layout_.word_embedding_unit >= 0, last = layout_.final_unit >= 0;
+  pass_ = &backward_order_;
+  pass_next_ = 0;
   Tensor holder;
   if (last) holder = head_backward(c);
   const Tensor* d = last ? &holder : &dout;
   for (std::size_t k = layout_.layer_units.size(); k-- > 0;) {
     const int u = layout_.layer_units[k];
     const Unit& unit = layout_.units[u];
-    float* p = params_.acquire(u);
+    float* p = acquire_next(u);
     float* g = params_.gradients(u);
     Tensor next = layer_.backward(layer_tensors(unit, p), layer_tensors(unit, g), c.layers[k], *d, config_.recompute,
                                   layout_.first_layer + static_cast<int>(k));

@@ -21,6 +21,9 @@ class ParameterSource {
   // Parameters of a unit, available until release() (ZeRO-3 gathers them).
   virtual float* acquire(int unit) = 0;
   virtual void release(int unit) = 0;
+  // The unit the pass will acquire next: ZeRO-3 starts gathering it while the current one
+  // computes. Every prefetch is followed by an acquire of the same unit.
+  virtual void prefetch(int /*unit*/) {}
   // Where the unit's backward accumulates its gradient for the current micro-batch.
   virtual float* gradients(int unit) = 0;
   // The unit's backward for the current micro-batch is complete.
@@ -33,6 +36,7 @@ class ChunkParameters final : public ParameterSource {
   ChunkParameters(ParameterSource& store, int offset) : store_(store), offset_(offset) {}
   float* acquire(int unit) override { return store_.acquire(unit + offset_); }
   void release(int unit) override { store_.release(unit + offset_); }
+  void prefetch(int unit) override { store_.prefetch(unit + offset_); }
   float* gradients(int unit) override { return store_.gradients(unit + offset_); }
   void gradients_ready(int unit) override { store_.gradients_ready(unit + offset_); }
 
@@ -79,6 +83,13 @@ class GptStage {
   Tensor head_backward(Cache& cache);
   int head_unit() const;
   float* head_weight(float* base) const;
+  // Acquires the pass's next unit (which must be `unit`) and prefetches the one after it.
+  float* acquire_next(int unit);
+
+  // The order in which a forward and a backward pass acquire units (prefetch order).
+  std::vector<int> forward_order_, backward_order_;
+  const std::vector<int>* pass_ = nullptr;
+  std::size_t pass_next_ = 0;
 
   const ModelSpec& model_;
   ParallelConfig config_;

@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 namespace loom::exec {
@@ -68,13 +69,29 @@ std::unique_ptr<Request> MpiCommunicator::all_reduce_async(float* data, std::int
 }
 
 void MpiCommunicator::reduce_scatter(const float* send, float* recv, std::int64_t recv_n) {
-  MPI_CHECK(MPI_Reduce_scatter_block(send, recv, count_of(recv_n), MPI_FLOAT, MPI_SUM, comm_));
+  if (recv != send + rank_ * recv_n) {
+    MPI_CHECK(MPI_Reduce_scatter_block(send, recv, count_of(recv_n), MPI_FLOAT, MPI_SUM, comm_));
+    return;
+  }
+  // In place: MPI's form reads the input from the receive buffer and leaves the result in its
+  // first block, so it moves to this rank's block (host memory: this communicator serves the CPU
+  // backend; a device backend would use NCCL, whose in-place form is this rank's block already).
+  float* data = const_cast<float*>(send);
+  MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, data, count_of(recv_n), MPI_FLOAT, MPI_SUM, comm_));
+  if (rank_ != 0) std::memmove(recv, data, static_cast<std::size_t>(recv_n) * sizeof(float));
 }
 
 void MpiCommunicator::all_gather(const float* send, float* recv, std::int64_t send_n) {
   // Sending this rank's own block of the output is the in-place form: no staging copy.
   const void* source = send == recv + rank_ * send_n ? MPI_IN_PLACE : send;
   MPI_CHECK(MPI_Allgather(source, count_of(send_n), MPI_FLOAT, recv, count_of(send_n), MPI_FLOAT, comm_));
+}
+
+std::unique_ptr<Request> MpiCommunicator::all_gather_async(const float* send, float* recv, std::int64_t send_n) {
+  auto r = std::make_unique<MpiRequest>();
+  const void* source = send == recv + rank_ * send_n ? MPI_IN_PLACE : send;
+  MPI_CHECK(MPI_Iallgather(source, count_of(send_n), MPI_FLOAT, recv, count_of(send_n), MPI_FLOAT, comm_, &r->request));
+  return r;
 }
 
 std::unique_ptr<Request> MpiCommunicator::isend(const float* data, std::int64_t n, int peer, int tag) {

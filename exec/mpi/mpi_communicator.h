@@ -37,6 +37,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Request> all_reduce_async(float* data, std::int64_t n) override;
   void reduce_scatter(const float* send, float* recv, std::int64_t recv_n) override;
   void all_gather(const float* send, float* recv, std::int64_t send_n) override;
+  std::unique_ptr<Request> all_gather_async(const float* send, float* recv, std::int64_t send_n) override;
   std::unique_ptr<Request> isend(const float* data, std::int64_t n, int peer, int tag) override;
   std::unique_ptr<Request> irecv(float* data, std::int64_t n, int peer, int tag) override;
   void barrier() override;

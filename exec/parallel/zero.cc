@@ -24,6 +24,8 @@ ParameterStore::ParameterStore(const StageLayout& layout, ProcessGroups& groups,
   gathered_.resize(n);
   grad_bucket_.resize(n);
   gather_count_.assign(n, 0);
+  prefetching_.resize(n);
+  prefetch_start_us_.assign(n, 0.0);
   params_ = backend_.alloc(zero_ >= 3 ? sharded : full, 1, MemoryCategory::kParams);
   grads_ = backend_.alloc(zero_ >= 2 ? sharded : full, 1, MemoryCategory::kGrads);
   adam_m_ = backend_.alloc(zero_ >= 1 ? sharded : full, 1, MemoryCategory::kOptimizer);
@@ -47,13 +49,30 @@ void ParameterStore::begin_step(int micro_batches) {
   backend_.zero(grads_.data(), grads_.numel());
 }
 
+void ParameterStore::prefetch(int u) {
+  if (zero_ < 3 || gather_count_[u] > 0 || prefetching_[u] != nullptr) return;
+  const Unit& unit = layout_.units[u];
+  if (tracer_ != nullptr) prefetch_start_us_[u] = tracer_->now_us();
+  gathered_[u] = backend_.empty(unit.padded, 1, kBuf);  // the gather writes every value
+  prefetching_[u] = groups_.dp->all_gather_async(params_.data() + shard_offset_[u], gathered_[u].data(), shard(unit));
+}
+
 float* ParameterStore::acquire(int u) {
   if (zero_ < 3) return params_.data() + offset_[u];
   if (gather_count_[u]++ == 0) {
-    const Unit& unit = layout_.units[u];
-    TraceScope scope(tracer_, trace_names::collective("all_gather", "dp"), "comm", kCommLane);
-    gathered_[u] = backend_.alloc(unit.padded, 1, kBuf);
-    groups_.dp->all_gather(params_.data() + shard_offset_[u], gathered_[u].data(), shard(unit));
+    if (prefetching_[u] != nullptr) {
+      prefetching_[u]->wait();
+      prefetching_[u].reset();
+      // One slice from the start of the gather to the moment the unit is needed.
+      if (tracer_ != nullptr)
+        tracer_->add(trace_names::collective("all_gather", "dp"), "comm", prefetch_start_us_[u], tracer_->now_us(),
+                     kCommLane);
+    } else {
+      const Unit& unit = layout_.units[u];
+      TraceScope scope(tracer_, trace_names::collective("all_gather", "dp"), "comm", kCommLane);
+      gathered_[u] = backend_.alloc(unit.padded, 1, kBuf);
+      groups_.dp->all_gather(params_.data() + shard_offset_[u], gathered_[u].data(), shard(unit));
+    }
   }
   return gathered_[u].data();
 }
@@ -86,12 +105,13 @@ void ParameterStore::gradients_ready(int u) {
   }
   Tensor& bucket = grad_bucket_[u];
   reduce_sequence_partial(u, bucket.data());
-  Tensor mine = backend_.alloc(shard(unit), 1, kBuf);
+  // Reduce-scattered in place: this rank's sum lands in its own block of the bucket.
+  float* mine = bucket.data() + dp_rank_ * shard(unit);
   {
     TraceScope scope(tracer_, trace_names::collective("reduce_scatter", "dp"), "comm", kCommLane);
-    groups_.dp->reduce_scatter(bucket.data(), mine.data(), shard(unit));
+    groups_.dp->reduce_scatter(bucket.data(), mine, shard(unit));
   }
-  backend_.axpy(grads_.data() + shard_offset_[u], 1.0f, mine.data(), shard(unit));
+  backend_.axpy(grads_.data() + shard_offset_[u], 1.0f, mine, shard(unit));
   bucket.reset();
 }
 

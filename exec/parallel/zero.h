@@ -1,11 +1,13 @@
 // Parameters, gradients and AdamW states of one stage under ZeRO (Rajbhandari et al. 2020):
 // stage 0 replicates everything over DP; 1 shards the optimizer states; 2 also shards gradients
 // (each unit's gradient is reduce-scattered per micro-batch from a transient bucket); 3 also shards
-// parameters, all-gathering one unit for its forward or backward and freeing it afterwards.
+// parameters, all-gathering one unit for its forward or backward and freeing it afterwards, while
+// the next unit's gather is already in flight (DeepSpeed's prefetch): two gathered units at a time.
 // Every unit is sharded separately (padded to a multiple of the DP size), so shards line up.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,7 @@ class ParameterStore final : public ParameterSource {
 
   float* acquire(int unit) override;
   void release(int unit) override;
+  void prefetch(int unit) override;
   float* gradients(int unit) override;
   void gradients_ready(int unit) override;
 
@@ -73,6 +76,8 @@ class ParameterStore final : public ParameterSource {
   Tensor params_, grads_, adam_m_, adam_v_;  // params_/grads_ are full (ZeRO 0-2) or shards
   std::vector<Tensor> gathered_, grad_bucket_;
   std::vector<int> gather_count_;
+  std::vector<std::unique_ptr<Request>> prefetching_;  // ZeRO-3 gathers in flight, per unit
+  std::vector<double> prefetch_start_us_;
   GradientBuckets buckets_;
   int micro_batches_ = 1;
   bool last_micro_batch_ = true;
