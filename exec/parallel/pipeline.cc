@@ -54,12 +54,15 @@ Tensor PipelineRunner::receive(int peer, int tag, const std::string& what, Memor
   return t;
 }
 
-void PipelineRunner::send(Tensor buffer, int peer, int tag, const std::string& what) {
+void PipelineRunner::send(Tensor buffer, int peer, int tag, const std::string& what, bool gradient) {
   TraceScope scope(tracer_, "send " + what, "comm", kCommLane);
+  for (PendingSend& s : sends_)
+    if (s.gradient == gradient) s.request->wait();  // one send per direction in flight
+  reap_sends(false);
   // Until the peer has it, the tensor is a send buffer, no longer an activation of this stage.
   buffer = backend_.recharge(std::move(buffer), MemoryCategory::kBuffers);
   auto request = groups_.pp->isend(buffer.data(), buffer.numel(), peer, tag);
-  sends_.push_back({std::move(request), std::move(buffer)});
+  sends_.push_back({std::move(request), std::move(buffer), gradient});
 }
 
 void PipelineRunner::reap_sends(bool wait) {
@@ -93,21 +96,22 @@ double PipelineRunner::run(int micro_batches, float loss_scale, const std::funct
         out = chunk.forward(a.micro_batch, mb, std::move(input), loss_scale, &loss_sum);
       }
       if (!last)
-        send(std::move(out), next, activation_tag(a.micro_batch, v, virtual_stages), trace_names::forward(v, a.micro_batch));
+        send(std::move(out), next, activation_tag(a.micro_batch, v, virtual_stages), trace_names::forward(v, a.micro_batch),
+             false);
     } else {
       before_backward(a.micro_batch);
-      Tensor dout;
-      if (!last)
-        dout = receive(next, gradient_tag(a.micro_batch, v, virtual_stages), trace_names::backward(v + 1, a.micro_batch),
-                       MemoryCategory::kBuffers);
       Tensor din;
       {
+        Tensor dout;
+        if (!last)
+          dout = receive(next, gradient_tag(a.micro_batch, v, virtual_stages), trace_names::backward(v + 1, a.micro_batch),
+                         MemoryCategory::kBuffers);
         TraceScope scope(tracer_, trace_names::backward(v, a.micro_batch), "compute", kComputeLane);
         din = chunk.backward(a.micro_batch, mb, dout);
-      }
+      }  // the received gradient is freed before the one this stage sends is charged as a buffer
       if (!first)
         send(std::move(din), prev, gradient_tag(a.micro_batch, v - 1, virtual_stages),
-             trace_names::backward(v, a.micro_batch));
+             trace_names::backward(v, a.micro_batch), true);
     }
     reap_sends(false);
   }

@@ -2,8 +2,13 @@
 // micro-batch (GPipe: all forwards then all backwards; 1F1B, Narayanan et al. 2021: warm-up
 // forwards, then alternate, then drain; interleaved 1F1B over vpp model chunks per stage, the
 // same order as the simulator's), and the runner that executes it with non-blocking
-// point-to-point messages. Sends never block (they complete in the background and are reaped),
-// and each stage only waits on receives its schedule needs next, so no layout can deadlock.
+// point-to-point messages. Each stage waits on the receives its schedule needs next and keeps at
+// most one send per direction in flight (activations forward, gradients backward): before a new
+// send it waits for the previous one, whose buffer is then freed, as Megatron-LM waits on its
+// p2p requests. That wait cannot deadlock: every stage runs the same sequence of (micro-batch,
+// chunk) pairs, so a peer receives the messages of one direction in the order they are sent, and
+// the previous message is one the peer's schedule receives before it needs anything this stage
+// has not sent yet.
 #pragma once
 
 #include <functional>
@@ -43,9 +48,10 @@ class PipelineRunner {
   struct PendingSend {
     std::unique_ptr<Request> request;
     Tensor buffer;
+    bool gradient = false;
   };
   Tensor receive(int peer, int tag, const std::string& what, MemoryCategory category);
-  void send(Tensor buffer, int peer, int tag, const std::string& what);
+  void send(Tensor buffer, int peer, int tag, const std::string& what, bool gradient);
   void reap_sends(bool wait);
 
   std::vector<GptStage*> chunks_;

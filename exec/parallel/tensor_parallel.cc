@@ -7,7 +7,8 @@ namespace loom::exec {
 const float* TensorParallel::gather_rows(const Tensor& local, Tensor& scratch) {
   if (!sequence_parallel_ || size() == 1) return local.data();
   TraceScope scope(tracer_, trace_names::collective("all_gather", "tp"), "comm", kCommLane);
-  scratch = backend_.empty(local.rows() * size(), local.cols(), MemoryCategory::kWorkspace);
+  // A communication buffer, as Megatron-LM gathers into its persistent global memory buffer.
+  scratch = backend_.empty(local.rows() * size(), local.cols(), MemoryCategory::kBuffers);
   tp_.all_gather(local.data(), scratch.data(), local.numel());
   return scratch.data();
 }

@@ -24,7 +24,7 @@ class TensorParallel {
   std::int64_t first_local_token(std::int64_t tokens) const { return sequence_parallel_ ? rank() * (tokens / size()) : 0; }
 
   // Input of a column-parallel layer, all rows: `local` itself, or the all-gather of every rank's
-  // rows into `scratch` (workspace) under sequence parallelism.
+  // rows into `scratch` (a buffer) under sequence parallelism.
   const float* gather_rows(const Tensor& local, Tensor& scratch);
   // Output of a row-parallel layer (partial sums over the full rows) → the summed local rows,
   // returned in a tensor of `category`. Also the backward of a column-parallel layer's input.
