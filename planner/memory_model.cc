@@ -37,7 +37,88 @@ double attention_core_bytes(const ModelSpec& m, const TrainingSpec& t, double s,
   return m.dropout ? (2.0 * ab + 1.0) * scores : ab * scores;
 }
 
+// ZeRO-2 and 3 reduce-scatter each unit's gradient (a layer, the word embedding, the final norm
+// with an untied LM head) from an unsharded copy that lives from the unit's backward to its
+// reduction. ZeRO-3 also all-gathers each unit's parameters for its forward and backward, with the
+// next unit's gather in flight while one computes (DeepSpeed's prefetch; the executor does the
+// same): two gathered units at a time. The stage's peak is the largest of its phases.
+double zero_buffer_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, int stage) {
+  if (c.zero < 2) return 0.0;  // ZeRO-0/1 reduce the contiguous gradient buffer in place
+  const double pb = t.param_bytes, gb = t.grad_bytes;
+  const double layer = layer_params_per_tp_rank(m, c.tp);
+  const double embedding = static_cast<double>(padded_vocab(m.vocab, c.tp)) * m.hidden / c.tp;
+  const double positions = m.position == PositionEmbedding::kLearned ? static_cast<double>(m.seq_len) * m.hidden : 0.0;
+  const double norm = static_cast<double>(m.norm_params());
+  const bool gather = c.zero >= 3;
+  // With pp == 1 a tied word embedding is the head too: its gradient, begun by the head's backward,
+  // stays whole until the embedding's backward completes it, beside every layer's.
+  const double shared = m.tied_embeddings && c.pp == 1 ? embedding * gb : 0.0;
+  const int chunk_layers = m.layers / (c.pp * c.vpp);
+  // A layer's backward: its gradient, its parameters and the next layer's prefetched (none after
+  // the first layer of a model chunk).
+  double peak = layer * gb + shared + (gather ? (chunk_layers >= 2 ? 2.0 : 1.0) * layer * pb : 0.0);
+  if (stage == c.pp - 1) {
+    // The head's backward: final norm and LM head (one unit when untied, the tied embedding's copy
+    // when pp > 1, the shared embedding when pp == 1), with the stage's last layer prefetched.
+    const double head_grads =
+        m.tied_embeddings ? norm * gb + (c.pp > 1 ? embedding * gb : shared) : (norm + embedding) * gb;
+    peak = std::max(peak, head_grads + (gather ? (norm + embedding + layer) * pb : 0.0));
+  }
+  if (stage == 0) {
+    // The embedding's forward (positions or the first layer prefetched, then the positions with
+    // the first layer) and its gradient.
+    if (gather) peak = std::max({peak, (embedding + (positions > 0 ? positions : layer)) * pb, (positions + layer) * pb});
+    peak = std::max(peak, std::max(embedding, positions) * gb);
+  }
+  return peak;
+}
+
+// Pipeline send and receive buffers: at most one send per direction in flight (the executor, like
+// Megatron-LM, waits for the previous send before the next), activations forward from every stage
+// but the last, gradients back from every stage but the first, and the gradient received during a
+// backward on every stage but the last. A received activation is the stage's input, counted with
+// the activations. Interleaving makes every stage a middle one for some model chunk. Whether all of
+// these are alive at once depends on when the peer receives: this is the most there can be.
+double p2p_buffer_bytes(const ParallelConfig& c, int stage, double message_bytes) {
+  if (c.pp == 1) return 0.0;
+  const bool first = stage == 0 && c.vpp == 1, last = stage == c.pp - 1 && c.vpp == 1;
+  return ((last ? 0.0 : 2.0) + (first ? 0.0 : 1.0)) * message_bytes;
+}
+
 }  // namespace
+
+double workspace_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, int stage) {
+  // In units of one token's values: [tokens, h] tensors with all tokens or (SP) this rank's share.
+  const double tokens = (t.seq_len > 0 ? t.seq_len : m.seq_len) * static_cast<double>(c.micro_batch);
+  const double ab = t.activation_bytes;
+  const double h = m.hidden, tp = c.tp;
+  const double local_h = c.sequence_parallel ? h / tp : h;  // a [local tokens, h] tensor, per token
+  const double f = m.ffn_hidden / tp;
+  const double f_in = m.activation == Activation::kSwiGLU ? 2.0 * f : f;
+  const double qkv = (h + 2.0 * static_cast<double>(m.kv_dim())) / tp;
+  const double masked = m.dropout ? local_h : 0.0;  // a dropout's masked gradient
+  // The gradient arriving at a layer is the previous layer's (or the head's) input gradient, a
+  // temporary; at the last layer of a model chunk elsewhere it is the received buffer.
+  const bool chunk_has_two = m.layers / (c.pp * c.vpp) >= 2;
+  const double dy = chunk_has_two || stage == c.pp - 1 ? local_h : 0.0;
+  // MLP backward: the output's gradient (and its masked copy), the residual's, the activation
+  // function's input gradient beside its output gradient or the next projection's.
+  const double mlp = dy + masked + local_h + f_in + std::max(f, h);
+  // Attention backward: the same residual gradients, the projection's masked gradient, Q/K/V's
+  // gradient beside the context's gradient (and, with selective recomputation, the softmax output
+  // rebuilt for this backward with its dropout mask and output) or the input's gradient.
+  double core = 0;
+  if (c.recompute == Recompute::kSelective && t.attention == AttentionKernel::kUnfused) {
+    const double scores = m.heads / tp * (t.seq_len > 0 ? t.seq_len : m.seq_len);  // per token
+    core = scores * (m.dropout ? 2.0 + 1.0 / ab : 1.0);
+  }
+  const double attention = dy + masked + local_h + masked + qkv + std::max(h / tp + core, h);
+  // A row-parallel GEMM's output of all tokens beside its reduce-scattered share (forward), and the
+  // head's backward on the last stage: the final norm's output gradient beside its input gradient.
+  const double forward = h + (c.sequence_parallel ? local_h : 0.0);
+  const double head = stage == c.pp - 1 ? h + local_h : 0.0;
+  return ab * tokens * std::max({mlp, attention, forward, head});
+}
 
 ModelStateBytes model_state_bytes(double params, const TrainingSpec& t, int zero, int dp) {
   ModelStateBytes b;
@@ -105,10 +186,8 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
   const double b = c.micro_batch;
   const double ab = t.activation_bytes;
   const double sbh = s * b * m.hidden;
-  const double dp = c.dp;
   const double sp_divisor = c.sequence_parallel ? c.tp : 1.0;
   const double per_layer = activation_bytes_per_layer(m, t, c);
-  const double layer_params = layer_params_per_tp_rank(m, c.tp);
 
   ParallelConfig no_recompute = c;
   no_recompute.recompute = Recompute::kNone;
@@ -147,17 +226,15 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     }
     sm.activations_bytes = activations;
 
-    double buffers = 0;
     // Data-parallel reductions run in place on the contiguous gradient buffer (Megatron-LM's
     // grad buffer, PyTorch DDP with gradient_as_bucket_view): no staging copy to count.
-    if (c.zero >= 3) {
-      // The gathered layer being computed plus the prefetched next one, and its unsharded grads.
-      buffers += 2.0 * layer_params * t.param_bytes + layer_params * t.grad_bytes;
-    }
-    if (c.pp > 1) buffers += 2.0 * ab * sbh / sp_divisor;  // one send and one receive buffer
-    if (c.tp > 1 && c.sequence_parallel) buffers += ab * sbh;  // all-gathered norm output
+    sm.p2p_bytes = p2p_buffer_bytes(c, stage, ab * sbh / sp_divisor);
+    double buffers = zero_buffer_bytes(m, t, c, stage) + sm.p2p_bytes;
+    // The all-gathered input of a column-parallel GEMM (Megatron-LM's global memory buffer).
+    if (c.tp > 1 && c.sequence_parallel) buffers += ab * sbh;
     sm.buffers_bytes = buffers;
-    sm.reserve_bytes = cluster.framework_reserve_bytes;
+    sm.workspace_bytes = workspace_bytes(m, t, c, stage);
+    sm.reserve_bytes = cluster.framework_reserve_bytes + sm.workspace_bytes;
     report.stages.push_back(sm);
   }
   report.most_loaded_stage = 0;

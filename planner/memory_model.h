@@ -1,7 +1,8 @@
 // Memory per GPU for one parallel configuration, per pipeline stage: parameters, gradients and
 // optimizer states under ZeRO 0-3, activations (Korthikanti et al. 2022, Table 2, generalised to
 // GQA and SwiGLU shapes) times the micro-batches each schedule keeps in flight, communication
-// buffers, and the framework reserve of the cost file.
+// buffers, the workspace of one layer's backward, and the framework reserve of the cost file.
+// `loom run` measures the same categories (tests/exec/memory_test.cc holds the two side by side).
 #pragma once
 
 #include <vector>
@@ -22,8 +23,10 @@ struct StageMemory {
   double grads_bytes = 0;
   double optimizer_bytes = 0;
   double activations_bytes = 0;
-  double buffers_bytes = 0;          // communication buckets, ZeRO-3 gathered layers, p2p buffers
-  double reserve_bytes = 0;          // framework reserve (counted inside buffers in the GiB view)
+  double buffers_bytes = 0;          // ZeRO's unsharded gradients and gathered units, p2p and SP buffers
+  double p2p_bytes = 0;              // the pipeline's send/receive buffers, part of buffers_bytes
+  double workspace_bytes = 0;        // temporaries of one layer's backward, part of reserve_bytes
+  double reserve_bytes = 0;          // framework reserve plus the workspace (inside buffers in the GiB view)
   double activation_bytes_per_layer = 0;   // one micro-batch, one layer
   double micro_batches_in_flight = 0;      // in units of the stage's full set of layers
   double total_bytes() const {
@@ -52,6 +55,10 @@ ModelStateBytes model_state_bytes(double params, const TrainingSpec& training, i
 // Bytes of activations one transformer layer keeps for the backward pass, for one micro-batch
 // (Korthikanti et al. 2022, §4: sbh(34 + 5as/h) and its TP/SP/recompute variants).
 double activation_bytes_per_layer(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
+
+// The largest set of temporaries one layer's backward (or the head's) holds at once on `stage`:
+// gradients of the layer's intermediate tensors, which live only until the next op consumes them.
+double workspace_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config, int stage);
 
 // How many micro-batches' worth of a stage's activations are alive at the peak on `stage`.
 double micro_batches_in_flight(const ParallelConfig& config, int stage, long long micro_batches);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/partition.h"
 #include "core/presets.h"
 #include "core/units.h"
 #include "planner/memory_model.h"
@@ -216,6 +217,62 @@ TEST(MemoryModel, FirstAndLastStagesCarryEmbeddingAndHead) {
   EXPECT_DOUBLE_EQ(r.stages[1].param_count, r.stages[2].param_count);
   EXPECT_GT(r.stages[3].param_count, r.stages[2].param_count);
   EXPECT_NEAR(r.stages[0].param_count - r.stages[1].param_count, 128256.0 * 4096, 1.0);
+}
+
+// ZeRO-3 holds the unit computing, the next one prefetched and one unsharded gradient; when the
+// vocabulary outweighs a layer, the head's backward (head, final norm, last layer prefetched, their
+// gradients) holds more. ZeRO-2 holds only the gradient. tests/exec/memory_test.cc checks the same
+// terms against the executor's measured peaks.
+TEST(MemoryModel, ZeroBuffersHoldGatheredUnitsAndUnshardedGradients) {
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  TrainingSpec t;
+  t.gpus = 8;
+  t.global_batch = 64;
+  t.seq_len = 4096;
+  ParallelConfig c;
+  c.dp = 8;
+  c.zero = 3;
+  const ModelSpec llama2 = *model_preset("llama2-7b");  // a layer (202 M) outweighs the head (131 M)
+  const double layer = layer_params_per_tp_rank(llama2, 1);
+  EXPECT_DOUBLE_EQ(estimate_memory(llama2, t, c, cluster).stages[0].buffers_bytes, 2.0 * layer * 2 + layer * 2);
+  c.zero = 2;
+  EXPECT_DOUBLE_EQ(estimate_memory(llama2, t, c, cluster).stages[0].buffers_bytes, layer * 2);
+  c.zero = 3;
+  const ModelSpec llama3 = *model_preset("llama3-8b");  // the head (525 M) outweighs two layers (218 M each)
+  const double head = 128256.0 * 4096 + static_cast<double>(llama3.norm_params());
+  EXPECT_DOUBLE_EQ(estimate_memory(llama3, t, c, cluster).stages[0].buffers_bytes,
+                   (head + layer_params_per_tp_rank(llama3, 1)) * 2 + head * 2);
+}
+
+TEST(MemoryModel, PipelineBuffersPerStage) {
+  const ModelSpec m = *model_preset("llama2-7b");
+  TrainingSpec t;
+  t.gpus = 4;
+  t.global_batch = 16;
+  t.seq_len = 4096;
+  ParallelConfig c;
+  c.pp = 4;
+  const MemoryReport r = estimate_memory(m, t, c, *cluster_preset("dgx-a100-80gb"));
+  const double message = 2.0 * 4096 * m.hidden;  // one micro-batch's [s·b, h] at 2 bytes
+  // Activations sent on and the gradient received (not on the last stage), gradients sent back
+  // (not on the first).
+  const double expected[] = {2 * message, 3 * message, 3 * message, message};
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_DOUBLE_EQ(r.stages[s].p2p_bytes, expected[s]) << "stage " << s;
+    EXPECT_DOUBLE_EQ(r.stages[s].buffers_bytes, expected[s]) << "stage " << s;
+  }
+}
+
+TEST(MemoryModel, WorkspaceIsTheMlpBackwardsTemporaries) {
+  const ModelSpec m = *model_preset("llama2-7b");
+  TrainingSpec t;
+  t.seq_len = 4096;
+  ParallelConfig c;
+  // Output and residual gradients (h each), SwiGLU's input gradient (2f) beside its output's (f).
+  const double per_token = 2.0 * m.hidden + 3.0 * m.ffn_hidden;
+  EXPECT_DOUBLE_EQ(workspace_bytes(m, t, c, 0), 2.0 * 4096 * per_token);
+  const StageMemory s = estimate_memory(m, t, c, *cluster_preset("dgx-a100-80gb")).stages[0];
+  EXPECT_DOUBLE_EQ(s.reserve_bytes, 2.0 * (1 << 30) + s.workspace_bytes);
 }
 
 }  // namespace
