@@ -56,10 +56,7 @@ int run_trace_calibration(const CalibrateFlags& f) {
     r.training.gpus = static_cast<int>(f.gpus);
     r.training.global_batch = f.global_batch > 0 ? f.global_batch : static_cast<long long>(config.dp) * config.micro_batch;
     r.training.seq_len = model->seq_len;
-    r.training.param_bytes = 4;
-    r.training.grad_bytes = 4;
-    r.training.optimizer_bytes = 8;
-    r.training.activation_bytes = 4;
+    use_fp32_precision(r.training);
     r.training.attention = AttentionKernel::kUnfused;
     const int rank = trace_rank(path);
     if (rank >= config.world_size())

@@ -26,6 +26,7 @@
 #include "exec/process_groups.h"
 #include "exec/profile/collective_profile.h"
 #include "exec/profile/kernel_profile.h"
+#include "sim/cost_model.h"
 #include "planner/calibrate.h"
 #include "sim/collectives.h"
 #ifdef LOOM_EXEC_MPI
@@ -117,16 +118,24 @@ struct KernelResults {
   std::vector<exec::profile::GemmTiming> gemms;
   std::vector<exec::profile::MemoryOpTiming> memory_ops;
   double stream_bytes_per_s = 0;
-  double adamw_s = 0;
-  std::int64_t adamw_params = 0;
+  double optimizer_s = 0;
+  std::int64_t optimizer_params = 0;
 };
+
+// The optimizer step's bytes as sim::CostModel::optimizer_s charges them for the executor's fp32
+// training.
+double optimizer_bytes(const KernelResults& k) {
+  TrainingSpec fp32;
+  use_fp32_precision(fp32);
+  return sim::CostModel::optimizer_bytes_per_param(fp32) * static_cast<double>(k.optimizer_params);
+}
 
 // Every rank times the same kernels at once, so each sees the share of memory bandwidth and
 // caches it has in a run with that many ranks; rank 0's figures go into the cost file.
 KernelResults measure_kernels(exec::Backend& backend, const ProfileFlags& f, bool show_progress) {
   KernelResults k;
   exec::profile::TimingBudget budget;
-  if (f.quick) budget = {5e-4, 3};  // CI: a few ms per point
+  if (f.quick) budget = {5e-4, 3, 1};  // CI: a few ms per point
   {
     std::unique_ptr<ProgressBar> bar = show_progress ? std::make_unique<ProgressBar>("GEMM") : nullptr;
     k.gemms = exec::profile::time_gemms(backend, gemm_cases(f.quick), budget,
@@ -138,8 +147,8 @@ KernelResults measure_kernels(exec::Backend& backend, const ProfileFlags& f, boo
   // 64 MiB per array: far past any cache of a CPU of today, so DRAM is measured.
   k.stream_bytes_per_s = exec::profile::stream_bandwidth_bytes_per_s(backend, f.quick ? 16 << 20 : 64 << 20, budget);
   // The validation model's parameters: the size the optimizer steps in the matrix.
-  k.adamw_params = f.quick ? 1 << 18 : 2 << 20;
-  k.adamw_s = exec::profile::time_adamw(backend, k.adamw_params, budget);
+  k.optimizer_params = f.quick ? 1 << 18 : 2 << 20;
+  k.optimizer_s = exec::profile::time_optimizer_step(backend, k.optimizer_params, budget);
   return k;
 }
 
@@ -197,6 +206,12 @@ ClusterSpec build_cost_file(const KernelResults& k, const std::vector<exec::prof
     c.compute.memory_bound_efficiency = 1.0;
   }
   c.compute.kernel_launch_s = mb.kernel_launch_s;
+  // Each op measured is also kept by name: the cost model interpolates these before it falls
+  // back to the one efficiency above (which ops it has no measurement of still use).
+  c.memory_op_table.clear();
+  for (const auto& op : k.memory_ops)
+    if (per_layer.count(op.op)) c.memory_op_table.push_back({op.op, op.bytes, op.seconds});
+  c.memory_op_table.push_back({"optimizer", optimizer_bytes(k), k.optimizer_s});
   c.framework_reserve_bytes = 0;  // the CPU executor allocates nothing outside its tracked tensors
 
   c.collective_points.clear();
@@ -227,8 +242,7 @@ ClusterSpec build_cost_file(const KernelResults& k, const std::vector<exec::prof
   extra = Json::object();
   Json ops = Json::array();
   for (const auto& op : k.memory_ops) ops.push_back({{"op", op.op}, {"bytes", op.bytes}, {"seconds", op.seconds}});
-  // AdamW as the cost model charges it in fp32: 2·8 (m, v) + 2·4 (params) + 2·4 (grads) bytes.
-  ops.push_back({{"op", "adamw"}, {"bytes", 32.0 * k.adamw_params}, {"seconds", k.adamw_s}, {"params", k.adamw_params}});
+  ops.push_back({{"op", "optimizer"}, {"bytes", optimizer_bytes(k)}, {"seconds", k.optimizer_s}, {"params", k.optimizer_params}});
   extra["memory_bound_ops"] = ops;
   Json gemms = Json::array();
   for (const auto& g : k.gemms)
@@ -258,8 +272,8 @@ std::string tables(const ClusterSpec& c, const KernelResults& k, const std::vect
   t += fmt::format("{:>20} {:>12} {:>11} {:>8}\n{:>20} {:>12} {:>11} {:>8}\n", "op", "size", "time", "bw", "", "(B)", "(us)", "(GB/s)");
   for (const auto& op : k.memory_ops)
     t += fmt::format("{:>20} {:>12.0f} {:>11.2f} {:>8.2f}\n", op.op, op.bytes, op.seconds * 1e6, op.bytes / op.seconds / 1e9);
-  t += fmt::format("{:>20} {:>12.0f} {:>11.2f} {:>8.2f}\n", "adamw", 32.0 * k.adamw_params, k.adamw_s * 1e6,
-                   32.0 * k.adamw_params / k.adamw_s / 1e9);
+  t += fmt::format("{:>20} {:>12.0f} {:>11.2f} {:>8.2f}\n", "optimizer", optimizer_bytes(k), k.optimizer_s * 1e6,
+                   optimizer_bytes(k) / k.optimizer_s / 1e9);
   t += fmt::format("# fit: memory_bound_efficiency {:.3f}, kernel_launch_s {:.3g}, R² {}\n", c.compute.memory_bound_efficiency,
                    c.compute.kernel_launch_s, c.provenance.at("memory_bound_fit_r2"));
   if (!coll.empty()) {

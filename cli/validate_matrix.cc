@@ -76,10 +76,7 @@ TrainingSpec executor_training(const ModelSpec& model, const MatrixConfig& c) {
   t.gpus = c.ranks();
   t.global_batch = c.global_batch;
   t.seq_len = model.seq_len;
-  t.param_bytes = 4;  // fp32 weights, gradients and activations; Adam's m and v (no master copy)
-  t.grad_bytes = 4;
-  t.optimizer_bytes = 8;
-  t.activation_bytes = 4;
+  use_fp32_precision(t);
   t.attention = AttentionKernel::kUnfused;
   t.overlap_grad_reduce = true;  // exec/parallel/data_parallel.h: buckets launched during the backward
   return t;

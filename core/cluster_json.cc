@@ -120,6 +120,18 @@ Result<ClusterSpec> cluster_from_json(const Json& json) {
       c.gemm_table.push_back(p);
     }
   }
+  if (json.contains("memory_op_table")) {
+    if (!json["memory_op_table"].is_array()) return make_error("cost file: 'memory_op_table' must be an array");
+    for (const auto& o : json["memory_op_table"]) {
+      FieldReader r(o, "cost file: memory_op_table[]");
+      MemoryOpTime t;
+      t.op = r.string("op", std::nullopt);
+      t.bytes = r.number("bytes", std::nullopt, 1.0, kHuge);
+      t.seconds = r.number("seconds", std::nullopt, 1e-12, 1e6);
+      if (!r.ok()) return make_error(r.error());
+      c.memory_op_table.push_back(t);
+    }
+  }
   if (json.contains("collectives")) {
     if (auto s = read_collectives(json["collectives"], c); !s) return s.error();
   }
@@ -150,6 +162,11 @@ Json to_json(const ClusterSpec& c) {
   Json gemms = Json::array();
   for (const auto& g : c.gemm_table) gemms.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"seconds", g.seconds}});
   j["gemm_table"] = gemms;
+  if (!c.memory_op_table.empty()) {
+    Json ops = Json::array();
+    for (const auto& o : c.memory_op_table) ops.push_back({{"op", o.op}, {"bytes", o.bytes}, {"seconds", o.seconds}});
+    j["memory_op_table"] = ops;
+  }
   Json fits = Json::array();
   for (const auto& f : c.collective_fits)
     fits.push_back({{"collective", f.collective}, {"level", f.level}, {"group_size", f.group_size},

@@ -57,6 +57,16 @@ struct CollectivePoint {
   double seconds = 0;
 };
 
+// A measured memory-bound kernel: `seconds` to run op `op` on `bytes` (counted as the cost model
+// charges that op). Where a cost file has these, the op's time is interpolated from them instead
+// of bytes / (bandwidth · memory_bound_efficiency): on CPUs a tanh-GELU is compute-bound while a
+// residual add streams, and no single efficiency fits both.
+struct MemoryOpTime {
+  std::string op;
+  double bytes = 0;
+  double seconds = 0;
+};
+
 struct ClusterSpec {
   std::string name;
   std::string description;
@@ -68,6 +78,7 @@ struct ClusterSpec {
   LinkSpec inter_node;
   double framework_reserve_bytes = 0;  // CUDA context, allocator fragmentation, workspace
   std::vector<GemmPoint> gemm_table;
+  std::vector<MemoryOpTime> memory_op_table;
   std::vector<CollectiveFit> collective_fits;
   std::vector<CollectivePoint> collective_points;
   std::map<std::string, std::string> provenance;  // host, date, versions, sources

@@ -28,4 +28,13 @@ struct TrainingSpec {
 
 const char* to_string(AttentionKernel kernel);
 
+// Plain fp32 training, as Loom's CPU executor runs: fp32 parameters (no master copy), gradients
+// and activations; Adam's two moments.
+inline void use_fp32_precision(TrainingSpec& t) {
+  t.param_bytes = 4;
+  t.grad_bytes = 4;
+  t.optimizer_bytes = 8;
+  t.activation_bytes = 4;
+}
+
 }  // namespace loom

@@ -289,6 +289,7 @@ Result<CostCorrection> fit_trace_corrections(const std::vector<TraceRun>& runs, 
   ClusterSpec slow_gemm = cluster, slow_memory = cluster;
   for (auto& p : slow_gemm.gemm_table) p.seconds *= 2.0;
   slow_memory.compute.memory_bound_efficiency *= 0.5;
+  for (auto& op : slow_memory.memory_op_table) op.seconds *= 2.0;
   // Rows: (G_i, M_i) · (a, b) = measured_i − P₀_i, each divided by measured_i.
   double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
   std::size_t rows = 0;
@@ -326,6 +327,8 @@ Result<CostCorrection> fit_trace_corrections(const std::vector<TraceRun>& runs, 
 ClusterSpec apply_correction(const ClusterSpec& cluster, const CostCorrection& correction) {
   ClusterSpec c = cluster;
   for (auto& p : c.gemm_table) p.seconds *= correction.gemm_scale;
+  // Measured memory-bound ops move with the efficiency: time ∝ 1 / efficiency.
+  for (auto& op : c.memory_op_table) op.seconds *= cluster.compute.memory_bound_efficiency / correction.memory_bound_efficiency;
   c.compute.memory_bound_efficiency = correction.memory_bound_efficiency;
   c.provenance["calibration_gemm_scale"] = fmt::format("{:.4f}", correction.gemm_scale);
   c.provenance["calibration_memory_bound_efficiency"] = fmt::format("{:.4f}", correction.memory_bound_efficiency);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "core/partition.h"
 
@@ -45,7 +46,23 @@ double CostModel::gemm_s(double m, double n, double k) const {
   return e.kernel_launch_s + flops / (cluster_->device.peak_flops * efficiency);
 }
 
-double CostModel::memory_s(double bytes) const {
+double CostModel::memory_s(const char* op, double bytes) const {
+  // Measured points of this op (a final norm is a norm): linear between the two that bracket
+  // `bytes`, the nearest one's rate outside them.
+  const std::string_view name = std::string_view(op).starts_with("final_") ? std::string_view(op).substr(6) : op;
+  const MemoryOpTime* below = nullptr;
+  const MemoryOpTime* above = nullptr;
+  for (const MemoryOpTime& p : cluster_->memory_op_table) {
+    if (p.op != name) continue;
+    if (p.bytes <= bytes && (!below || p.bytes > below->bytes)) below = &p;
+    if (p.bytes >= bytes && (!above || p.bytes < above->bytes)) above = &p;
+  }
+  if (below && above && above->bytes > below->bytes)
+    return below->seconds + (above->seconds - below->seconds) * (bytes - below->bytes) / (above->bytes - below->bytes);
+  if (below || above) {
+    const MemoryOpTime* p = below ? below : above;
+    return p->seconds * bytes / p->bytes;
+  }
   const ComputeEfficiency& e = cluster_->compute;
   return e.kernel_launch_s + bytes / (cluster_->device.memory_bandwidth_bytes_per_s * e.memory_bound_efficiency);
 }
@@ -56,6 +73,9 @@ double CostModel::wgrad_s(double out, double in, double tokens) const {
   // fusion, beta = 1) or a separate add does. The epilogue runs after each tile's main loop, not
   // under it, so its traffic adds to the GEMM's time. It matters when tokens per micro-batch are
   // few against the weight's size (e.g. 2048 tokens against a 12288 × 6144 slice: +26 %).
+  // A measured GEMM table already holds it: `loom profile` times weight-gradient shapes with
+  // beta = 1, as the executor runs them.
+  if (!cluster_->gemm_table.empty()) return gemm_s(out, in, tokens);
   const ComputeEfficiency& e = cluster_->compute;
   const double accumulate_bytes = 2.0 * training_.grad_bytes * out * in;
   return gemm_s(out, in, tokens) +
@@ -85,15 +105,20 @@ double CostModel::pipe_send_s(int from_stage, int to_stage) const {
                                                                                  : LinkLevel::kInterNode);
 }
 
-double CostModel::optimizer_s(double params) const {
-  // Megatron-LM's mixed-precision step, pass by pass over memory: the gradient norm for clipping
-  // reads the gradients; fused Adam reads the gradients and reads and writes the fp32 master
-  // weights and both moments; the master weights are copied (read fp32, write param_bytes) into
-  // the model's parameters; the gradient buffer is zeroed for the next step.
+double CostModel::optimizer_bytes_per_param(const TrainingSpec& t) {
+  // The step, pass by pass over memory (Megatron-LM's mixed-precision optimizer; an fp32 one is
+  // the same without the copy): the gradient norm for clipping reads the gradients; fused Adam
+  // reads the gradients and reads and writes its states (fp32 master weights and both moments, or
+  // the moments and the fp32 parameters themselves); mixed precision copies the master weights
+  // (read fp32) into the model's parameters; the gradient buffer is zeroed for the next step.
   constexpr double kMasterBytes = 4.0;
-  const double bytes_per_param =
-      2.0 * training_.optimizer_bytes + 3.0 * training_.grad_bytes + kMasterBytes + training_.param_bytes;
-  return memory_s(params * bytes_per_param);
+  const bool mixed = t.param_bytes < kMasterBytes;
+  const double states = 2.0 * t.optimizer_bytes + (mixed ? kMasterBytes + t.param_bytes : 2.0 * t.param_bytes);
+  return states + 3.0 * t.grad_bytes;
+}
+
+double CostModel::optimizer_s(double params) const {
+  return memory_s("optimizer", params * optimizer_bytes_per_param(training_));
 }
 
 double CostModel::stage_params(int stage) const { return loom::stage_params(model_, config_, stage).total(); }
@@ -122,8 +147,8 @@ PassCost CostModel::attention_core_forward() const {
   const double scores = model_.heads / t * config_.micro_batch * seq_ * seq_;
   const double ab = training_.activation_bytes;
   p.add("qk", gemm_s(tokens_, seq_, model_.hidden / t), matmul_flops);
-  p.add("softmax", memory_s(2.0 * ab * scores));
-  if (model_.dropout) p.add("attn_dropout", memory_s((2.0 * ab + 1.0) * scores));
+  add_memory(p, "softmax", 2.0 * ab * scores);
+  if (model_.dropout) add_memory(p, "attn_dropout", (2.0 * ab + 1.0) * scores);
   p.add("av", gemm_s(tokens_, model_.hidden / t, seq_), matmul_flops);
   return p;
 }
@@ -144,8 +169,8 @@ PassCost CostModel::attention_core_backward() const {
   const double scores = model_.heads / t * config_.micro_batch * seq_ * seq_;
   const double ab = training_.activation_bytes;
   p.add("av_bwd", 2.0 * gemm_s(tokens_, model_.hidden / t, seq_), 2.0 * matmul_flops);
-  if (model_.dropout) p.add("attn_dropout_bwd", memory_s((2.0 * ab + 1.0) * scores));
-  p.add("softmax_bwd", memory_s(3.0 * ab * scores));
+  if (model_.dropout) add_memory(p, "attn_dropout_bwd", (2.0 * ab + 1.0) * scores);
+  add_memory(p, "softmax_bwd", 3.0 * ab * scores);
   p.add("qk_bwd", 2.0 * gemm_s(tokens_, seq_, model_.hidden / t), 2.0 * matmul_flops);
   return p;
 }
@@ -170,7 +195,7 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
   const bool comm = with_tp_comm && config_.tp > 1;
   const double residual_bytes = (3.0 * ab + (model_.dropout ? 1.0 : 0.0)) * tokens_sp * h;
 
-  p.add("norm", memory_s(2.0 * ab * tokens_sp * h));
+  add_memory(p, "norm", 2.0 * ab * tokens_sp * h);
   if (comm && sp) p.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
   p.add("qkv", gemm_s(tokens_, (h + 2.0 * kv) / t, h), 2.0 * tokens_ * h * (h + 2.0 * kv) / t);
   p.append(attention_core_forward());
@@ -179,18 +204,18 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
     if (sp) p.add_comm("reduce_scatter tp", tp_comm_s(Collective::kReduceScatter, act_bytes));
     else p.add_comm("all_reduce tp", tp_comm_s(Collective::kAllReduce, act_bytes));
   }
-  p.add("residual", memory_s(residual_bytes));
-  p.add("norm", memory_s(2.0 * ab * tokens_sp * h));
+  add_memory(p, "residual", residual_bytes);
+  add_memory(p, "norm", 2.0 * ab * tokens_sp * h);
   if (comm && sp) p.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
   p.add("mlp_up", gemm_s(tokens_, up / t, h), 2.0 * tokens_ * h * up / t);
-  p.add(model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu",
-        memory_s((model_.activation == Activation::kSwiGLU ? 3.0 : 2.0) * ab * tokens_ * f / t));
+  add_memory(p, model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu",
+             (model_.activation == Activation::kSwiGLU ? 3.0 : 2.0) * ab * tokens_ * f / t);
   p.add("mlp_down", gemm_s(tokens_, h, f / t), 2.0 * tokens_ * h * f / t);
   if (comm) {
     if (sp) p.add_comm("reduce_scatter tp", tp_comm_s(Collective::kReduceScatter, act_bytes));
     else p.add_comm("all_reduce tp", tp_comm_s(Collective::kAllReduce, act_bytes));
   }
-  p.add("residual", memory_s(residual_bytes));
+  add_memory(p, "residual", residual_bytes);
   return p;
 }
 
@@ -233,17 +258,17 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
     w.add(name, wgrad_s(h, in_features / t, tokens_), 2.0 * tokens_ * h * in_features / t);
   };
 
-  in.add("residual_bwd", memory_s(residual_bwd_bytes));
+  add_memory(in, "residual_bwd", residual_bwd_bytes);
   row_parallel("mlp_down_bwd", f);
-  in.add(model_.activation == Activation::kSwiGLU ? "swiglu_bwd" : "gelu_bwd",
-         memory_s((model_.activation == Activation::kSwiGLU ? 5.0 : 3.0) * ab * tokens_ * f / t));
+  add_memory(in, model_.activation == Activation::kSwiGLU ? "swiglu_bwd" : "gelu_bwd",
+             (model_.activation == Activation::kSwiGLU ? 5.0 : 3.0) * ab * tokens_ * f / t);
   column_parallel("mlp_up_bwd", up);
-  in.add("norm_bwd", memory_s(3.0 * ab * tokens_sp * h));
-  in.add("residual_bwd", memory_s(residual_bwd_bytes));
+  add_memory(in, "norm_bwd", 3.0 * ab * tokens_sp * h);
+  add_memory(in, "residual_bwd", residual_bwd_bytes);
   row_parallel("attn_out_bwd", h);
   in.append(attention_core_backward());
   column_parallel("qkv_bwd", h + 2.0 * kv);
-  in.add("norm_bwd", memory_s(3.0 * ab * tokens_sp * h));
+  add_memory(in, "norm_bwd", 3.0 * ab * tokens_sp * h);
 }
 
 ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
@@ -260,7 +285,7 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
   const double act_bytes = tokens_ * h * ab;
 
   if (first) {
-    c.forward.add("embedding", memory_s(3.0 * ab * tokens_ * h));
+    add_memory(c.forward, "embedding", 3.0 * ab * tokens_ * h);
     // Vocab-parallel lookup: each rank holds a slice of the table; partial rows are summed.
     if (config_.tp > 1)
       c.forward.add_comm(sp ? "reduce_scatter tp" : "all_reduce tp",
@@ -271,14 +296,14 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
 
   PassCost* weight = split_weight_grad ? &c.weight : &c.backward;
   if (last) {
-    c.forward.add("final_norm", memory_s(2.0 * ab * tokens_sp * h));
+    add_memory(c.forward, "final_norm", 2.0 * ab * tokens_sp * h);
     if (sp) c.forward.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
     c.forward.add("lm_head", gemm_s(tokens_, v / t, h), 2.0 * tokens_ * h * v / t);
     // Vocab-parallel cross-entropy in fp32: max, sum of exponentials and target logit are
     // all-reduced over TP (b·s floats each).
-    c.forward.add("cross_entropy", memory_s(tokens_ * v / t * (ab + 4.0 + 4.0)));
+    add_memory(c.forward, "cross_entropy", tokens_ * v / t * (ab + 4.0 + 4.0));
     if (config_.tp > 1) c.forward.add_comm("all_reduce tp", 3.0 * tp_comm_s(Collective::kAllReduce, tokens_ * 4.0));
-    c.backward.add("cross_entropy_bwd", memory_s(tokens_ * v / t * (4.0 + ab)));
+    add_memory(c.backward, "cross_entropy_bwd", tokens_ * v / t * (4.0 + ab));
     c.backward.add("lm_head_bwd", gemm_s(tokens_, h, v / t), 2.0 * tokens_ * h * v / t);
     weight->add("lm_head_bwd", wgrad_s(h, v / t, tokens_), 2.0 * tokens_ * h * v / t);
     if (config_.tp > 1) {
@@ -286,14 +311,14 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
       const double hidden = split_weight_grad ? 0.0 : wgrad_s(h, v / t, tokens_);
       if (reduce > hidden) c.backward.add_comm(sp ? "reduce_scatter tp" : "all_reduce tp", reduce - hidden);
     }
-    c.backward.add("final_norm_bwd", memory_s(3.0 * ab * tokens_sp * h));
+    add_memory(c.backward, "final_norm_bwd", 3.0 * ab * tokens_sp * h);
   }
   PassCost layer_in = new_pass(), layer_w = new_pass();
   if (split_weight_grad) layer_backward(layer_in, layer_w);
   else layer_backward(layer_in, layer_in);
   c.backward.append(layer_in, layers);
   if (split_weight_grad) c.weight.append(layer_w, layers);
-  if (first) c.backward.add("embedding_bwd", memory_s(tokens_ * h * (ab + 4.0)));
+  if (first) add_memory(c.backward, "embedding_bwd", tokens_ * h * (ab + 4.0));
   return c;
 }
 

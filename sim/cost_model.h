@@ -64,7 +64,9 @@ class CostModel {
   void set_record_segments(bool record) { record_segments_ = record; }
 
   double gemm_s(double m, double n, double k) const;
-  double memory_s(double bytes) const;
+  // A memory-bound op moving `bytes`: from the cost file's measurements of `op` where it has
+  // them, else bytes / (bandwidth · memory_bound_efficiency).
+  double memory_s(const char* op, double bytes) const;
   // Weight gradient of an (out × in) weight over `tokens`: the GEMM plus adding it into the
   // gradient buffer, which every micro-batch reads and writes at grad_bytes per element.
   double wgrad_s(double out, double in, double tokens) const;
@@ -80,6 +82,9 @@ class CostModel {
   double dp_collective_s(Collective c, double bytes) const { return collectives_.time_s(c, bytes, dp_group()); }
   // Adam step over `params` parameters (memory-bound: master weights, moments, grads, params).
   double optimizer_s(double params) const;
+  // The bytes optimizer_s charges per parameter (so that `loom profile` records its measured
+  // optimizer step in the same units).
+  static double optimizer_bytes_per_param(const TrainingSpec& training);
   // Parameters one TP rank holds on `stage` (all chunks), and in one chunk.
   double stage_params(int stage) const;
   double chunk_params(int stage, int chunk) const;
@@ -98,6 +103,7 @@ class CostModel {
     p.record = record_segments_;
     return p;
   }
+  void add_memory(PassCost& pass, const char* op, double bytes) const { pass.add(op, memory_s(op, bytes)); }
   PassCost layer_forward(bool with_tp_comm) const;
   void layer_backward(PassCost& input_grad, PassCost& weight_grad) const;
   PassCost attention_core_forward() const;

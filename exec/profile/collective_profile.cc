@@ -27,7 +27,7 @@ namespace {
 using clock = std::chrono::steady_clock;
 double since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
 
-constexpr int kRepeats = 5;  // odd, so the median is one measured batch
+constexpr int kRepeats = 5;  // timed batches per point; the fastest is kept
 constexpr const char* kCollectives[] = {"all_reduce", "reduce_scatter", "all_gather", "send_recv"};
 
 // One call of `collective` on `n` floats (the nccl-tests size) in `group`.
@@ -84,7 +84,7 @@ std::vector<CollectiveTiming> time_collectives(const Runtime& runtime, Backend& 
         double one = since(t0);
         all.all_reduce(&one, 1, ReduceOp::kMax);
         const int iters = std::clamp(static_cast<int>(std::ceil(min_time_s / kRepeats / std::max(one, 1e-9))), 1, 1000);
-        // Median of kRepeats timed batches: a shared host's other processes show up as outliers.
+        // The fastest of kRepeats timed batches: a shared host's other processes only add time.
         std::vector<double> batches;
         for (int rep = 0; rep < kRepeats; ++rep) {
           all.barrier();
@@ -95,8 +95,7 @@ std::vector<CollectiveTiming> time_collectives(const Runtime& runtime, Backend& 
           group.all_reduce(&batch, 1, ReduceOp::kMax);
           batches.push_back(batch);
         }
-        std::nth_element(batches.begin(), batches.begin() + kRepeats / 2, batches.end());
-        const double per_call = batches[kRepeats / 2];
+        const double per_call = *std::min_element(batches.begin(), batches.end());
         if (runtime.world_rank() == 0) out.push_back({collective, level, g, 4.0 * n, per_call});
         ++done;
         if (progress && runtime.world_rank() == 0) progress(done, total);

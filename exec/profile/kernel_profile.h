@@ -21,6 +21,8 @@ struct GemmCase {
   int calls = 1;
   int call_m = 0, call_n = 0, call_k = 0;
   bool trans_a = false, trans_b = false;
+  // Added into C (beta = 1), as the executor adds weight gradients into the gradient buffer.
+  bool accumulate = false;
 };
 
 struct GemmTiming {
@@ -45,7 +47,8 @@ std::vector<GemmCase> grid_gemm_cases(std::int64_t min_dim, std::int64_t max_dim
 
 struct TimingBudget {
   double min_batch_s = 2e-3;  // calls are batched to at least this long, so the clock's resolution is noise
-  int batches = 5;            // median of this many batches
+  int batches = 5;            // the fastest of this many batches
+  int sweeps = 3;             // GEMMs: passes over all shapes, the fastest per shape kept
 };
 
 // `progress(done, total)` is called after each case.
@@ -60,10 +63,12 @@ std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& m
 // STREAM-style bandwidth: the best of copy (2 × 4 B per element) and add (3 × 4 B) over `bytes`.
 double stream_bandwidth_bytes_per_s(Backend& backend, std::int64_t bytes, const TimingBudget& budget);
 
-// AdamW over `params` fp32 values (param, grad, m, v): seconds per step.
-double time_adamw(Backend& backend, std::int64_t params, const TimingBudget& budget);
+// The optimizer step over `params` fp32 values (param, grad, m, v) as the executor runs it:
+// gradient norm, AdamW, gradients zeroed. Seconds per step.
+double time_optimizer_step(Backend& backend, std::int64_t params, const TimingBudget& budget);
 
-// Median seconds of `fn` (batched to budget.min_batch_s; `fn` runs at least once to warm up).
-double median_seconds(const std::function<void()>& fn, const TimingBudget& budget);
+// Fastest seconds per call of `fn` over budget.batches batches (each batched to budget.min_batch_s;
+// `fn` runs at least once to warm up).
+double best_seconds(const std::function<void()>& fn, const TimingBudget& budget);
 
 }  // namespace loom::exec::profile

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/presets.h"
+#include "core/json_io.h"
 #include "core/partition.h"
 #include "sim/cost_model.h"
 #include "sim/simulator.h"
@@ -196,6 +197,40 @@ TEST(CostModel, WeightGradientsAccumulateIntoTheMainGradBuffer) {
   const double bandwidth = cluster.device.memory_bandwidth_bytes_per_s * cluster.compute.memory_bound_efficiency;
   const double expected = weights * 2.0 * (4 - 2) / bandwidth;
   EXPECT_NEAR(a.backward.seconds - b.backward.seconds, expected, 1e-9 * expected);
+}
+
+}  // namespace
+}  // namespace loom::sim
+
+namespace loom::sim {
+namespace {
+
+// Measured memory-bound ops are interpolated by name (a final norm is a norm); ops the cost file
+// did not measure fall back to bytes / (bandwidth · efficiency).
+TEST(CostModel, MeasuredMemoryOpsAreInterpolatedByName) {
+  const ModelSpec m = *model_preset("gpt-tiny");
+  ClusterSpec cluster = *cluster_preset("local-cpu");
+  cluster.memory_op_table = {{"norm", 1e6, 1e-3}, {"norm", 2e6, 3e-3}, {"gelu", 1e6, 5e-3}};
+  // The table survives the cost-file JSON.
+  auto reread = cluster_from_json(to_json(cluster));
+  ASSERT_TRUE(reread.ok()) << reread.error().message;
+  ASSERT_EQ(reread->memory_op_table.size(), 3u);
+  EXPECT_EQ(reread->memory_op_table[2].op, "gelu");
+  EXPECT_DOUBLE_EQ(reread->memory_op_table[1].seconds, 3e-3);
+
+  const CollectiveModel collectives(*reread);
+  TrainingSpec t;
+  t.gpus = 1;
+  t.global_batch = 1;
+  const CostModel cost(m, t, ParallelConfig{}, *reread, collectives);
+  EXPECT_DOUBLE_EQ(cost.memory_s("norm", 1.5e6), 2e-3);
+  EXPECT_DOUBLE_EQ(cost.memory_s("final_norm", 1e6), 1e-3);
+  EXPECT_DOUBLE_EQ(cost.memory_s("norm", 5e5), 0.5e-3);   // below: the smallest point's rate
+  EXPECT_DOUBLE_EQ(cost.memory_s("norm", 4e6), 6e-3);     // above: the largest point's rate
+  EXPECT_DOUBLE_EQ(cost.memory_s("gelu", 3e6), 15e-3);
+  const double generic = reread->compute.kernel_launch_s +
+                         2e6 / (reread->device.memory_bandwidth_bytes_per_s * reread->compute.memory_bound_efficiency);
+  EXPECT_DOUBLE_EQ(cost.memory_s("residual", 2e6), generic);
 }
 
 }  // namespace
