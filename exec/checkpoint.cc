@@ -67,7 +67,8 @@ Status Trainer::save_checkpoint(const std::string& dir) {
       out.write(reinterpret_cast<const char*>(&n), sizeof(n));
       out.write(reinterpret_cast<const char*>(host.data()), static_cast<std::streamsize>(n * sizeof(float)));
     }
-    ok = static_cast<bool>(out);
+    out.close();  // a failed final flush (a full disk) must fail the save, not leave a short shard
+    ok = !out.fail();
   }
   ok = ok && std::rename((path + ".tmp").c_str(), path.c_str()) == 0;
   double failures = ok ? 0.0 : 1.0;
