@@ -125,15 +125,13 @@ int run_matrix(const ValidateFlags& f) {
       bar.update(rows.size(), configs.size());
     }
   }
-  std::vector<double> step_errors, memory_errors, modelled_errors;
+  std::vector<double> step_errors, memory_errors;
   double min_share = 1.0;
   for (const auto& r : rows) {
     step_errors.push_back(std::abs(r.step_error()));
     memory_errors.push_back(r.memory_error());
-    modelled_errors.push_back(r.modelled_memory_error());
     min_share = std::min(min_share, r.cpu_share);
   }
-  const double max_modelled = *std::max_element(modelled_errors.begin(), modelled_errors.end());
   const double median_step = median_of(step_errors);
   const double max_step = *std::max_element(step_errors.begin(), step_errors.end());
   const double max_memory = *std::max_element(memory_errors.begin(), memory_errors.end());
@@ -142,19 +140,18 @@ int run_matrix(const ValidateFlags& f) {
     for (const auto& r : rows) {
       Json ranks = Json::array();
       for (const auto& m : r.ranks)
-        ranks.push_back({{"rank", m.rank}, {"predicted_peak_memory_gib", m.predicted_gib}, {"measured_peak_memory_gib", m.measured_gib},
-                         {"measured_modelled_peak_memory_gib", m.measured_modelled_gib}});
+        ranks.push_back({{"rank", m.rank}, {"predicted_peak_memory_gib", m.predicted_gib}, {"measured_peak_memory_gib", m.measured_gib}});
       list.push_back({{"name", r.config.name}, {"config", to_json(r.config.config)}, {"ranks", r.config.ranks()},
                       {"global_batch", r.config.global_batch}, {"predicted_step_time_s", r.predicted_step_time_s},
                       {"measured_step_time_s", r.measured_step_time_s}, {"measured_step_times_s", r.measured_step_times_s},
                       {"step_time_error", r.step_error()}, {"predicted_peak_memory_gib", r.predicted_peak_memory_gib},
                       {"measured_peak_memory_gib", r.measured_peak_memory_gib}, {"memory_error", r.memory_error()},
-                      {"modelled_memory_error", r.modelled_memory_error()}, {"per_rank", ranks},
+                      {"per_rank", ranks},
                       {"oversubscribed", r.oversubscribed}, {"cpu_share", r.cpu_share}});
     }
     Json out = {{"profile", f.profile}, {"model", to_json(validation_model())}, {"rows", list},
                 {"median_abs_step_time_error", median_step}, {"max_abs_step_time_error", max_step},
-                {"max_abs_memory_error", max_memory}, {"max_abs_modelled_memory_error", max_modelled},
+                {"max_abs_memory_error", max_memory},
                 {"min_cpu_share", min_share}};
     write_output("", out.dump(2) + "\n");
     return kExitOk;
@@ -162,26 +159,21 @@ int run_matrix(const ValidateFlags& f) {
   std::string t = fmt::format("# loom validate: simulator with {} vs loom run under mpirun ({} threads/rank), model {}\n",
                               f.profile, o.threads_per_rank, validation_model().name);
   t += fmt::format("# step time: median of steps {}..{}; memory: peak per rank (worst rank's error)\n", f.warmup + 1, f.steps);
-  const char* header = "{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>9} {:>7} {:>8} {:>5}\n";
+  const char* header = "{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>8} {:>5}\n";
   t += fmt::format(fmt::runtime(header), "config", "ranks", "tp", "pp", "dp", "zero", "mb", "sched", "recompute", "predicted",
-                   "measured", "error", "pred_mem", "meas_mem", "error", "modelled", "error", "oversub", "cpu");
-  t += fmt::format(fmt::runtime(header), "", "", "", "", "", "", "", "", "", "(s)", "(s)", "(%)", "(MiB)", "(MiB)", "(%)",
-                   "(MiB)", "(%)", "", "(%)");
+                   "measured", "error", "pred_mem", "meas_mem", "error", "oversub", "cpu");
+  t += fmt::format(fmt::runtime(header), "", "", "", "", "", "", "", "", "", "(s)", "(s)", "(%)", "(MiB)", "(MiB)", "(%)", "", "(%)");
   for (const auto& r : rows) {
     const ParallelConfig& p = r.config.config;
-    double modelled = 0;
-    for (const auto& m : r.ranks) modelled = std::max(modelled, m.measured_modelled_gib);
     t += fmt::format("{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10.4f} {:>10.4f} {:>+7.2f} {:>9.2f} {:>9.2f} {:>7.2f} "
-                     "{:>9.2f} {:>7.2f} {:>8} {:>5.0f}\n",
+                     "{:>8} {:>5.0f}\n",
                      r.config.name, r.config.ranks(), p.tp, p.pp, p.dp, p.zero, p.micro_batch, to_string(p.schedule),
                      to_string(p.recompute), r.predicted_step_time_s, r.measured_step_time_s, 100 * r.step_error(),
                      r.predicted_peak_memory_gib * 1024, r.measured_peak_memory_gib * 1024, 100 * r.memory_error(),
-                     modelled * 1024, 100 * r.modelled_memory_error(), r.oversubscribed ? "yes" : "no", 100 * r.cpu_share);
+                     r.oversubscribed ? "yes" : "no", 100 * r.cpu_share);
   }
   t += fmt::format("# step time |error|: median {:.2f} % (bar 5 %), max {:.2f} % (bar 10 %); peak memory |error| max {:.2f} % (bar 5 %)\n",
                    100 * median_step, 100 * max_step, 100 * max_memory);
-  t += fmt::format("# peak memory of the categories the memory model covers (all but op workspace): max |error| {:.2f} %\n",
-                   100 * max_modelled);
   t += fmt::format("# least CPU share a run's ranks received: {:.0f} %{}\n", 100 * min_share,
                    min_share < 0.9 ? " (other work on this host took cores: measured times are inflated)" : "");
   t += fmt::format("# bars: {}\n", median_step <= 0.05 && max_step <= 0.10 && max_memory <= 0.05 ? "met" : "NOT met");

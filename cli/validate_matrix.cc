@@ -89,13 +89,6 @@ double MatrixRow::memory_error() const {
   return worst;
 }
 
-double MatrixRow::modelled_memory_error() const {
-  double worst = 0;
-  for (const auto& r : ranks)
-    if (r.measured_modelled_gib > 0) worst = std::max(worst, std::abs(r.predicted_gib / r.measured_modelled_gib - 1.0));
-  return worst;
-}
-
 namespace {
 double children_cpu_s() {
   rusage u{};
@@ -194,10 +187,9 @@ Result<MatrixRow> run_matrix_config(const MatrixConfig& c, const ClusterSpec& cl
     RankMemory m;
     m.rank = r["rank"].get<int>();
     m.measured_gib = r["memory_peak_gib"]["total"].get<double>();
-    for (const char* category : {"params", "grads", "optimizer", "activations", "buffers"})
-      m.measured_modelled_gib += r["memory_peak_gib"][category].get<double>();
     const int stage = rank_coords(c.config, m.rank).pp_rank;
-    // The executor has no framework reserve; the estimate's total is what its tensors hold.
+    // The executor has no framework reserve; the estimate's total (its workspace included) is what
+    // its tensors hold.
     m.predicted_gib = bytes_to_gib(memory.stages[static_cast<std::size_t>(stage)].total_bytes());
     row.predicted_peak_memory_gib = std::max(row.predicted_peak_memory_gib, m.predicted_gib);
     row.measured_peak_memory_gib = std::max(row.measured_peak_memory_gib, m.measured_gib);

@@ -47,8 +47,7 @@ struct MatrixOptions {
 struct RankMemory {
   int rank = 0;
   double predicted_gib = 0;
-  double measured_gib = 0;           // peak of everything the rank allocated
-  double measured_modelled_gib = 0;  // sum of the category peaks the memory model covers (all but workspace)
+  double measured_gib = 0;  // peak of everything the rank allocated
 };
 
 struct MatrixRow {
@@ -64,8 +63,7 @@ struct MatrixRow {
   // work on the host (or oversubscription) took cores from the measured ranks.
   double cpu_share = 0;
   double step_error() const { return predicted_step_time_s / measured_step_time_s - 1.0; }
-  double memory_error() const;           // worst rank, against the measured total
-  double modelled_memory_error() const;  // worst rank, against the categories the model covers
+  double memory_error() const;  // worst rank, against the measured total
 };
 
 // Writes the model and a token file into options.work_dir (created if missing).

@@ -76,7 +76,7 @@ struct ClusterSpec {
   ComputeEfficiency compute;
   LinkSpec intra_node;
   LinkSpec inter_node;
-  double framework_reserve_bytes = 0;  // CUDA context, allocator fragmentation, workspace
+  double framework_reserve_bytes = 0;  // CUDA context, library handles, allocator fragmentation
   std::vector<GemmPoint> gemm_table;
   std::vector<MemoryOpTime> memory_op_table;
   std::vector<CollectiveFit> collective_fits;

@@ -72,8 +72,8 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
   lines.push_back(fmt::format("precision: {}-byte params, {}-byte grads, {}-byte optimizer states per parameter (mixed "
                               "precision Adam), {}-byte activations; {} attention",
                               t.param_bytes, t.grad_bytes, t.optimizer_bytes, t.activation_bytes, to_string(t.attention)));
-  lines.push_back(fmt::format("memory: most loaded pipeline stage; buf = communication buffers + {:.1f} GiB framework "
-                              "reserve; fits if total <= {:.1f} GiB",
+  lines.push_back(fmt::format("memory: most loaded pipeline stage; buf = communication buffers + one layer's backward "
+                              "workspace + {:.1f} GiB framework reserve; fits if total <= {:.1f} GiB",
                               bytes_to_gib(c.framework_reserve_bytes), c.gpu_memory_gib()));
   lines.push_back(fmt::format("search: {} legal configurations, {} fit in memory and were simulated, {} rejected "
                               "(--explain lists why)",
