@@ -44,6 +44,8 @@ Status read_collectives(const Json& json, ClusterSpec& c) {
       fit.alpha_s = r.number("alpha_s", std::nullopt, 0.0, 10.0);
       fit.bus_bandwidth_bytes_per_s = r.number("bus_bandwidth_bytes_per_s", std::nullopt, 1.0, kHuge);
       fit.r2 = r.number("r2", 0.0, -kHuge, 1.0);
+      fit.min_bytes = r.number("min_bytes", 0.0, 0.0, kHuge);
+      fit.max_bytes = r.number("max_bytes", 0.0, 0.0, kHuge);
       if (!r.ok()) return make_error(r.error());
       c.collective_fits.push_back(fit);
     }
@@ -168,9 +170,12 @@ Json to_json(const ClusterSpec& c) {
     j["memory_op_table"] = ops;
   }
   Json fits = Json::array();
-  for (const auto& f : c.collective_fits)
-    fits.push_back({{"collective", f.collective}, {"level", f.level}, {"group_size", f.group_size},
-                    {"alpha_s", f.alpha_s}, {"bus_bandwidth_bytes_per_s", f.bus_bandwidth_bytes_per_s}, {"r2", f.r2}});
+  for (const auto& f : c.collective_fits) {
+    Json fit = {{"collective", f.collective}, {"level", f.level}, {"group_size", f.group_size},
+                {"alpha_s", f.alpha_s}, {"bus_bandwidth_bytes_per_s", f.bus_bandwidth_bytes_per_s}, {"r2", f.r2}};
+    if (f.max_bytes > 0) fit["min_bytes"] = f.min_bytes, fit["max_bytes"] = f.max_bytes;
+    fits.push_back(fit);
+  }
   Json points = Json::array();
   for (const auto& p : c.collective_points)
     points.push_back({{"collective", p.collective}, {"level", p.level}, {"group_size", p.group_size},

@@ -47,6 +47,8 @@ struct CollectiveFit {
   double alpha_s = 0;
   double bus_bandwidth_bytes_per_s = 0;
   double r2 = 0;
+  // The message sizes this line was fitted on (one line per size regime); 0, 0: every size.
+  double min_bytes = 0, max_bytes = 0;
 };
 
 struct CollectivePoint {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -37,11 +38,11 @@ std::optional<LinkLevel> parse_level(const std::string& s) {
   return std::nullopt;
 }
 
+}  // namespace
+
 double alpha_beta_time(const AlphaBeta& ab, Collective c, int n, double bytes) {
   return ab.alpha_s * ring_steps(c, n) + bus_factor(c, n) * bytes / ab.bus_bandwidth_bytes_per_s;
 }
-
-}  // namespace
 
 double ring_steps(Collective c, int n) {
   switch (c) {
@@ -93,6 +94,90 @@ AlphaBeta fit_alpha_beta(Collective c, int n, const std::vector<std::pair<double
   return ab;
 }
 
+namespace {
+
+double r2_of(const std::vector<std::pair<double, double>>& points, const std::vector<double>& predicted) {
+  double mean = 0;
+  for (const auto& p : points) mean += p.second;
+  mean /= static_cast<double>(points.size());
+  double ss_res = 0, ss_tot = 0;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    ss_res += (points[i].second - predicted[i]) * (points[i].second - predicted[i]);
+    ss_tot += (points[i].second - mean) * (points[i].second - mean);
+  }
+  return ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
+}
+
+}  // namespace
+
+RegimeFit fit_alpha_beta_regimes(Collective c, int n, std::vector<std::pair<double, double>> points, int max_regimes,
+                                 int min_points) {
+  std::sort(points.begin(), points.end());
+  const int total = static_cast<int>(points.size());
+  using Segment = std::vector<std::pair<double, double>>;
+  auto segment = [&](int from, int to) { return Segment(points.begin() + from, points.begin() + to); };
+  // Sum of squared relative residuals of one line over points [from, to).
+  auto sse = [&](int from, int to, AlphaBeta* fit) {
+    const AlphaBeta ab = fit_alpha_beta(c, n, segment(from, to));
+    double s = 0;
+    for (int i = from; i < to; ++i) {
+      const double r = alpha_beta_time(ab, c, n, points[i].first) / points[i].second - 1.0;
+      s += r * r;
+    }
+    if (fit) *fit = ab;
+    return s;
+  };
+  // Every split into k contiguous regimes (k ≤ 3 and a few dozen points: exhaustive is cheap).
+  std::vector<int> best_cuts;
+  double best_bic = std::numeric_limits<double>::infinity();
+  auto consider = [&](const std::vector<int>& cuts) {
+    double s = 0;
+    int from = 0;
+    for (std::size_t i = 0; i <= cuts.size(); ++i) {
+      const int to = i < cuts.size() ? cuts[i] : total;
+      if (!cuts.empty() && to - from < min_points) return;
+      s += sse(from, to, nullptr);
+      from = to;
+    }
+    const double k = 2.0 * static_cast<double>(cuts.size() + 1);  // α and β per regime
+    // No timing is more precise than 0.1 %: residuals below that are not evidence for a regime.
+    constexpr double kResolution = 1e-3;
+    const double floor = total * kResolution * kResolution;
+    const double bic = total * std::log(std::max(s, floor) / total) + k * std::log(static_cast<double>(total));
+    if (bic < best_bic) best_bic = bic, best_cuts = cuts;
+  };
+  if (total < 2) return {};
+  consider({});
+  if (max_regimes >= 2)
+    for (int a = min_points; a + min_points <= total; ++a) consider({a});
+  if (max_regimes >= 3)
+    for (int a = min_points; a + 2 * min_points <= total; ++a)
+      for (int b = a + min_points; b + min_points <= total; ++b) consider({a, b});
+
+  RegimeFit out;
+  std::vector<double> predicted(points.size());
+  int from = 0;
+  for (std::size_t i = 0; i <= best_cuts.size(); ++i) {
+    const int to = i < best_cuts.size() ? best_cuts[i] : total;
+    AlphaBetaRegime r;
+    sse(from, to, &r.ab);
+    r.min_bytes = points[from].first;
+    r.max_bytes = points[to - 1].first;
+    for (int j = from; j < to; ++j) predicted[j] = alpha_beta_time(r.ab, c, n, points[j].first);
+    out.regimes.push_back(r);
+    from = to;
+  }
+  out.r2 = r2_of(points, predicted);
+  return out;
+}
+
+const AlphaBeta& regime_for(const std::vector<AlphaBetaRegime>& regimes, double bytes) {
+  // Regimes are ascending and contiguous: the last one starting at or below `bytes`.
+  std::size_t i = 0;
+  while (i + 1 < regimes.size() && regimes[i + 1].min_bytes <= bytes) ++i;
+  return regimes[i].ab;
+}
+
 CollectiveModel::CollectiveModel(const ClusterSpec& cluster) : cluster_(&cluster) {
   std::map<Key, std::vector<std::pair<double, double>>> grouped;
   for (const auto& p : cluster.collective_points) {
@@ -103,15 +188,17 @@ CollectiveModel::CollectiveModel(const ClusterSpec& cluster) : cluster_(&cluster
   for (auto& [key, points] : grouped) {
     std::sort(points.begin(), points.end());
     Measured m;
-    m.fit = fit_alpha_beta(std::get<0>(key), std::get<2>(key), points);
+    m.fit = fit_alpha_beta_regimes(std::get<0>(key), std::get<2>(key), points);
     m.points = std::move(points);
     measured_[key] = std::move(m);
   }
   for (const auto& f : cluster.collective_fits) {
     auto c = parse_collective(f.collective);
     auto l = parse_level(f.level);
-    if (c && l) fits_[{*c, *l, f.group_size}] = {f.alpha_s, f.bus_bandwidth_bytes_per_s, f.r2};
+    if (c && l) fits_[{*c, *l, f.group_size}].push_back({{f.alpha_s, f.bus_bandwidth_bytes_per_s, f.r2}, f.min_bytes, f.max_bytes});
   }
+  for (auto& [key, regimes] : fits_)
+    std::sort(regimes.begin(), regimes.end(), [](const auto& a, const auto& b) { return a.min_bytes < b.min_bytes; });
 }
 
 const CollectiveModel::Measured* CollectiveModel::measured(Collective c, int n, LinkLevel level) const {
@@ -123,10 +210,10 @@ const CollectiveModel::Measured* CollectiveModel::measured(Collective c, int n, 
   return nullptr;
 }
 
-AlphaBeta CollectiveModel::line(Collective c, int n, LinkLevel level) const {
-  if (const Measured* m = measured(c, n, level)) return m->fit;
+AlphaBeta CollectiveModel::line(Collective c, int n, LinkLevel level, double bytes) const {
+  if (const Measured* m = measured(c, n, level)) return regime_for(m->fit.regimes, bytes);
   auto it = fits_.find({c, level, n});
-  if (it != fits_.end()) return it->second;
+  if (it != fits_.end()) return regime_for(it->second, bytes);
   const LinkSpec& link = level == LinkLevel::kIntraNode ? cluster_->intra_node : cluster_->inter_node;
   return {link.latency_s, link.bandwidth_bytes_per_s, 1.0};
 }
@@ -148,9 +235,9 @@ double CollectiveModel::flat_time_s(Collective c, double bytes, int n, LinkLevel
       const double w = (bytes - lower->first) / (upper->first - lower->first);
       return lower->second + w * (upper->second - lower->second);
     }
-    return alpha_beta_time(m->fit, c, n, bytes);
+    return alpha_beta_time(regime_for(m->fit.regimes, bytes), c, n, bytes);
   }
-  const AlphaBeta ab = line(c, n, level);
+  const AlphaBeta ab = line(c, n, level, bytes);
   double t = alpha_beta_time(ab, c, n, bytes);
   if (c == Collective::kAllReduce && level == LinkLevel::kInterNode) {
     // NCCL's double binary tree: logarithmic latency at the same bus bandwidth.
@@ -185,6 +272,8 @@ double CollectiveModel::time_s(Collective c, double bytes, GroupPlacement g) con
 
 double CollectiveModel::send_recv_s(double bytes, LinkLevel level) const {
   if (bytes <= 0) return 0.0;
+  // Measured pairs (a `loom profile`) win over the link's one line.
+  if (measured_.count({Collective::kSendRecv, level, 2})) return flat_time_s(Collective::kSendRecv, bytes, 2, level);
   const LinkSpec& link = level == LinkLevel::kIntraNode ? cluster_->intra_node : cluster_->inter_node;
   return link.latency_s + bytes / link.bandwidth_bytes_per_s;
 }

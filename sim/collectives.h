@@ -41,6 +41,26 @@ struct AlphaBeta {
 // Least-squares α–β fit of measured (bytes, seconds) points for one collective and group size.
 AlphaBeta fit_alpha_beta(Collective c, int n, const std::vector<std::pair<double, double>>& points);
 
+// One α–β line per message-size regime. The size picks the protocol (MPI's eager and rendezvous
+// paths; NCCL's LL, LL128 and Simple, which NCCL's own tuner costs with an α and a β each) and,
+// on a host, whether the buffers live in cache or DRAM, so one line over 1 KiB..256 MiB can miss
+// badly. Regimes are contiguous in size, at least `min_points` points each; their number (up to
+// `max_regimes`) minimises the Bayesian information criterion of the relative residuals, so a
+// regime is only added where it explains the data, not the noise.
+struct AlphaBetaRegime {
+  AlphaBeta ab;               // ab.r2: of this regime's points
+  double min_bytes = 0, max_bytes = 0;  // measured sizes the regime covers
+};
+struct RegimeFit {
+  std::vector<AlphaBetaRegime> regimes;  // ascending in size
+  double r2 = 0;                         // of all points, each predicted by its regime's line
+};
+// The regime whose sizes hold `bytes` (the nearest one outside them).
+const AlphaBeta& regime_for(const std::vector<AlphaBetaRegime>& regimes, double bytes);
+RegimeFit fit_alpha_beta_regimes(Collective c, int n, std::vector<std::pair<double, double>> points, int max_regimes = 3,
+                                 int min_points = 4);
+double alpha_beta_time(const AlphaBeta& ab, Collective c, int n, double bytes);
+
 class CollectiveModel {
  public:
   explicit CollectiveModel(const ClusterSpec& cluster);
@@ -52,20 +72,21 @@ class CollectiveModel {
   // Point-to-point transfer between two ranks.
   double send_recv_s(double bytes, LinkLevel level) const;
 
-  // The α–β line used for (collective, level, n): measured fit, file fit, or the link's figures.
-  AlphaBeta line(Collective c, int n, LinkLevel level) const;
+  // The α–β line used for (collective, level, n) at `bytes`: the measured points' regime fit,
+  // the file's fit for that size, or the link's figures.
+  AlphaBeta line(Collective c, int n, LinkLevel level, double bytes) const;
 
  private:
   struct Measured {
     std::vector<std::pair<double, double>> points;  // sorted by bytes
-    AlphaBeta fit;
+    RegimeFit fit;
   };
   using Key = std::tuple<Collective, LinkLevel, int>;
   const Measured* measured(Collective c, int n, LinkLevel level) const;
 
   const ClusterSpec* cluster_;
   std::map<Key, Measured> measured_;
-  std::map<Key, AlphaBeta> fits_;
+  std::map<Key, std::vector<AlphaBetaRegime>> fits_;  // ascending in size
 };
 
 }  // namespace loom::sim

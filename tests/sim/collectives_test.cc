@@ -81,5 +81,41 @@ TEST(Collectives, MoreBandwidthIsNeverSlower) {
       EXPECT_LE(fast.time_s(coll, 1e8, g), slow.time_s(coll, 1e8, g));
 }
 
+// Two regimes, as a host's shared-memory all-reduce shows them: buffers in cache move at 5.6 GB/s,
+// past 8 MiB they stream from DRAM at 1.6 GB/s with a higher fixed cost. One line cannot follow
+// both; the regime fit finds the break, and a clean single line stays one regime.
+TEST(Collectives, RegimeFitFindsTheCacheToDramBreak) {
+  const AlphaBeta cache{0.8e-6, 5.6e9, 1}, dram{40e-6, 1.6e9, 1};
+  std::vector<std::pair<double, double>> points, clean;
+  for (double bytes = 1024; bytes <= 256.0 * (1 << 20); bytes *= 2) {
+    const AlphaBeta& ab = bytes <= 8.0 * (1 << 20) ? cache : dram;
+    points.emplace_back(bytes, alpha_beta_time(ab, Collective::kAllReduce, 2, bytes));
+    clean.emplace_back(bytes, alpha_beta_time(cache, Collective::kAllReduce, 2, bytes));
+  }
+  const RegimeFit fit = fit_alpha_beta_regimes(Collective::kAllReduce, 2, points);
+  ASSERT_EQ(fit.regimes.size(), 2u);
+  EXPECT_DOUBLE_EQ(fit.regimes[0].max_bytes, 8.0 * (1 << 20));
+  EXPECT_DOUBLE_EQ(fit.regimes[1].min_bytes, 16.0 * (1 << 20));
+  EXPECT_NEAR(fit.regimes[0].ab.bus_bandwidth_bytes_per_s, 5.6e9, 1e-6 * 5.6e9);
+  EXPECT_NEAR(fit.regimes[1].ab.bus_bandwidth_bytes_per_s, 1.6e9, 1e-6 * 1.6e9);
+  EXPECT_GT(fit.r2, 0.999999);
+  EXPECT_LT(fit_alpha_beta(Collective::kAllReduce, 2, points).r2, 0.99);
+  EXPECT_EQ(fit_alpha_beta_regimes(Collective::kAllReduce, 2, clean).regimes.size(), 1u);
+
+  // A cost file with the regimes (and no points) times each size on its own regime's line.
+  ClusterSpec cluster = *cluster_preset("local-cpu");
+  cluster.collective_points.clear();
+  cluster.collective_fits.clear();
+  for (const auto& r : fit.regimes)
+    cluster.collective_fits.push_back({"all_reduce", "intra_node", 2, r.ab.alpha_s, r.ab.bus_bandwidth_bytes_per_s, r.ab.r2,
+                                       r.min_bytes, r.max_bytes});
+  const CollectiveModel model(cluster);
+  for (double bytes : {4096.0, 1e6, 64e6})
+    EXPECT_NEAR(model.flat_time_s(Collective::kAllReduce, bytes, 2, LinkLevel::kIntraNode),
+                alpha_beta_time(bytes <= 8.0 * (1 << 20) ? cache : dram, Collective::kAllReduce, 2, bytes),
+                1e-6 * alpha_beta_time(dram, Collective::kAllReduce, 2, bytes))
+        << bytes;
+}
+
 }  // namespace
 }  // namespace loom::sim

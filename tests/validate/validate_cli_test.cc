@@ -91,25 +91,36 @@ TEST_F(ProfileQuick, FitsAreTheFitsOfTheStoredPoints) {
                                                         {"reduce_scatter", sim::Collective::kReduceScatter},
                                                         {"all_gather", sim::Collective::kAllGather},
                                                         {"send_recv", sim::Collective::kSendRecv}};
-  ASSERT_EQ(cluster->collective_fits.size(), 4u);
-  for (const auto& fit : cluster->collective_fits) {
+  // One or more regimes per collective, each the least-squares line of its own stored points.
+  std::map<std::string, int> regimes;
+  for (const auto& fit : cluster->collective_fits) ++regimes[fit.collective];
+  ASSERT_EQ(regimes.size(), 4u);
+  for (const auto& [name, count] : regimes) {
     std::vector<std::pair<double, double>> points;
     for (const auto& p : cluster->collective_points)
-      if (p.collective == fit.collective && p.group_size == fit.group_size && p.level == fit.level)
-        points.emplace_back(p.bytes, p.seconds);
-    const sim::AlphaBeta again = sim::fit_alpha_beta(kinds.at(fit.collective), fit.group_size, points);
-    EXPECT_NEAR(fit.alpha_s, again.alpha_s, 1e-9 + 1e-6 * again.alpha_s) << fit.collective;
-    EXPECT_NEAR(fit.bus_bandwidth_bytes_per_s, again.bus_bandwidth_bytes_per_s, 1e-6 * again.bus_bandwidth_bytes_per_s);
-    EXPECT_NEAR(fit.r2, again.r2, 1e-9);
-    EXPECT_LE(fit.r2, 1.0);
-    EXPECT_GT(fit.bus_bandwidth_bytes_per_s, 1e6) << fit.collective;  // shared memory moves more than 1 MB/s
+      if (p.collective == name) points.emplace_back(p.bytes, p.seconds);
+    const sim::RegimeFit again = sim::fit_alpha_beta_regimes(kinds.at(name), 2, points);
+    ASSERT_EQ(static_cast<int>(again.regimes.size()), count) << name;
+    int i = 0;
+    for (const auto& fit : cluster->collective_fits) {
+      if (fit.collective != name) continue;
+      const sim::AlphaBetaRegime& r = again.regimes[static_cast<std::size_t>(i++)];
+      EXPECT_NEAR(fit.alpha_s, r.ab.alpha_s, 1e-9 + 1e-6 * r.ab.alpha_s) << name;
+      EXPECT_NEAR(fit.bus_bandwidth_bytes_per_s, r.ab.bus_bandwidth_bytes_per_s, 1e-6 * r.ab.bus_bandwidth_bytes_per_s);
+      EXPECT_DOUBLE_EQ(fit.min_bytes, r.min_bytes);
+      EXPECT_DOUBLE_EQ(fit.max_bytes, r.max_bytes);
+      EXPECT_LE(fit.r2, 1.0);
+      EXPECT_GT(fit.bus_bandwidth_bytes_per_s, 1e6) << name;  // shared memory moves more than 1 MB/s
+    }
+    EXPECT_NEAR(std::stod(cluster->provenance.at("alpha_beta_r2_" + name + "_intra_node_2")), again.r2, 1e-5);
   }
   // The pipeline sends of the simulator read the link: it carries the measured pair's figures.
-  for (const auto& fit : cluster->collective_fits)
-    if (fit.collective == "send_recv") {
-      EXPECT_DOUBLE_EQ(cluster->intra_node.latency_s, fit.alpha_s);
-      EXPECT_DOUBLE_EQ(cluster->intra_node.bandwidth_bytes_per_s, fit.bus_bandwidth_bytes_per_s);
-    }
+  std::vector<std::pair<double, double>> pairs;
+  for (const auto& p : cluster->collective_points)
+    if (p.collective == "send_recv") pairs.emplace_back(p.bytes, p.seconds);
+  const sim::AlphaBeta line = sim::fit_alpha_beta(sim::Collective::kSendRecv, 2, pairs);
+  EXPECT_NEAR(cluster->intra_node.latency_s, line.alpha_s, 1e-9 + 1e-6 * line.alpha_s);
+  EXPECT_NEAR(cluster->intra_node.bandwidth_bytes_per_s, line.bus_bandwidth_bytes_per_s, 1e-6 * line.bus_bandwidth_bytes_per_s);
 }
 
 TEST_F(ProfileQuick, CalibrateFromExecutorTraceWritesCorrectedProfile) {
