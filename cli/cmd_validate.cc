@@ -31,6 +31,7 @@ struct ValidateFlags {
   std::string mpirun = "mpirun";
   int steps = 8;
   int warmup = 3;
+  int rounds = 1;
 };
 
 int run_published(const ValidateFlags& f) {
@@ -104,6 +105,7 @@ int run_matrix(const ValidateFlags& f) {
   if (!cluster) throw InputError(cluster.error().message);
   const std::vector<MatrixConfig> configs = chosen_configs(f.configs);
   if (f.steps <= f.warmup) throw InputError(fmt::format("--steps {} must exceed --warmup {}", f.steps, f.warmup));
+  if (f.rounds < 1 || f.rounds > 100) throw InputError(fmt::format("--rounds {}: must be 1..100", f.rounds));
   MatrixOptions o;
   o.loom_binary = own_binary();
   o.mpirun = f.mpirun;
@@ -112,17 +114,25 @@ int run_matrix(const ValidateFlags& f) {
   o.work_dir = !f.work_dir.empty() ? f.work_dir
                                    : (std::filesystem::temp_directory_path() / fmt::format("loom_validate_{}", getpid())).string();
   if (Status s = prepare_matrix_inputs(o); !s) throw InputError(s.error().message);
-  std::vector<MatrixRow> rows;
+  // Whole rounds over the configurations, each configuration keeping its fastest round: on a
+  // shared host a slow spell then spoils one round of every configuration, not all rounds of one
+  // (the profile keeps its fastest timings for the same reason).
+  std::vector<MatrixRow> rows(configs.size());
   {
     ProgressBar bar("validate");
-    for (const MatrixConfig& c : configs) {
-      auto row = run_matrix_config(c, *cluster, o);
-      if (!row) {
-        std::fprintf(stderr, "loom: %s\n", row.error().message.c_str());
-        return kExitFailure;
+    for (int round = 0; round < f.rounds; ++round) {
+      for (std::size_t i = 0; i < configs.size(); ++i) {
+        auto row = run_matrix_config(configs[i], *cluster, o);
+        if (!row) {
+          std::fprintf(stderr, "loom: %s\n", row.error().message.c_str());
+          return kExitFailure;
+        }
+        std::vector<double> rounds = rows[i].round_step_times_s;
+        rounds.push_back(row->measured_step_time_s);
+        if (round == 0 || row->measured_step_time_s < rows[i].measured_step_time_s) rows[i] = *row;
+        rows[i].round_step_times_s = std::move(rounds);
+        bar.update(round * configs.size() + i + 1, f.rounds * configs.size());
       }
-      rows.push_back(*row);
-      bar.update(rows.size(), configs.size());
     }
   }
   std::vector<double> step_errors, memory_errors;
@@ -144,6 +154,7 @@ int run_matrix(const ValidateFlags& f) {
       list.push_back({{"name", r.config.name}, {"config", to_json(r.config.config)}, {"ranks", r.config.ranks()},
                       {"global_batch", r.config.global_batch}, {"predicted_step_time_s", r.predicted_step_time_s},
                       {"measured_step_time_s", r.measured_step_time_s}, {"measured_step_times_s", r.measured_step_times_s},
+                      {"round_step_times_s", r.round_step_times_s},
                       {"step_time_error", r.step_error()}, {"predicted_peak_memory_gib", r.predicted_peak_memory_gib},
                       {"measured_peak_memory_gib", r.measured_peak_memory_gib}, {"memory_error", r.memory_error()},
                       {"per_rank", ranks},
@@ -158,7 +169,8 @@ int run_matrix(const ValidateFlags& f) {
   }
   std::string t = fmt::format("# loom validate: simulator with {} vs loom run under mpirun ({} threads/rank), model {}\n",
                               f.profile, o.threads_per_rank, validation_model().name);
-  t += fmt::format("# step time: median of steps {}..{}; memory: peak per rank (worst rank's error)\n", f.warmup + 1, f.steps);
+  t += fmt::format("# step time: median of steps {}..{}{}; memory: peak per rank (worst rank's error)\n", f.warmup + 1, f.steps,
+                   f.rounds > 1 ? fmt::format(", the fastest of {} interleaved rounds", f.rounds) : "");
   const char* header = "{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>8} {:>5}\n";
   t += fmt::format(fmt::runtime(header), "config", "ranks", "tp", "pp", "dp", "zero", "mb", "sched", "recompute", "predicted",
                    "measured", "error", "pred_mem", "meas_mem", "error", "oversub", "cpu");
@@ -174,6 +186,14 @@ int run_matrix(const ValidateFlags& f) {
   }
   t += fmt::format("# step time |error|: median {:.2f} % (bar 5 %), max {:.2f} % (bar 10 %); peak memory |error| max {:.2f} % (bar 5 %)\n",
                    100 * median_step, 100 * max_step, 100 * max_memory);
+  if (f.rounds > 1) {
+    double spread = 0;
+    for (const auto& r : rows) {
+      const auto [lo, hi] = std::minmax_element(r.round_step_times_s.begin(), r.round_step_times_s.end());
+      spread = std::max(spread, *hi / *lo - 1.0);
+    }
+    t += fmt::format("# host noise: a configuration's slowest round took up to {:.1f} % longer than its fastest\n", 100 * spread);
+  }
   t += fmt::format("# least CPU share a run's ranks received: {:.0f} %{}\n", 100 * min_share,
                    min_share < 0.9 ? " (other work on this host took cores: measured times are inflated)" : "");
   t += fmt::format("# bars: {}\n", median_step <= 0.05 && max_step <= 0.10 && max_memory <= 0.05 ? "met" : "NOT met");
@@ -194,6 +214,8 @@ std::function<int()> add_validate(CLI::App& root) {
   app->add_option("--mpirun", flags->mpirun, "MPI launcher")->capture_default_str();
   app->add_option("--steps", flags->steps, "steps per run")->capture_default_str();
   app->add_option("--warmup", flags->warmup, "steps dropped before the median")->capture_default_str();
+  app->add_option("--rounds", flags->rounds, "run the matrix this many times, interleaved; keep each configuration's fastest")
+      ->capture_default_str();
   return [flags]() -> int {
     if (flags->format != "table" && flags->format != "json")
       throw InputError(fmt::format("--format: unknown format '{}' (table, json)", flags->format));

@@ -54,7 +54,8 @@ struct MatrixRow {
   MatrixConfig config;
   double predicted_step_time_s = 0;
   double measured_step_time_s = 0;
-  std::vector<double> measured_step_times_s;  // every step after warm-up
+  std::vector<double> measured_step_times_s;  // every step after warm-up (of the kept round)
+  std::vector<double> round_step_times_s;     // the median step of every round (validate --rounds)
   double predicted_peak_memory_gib = 0;       // most loaded rank
   double measured_peak_memory_gib = 0;
   std::vector<RankMemory> ranks;

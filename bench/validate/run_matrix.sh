@@ -7,12 +7,14 @@
 #   bench/validate/run_matrix.sh [LOOM_BINARY] [OUT_DIR]      (defaults: build-val/cli/loom, /tmp/loom-validate)
 #   RANKS=N  ranks for the profile's collectives (default: 2, the matrix's largest layout)
 #   STEPS=K WARMUP=W  steps per matrix run and steps dropped before the median (default 8, 3)
+#   ROUNDS=R  interleaved rounds of the matrix, each configuration's fastest kept (default 3)
 set -euo pipefail
 LOOM=$(realpath "${1:-build-val/cli/loom}")
 OUT=${2:-/tmp/loom-validate}
 RANKS=${RANKS:-2}
 STEPS=${STEPS:-8}
 WARMUP=${WARMUP:-3}
+ROUNDS=${ROUNDS:-3}
 MPIRUN=${MPIRUN:-mpirun}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$OUT"
@@ -24,7 +26,7 @@ grep -A20 "α–β fits" "$OUT/profile.txt"
 grep "memory_bound_efficiency" "$OUT/profile.txt"
 
 echo "# 2. matrix against the measured profile"
-"$LOOM" validate --profile "$OUT/profile.json" --steps "$STEPS" --warmup "$WARMUP" --work-dir "$OUT/matrix" \
+"$LOOM" validate --profile "$OUT/profile.json" --steps "$STEPS" --warmup "$WARMUP" --rounds "$ROUNDS" --work-dir "$OUT/matrix" \
   --mpirun "$MPIRUN" | tee "$OUT/validate_profile.txt"
 
 # 3. Calibrate on one configuration's trace (grad-accum-4: one rank, micro-batch 2, 4 micro-batches),
@@ -34,6 +36,6 @@ echo "# 3. calibrate on the trace of grad-accum-4, then the matrix again"
   --global-batch 8 --micro-batch 2 --steps "$STEPS" --threads 1 --trace "$OUT/calibration.trace.json" > /dev/null
 "$LOOM" calibrate --cluster "$OUT/profile.json" --trace "$OUT/calibration.trace.json" --model "$OUT/matrix/model.json" \
   --global-batch 8 --micro-batch 2 --out "$OUT/calibrated.json"
-"$LOOM" validate --profile "$OUT/calibrated.json" --steps "$STEPS" --warmup "$WARMUP" --work-dir "$OUT/matrix-calibrated" \
+"$LOOM" validate --profile "$OUT/calibrated.json" --steps "$STEPS" --warmup "$WARMUP" --rounds "$ROUNDS" --work-dir "$OUT/matrix-calibrated" \
   --mpirun "$MPIRUN" | tee "$OUT/validate_calibrated.txt"
 echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

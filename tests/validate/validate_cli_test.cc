@@ -179,6 +179,8 @@ TEST(ValidateSubset, JsonHasEveryContractField) {
     EXPECT_GT(ratio, 0.1) << r["name"];
     EXPECT_LT(ratio, 10.0) << r["name"];
     EXPECT_LT(r["memory_error"].get<double>(), 0.05) << r["name"];
+    ASSERT_EQ(r["round_step_times_s"].size(), 1u);  // one round by default
+    EXPECT_DOUBLE_EQ(r["round_step_times_s"][0].get<double>(), r["measured_step_time_s"].get<double>());
   }
   EXPECT_EQ(rows[1]["per_rank"].size(), 2u);  // DP2: both ranks' peaks
 }
@@ -205,6 +207,10 @@ TEST(BadInput, UnknownConfiguration) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("dp9"), std::string::npos) << r.err;
+  const ProcessResult rounds = run_shell(fmt::format("{} validate --profile {} --rounds 0", loom_binary(), cost));
+  EXPECT_EQ(rounds.exit_code, 2);
+  EXPECT_EQ(lines(rounds.err), 1) << rounds.err;
+  EXPECT_NE(rounds.err.find("--rounds"), std::string::npos) << rounds.err;
 }
 
 }  // namespace
