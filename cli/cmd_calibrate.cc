@@ -2,7 +2,9 @@
 // the calibrated cost file. --vtrain CSV uses the published vTrain measurements (A100, Megatron);
 // --trace FILE (from `loom run --trace`) fits a measured profile's GEMM scale and memory-bound
 // efficiency to the executor's own passes on this machine.
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <regex>
 
 #include <fmt/format.h>
@@ -39,31 +41,60 @@ int trace_rank(const std::string& path) {
   return std::regex_search(path, m, rank_suffix) ? std::stoi(m[1].str()) : 0;
 }
 
+// The run a trace describes (`loom run --trace` keeps model, layout and batch in "otherData"),
+// or nothing for a trace without it.
+struct TracedLayout {
+  ModelSpec model;
+  ParallelConfig config;
+  long long global_batch = 0;
+  int seq_len = 0;
+};
+std::optional<TracedLayout> traced_layout(const std::string& path) {
+  auto json = read_json_file(path);
+  if (!json || !json->contains("otherData") || !(*json)["otherData"].contains("loom_run")) return std::nullopt;
+  const Json& run = (*json)["otherData"]["loom_run"];
+  auto model = model_from_json(run.value("model", Json::object()));
+  auto config = config_from_json(run.value("config", Json::object()));
+  if (!model) throw InputError(fmt::format("{}: run description: {}", path, model.error().message));
+  if (!config) throw InputError(fmt::format("{}: run description: {}", path, config.error().message));
+  return TracedLayout{*model, *config, run.value("global_batch", 0LL), run.value("seq_len", 0)};
+}
+
 int run_trace_calibration(const CalibrateFlags& f) {
   auto cluster = load_cluster(f.cluster);
   if (!cluster) throw InputError(cluster.error().message);
-  auto model = load_model(f.model);
-  if (!model) throw InputError(model.error().message);
-  const ParallelConfig config = f.config.single(static_cast<int>(f.gpus));
   std::vector<TraceRun> runs;
+  std::vector<std::string> labels;
   for (const std::string& path : f.traces) {
     auto times = read_executor_trace(path);
     if (!times) throw InputError(times.error().message);
     TraceRun r;
-    r.model = *model;
-    r.config = config;
+    // The run as the trace describes it; the flags describe traces that do not.
+    if (auto layout = traced_layout(path)) {
+      r.model = layout->model;
+      r.config = layout->config;
+      r.training.global_batch = layout->global_batch;
+      r.training.seq_len = layout->seq_len > 0 ? layout->seq_len : r.model.seq_len;
+    } else {
+      auto model = load_model(f.model);
+      if (!model) throw InputError(model.error().message);
+      r.model = *model;
+      r.config = f.config.single(static_cast<int>(f.gpus));
+      r.training.global_batch =
+          f.global_batch > 0 ? f.global_batch : static_cast<long long>(r.config.dp) * r.config.micro_batch;
+      r.training.seq_len = r.model.seq_len;
+    }
     // The executor's precision: fp32 weights, gradients, activations; Adam m and v; unfused attention.
-    r.training.gpus = static_cast<int>(f.gpus);
-    r.training.global_batch = f.global_batch > 0 ? f.global_batch : static_cast<long long>(config.dp) * config.micro_batch;
-    r.training.seq_len = model->seq_len;
+    r.training.gpus = r.config.world_size();
     use_fp32_precision(r.training);
     r.training.attention = AttentionKernel::kUnfused;
     const int rank = trace_rank(path);
-    if (rank >= config.world_size())
-      throw InputError(fmt::format("{}: rank {} is outside the layout's {} ranks", path, rank, config.world_size()));
-    r.stage = rank_coords(config, rank).pp_rank;
+    if (rank >= r.config.world_size())
+      throw InputError(fmt::format("{}: rank {} is outside the layout's {} ranks", path, rank, r.config.world_size()));
+    r.stage = rank_coords(r.config, rank).pp_rank;
     r.measured = *times;
     runs.push_back(r);
+    labels.push_back(std::filesystem::path(path).filename().string());
   }
   auto fit = fit_trace_corrections(runs, *cluster);
   if (!fit) throw InputError(fit.error().message);
@@ -73,10 +104,13 @@ int run_trace_calibration(const CalibrateFlags& f) {
                       cluster->compute.memory_bound_efficiency, 100 * fit->mean_abs_error_before);
   text += fmt::format("after:  GEMM table ×{:.4f}, memory_bound_efficiency {:.4f}: mean |pass error| {:.2f} %\n",
                       fit->gemm_scale, fit->memory_bound_efficiency, 100 * fit->mean_abs_error_after);
-  text += fmt::format("{:>18} {:>12} {:>12} {:>12}\n{:>18} {:>12} {:>12} {:>12}\n", "pass", "measured", "before", "after", "",
+  text += fmt::format("{:>30} {:>12} {:>12} {:>12}\n{:>30} {:>12} {:>12} {:>12}\n", "pass", "measured", "before", "after", "",
                       "(ms)", "(ms)", "(ms)");
-  for (const auto& p : fit->rows)
-    text += fmt::format("{:>18} {:>12.3f} {:>12.3f} {:>12.3f}\n", p.name, 1e3 * p.measured_s, 1e3 * p.before_s, 1e3 * p.after_s);
+  for (const auto& p : fit->rows) {
+    // Several traces: name each pass by its file.
+    const std::string name = runs.size() > 1 ? fmt::format("{} {}", labels[p.run], p.name) : p.name;
+    text += fmt::format("{:>30} {:>12.3f} {:>12.3f} {:>12.3f}\n", name, 1e3 * p.measured_s, 1e3 * p.before_s, 1e3 * p.after_s);
+  }
   write_output("", text);
   if (!f.out.empty()) {
     ClusterSpec calibrated = apply_correction(*cluster, *fit);
@@ -144,7 +178,8 @@ std::function<int()> add_calibrate(CLI::App& root) {
   app->add_flag("--check", flags->check_only, "only report how well --cluster predicts the runs (no fit)");
   app->add_option("--threads", flags->threads, "simulation threads");
   app->add_option("--trace", flags->traces, "Chrome trace(s) of `loom run --trace` (one per rank) to fit --cluster to");
-  app->add_option("--model", flags->model, "the traced run's model (preset or JSON)")->capture_default_str();
+  app->add_option("--model", flags->model, "the traced run's model (preset or JSON), for traces that do not carry their run")
+      ->capture_default_str();
   app->add_option("--gpus", flags->gpus, "the traced run's ranks")->capture_default_str();
   app->add_option("--global-batch", flags->global_batch, "the traced run's global batch");
   flags->config.add_to(*app, false);

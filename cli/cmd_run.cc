@@ -159,6 +159,12 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   exec::ProcessGroups groups = exec::make_process_groups(runtime, r.trainer.config, r.trainer.model.tied_embeddings);
   exec::Tracer tracer(rank);
   tracer.set_enabled(!o.trace.empty());
+  tracer.set_run_description(Json{{"model", to_json(r.trainer.model)},
+                                  {"config", to_json(r.trainer.config)},
+                                  {"gpus", world},
+                                  {"global_batch", r.trainer.training.global_batch},
+                                  {"seq_len", r.trainer.training.seq_len}}
+                                 .dump());
   exec::Trainer trainer(r.trainer, groups, *r.backend, *r.data, &tracer);
   if (o.resume) {
     const Status s = trainer.load_checkpoint(o.checkpoint_dir);

@@ -24,6 +24,7 @@ std::string Tracer::to_json() const {
     events.push_back({{"name", s.name}, {"cat", s.category}, {"ph", "X"}, {"pid", rank_}, {"tid", s.lane},
                       {"ts", s.begin_us}, {"dur", s.end_us - s.begin_us}});
   nlohmann::ordered_json root = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  if (!run_description_.empty()) root["otherData"] = {{"loom_run", nlohmann::ordered_json::parse(run_description_)}};
   return root.dump();
 }
 

@@ -15,6 +15,9 @@ class Tracer {
   bool enabled() const { return enabled_; }
   double now_us() const;
   void add(std::string name, const char* category, double begin_us, double end_us, int lane = 0);
+  // What was run (a JSON object: model, config, batch), kept in the trace's "otherData" so that
+  // `loom calibrate` can simulate the same run from the trace alone.
+  void set_run_description(std::string json_object) { run_description_ = std::move(json_object); }
   // The trace as Chrome's JSON object format ({"traceEvents": [...]}).
   std::string to_json() const;
 
@@ -29,6 +32,7 @@ class Tracer {
   bool enabled_ = false;
   std::chrono::steady_clock::time_point start_;
   std::vector<Slice> slices_;
+  std::string run_description_;
 };
 
 // Records one slice from construction to destruction.

@@ -315,11 +315,13 @@ Result<CostCorrection> fit_trace_corrections(const std::vector<TraceRun>& runs, 
   c.mean_abs_error_before = mean_abs_error(runs, cluster);
   const ClusterSpec corrected = apply_correction(cluster, c);
   c.mean_abs_error_after = mean_abs_error(runs, corrected);
-  for (const auto& r : runs) {
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const TraceRun& r = runs[k];
     const auto names = pass_names(r);
     const auto m = measured_passes(r), before = predicted_passes(r, cluster),
                after = predicted_passes(r, corrected);
-    for (std::size_t i = 0; i < m.size(); ++i) c.rows.push_back({fmt::format("stage {} {}", r.stage, names[i]), m[i], before[i], after[i]});
+    for (std::size_t i = 0; i < m.size(); ++i)
+      c.rows.push_back({fmt::format("stage {} {}", r.stage, names[i]), m[i], before[i], after[i], k});
   }
   return c;
 }

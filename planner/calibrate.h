@@ -107,6 +107,7 @@ struct CostCorrection {
   struct Pass {
     std::string name;  // "F0", "B0", "optimizer"
     double measured_s = 0, before_s = 0, after_s = 0;
+    std::size_t run = 0;  // index of its traced run
   };
   std::vector<Pass> rows;
 };

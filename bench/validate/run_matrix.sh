@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The simulator-vs-executor benchmark of issue 5: measure this machine (`loom profile` under
-# mpirun), run the validation matrix against that profile, then close the loop once — trace one
-# configuration, `loom calibrate` the profile to it, and run the matrix again with the result.
+# mpirun), run the validation matrix against that profile, then close the loop once — trace two
+# configurations, `loom calibrate` the profile to them, and run the matrix again with the result.
 # Prints the 5 % / 10 % step-time bars and the 5 % memory bar for both profiles.
 #
 #   bench/validate/run_matrix.sh [LOOM_BINARY] [OUT_DIR]      (defaults: build-val/cli/loom, /tmp/loom-validate)
@@ -29,13 +29,16 @@ echo "# 2. matrix against the measured profile"
 "$LOOM" validate --profile "$OUT/profile.json" --steps "$STEPS" --warmup "$WARMUP" --rounds "$ROUNDS" --work-dir "$OUT/matrix" \
   --mpirun "$MPIRUN" | tee "$OUT/validate_profile.txt"
 
-# 3. Calibrate on one configuration's trace (grad-accum-4: one rank, micro-batch 2, 4 micro-batches),
-#    using the model and tokens the matrix wrote.
-echo "# 3. calibrate on the trace of grad-accum-4, then the matrix again"
-"$MPIRUN" --oversubscribe -np 1 "$LOOM" run --model "$OUT/matrix/model.json" --cluster local-cpu --data "$OUT/matrix/tokens.bin" \
-  --global-batch 8 --micro-batch 2 --steps "$STEPS" --threads 1 --trace "$OUT/calibration.trace.json" > /dev/null
-"$LOOM" calibrate --cluster "$OUT/profile.json" --trace "$OUT/calibration.trace.json" --model "$OUT/matrix/model.json" \
-  --global-batch 8 --micro-batch 2 --out "$OUT/calibrated.json"
+# 3. Calibrate on the traces of two single-rank configurations of the matrix, grad-accum-4
+#    (micro-batch 2) and single (micro-batch 8), using the model and tokens the matrix wrote: the
+#    GEMM scale then fits both small and large micro-batches. Each trace carries its run's layout.
+echo "# 3. calibrate on the traces of grad-accum-4 and single, then the matrix again"
+for MB in 2 8; do
+  "$MPIRUN" --oversubscribe -np 1 "$LOOM" run --model "$OUT/matrix/model.json" --cluster local-cpu --data "$OUT/matrix/tokens.bin" \
+    --global-batch 8 --micro-batch "$MB" --steps "$STEPS" --threads 1 --trace "$OUT/calibration-mb$MB.trace.json" > /dev/null
+done
+"$LOOM" calibrate --cluster "$OUT/profile.json" --trace "$OUT/calibration-mb2.trace.json" "$OUT/calibration-mb8.trace.json" \
+  --out "$OUT/calibrated.json"
 "$LOOM" validate --profile "$OUT/calibrated.json" --steps "$STEPS" --warmup "$WARMUP" --rounds "$ROUNDS" --work-dir "$OUT/matrix-calibrated" \
   --mpirun "$MPIRUN" | tee "$OUT/validate_calibrated.txt"
 echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -123,26 +123,38 @@ TEST_F(ProfileQuick, FitsAreTheFitsOfTheStoredPoints) {
   EXPECT_NEAR(cluster->intra_node.bandwidth_bytes_per_s, line.bus_bandwidth_bytes_per_s, 1e-6 * line.bus_bandwidth_bytes_per_s);
 }
 
-TEST_F(ProfileQuick, CalibrateFromExecutorTraceWritesCorrectedProfile) {
-  // One traced single-rank run of gpt-tiny with 4 micro-batches, then the profile fitted to it.
+TEST_F(ProfileQuick, CalibrateFromExecutorTracesWritesCorrectedProfile) {
+  // Two traced single-rank runs of gpt-tiny (micro-batches of 1 and 2), then the profile fitted
+  // to both: each trace carries its run, so calibrate needs no layout flags.
   const std::string data = make_token_file(dir_, 20000);
-  const std::string trace = dir_ + "/run.trace.json";
-  const ProcessResult run = run_shell(mpirun(1) + fmt::format(" run --model gpt-tiny --data {} --global-batch 4 --micro-batch 1 "
-                                                              "--steps 3 --threads 1 --trace {}", data, trace));
-  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::vector<std::string> traces;
+  for (int mb : {1, 2}) {
+    traces.push_back(fmt::format("{}/run-mb{}.trace.json", dir_, mb));
+    const ProcessResult run = run_shell(mpirun(1) + fmt::format(" run --model gpt-tiny --data {} --global-batch 4 --micro-batch {} "
+                                                                "--steps 3 --threads 1 --trace {}", data, mb, traces.back()));
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    auto json = read_json_file(traces.back());
+    ASSERT_TRUE(json.ok());
+    EXPECT_EQ((*json)["otherData"]["loom_run"]["config"]["micro_batch"].get<int>(), mb);
+  }
   const std::string out = dir_ + "/calibrated.json";
-  const ProcessResult cal = run_shell(fmt::format("{} calibrate --cluster {} --trace {} --model gpt-tiny --global-batch 4 "
-                                                  "--micro-batch 1 --out {}", loom_binary(), path_, trace, out));
+  const ProcessResult cal =
+      run_shell(fmt::format("{} calibrate --cluster {} --trace {} {} --out {}", loom_binary(), path_, traces[0], traces[1], out));
   ASSERT_EQ(cal.exit_code, 0) << cal.err;
-  for (const char* pass : {"stage 0 F0", "stage 0 B0", "stage 0 optimizer"}) EXPECT_NE(cal.out.find(pass), std::string::npos) << cal.out;
+  for (const char* pass : {"run-mb1.trace.json stage 0 F0", "run-mb2.trace.json stage 0 B0", "run-mb2.trace.json stage 0 optimizer"})
+    EXPECT_NE(cal.out.find(pass), std::string::npos) << cal.out;
   auto calibrated = cluster_from_json(*read_json_file(out));
   ASSERT_TRUE(calibrated.ok()) << calibrated.error().message;
   auto measured = cluster_from_json(*read_json_file(path_));
   const double scale = std::stod(calibrated->provenance["calibration_gemm_scale"]);
   EXPECT_GT(scale, 0.0);
-  // The whole GEMM table moved by the fitted factor (printed with four decimals).
+  // The whole GEMM table moved by the fitted factor (printed with four decimals), and the measured
+  // memory-bound ops with the efficiency.
   EXPECT_NEAR(calibrated->gemm_table.front().seconds / measured->gemm_table.front().seconds, scale, 1e-4 * scale + 1e-4);
-  EXPECT_NE(calibrated->provenance["calibrated_from"].find(trace), std::string::npos);
+  ASSERT_FALSE(measured->memory_op_table.empty());
+  EXPECT_NEAR(calibrated->memory_op_table.front().seconds / measured->memory_op_table.front().seconds,
+              measured->compute.memory_bound_efficiency / calibrated->compute.memory_bound_efficiency, 1e-9);
+  EXPECT_NE(calibrated->provenance["calibrated_from"].find(traces[0]), std::string::npos);
 }
 
 TEST(ValidateSubset, JsonHasEveryContractField) {
