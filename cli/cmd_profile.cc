@@ -342,17 +342,7 @@ int run_profile(const ProfileFlags& f) {
   const auto wall_start = std::chrono::steady_clock::now();
   std::string error;
   auto backend = exec::make_backend(f.backend, &error);
-  // The host-speed probe, on rank 0 alone (as `loom validate` runs it), before and after the kernels.
-  auto all_ranks_here = [&] {
-    double none = 0;
-    runtime.sum_over_world(&none, 1);
-  };
-  double reference_s = rank == 0 ? exec::profile::reference_gemm_s(*backend) : 0.0;
-  all_ranks_here();
   KernelResults kernels = measure_kernels(*backend, f, rank == 0);
-  all_ranks_here();
-  if (rank == 0) reference_s = std::min(reference_s, exec::profile::reference_gemm_s(*backend));
-  all_ranks_here();
   std::vector<exec::profile::CollectiveTiming> coll;
   if (runtime.world_size() > 1) {
     std::unique_ptr<ProgressBar> bar = rank == 0 ? std::make_unique<ProgressBar>("collectives") : nullptr;
@@ -371,7 +361,6 @@ int run_profile(const ProfileFlags& f) {
   Json extra;
   ClusterSpec cluster = build_cost_file(kernels, coll, f, runtime.world_size(), runtime.local_size(), extra);
   cluster.provenance["cpu_share_rank0"] = fmt::format("{:.2f}", cpu_share);
-  cluster.provenance["reference_gemm_s"] = fmt::format("{:.6e}", reference_s);
   Json file = to_json(cluster);
   file["measurements"] = extra;
   write_output(f.out, file.dump(2) + "\n");

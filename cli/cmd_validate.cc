@@ -15,8 +15,6 @@
 #include "cli/validate_matrix.h"
 #include "core/json_io.h"
 #include "core/presets.h"
-#include "exec/cpu/cpu_backend.h"
-#include "exec/profile/kernel_profile.h"
 #include "planner/published.h"
 
 namespace loom::cli {
@@ -120,22 +118,15 @@ int run_matrix(const ValidateFlags& f) {
   // shared host a slow spell then spoils one round of every configuration, not all rounds of one
   // (the profile keeps its fastest timings for the same reason).
   std::vector<MatrixRow> rows(configs.size());
-  // The host-speed probe of the profile (absent from profiles that are not measured).
-  const double reference_s =
-      cluster->provenance.count("reference_gemm_s") ? std::stod(cluster->provenance.at("reference_gemm_s")) : 0.0;
-  exec::set_cpu_threads(1);
-  exec::CpuBackend probe_backend;
   {
     ProgressBar bar("validate");
     for (int round = 0; round < f.rounds; ++round) {
       for (std::size_t i = 0; i < configs.size(); ++i) {
-        const double probe_s = exec::profile::reference_gemm_s(probe_backend);
         auto row = run_matrix_config(configs[i], *cluster, o);
         if (!row) {
           std::fprintf(stderr, "loom: %s\n", row.error().message.c_str());
           return kExitFailure;
         }
-        if (reference_s > 0) row->host_slowdown = probe_s / reference_s;
         std::vector<double> rounds = rows[i].round_step_times_s;
         rounds.push_back(row->measured_step_time_s);
         if (round == 0 || row->measured_step_time_s < rows[i].measured_step_time_s) rows[i] = *row;
@@ -144,11 +135,10 @@ int run_matrix(const ValidateFlags& f) {
       }
     }
   }
-  std::vector<double> step_errors, memory_errors, corrected_errors;
+  std::vector<double> step_errors, memory_errors;
   double min_share = 1.0;
   for (const auto& r : rows) {
     step_errors.push_back(std::abs(r.step_error()));
-    corrected_errors.push_back(std::abs(r.drift_corrected_step_error()));
     memory_errors.push_back(r.memory_error());
     min_share = std::min(min_share, r.cpu_share);
   }
@@ -164,8 +154,7 @@ int run_matrix(const ValidateFlags& f) {
       list.push_back({{"name", r.config.name}, {"config", to_json(r.config.config)}, {"ranks", r.config.ranks()},
                       {"global_batch", r.config.global_batch}, {"predicted_step_time_s", r.predicted_step_time_s},
                       {"measured_step_time_s", r.measured_step_time_s}, {"measured_step_times_s", r.measured_step_times_s},
-                      {"round_step_times_s", r.round_step_times_s}, {"host_slowdown", r.host_slowdown},
-                      {"drift_corrected_step_time_error", r.drift_corrected_step_error()},
+                      {"round_step_times_s", r.round_step_times_s},
                       {"step_time_error", r.step_error()}, {"predicted_peak_memory_gib", r.predicted_peak_memory_gib},
                       {"measured_peak_memory_gib", r.measured_peak_memory_gib}, {"memory_error", r.memory_error()},
                       {"per_rank", ranks},
@@ -173,8 +162,6 @@ int run_matrix(const ValidateFlags& f) {
     }
     Json out = {{"profile", f.profile}, {"model", to_json(validation_model())}, {"rows", list},
                 {"median_abs_step_time_error", median_step}, {"max_abs_step_time_error", max_step},
-                {"median_abs_drift_corrected_step_time_error", median_of(corrected_errors)},
-                {"max_abs_drift_corrected_step_time_error", *std::max_element(corrected_errors.begin(), corrected_errors.end())},
                 {"max_abs_memory_error", max_memory},
                 {"min_cpu_share", min_share}};
     write_output("", out.dump(2) + "\n");
@@ -184,30 +171,21 @@ int run_matrix(const ValidateFlags& f) {
                               f.profile, o.threads_per_rank, validation_model().name);
   t += fmt::format("# step time: median of steps {}..{}{}; memory: peak per rank (worst rank's error)\n", f.warmup + 1, f.steps,
                    f.rounds > 1 ? fmt::format(", the fastest of {} interleaved rounds", f.rounds) : "");
-  const char* header =
-      "{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10} {:>10} {:>7} {:>6} {:>7} {:>9} {:>9} {:>7} {:>8} {:>5}\n";
+  const char* header = "{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>8} {:>5}\n";
   t += fmt::format(fmt::runtime(header), "config", "ranks", "tp", "pp", "dp", "zero", "mb", "sched", "recompute", "predicted",
-                   "measured", "error", "host", "drift", "pred_mem", "meas_mem", "error", "oversub", "cpu");
-  t += fmt::format(fmt::runtime(header), "", "", "", "", "", "", "", "", "", "(s)", "(s)", "(%)", "(x)", "corr(%)", "(MiB)", "(MiB)",
-                   "(%)", "", "(%)");
+                   "measured", "error", "pred_mem", "meas_mem", "error", "oversub", "cpu");
+  t += fmt::format(fmt::runtime(header), "", "", "", "", "", "", "", "", "", "(s)", "(s)", "(%)", "(MiB)", "(MiB)", "(%)", "", "(%)");
   for (const auto& r : rows) {
     const ParallelConfig& p = r.config.config;
-    t += fmt::format("{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10.4f} {:>10.4f} {:>+7.2f} {:>6.3f} {:>+7.2f} {:>9.2f} "
-                     "{:>9.2f} {:>7.2f} {:>8} {:>5.0f}\n",
+    t += fmt::format("{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10.4f} {:>10.4f} {:>+7.2f} {:>9.2f} {:>9.2f} {:>7.2f} "
+                     "{:>8} {:>5.0f}\n",
                      r.config.name, r.config.ranks(), p.tp, p.pp, p.dp, p.zero, p.micro_batch, to_string(p.schedule),
                      to_string(p.recompute), r.predicted_step_time_s, r.measured_step_time_s, 100 * r.step_error(),
-                     r.host_slowdown, 100 * r.drift_corrected_step_error(), r.predicted_peak_memory_gib * 1024, r.measured_peak_memory_gib * 1024, 100 * r.memory_error(),
+                     r.predicted_peak_memory_gib * 1024, r.measured_peak_memory_gib * 1024, 100 * r.memory_error(),
                      r.oversubscribed ? "yes" : "no", 100 * r.cpu_share);
   }
   t += fmt::format("# step time |error|: median {:.2f} % (bar 5 %), max {:.2f} % (bar 10 %); peak memory |error| max {:.2f} % (bar 5 %)\n",
                    100 * median_step, 100 * max_step, 100 * max_memory);
-  if (reference_s > 0)
-    t += fmt::format("# with the host's drift since the profile divided out (host = reference GEMM now / at profiling): "
-                     "median {:.2f} %, max {:.2f} % ({} the 5 %/10 % bars)\n",
-                     100 * median_of(corrected_errors), 100 * *std::max_element(corrected_errors.begin(), corrected_errors.end()),
-                     median_of(corrected_errors) <= 0.05 && *std::max_element(corrected_errors.begin(), corrected_errors.end()) <= 0.10
-                         ? "meets"
-                         : "misses");
   if (f.rounds > 1) {
     double spread = 0;
     for (const auto& r : rows) {
@@ -218,7 +196,7 @@ int run_matrix(const ValidateFlags& f) {
   }
   t += fmt::format("# least CPU share a run's ranks received: {:.0f} %{}\n", 100 * min_share,
                    min_share < 0.9 ? " (other work on this host took cores: measured times are inflated)" : "");
-  t += fmt::format("# bars (raw step times): {}\n", median_step <= 0.05 && max_step <= 0.10 && max_memory <= 0.05 ? "met" : "NOT met");
+  t += fmt::format("# bars: {}\n", median_step <= 0.05 && max_step <= 0.10 && max_memory <= 0.05 ? "met" : "NOT met");
   write_output("", t);
   return kExitOk;
 }

@@ -63,14 +63,7 @@ struct MatrixRow {
   // CPU time the run's processes received / (wall time × ranks × threads): below 1 when other
   // work on the host (or oversubscription) took cores from the measured ranks.
   double cpu_share = 0;
-  // The host's speed when this row ran against when the profile was measured: the reference GEMM's
-  // time now over its time then (1.25: the host runs 25 % slower); 0 when the profile has none.
-  double host_slowdown = 0;
   double step_error() const { return predicted_step_time_s / measured_step_time_s - 1.0; }
-  // The error with the host's drift divided out of the measured time.
-  double drift_corrected_step_error() const {
-    return host_slowdown > 0 ? predicted_step_time_s * host_slowdown / measured_step_time_s - 1.0 : step_error();
-  }
   double memory_error() const;  // worst rank, against the measured total
 };
 

@@ -127,19 +127,6 @@ double stream_bandwidth_bytes_per_s(Backend& backend, std::int64_t bytes, const 
   return std::max(8.0 * n / copy_s, 12.0 * n / add_s);
 }
 
-double reference_gemm_s(Backend& backend) {
-  constexpr int n = 384;
-  Tensor a = backend.alloc(n, n, MemoryCategory::kWorkspace);
-  Tensor b = backend.alloc(n, n, MemoryCategory::kWorkspace);
-  Tensor c = backend.alloc(n, n, MemoryCategory::kWorkspace);
-  return best_seconds(
-      [&] {
-        backend.gemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-        backend.synchronize();
-      },
-      TimingBudget{5e-3, 7, 1});
-}
-
 double time_optimizer_step(Backend& backend, std::int64_t params, const TimingBudget& budget) {
   Tensor p = backend.alloc(1, params, MemoryCategory::kWorkspace);
   Tensor g = backend.alloc(1, params, MemoryCategory::kWorkspace);

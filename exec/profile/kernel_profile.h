@@ -67,11 +67,6 @@ double stream_bandwidth_bytes_per_s(Backend& backend, std::int64_t bytes, const 
 // gradient norm, AdamW, gradients zeroed. Seconds per step.
 double time_optimizer_step(Backend& backend, std::int64_t params, const TimingBudget& budget);
 
-// One fixed GEMM (384³, fp32, operands in cache), fastest of a few batches: a probe of the host's
-// speed right now. `loom validate` compares it with the profile's to show how far the host has
-// drifted since the profile was measured (shared machines slow down and speed up by tens of %).
-double reference_gemm_s(Backend& backend);
-
 // Fastest seconds per call of `fn` over budget.batches batches (each batched to budget.min_batch_s;
 // `fn` runs at least once to warm up).
 double best_seconds(const std::function<void()>& fn, const TimingBudget& budget);

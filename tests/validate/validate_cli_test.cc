@@ -191,11 +191,6 @@ TEST(ValidateSubset, JsonHasEveryContractField) {
     EXPECT_GT(ratio, 0.1) << r["name"];
     EXPECT_LT(ratio, 10.0) << r["name"];
     EXPECT_LT(r["memory_error"].get<double>(), 0.05) << r["name"];
-    // The host-speed probe ran next to the profile's: a positive slowdown factor, and the
-    // drift-corrected error is the raw one rescaled by it.
-    const double slowdown = r["host_slowdown"].get<double>();
-    EXPECT_GT(slowdown, 0.0) << r["name"];
-    EXPECT_NEAR(1.0 + r["drift_corrected_step_time_error"].get<double>(), (1.0 + r["step_time_error"].get<double>()) * slowdown, 1e-9);
     ASSERT_EQ(r["round_step_times_s"].size(), 1u);  // one round by default
     EXPECT_DOUBLE_EQ(r["round_step_times_s"][0].get<double>(), r["measured_step_time_s"].get<double>());
   }
