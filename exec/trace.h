@@ -60,6 +60,34 @@ class TraceScope {
 };
 
 // Lanes (Chrome "tid") of a rank's trace.
+// Consecutive op slices inside a pass, named like the simulator's kernels ("qkv", "mlp_up_bwd"),
+// so a measured and a simulated pass can be compared op by op: next() closes the running slice
+// and opens the next one; end() closes it (before communication, traced on its own lane).
+class OpSlices {
+ public:
+  OpSlices(Tracer* tracer, int lane) : tracer_(tracer != nullptr && tracer->enabled() ? tracer : nullptr), lane_(lane) {}
+  ~OpSlices() { end(); }
+  OpSlices(const OpSlices&) = delete;
+  OpSlices& operator=(const OpSlices&) = delete;
+  void next(const char* name) {
+    if (tracer_ == nullptr) return;
+    end();
+    name_ = name;
+    begin_us_ = tracer_->now_us();
+  }
+  void end() {
+    if (tracer_ == nullptr || name_ == nullptr) return;
+    tracer_->add(name_, "op", begin_us_, tracer_->now_us(), lane_);
+    name_ = nullptr;
+  }
+
+ private:
+  Tracer* tracer_;
+  int lane_;
+  const char* name_ = nullptr;
+  double begin_us_ = 0;
+};
+
 inline constexpr int kComputeLane = 0;
 inline constexpr int kCommLane = 1;
 

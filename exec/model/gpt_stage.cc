@@ -13,9 +13,9 @@ constexpr MemoryCategory kWork = MemoryCategory::kWorkspace;
 }  // namespace
 
 GptStage::GptStage(const ModelSpec& model, const ParallelConfig& config, const StageLayout& layout, int seq,
-                   Backend& backend, TensorParallel& tp, ParameterSource& params, DropoutSettings dropout)
+                   Backend& backend, TensorParallel& tp, ParameterSource& params, DropoutSettings dropout, Tracer* tracer)
     : model_(model), config_(config), layout_(layout), seq_(seq), backend_(backend), tp_(tp), params_(params),
-      dropout_(dropout), layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout) {
+      dropout_(dropout), layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout, tracer) {
   const int head = layout_.final_unit >= 0 ? head_unit() : -1;
   if (layout_.word_embedding_unit >= 0) forward_order_.push_back(layout_.word_embedding_unit);
   if (layout_.position_unit >= 0) forward_order_.push_back(layout_.position_unit);

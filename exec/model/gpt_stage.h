@@ -54,7 +54,7 @@ struct MicroBatch {
 class GptStage {
  public:
   GptStage(const ModelSpec& model, const ParallelConfig& config, const StageLayout& layout, int seq, Backend& backend,
-           TensorParallel& tp, ParameterSource& params, DropoutSettings dropout = {});
+           TensorParallel& tp, ParameterSource& params, DropoutSettings dropout = {}, Tracer* tracer = nullptr);
 
   // First stage: `input` is ignored and the embedding of mb.tokens is used. Returns the stage
   // output [local tokens, h]; on the last stage returns an empty tensor and adds the summed token

@@ -75,10 +75,14 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
   c.x = std::move(x);
   c.first_sequence = first_sequence;
   const bool dropout = dropout_.p > 0;
+  OpSlices op(tracer_, kComputeLane);
+  op.next("norm");
   norm_forward(c.ln1, c.stats1, c.x, w.ln1_w, w.ln1_b);
   {
     Tensor gathered;
+    op.end();
     const float* a_in = tp_.gather_rows(c.ln1, gathered);
+    op.next("qkv");
     c.qkv = backend_.empty(T, qkv_cols, kAct);
     backend_.gemm(false, true, static_cast<int>(T), qkv_cols, h, 1.0f, a_in, h, w.qkv_w, h, 0.0f, c.qkv.data(),
                   qkv_cols);
@@ -87,8 +91,11 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
   if (model_.position == PositionEmbedding::kRotary) backend_.rope(c.qkv.data(), attention_shape(), false);
   c.probs = backend_.empty(attention_shape().probs_numel(), 1, recompute == Recompute::kSelective ? kWork : kAct);
   c.ctx = backend_.empty(T, ctx_cols, kAct);
+  // One call computes QKᵀ and the softmax (the simulator's "qk" and "softmax").
+  op.next("qk softmax");
   backend_.attention_probs(c.probs.data(), c.qkv.data(), attention_shape());
   if (dropout) attention_mask(c, layer);
+  op.next("av");
   backend_.attention_context(c.ctx.data(), dropout ? c.dropped.data() : c.probs.data(), c.qkv.data(), attention_shape());
   if (recompute == Recompute::kSelective) {
     c.probs.reset();
@@ -96,10 +103,13 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
     c.attn_mask.reset();
   }
 
+  op.next("attn_out");
   Tensor o = backend_.empty(T, h, kWork);
   backend_.gemm(false, true, static_cast<int>(T), h, ctx_cols, 1.0f, c.ctx.data(), ctx_cols, w.proj_w, ctx_cols, 0.0f,
                 o.data(), h);
+  op.end();
   Tensor o_local = tp_.reduce_rows(std::move(o), kWork);
+  op.next("residual");
   if (w.proj_b != nullptr) backend_.add_bias(o_local.data(), w.proj_b, o_local.rows(), h);
   if (dropout) {
     c.proj_mask = row_mask(o_local.rows(), h, layer, 1, first_sequence);
@@ -109,22 +119,29 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
   backend_.add(c.x2.data(), c.x.data(), o_local.data(), c.x.numel());
   o_local.reset();
 
+  op.next("norm");
   norm_forward(c.ln2, c.stats2, c.x2, w.ln2_w, w.ln2_b);
   {
     Tensor gathered;
+    op.end();
     const float* m_in = tp_.gather_rows(c.ln2, gathered);
+    op.next("mlp_up");
     c.fc = backend_.empty(T, dims_.ffn_in, kAct);
     backend_.gemm(false, true, static_cast<int>(T), dims_.ffn_in, h, 1.0f, m_in, h, w.fc_w, h, 0.0f, c.fc.data(),
                   dims_.ffn_in);
   }
   if (w.fc_b != nullptr) backend_.add_bias(c.fc.data(), w.fc_b, T, dims_.ffn_in);
+  op.next(model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu");
   c.act = backend_.empty(T, dims_.ffn, kAct);
   if (model_.activation == Activation::kSwiGLU) backend_.swiglu_forward(c.act.data(), c.fc.data(), T, dims_.ffn);
   else backend_.gelu_forward(c.act.data(), c.fc.data(), c.fc.numel());
+  op.next("mlp_down");
   Tensor f2 = backend_.empty(T, h, kWork);
   backend_.gemm(false, true, static_cast<int>(T), h, dims_.ffn, 1.0f, c.act.data(), dims_.ffn, w.fc2_w, dims_.ffn,
                 0.0f, f2.data(), h);
+  op.end();
   Tensor f2_local = tp_.reduce_rows(std::move(f2), kWork);
+  op.next("residual");
   if (w.fc2_b != nullptr) backend_.add_bias(f2_local.data(), w.fc2_b, f2_local.rows(), h);
   if (dropout) {
     c.mlp_mask = row_mask(f2_local.rows(), h, layer, 2, first_sequence);
@@ -132,6 +149,7 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
   }
   Tensor y = backend_.empty(c.x.rows(), h, kAct);
   backend_.add(y.data(), c.x2.data(), f2_local.data(), y.numel());
+  op.end();
 
   if (recompute == Recompute::kFull) {
     Tensor input = std::move(c.x);
@@ -159,11 +177,15 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
     backend_.apply_mask(dy_masked.data(), dy_in.data(), mask_data(c.mlp_mask), dy_in.numel(), dropout_.keep_scale());
   }
   const Tensor& dy = dropout ? dy_masked : dy_in;
+  // Under sequence parallelism a backward GEMM op's slice also holds the all-gather of its input
+  // (between its bias gradient and its GEMMs); the all-gather has its own slice on the comm lane.
+  OpSlices op(tracer_, kComputeLane);
   const std::int64_t T = tokens();
   const int h = dims_.hidden, qkv_cols = static_cast<int>(dims_.qkv_cols);
   const int ctx_cols = dims_.heads * dims_.head_dim, Ti = static_cast<int>(T);
 
   // MLP: y = x2 + fc2(act(fc(ln2(x2)))).
+  op.next("mlp_down_bwd");
   if (g.fc2_b != nullptr) backend_.bias_grad(g.fc2_b, dy.data(), dy.rows(), h);
   Tensor dx2 = backend_.empty(dy_in.rows(), h, kWork);
   {
@@ -174,11 +196,13 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
       Tensor dact = backend_.empty(T, dims_.ffn, kWork);
       backend_.gemm(false, false, Ti, dims_.ffn, h, 1.0f, dy_full, h, w.fc2_w, dims_.ffn, 0.0f, dact.data(), dims_.ffn);
       backend_.gemm(true, false, h, dims_.ffn, Ti, 1.0f, dy_full, h, c.act.data(), dims_.ffn, 1.0f, g.fc2_w, dims_.ffn);
+      op.next(model_.activation == Activation::kSwiGLU ? "swiglu_bwd" : "gelu_bwd");
       if (model_.activation == Activation::kSwiGLU)
         backend_.swiglu_backward(dfc.data(), c.fc.data(), dact.data(), T, dims_.ffn);
       else
         backend_.gelu_backward(dfc.data(), c.fc.data(), dact.data(), dfc.numel());
     }
+    op.next("mlp_up_bwd");
     if (g.fc_b != nullptr) backend_.bias_grad(g.fc_b, dfc.data(), T, dims_.ffn_in);
     Tensor gathered;
     const float* m_in = tp_.gather_rows(c.ln2, gathered);
@@ -187,9 +211,13 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
     Tensor dm = backend_.empty(T, h, kWork);
     backend_.gemm(false, false, Ti, h, dims_.ffn_in, 1.0f, dfc.data(), dims_.ffn_in, w.fc_w, h, 0.0f, dm.data(), h);
     dfc.reset();
+    op.end();
     Tensor dm_local = tp_.reduce_rows(std::move(dm), kWork);
+    op.next("norm_bwd");
     norm_backward(dx2.data(), g.ln2_w, g.ln2_b, dm_local.data(), c.x2, w.ln2_w, c.stats2);
+    op.next("residual_bwd");
     backend_.axpy(dx2.data(), 1.0f, dy_in.data(), dy_in.numel());
+    op.end();
   }
   c.act.reset();
   c.fc.reset();
@@ -204,6 +232,7 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
     backend_.apply_mask(do_masked.data(), dx2.data(), mask_data(c.proj_mask), dx2.numel(), dropout_.keep_scale());
   }
   const Tensor& d_o = dropout ? do_masked : dx2;
+  op.next("attn_out_bwd");
   if (g.proj_b != nullptr) backend_.bias_grad(g.proj_b, d_o.data(), d_o.rows(), h);
   Tensor dqkv = backend_.empty(T, qkv_cols, kWork);
   {
@@ -213,10 +242,13 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
     backend_.gemm(false, false, Ti, ctx_cols, h, 1.0f, do_full, h, w.proj_w, ctx_cols, 0.0f, dctx.data(), ctx_cols);
     backend_.gemm(true, false, h, ctx_cols, Ti, 1.0f, do_full, h, c.ctx.data(), ctx_cols, 1.0f, g.proj_w, ctx_cols);
     if (c.probs.empty()) {  // selective recomputation of the attention core
+      op.next("recompute qk softmax");
       c.probs = backend_.empty(attention_shape().probs_numel(), 1, kWork);
       backend_.attention_probs(c.probs.data(), c.qkv.data(), attention_shape());
       if (dropout) attention_mask(c, layer);
     }
+    // One call for the simulator's "av_bwd", "softmax_bwd" and "qk_bwd".
+    op.next("attention_bwd");
     backend_.attention_backward(dqkv.data(), dctx.data(), c.probs.data(), dropout ? c.dropped.data() : nullptr,
                                 dropout ? mask_data(c.attn_mask) : nullptr, dropout_.keep_scale(), c.qkv.data(),
                                 attention_shape());
@@ -225,6 +257,7 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
   c.dropped.reset();
   c.attn_mask.reset();
   c.ctx.reset();
+  op.next("qkv_bwd");
   if (model_.position == PositionEmbedding::kRotary) backend_.rope(dqkv.data(), attention_shape(), true);
   if (g.qkv_b != nullptr) backend_.bias_grad(g.qkv_b, dqkv.data(), T, qkv_cols);
   Tensor da;
@@ -237,10 +270,14 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
   }
   dqkv.reset();
   c.qkv.reset();
+  op.end();
   Tensor da_local = tp_.reduce_rows(std::move(da), kWork);
+  op.next("norm_bwd");
   Tensor dx = backend_.empty(dy_in.rows(), h, kWork);
   norm_backward(dx.data(), g.ln1_w, g.ln1_b, da_local.data(), c.x, w.ln1_w, c.stats1);
+  op.next("residual_bwd");
   backend_.axpy(dx.data(), 1.0f, dx2.data(), dx.numel());
+  op.end();
   c = LayerCache{};
   (void)recompute;
   return dx;

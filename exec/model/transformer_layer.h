@@ -9,6 +9,7 @@
 #include "exec/backend.h"
 #include "exec/model/gpt_layout.h"
 #include "exec/parallel/tensor_parallel.h"
+#include "exec/trace.h"
 
 namespace loom::exec {
 
@@ -49,9 +50,10 @@ struct LayerCache {
 
 class TransformerLayer {
  public:
+  // `tracer` (optional): each op becomes a slice named like the simulator's kernels.
   TransformerLayer(const ModelSpec& model, const LocalDims& dims, int batch, int seq, Backend& backend,
-                   TensorParallel& tp, DropoutSettings dropout = {})
-      : model_(model), dims_(dims), batch_(batch), seq_(seq), backend_(backend), tp_(tp), dropout_(dropout) {}
+                   TensorParallel& tp, DropoutSettings dropout = {}, Tracer* tracer = nullptr)
+      : model_(model), dims_(dims), batch_(batch), seq_(seq), backend_(backend), tp_(tp), dropout_(dropout), tracer_(tracer) {}
 
   // Takes the block input, returns its output [local tokens, h] (activations). With `recompute`
   // kFull only the input is kept; kSelective drops the softmax output.
@@ -77,6 +79,7 @@ class TransformerLayer {
   Backend& backend_;
   TensorParallel& tp_;
   DropoutSettings dropout_;
+  Tracer* tracer_;
 };
 
 }  // namespace loom::exec

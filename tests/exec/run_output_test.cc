@@ -1,5 +1,7 @@
 // What `loom run` writes: the JSONL log of DESIGN.md's contract and a Chrome trace per rank whose
 // slice names are the simulator's (core/trace_names.h), from a real 2-stage pipeline under mpirun.
+#include <map>
+
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -59,6 +61,29 @@ TEST(ExecRunOutput, LogHasTheContractFieldsAndTraceUsesSimulatorNames) {
     EXPECT_EQ(backwards, steps * micro_batches) << "stage " << stage;
     EXPECT_EQ(optimizer, steps);
     EXPECT_EQ(p2p, steps * micro_batches);
+
+    // Inside the passes, every op of every layer is a slice named like the simulator's kernels,
+    // nested in its pass on the compute lane and shorter in total than the passes.
+    std::map<std::string, int> ops;
+    double op_us = 0, pass_us = 0;
+    for (const Json& e : (*trace)["traceEvents"]) {
+      if (e["ph"] != "X") continue;
+      const std::string name = e["name"];
+      if (e["cat"] == "op") {
+        ++ops[name];
+        op_us += e["dur"].get<double>();
+        EXPECT_EQ(e["tid"], 0) << name;
+      } else if (name[0] == 'F' || name[0] == 'B') {
+        pass_us += e["dur"].get<double>();
+      }
+    }
+    const int layers_here = 2;  // micro.json: 4 layers over 2 stages
+    for (const char* name : {"qkv", "qk softmax", "av", "attn_out", "mlp_up", "gelu", "mlp_down", "qkv_bwd",
+                             "attention_bwd", "attn_out_bwd", "mlp_up_bwd", "gelu_bwd", "mlp_down_bwd"})
+      EXPECT_EQ(ops[name], steps * micro_batches * layers_here) << name << " on stage " << stage;
+    EXPECT_EQ(ops["norm"], 2 * steps * micro_batches * layers_here);
+    EXPECT_GT(op_us, 0.0);
+    EXPECT_LT(op_us, pass_us);
   }
 }
 
