@@ -118,6 +118,7 @@ Result<ClusterSpec> cluster_from_json(const Json& json) {
       p.n = r.integer("n", std::nullopt, 1, 1LL << 40);
       p.k = r.integer("k", std::nullopt, 1, 1LL << 40);
       p.seconds = r.number("seconds", std::nullopt, 1e-12, 1e6);
+      p.ranks = static_cast<int>(r.integer("ranks", 0, 0, 1 << 20));
       if (!r.ok()) return make_error(r.error());
       c.gemm_table.push_back(p);
     }
@@ -130,6 +131,7 @@ Result<ClusterSpec> cluster_from_json(const Json& json) {
       t.op = r.string("op", std::nullopt);
       t.bytes = r.number("bytes", std::nullopt, 1.0, kHuge);
       t.seconds = r.number("seconds", std::nullopt, 1e-12, 1e6);
+      t.ranks = static_cast<int>(r.integer("ranks", 0, 0, 1 << 20));
       if (!r.ok()) return make_error(r.error());
       c.memory_op_table.push_back(t);
     }
@@ -162,11 +164,17 @@ Json to_json(const ClusterSpec& c) {
   j["links"] = {{"intra_node", link_to_json(c.intra_node)}, {"inter_node", link_to_json(c.inter_node)}};
   j["framework_reserve_bytes"] = c.framework_reserve_bytes;
   Json gemms = Json::array();
-  for (const auto& g : c.gemm_table) gemms.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"seconds", g.seconds}});
+  for (const auto& g : c.gemm_table) {
+    gemms.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"seconds", g.seconds}});
+    if (g.ranks > 0) gemms.back()["ranks"] = g.ranks;
+  }
   j["gemm_table"] = gemms;
   if (!c.memory_op_table.empty()) {
     Json ops = Json::array();
-    for (const auto& o : c.memory_op_table) ops.push_back({{"op", o.op}, {"bytes", o.bytes}, {"seconds", o.seconds}});
+    for (const auto& o : c.memory_op_table) {
+      ops.push_back({{"op", o.op}, {"bytes", o.bytes}, {"seconds", o.seconds}});
+      if (o.ranks > 0) ops.back()["ranks"] = o.ranks;
+    }
     j["memory_op_table"] = ops;
   }
   Json fits = Json::array();

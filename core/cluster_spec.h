@@ -31,6 +31,9 @@ struct ComputeEfficiency {
 struct GemmPoint {
   std::int64_t m = 0, n = 0, k = 0;
   double seconds = 0;
+  // Ranks of the node running kernels at once when this was timed (a host's cores share caches
+  // and memory bandwidth; `loom profile` times every kernel alone and with all its ranks); 0: any.
+  int ranks = 0;
 };
 
 struct LinkSpec {
@@ -67,6 +70,7 @@ struct MemoryOpTime {
   std::string op;
   double bytes = 0;
   double seconds = 0;
+  int ranks = 0;  // as GemmPoint::ranks
 };
 
 struct ClusterSpec {

@@ -23,6 +23,18 @@ CostModel::CostModel(const ModelSpec& model, const TrainingSpec& training, const
   tokens_ = seq_ * config.micro_batch;
   layer_params_ = layer_params_per_tp_rank(model, config.tp);
   vocab_ = padded_vocab(model.vocab, config.tp);
+  // Ranks of one node running kernels at once in this plan; of the timings the cost file has,
+  // the largest concurrency not above it (else the smallest there is).
+  const int sharing = std::min(config.world_size(), std::max(1, cluster.gpus_per_node));
+  int below = 0, smallest = 0;
+  auto consider = [&](int ranks) {
+    if (ranks <= 0) return;
+    if (ranks <= sharing) below = std::max(below, ranks);
+    smallest = smallest == 0 ? ranks : std::min(smallest, ranks);
+  };
+  for (const auto& p : cluster.gemm_table) consider(p.ranks);
+  for (const auto& p : cluster.memory_op_table) consider(p.ranks);
+  table_ranks_ = below > 0 ? below : smallest;
 }
 
 double CostModel::gemm_s(double m, double n, double k) const {
@@ -33,6 +45,7 @@ double CostModel::gemm_s(double m, double n, double k) const {
     // weighted; an exact shape returns its measured time.
     double weight_sum = 0, rate_sum = 0;
     for (const auto& p : cluster_->gemm_table) {
+      if (!applies(p.ranks)) continue;
       const double d = std::hypot(std::log(m / p.m), std::log(n / p.n), std::log(k / p.k));
       const double rate = 2.0 * p.m * p.n * p.k / p.seconds;
       if (d < 1e-9) return p.seconds * flops / (2.0 * p.m * p.n * p.k);
@@ -40,7 +53,7 @@ double CostModel::gemm_s(double m, double n, double k) const {
       weight_sum += w;
       rate_sum += w * rate;
     }
-    return flops / (rate_sum / weight_sum);
+    if (weight_sum > 0) return flops / (rate_sum / weight_sum);
   }
   const double efficiency = e.gemm_max_efficiency * flops / (flops + e.gemm_half_saturation_flops);
   return e.kernel_launch_s + flops / (cluster_->device.peak_flops * efficiency);
@@ -53,7 +66,7 @@ double CostModel::memory_s(const char* op, double bytes) const {
   const MemoryOpTime* below = nullptr;
   const MemoryOpTime* above = nullptr;
   for (const MemoryOpTime& p : cluster_->memory_op_table) {
-    if (p.op != name) continue;
+    if (p.op != name || !applies(p.ranks)) continue;
     if (p.bytes <= bytes && (!below || p.bytes > below->bytes)) below = &p;
     if (p.bytes >= bytes && (!above || p.bytes < above->bytes)) above = &p;
   }

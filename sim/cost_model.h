@@ -119,6 +119,10 @@ class CostModel {
   double seq_ = 0;
   double layer_params_ = 0;
   int vocab_ = 0;          // padded for TP
+  // Which measured kernel timings apply: those taken with this many ranks of a node running at
+  // once (0: every entry; cost files without the tag).
+  int table_ranks_ = 0;
+  bool applies(int ranks) const { return ranks == 0 || table_ranks_ == 0 || ranks == table_ranks_; }
   bool record_segments_ = true;
 };
 

@@ -235,3 +235,39 @@ TEST(CostModel, MeasuredMemoryOpsAreInterpolatedByName) {
 
 }  // namespace
 }  // namespace loom::sim
+
+namespace loom::sim {
+namespace {
+
+// A host's cost file holds kernel timings with all ranks of a node running and with one alone:
+// a plan uses the timings of as many ranks per node as it runs.
+TEST(CostModel, KernelTimingsFollowTheRanksSharingANode) {
+  const ModelSpec m = *model_preset("gpt-tiny");
+  ClusterSpec cluster = *cluster_preset("local-cpu");
+  cluster.gpus_per_node = 2;
+  cluster.gemm_table = {{128, 128, 128, 1e-3, 1}, {128, 128, 128, 3e-3, 2}};
+  cluster.memory_op_table = {{"gelu", 1e6, 1e-3, 1}, {"gelu", 1e6, 2e-3, 2}};
+  const CollectiveModel collectives(cluster);
+  TrainingSpec t;
+  t.global_batch = 2;
+  ParallelConfig one, two;
+  two.dp = 2;
+  t.gpus = 1;
+  const CostModel alone(m, t, one, cluster, collectives);
+  t.gpus = 2;
+  const CostModel together(m, t, two, cluster, collectives);
+  EXPECT_DOUBLE_EQ(alone.gemm_s(128, 128, 128), 1e-3);
+  EXPECT_DOUBLE_EQ(together.gemm_s(128, 128, 128), 3e-3);
+  EXPECT_DOUBLE_EQ(alone.memory_s("gelu", 1e6), 1e-3);
+  EXPECT_DOUBLE_EQ(together.memory_s("gelu", 1e6), 2e-3);
+  // More ranks than were timed together: the largest concurrency measured.
+  ParallelConfig four;
+  four.dp = 4;
+  t.gpus = 4;
+  cluster.gpus_per_node = 4;
+  const CostModel crowded(m, t, four, cluster, collectives);
+  EXPECT_DOUBLE_EQ(crowded.gemm_s(128, 128, 128), 3e-3);
+}
+
+}  // namespace
+}  // namespace loom::sim

@@ -65,6 +65,14 @@ TEST_F(ProfileQuick, WritesCostFileTheSimulatorAccepts) {
   EXPECT_GT(cluster->device.memory_bandwidth_bytes_per_s, 1e8);
   EXPECT_GT(cluster->compute.memory_bound_efficiency, 0.0);
   EXPECT_GT(cluster->gemm_table.size(), 20u);
+  // Timed with both ranks running and with rank 0 alone: every shape and op under both tags.
+  std::map<int, int> gemms_by_ranks, ops_by_ranks;
+  for (const auto& g : cluster->gemm_table) ++gemms_by_ranks[g.ranks];
+  for (const auto& o : cluster->memory_op_table) ++ops_by_ranks[o.ranks];
+  EXPECT_EQ(gemms_by_ranks.size(), 2u);
+  EXPECT_EQ(gemms_by_ranks[1], gemms_by_ranks[2]);
+  EXPECT_EQ(ops_by_ranks[1], ops_by_ranks[2]);
+  EXPECT_GT(ops_by_ranks[1], 0);
   // Raw points from 1 KiB to 1 MiB (the --quick sweep) for every collective on the pair.
   std::map<std::string, std::pair<double, double>> range;
   for (const auto& p : cluster->collective_points) {
