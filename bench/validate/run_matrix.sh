@@ -32,13 +32,18 @@ echo "# 2. matrix against the measured profile"
 # 3. Calibrate on the traces of two single-rank configurations of the matrix, grad-accum-4
 #    (micro-batch 2) and single (micro-batch 8), using the model and tokens the matrix wrote: the
 #    GEMM scale then fits both small and large micro-batches. Each trace carries its run's layout.
+#    Each is traced ROUNDS times, interleaved; calibrate keeps the fastest trace of each.
 echo "# 3. calibrate on the traces of grad-accum-4 and single, then the matrix again"
-for MB in 2 8; do
-  "$MPIRUN" --oversubscribe -np 1 "$LOOM" run --model "$OUT/matrix/model.json" --cluster local-cpu --data "$OUT/matrix/tokens.bin" \
-    --global-batch 8 --micro-batch "$MB" --steps "$STEPS" --threads 1 --trace "$OUT/calibration-mb$MB.trace.json" > /dev/null
+TRACES=()
+for ROUND in $(seq "$ROUNDS"); do
+  for MB in 2 8; do
+    TRACE="$OUT/calibration-mb$MB-round$ROUND.trace.json"
+    "$MPIRUN" --oversubscribe -np 1 "$LOOM" run --model "$OUT/matrix/model.json" --cluster local-cpu --data "$OUT/matrix/tokens.bin" \
+      --global-batch 8 --micro-batch "$MB" --steps "$STEPS" --threads 1 --trace "$TRACE" > /dev/null
+    TRACES+=("$TRACE")
+  done
 done
-"$LOOM" calibrate --cluster "$OUT/profile.json" --trace "$OUT/calibration-mb2.trace.json" "$OUT/calibration-mb8.trace.json" \
-  --out "$OUT/calibrated.json"
+"$LOOM" calibrate --cluster "$OUT/profile.json" --trace "${TRACES[@]}" --out "$OUT/calibrated.json"
 "$LOOM" validate --profile "$OUT/calibrated.json" --steps "$STEPS" --warmup "$WARMUP" --rounds "$ROUNDS" --work-dir "$OUT/matrix-calibrated" \
   --mpirun "$MPIRUN" | tee "$OUT/validate_calibrated.txt"
 echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
