@@ -153,6 +153,7 @@ int run_trace_calibration(const CalibrateFlags& f) {
 int run_calibrate(const CalibrateFlags& f) {
   if (!f.traces.empty()) return run_trace_calibration(f);
   if (f.vtrain.empty()) throw InputError("calibrate: give --vtrain CSV or --trace FILE (measured runs to fit)");
+  if (!f.out.empty() && f.check_only) throw InputError("calibrate: --check fits nothing, so it writes no --out file");
   auto cluster = load_cluster(f.cluster);
   if (!cluster) throw InputError(cluster.error().message);
   auto runs = read_vtrain_csv(f.vtrain);
