@@ -51,10 +51,9 @@ struct TracedLayout {
   long long global_batch = 0;
   int seq_len = 0;
 };
-std::optional<TracedLayout> traced_layout(const std::string& path) {
-  auto json = read_json_file(path);
-  if (!json || !json->contains("otherData") || !(*json)["otherData"].contains("loom_run")) return std::nullopt;
-  const Json& run = (*json)["otherData"]["loom_run"];
+std::optional<TracedLayout> traced_layout(const Json& trace, const std::string& path) {
+  if (!trace.contains("otherData") || !trace["otherData"].contains("loom_run")) return std::nullopt;
+  const Json& run = trace["otherData"]["loom_run"];
   auto model = model_from_json(run.value("model", Json::object()));
   auto config = config_from_json(run.value("config", Json::object()));
   if (!model) throw InputError(fmt::format("{}: run description: {}", path, model.error().message));
@@ -68,11 +67,13 @@ int run_trace_calibration(const CalibrateFlags& f) {
   std::vector<TraceRun> runs;
   std::vector<std::string> labels;
   for (const std::string& path : f.traces) {
-    auto times = read_executor_trace(path);
+    auto trace = read_json_file(path);
+    if (!trace) throw InputError(trace.error().message);
+    auto times = read_executor_trace(*trace, path);
     if (!times) throw InputError(times.error().message);
     TraceRun r;
     // The run as the trace describes it; the flags describe traces that do not.
-    if (auto layout = traced_layout(path)) {
+    if (auto layout = traced_layout(*trace, path)) {
       r.model = layout->model;
       r.config = layout->config;
       r.training.global_batch = layout->global_batch;

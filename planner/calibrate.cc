@@ -255,6 +255,11 @@ double mean_abs_error(const std::vector<TraceRun>& runs, const ClusterSpec& clus
 Result<TracePassTimes> read_executor_trace(const std::string& path) {
   auto json = read_json_file(path);
   if (!json) return json.error();
+  return read_executor_trace(*json, path);
+}
+
+Result<TracePassTimes> read_executor_trace(const Json& trace, const std::string& path) {
+  const Json* json = &trace;
   if (!json->contains("traceEvents") || !(*json)["traceEvents"].is_array())
     return make_error(fmt::format("{}: not a Chrome trace (no traceEvents array)", path));
   std::map<int, std::vector<double>> forward, backward;

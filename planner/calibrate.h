@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/cluster_spec.h"
+#include "core/json_io.h"
 #include "core/model_spec.h"
 #include "core/parallel_config.h"
 #include "core/result.h"
@@ -86,6 +87,8 @@ struct TracePassTimes {
   std::size_t slices = 0;
 };
 Result<TracePassTimes> read_executor_trace(const std::string& path);
+// The same from a trace already read (`path` names it in errors).
+Result<TracePassTimes> read_executor_trace(const Json& trace, const std::string& path);
 
 struct TraceRun {
   ModelSpec model;
