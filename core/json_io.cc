@@ -134,6 +134,7 @@ Json to_json(const TrainingSpec& t) {
   j["attention"] = to_string(t.attention);
   j["allow_cross_node_tp"] = t.allow_cross_node_tp;
   j["overlap_grad_reduce"] = t.overlap_grad_reduce;
+  j["pipeline_sends_block"] = t.pipeline_sends_block;
   return j;
 }
 
@@ -151,6 +152,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   const std::string attention = r.string("attention", std::string("flash"));
   t.allow_cross_node_tp = r.boolean("allow_cross_node_tp", false);
   t.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
+  t.pipeline_sends_block = r.boolean("pipeline_sends_block", false);
   if (!r.ok()) return make_error(r.error());
   if (attention == "flash") t.attention = AttentionKernel::kFlash;
   else if (attention == "unfused") t.attention = AttentionKernel::kUnfused;

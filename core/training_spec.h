@@ -24,6 +24,12 @@ struct TrainingSpec {
   // Reduce gradients bucket by bucket while the last backward runs (PyTorch DDP, Megatron-LM);
   // false: one reduction after the backward (frameworks without gradient bucketing).
   bool overlap_grad_reduce = true;
+  // A stage's next pass starts only once its pipeline send has completed. Megatron-LM's
+  // p2p_communication.py waits on batch_isend_irecv's requests and then calls
+  // torch.cuda.synchronize() (Megatron-core: batch_p2p_sync, on by default; also in
+  // Megatron-DeepSpeed). false: sends run on their own channel behind the compute, as Loom's
+  // executor and Megatron-core with --overlap-p2p-communication do.
+  bool pipeline_sends_block = false;
 };
 
 const char* to_string(AttentionKernel kernel);

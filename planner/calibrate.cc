@@ -50,6 +50,7 @@ Result<std::vector<MeasuredRun>> read_vtrain_csv(const std::string& path) {
     r.training.grad_bytes = 4;  // fp32 gradient accumulation
     r.training.attention = AttentionKernel::kUnfused;
     r.training.overlap_grad_reduce = false;
+    r.training.pipeline_sends_block = true;  // Megatron-DeepSpeed's synchronous p2p
     r.config.micro_batch = static_cast<int>(v[2]);
     r.config.tp = static_cast<int>(v[7]);
     r.config.dp = static_cast<int>(v[8]);

@@ -12,7 +12,7 @@ namespace {
 
 // The paper's runs: Megatron-LM with fp16/bf16 mixed precision and fp32 gradient accumulation
 // (18 bytes/parameter of model state, Fig. 1), its fused-softmax attention (no FlashAttention),
-// dropout on, 1F1B or interleaved 1F1B.
+// dropout on, 1F1B or interleaved 1F1B, synchronous pipeline transfers.
 TrainingSpec paper_training(int gpus, long long global_batch, int seq) {
   TrainingSpec t;
   t.gpus = gpus;
@@ -20,6 +20,8 @@ TrainingSpec paper_training(int gpus, long long global_batch, int seq) {
   t.seq_len = seq;
   t.grad_bytes = 4;
   t.attention = AttentionKernel::kUnfused;
+  // Megatron-LM's pipeline transfers are synchronous (batch_isend_irecv, wait, cuda synchronize).
+  t.pipeline_sends_block = true;
   return t;
 }
 

@@ -252,8 +252,13 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
   // A column-parallel linear's input gradient is all-reduced (reduce-scattered under SP) while
   // its weight gradient is computed (Megatron's async TP all-reduce); under SP its input is
   // all-gathered again for the weight gradient while the input gradient is computed.
+  // A linear layer's bias gradient sums its output gradient over the tokens (one read of it); it
+  // is charged to the layer's input-gradient op, as the executor's trace slices hold it.
+  auto bias_grad_s = [&](double rows, double cols) {
+    return model_.linear_bias ? memory_s("bias_grad", rows * cols * ab) : 0.0;
+  };
   auto column_parallel = [&](const char* name, double out_features) {
-    const double dgrad = gemm_s(tokens_, h, out_features / t);
+    const double dgrad = gemm_s(tokens_, h, out_features / t) + bias_grad_s(tokens_, out_features / t);
     const double wgrad = wgrad_s(out_features / t, h, tokens_);
     const double flops = 2.0 * tokens_ * h * out_features / t;
     const double gather = comm && sp ? tp_comm_s(Collective::kAllGather, act_bytes) : 0.0;
@@ -267,7 +272,7 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
   auto row_parallel = [&](const char* name, double in_features) {
     // The backward of the forward's reduce-scatter is an all-gather of the output gradient.
     if (comm && sp) in.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
-    in.add(name, gemm_s(tokens_, in_features / t, h), 2.0 * tokens_ * h * in_features / t);
+    in.add(name, gemm_s(tokens_, in_features / t, h) + bias_grad_s(tokens_sp, h), 2.0 * tokens_ * h * in_features / t);
     w.add(name, wgrad_s(h, in_features / t, tokens_), 2.0 * tokens_ * h * in_features / t);
   };
 
@@ -304,6 +309,11 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
       c.forward.add_comm(sp ? "reduce_scatter tp" : "all_reduce tp",
                          tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes));
   }
+  // Megatron's scatter-gather pipeline transfer: without SP each TP rank sends and receives 1/t of
+  // the activation (pipe_send_s) and the receiver all-gathers it over TP before it can compute.
+  const bool gather_received = config_.tp > 1 && !sp;
+  if (gather_received && !first) c.forward.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
+  if (gather_received && !last) c.backward.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
   const PassCost fwd = layer_forward(true);
   c.forward.append(fwd, layers);
 

@@ -66,6 +66,7 @@ class StepBuilder {
   StepGraph graph_;
   std::vector<std::int32_t> forward_, backward_, weight_;  // [virtual stage · m + mb]
   std::vector<std::int32_t> send_forward_, send_backward_;
+  std::vector<std::int32_t> last_send_;  // per stage: its last pipeline send
   // Per stage and local chunk: the op after which that chunk's gradients are final.
   std::vector<std::vector<std::int32_t>> last_grad_op_;
 };
@@ -174,11 +175,20 @@ void StepBuilder::add_pipeline_sends() {
     send_next[s] = to_ns(cost_.pipe_send_s(s, (s + 1) % c_.pp));
     send_previous[s] = to_ns(cost_.pipe_send_s(s, (s + c_.pp - 1) % c_.pp));
   }
-  // Sends go on the sender's channel in the sender's compute order.
+  // Sends go on the sender's channel in the sender's compute order. Where sends block (Megatron's
+  // synchronous p2p), the stage's next pass waits for the send to complete.
+  last_send_.assign(c_.pp, -1);
   for (int s = 0; s < c_.pp; ++s) {
+    std::int32_t blocking = -1;
     for (const PipelineOp& p : programs_[s]) {
       const int vs = virtual_stage(p.chunk, s, c_.pp);
       const std::size_t slot = index(vs, p.micro_batch);
+      if (blocking >= 0) {
+        const std::int32_t pass = p.pass == Pass::kF ? forward_[slot] : p.pass == Pass::kB ? backward_[slot] : weight_[slot];
+        graph_.depend(pass, blocking);
+        blocking = -1;
+      }
+      std::int32_t sent = -1;
       Op send;
       send.kind = OpKind::kPipeSend;
       send.stream = StepGraph::stream_of(s, StreamKind::kPipe);
@@ -191,13 +201,16 @@ void StepBuilder::add_pipeline_sends() {
         const std::int32_t id = add(send);
         graph_.depend(id, forward_[slot]);
         send_forward_[slot] = id;
+        last_send_[s] = sent = id;
       } else if (p.pass == Pass::kB && vs > 0) {
         send.duration = send_previous[s];
         send.detail = 1;
         const std::int32_t id = add(send);
         graph_.depend(id, backward_[slot]);
         send_backward_[slot] = id;
+        last_send_[s] = sent = id;
       }
+      if (training_.pipeline_sends_block) blocking = sent;
     }
   }
   for (int vs = 0; vs <= last_vs; ++vs) {
@@ -272,6 +285,7 @@ void StepBuilder::add_data_parallel() {
     opt.duration = to_ns(cost_.optimizer_s(shard));
     const std::int32_t optimizer = add(opt);
     if (last_dp >= 0) graph_.depend(optimizer, last_dp);
+    if (training_.pipeline_sends_block && last_send_[s] >= 0) graph_.depend(optimizer, last_send_[s]);
     if (c_.dp > 1 && (c_.zero == 1 || c_.zero == 2))
       dp_op(cost_.dp_collective_s(Collective::kAllGather, cost_.stage_params(s) * training_.param_bytes),
             Collective::kAllGather, optimizer, 1.0f);

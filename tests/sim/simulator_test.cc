@@ -145,6 +145,52 @@ TEST(Simulator, ZeroStagesTradeCommunication) {
   EXPECT_GT(zero3, zero0);
 }
 
+// Megatron's synchronous pipeline transfers: with pipeline_sends_block a stage's next pass
+// starts only after its send has completed, on every stage and schedule; the flag only ever adds
+// time, and without it some pass does run while its stage's send is still in flight.
+TEST(Simulator, BlockingPipelineSendsHoldTheStagesNextPass) {
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  const ModelSpec m = *model_preset("llama2-13b");
+  TrainingSpec t;
+  t.gpus = 16;
+  t.global_batch = 16;
+  t.seq_len = 4096;
+  SimOptions keep;
+  keep.keep_graph = true;
+  for (Schedule schedule : {Schedule::kGPipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZeroBubble}) {
+    ParallelConfig c;
+    c.tp = 4;
+    c.pp = 4;
+    c.schedule = schedule;
+    c.vpp = schedule == Schedule::kInterleaved ? 2 : 1;
+    bool overlapped[2] = {false, false};
+    double step[2] = {0, 0};
+    for (bool block : {false, true}) {
+      t.pipeline_sends_block = block;
+      auto r = simulate(m, t, c, cluster, keep);
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      step[block] = r->step_time_s;
+      const StepGraph& g = r->graph;
+      for (std::int32_t send = 0; send < static_cast<std::int32_t>(g.size()); ++send) {
+        if (g.op(send).kind != OpKind::kPipeSend) continue;
+        // The stage's first compute pass to start after the send started (its producer ran before).
+        std::int32_t next = -1;
+        for (std::int32_t op = 0; op < static_cast<std::int32_t>(g.size()); ++op) {
+          const Op& o = g.op(op);
+          const bool pass = o.kind == OpKind::kForward || o.kind == OpKind::kBackward || o.kind == OpKind::kWeightGrad;
+          if (!pass || o.stage != g.op(send).stage || r->timeline.start[op] < r->timeline.start[send]) continue;
+          if (next < 0 || r->timeline.start[op] < r->timeline.start[next]) next = op;
+        }
+        if (next < 0) continue;
+        if (r->timeline.start[next] < r->timeline.end(g, send)) overlapped[block] = true;
+      }
+    }
+    EXPECT_FALSE(overlapped[true]) << to_string(schedule);
+    EXPECT_TRUE(overlapped[false]) << to_string(schedule);
+    EXPECT_GE(step[true], step[false]) << to_string(schedule);
+  }
+}
+
 TEST(Simulator, BadShapesAreErrorsNotCrashes) {
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
   const ModelSpec m = *model_preset("llama2-7b");
