@@ -66,6 +66,7 @@ int run_trace_calibration(const CalibrateFlags& f) {
   if (!cluster) throw InputError(cluster.error().message);
   std::vector<TraceRun> runs;
   std::vector<std::string> labels;
+  std::vector<int> ranks;
   for (const std::string& path : f.traces) {
     auto trace = read_json_file(path);
     if (!trace) throw InputError(trace.error().message);
@@ -97,6 +98,7 @@ int run_trace_calibration(const CalibrateFlags& f) {
     r.stage = rank_coords(r.config, rank).pp_rank;
     r.measured = *times;
     runs.push_back(r);
+    ranks.push_back(rank);
     labels.push_back(std::filesystem::path(path).filename().string());
   }
   // Several traces of one run (same model, layout, batch and rank), e.g. repeated minutes apart on
@@ -110,8 +112,8 @@ int run_trace_calibration(const CalibrateFlags& f) {
     return t;
   };
   for (std::size_t i = 0; i < runs.size(); ++i) {
-    const std::string key = fmt::format("{} {} {} {} stage {}", to_json(runs[i].model).dump(), describe(runs[i].config),
-                                        runs[i].training.global_batch, runs[i].training.seq_len, runs[i].stage);
+    const std::string key = fmt::format("{} {} {} {} rank {}", to_json(runs[i].model).dump(), describe(runs[i].config),
+                                        runs[i].training.global_batch, runs[i].training.seq_len, ranks[i]);
     auto [it, fresh] = fastest.emplace(key, i);
     if (!fresh && total(runs[i]) < total(runs[it->second])) it->second = i;
   }
@@ -135,6 +137,11 @@ int run_trace_calibration(const CalibrateFlags& f) {
                       cluster->compute.memory_bound_efficiency, 100 * fit->mean_abs_error_before);
   text += fmt::format("after:  GEMM table ×{:.4f}, memory_bound_efficiency {:.4f}: mean |pass error| {:.2f} %\n",
                       fit->gemm_scale, fit->memory_bound_efficiency, 100 * fit->mean_abs_error_after);
+  if (fit->groups.size() > 1)
+    for (const auto& g : fit->groups)
+      text += fmt::format("        timings with {} rank(s) per node: GEMM table ×{:.4f}, memory-bound ops at efficiency {:.4f} "
+                          "({} traced passes)\n",
+                          g.ranks, g.gemm_scale, g.memory_bound_efficiency, g.passes);
   text += fmt::format("{:>30} {:>12} {:>12} {:>12}\n{:>30} {:>12} {:>12} {:>12}\n", "pass", "measured", "before", "after", "",
                       "(ms)", "(ms)", "(ms)");
   for (const auto& p : fit->rows) {

@@ -296,28 +296,43 @@ Result<CostCorrection> fit_trace_corrections(const std::vector<TraceRun>& runs, 
   for (auto& p : slow_gemm.gemm_table) p.seconds *= 2.0;
   slow_memory.compute.memory_bound_efficiency *= 0.5;
   for (auto& op : slow_memory.memory_op_table) op.seconds *= 2.0;
-  // Rows: (G_i, M_i) · (a, b) = measured_i − P₀_i, each divided by measured_i.
-  double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
-  std::size_t rows = 0;
-  for (const auto& r : runs) {
-    const auto p0 = predicted_passes(r, cluster), pg = predicted_passes(r, slow_gemm),
-               pm = predicted_passes(r, slow_memory), m = measured_passes(r);
-    for (std::size_t i = 0; i < m.size(); ++i, ++rows) {
-      const double g = (pg[i] - p0[i]) / m[i], mem = (pm[i] - p0[i]) / m[i], y = (m[i] - p0[i]) / m[i];
-      s00 += g * g, s01 += g * mem, s11 += mem * mem, r0 += g * y, r1 += mem * y;
-    }
-  }
-  const double det = s00 * s11 - s01 * s01;
-  if (rows < 2 || std::abs(det) < 1e-18) return make_error("calibrate: the traces do not separate GEMM from memory-bound time");
-  const double a = (r0 * s11 - r1 * s01) / det, b = (s00 * r1 - s01 * r0) / det;
+  // One fit per concurrency of the timings the runs read.
+  std::map<int, std::vector<const TraceRun*>> by_ranks;
+  for (const auto& r : runs) by_ranks[sim::table_concurrency(cluster, r.config.world_size())].push_back(&r);
   CostCorrection c;
-  c.gemm_scale = 1.0 + a;
-  // b = e₀/e − 1 (halving e adds M): e = e₀ / (1 + b).
-  c.memory_bound_efficiency = cluster.compute.memory_bound_efficiency / (1.0 + b);
-  if (c.gemm_scale <= 0 || c.memory_bound_efficiency <= 0)
-    return make_error(fmt::format("calibrate: the fit is unphysical (GEMM ×{:.3f}, memory efficiency {:.3f})", c.gemm_scale,
-                                  c.memory_bound_efficiency));
-  c.passes = rows;
+  for (const auto& [ranks, group] : by_ranks) {
+    // Rows: (G_i, M_i) · (a, b) = measured_i − P₀_i, each divided by measured_i.
+    double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
+    std::size_t rows = 0;
+    for (const TraceRun* r : group) {
+      const auto p0 = predicted_passes(*r, cluster), pg = predicted_passes(*r, slow_gemm),
+                 pm = predicted_passes(*r, slow_memory), m = measured_passes(*r);
+      for (std::size_t i = 0; i < m.size(); ++i, ++rows) {
+        const double g = (pg[i] - p0[i]) / m[i], mem = (pm[i] - p0[i]) / m[i], y = (m[i] - p0[i]) / m[i];
+        s00 += g * g, s01 += g * mem, s11 += mem * mem, r0 += g * y, r1 += mem * y;
+      }
+    }
+    const double det = s00 * s11 - s01 * s01;
+    const std::string which = ranks > 0 ? fmt::format(" of the runs with {} rank(s) per node", ranks) : "";
+    if (rows < 2 || std::abs(det) < 1e-18)
+      return make_error(fmt::format("calibrate: the traces{} do not separate GEMM from memory-bound time", which));
+    const double a = (r0 * s11 - r1 * s01) / det, b = (s00 * r1 - s01 * r0) / det;
+    CostCorrection::Group g;
+    g.ranks = ranks;
+    g.gemm_scale = 1.0 + a;
+    // b = e₀/e − 1 (halving e adds M): e = e₀ / (1 + b).
+    g.memory_bound_efficiency = cluster.compute.memory_bound_efficiency / (1.0 + b);
+    g.passes = rows;
+    if (g.gemm_scale <= 0 || g.memory_bound_efficiency <= 0)
+      return make_error(fmt::format("calibrate: the fit{} is unphysical (GEMM ×{:.3f}, memory efficiency {:.3f})", which,
+                                    g.gemm_scale, g.memory_bound_efficiency));
+    c.groups.push_back(g);
+    c.passes += rows;
+  }
+  const auto primary = std::max_element(c.groups.begin(), c.groups.end(),
+                                        [](const auto& x, const auto& y) { return x.passes < y.passes; });
+  c.gemm_scale = primary->gemm_scale;
+  c.memory_bound_efficiency = primary->memory_bound_efficiency;
   c.mean_abs_error_before = mean_abs_error(runs, cluster);
   const ClusterSpec corrected = apply_correction(cluster, c);
   c.mean_abs_error_after = mean_abs_error(runs, corrected);
@@ -333,13 +348,30 @@ Result<CostCorrection> fit_trace_corrections(const std::vector<TraceRun>& runs, 
 }
 
 ClusterSpec apply_correction(const ClusterSpec& cluster, const CostCorrection& correction) {
+  // The group that corrects timings of `ranks` concurrency: its own, else the nearest (the
+  // primary one for untagged timings, which every plan reads).
+  auto group_for = [&](int ranks) -> CostCorrection::Group {
+    CostCorrection::Group primary{0, correction.gemm_scale, correction.memory_bound_efficiency, 0};
+    if (ranks <= 0 || correction.groups.empty()) return primary;
+    const CostCorrection::Group* best = nullptr;
+    for (const auto& g : correction.groups)
+      if (!best || std::abs(g.ranks - ranks) < std::abs(best->ranks - ranks)) best = &g;
+    return *best;
+  };
   ClusterSpec c = cluster;
-  for (auto& p : c.gemm_table) p.seconds *= correction.gemm_scale;
+  for (auto& p : c.gemm_table) p.seconds *= group_for(p.ranks).gemm_scale;
   // Measured memory-bound ops move with the efficiency: time ∝ 1 / efficiency.
-  for (auto& op : c.memory_op_table) op.seconds *= cluster.compute.memory_bound_efficiency / correction.memory_bound_efficiency;
+  for (auto& op : c.memory_op_table)
+    op.seconds *= cluster.compute.memory_bound_efficiency / group_for(op.ranks).memory_bound_efficiency;
   c.compute.memory_bound_efficiency = correction.memory_bound_efficiency;
   c.provenance["calibration_gemm_scale"] = fmt::format("{:.4f}", correction.gemm_scale);
   c.provenance["calibration_memory_bound_efficiency"] = fmt::format("{:.4f}", correction.memory_bound_efficiency);
+  for (const auto& g : correction.groups) {
+    if (g.ranks <= 0 || correction.groups.size() < 2) continue;
+    c.provenance[fmt::format("calibration_gemm_scale_ranks{}", g.ranks)] = fmt::format("{:.4f}", g.gemm_scale);
+    c.provenance[fmt::format("calibration_memory_bound_efficiency_ranks{}", g.ranks)] =
+        fmt::format("{:.4f}", g.memory_bound_efficiency);
+  }
   return c;
 }
 

@@ -102,7 +102,19 @@ struct TraceRun {
 // residuals: a factor on every GEMM-table time (the table was timed hot and alone; inside a layer
 // operands come from DRAM) and the memory-bound efficiency. Each pass is linear in both:
 // pass = P₀ + (gemm_scale − 1)·G + (e₀/e − 1)·M, with G and M from the cost model itself.
+// Kernel timings taken with different numbers of ranks sharing a node (`ranks` tags) are
+// corrected separately, each by the traced runs that read them: a single-rank run says nothing of
+// how two ranks slow each other. Timings no traced run reads take the nearest concurrency's fit.
 struct CostCorrection {
+  struct Group {
+    int ranks = 0;  // the concurrency of the timings it corrects (0: untagged, every timing)
+    double gemm_scale = 1;
+    double memory_bound_efficiency = 0;
+    std::size_t passes = 0;
+  };
+  std::vector<Group> groups;  // by ranks, ascending
+  // The group with the most traced passes: its efficiency becomes the file's fallback for ops
+  // without measurements of their own, and its figures are the ones printed first.
   double gemm_scale = 1;
   double memory_bound_efficiency = 0;
   double mean_abs_error_before = 0, mean_abs_error_after = 0;  // over the traced passes

@@ -23,9 +23,13 @@ CostModel::CostModel(const ModelSpec& model, const TrainingSpec& training, const
   tokens_ = seq_ * config.micro_batch;
   layer_params_ = layer_params_per_tp_rank(model, config.tp);
   vocab_ = padded_vocab(model.vocab, config.tp);
+  table_ranks_ = table_concurrency(cluster, config.world_size());
+}
+
+int table_concurrency(const ClusterSpec& cluster, int world_size) {
   // Ranks of one node running kernels at once in this plan; of the timings the cost file has,
   // the largest concurrency not above it (else the smallest there is).
-  const int sharing = std::min(config.world_size(), std::max(1, cluster.gpus_per_node));
+  const int sharing = std::min(world_size, std::max(1, cluster.gpus_per_node));
   int below = 0, smallest = 0;
   auto consider = [&](int ranks) {
     if (ranks <= 0) return;
@@ -34,7 +38,7 @@ CostModel::CostModel(const ModelSpec& model, const TrainingSpec& training, const
   };
   for (const auto& p : cluster.gemm_table) consider(p.ranks);
   for (const auto& p : cluster.memory_op_table) consider(p.ranks);
-  table_ranks_ = below > 0 ? below : smallest;
+  return below > 0 ? below : smallest;
 }
 
 double CostModel::gemm_s(double m, double n, double k) const {

@@ -50,6 +50,10 @@ struct ChunkCost {
   PassCost weight;    // weight gradients when the schedule splits the backward (zero-bubble)
 };
 
+// Which of the cost file's kernel timings a plan of `world_size` ranks reads: those taken with
+// this many ranks of a node running at once (0: the file's timings carry no such tag).
+int table_concurrency(const ClusterSpec& cluster, int world_size);
+
 class CostModel {
  public:
   // `collectives` must be built from the same cluster and outlive the cost model.

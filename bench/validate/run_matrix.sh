@@ -29,11 +29,13 @@ echo "# 2. matrix against the measured profile"
 "$LOOM" validate --profile "$OUT/profile.json" --steps "$STEPS" --warmup "$WARMUP" --rounds "$ROUNDS" --work-dir "$OUT/matrix" \
   --mpirun "$MPIRUN" | tee "$OUT/validate_profile.txt"
 
-# 3. Calibrate on the traces of two single-rank configurations of the matrix, grad-accum-4
-#    (micro-batch 2) and single (micro-batch 8), using the model and tokens the matrix wrote: the
-#    GEMM scale then fits both small and large micro-batches. Each trace carries its run's layout.
-#    Each is traced ROUNDS times, interleaved; calibrate keeps the fastest trace of each.
-echo "# 3. calibrate on the traces of grad-accum-4 and single, then the matrix again"
+# 3. Calibrate on the traces of three configurations of the matrix, using the model and tokens
+#    the matrix wrote: single-rank grad-accum-4 (micro-batch 2) and single (micro-batch 8), so the
+#    GEMM scale fits small and large micro-batches; and dp2-zero0 (both ranks), which corrects the
+#    kernel timings taken with both ranks running (a single-rank run cannot show how two ranks slow
+#    each other). Each trace carries its run's layout. Each is traced ROUNDS times, interleaved;
+#    calibrate keeps the fastest trace of each run and rank.
+echo "# 3. calibrate on the traces of grad-accum-4, single and dp2-zero0, then the matrix again"
 TRACES=()
 for ROUND in $(seq "$ROUNDS"); do
   for MB in 2 8; do
@@ -42,6 +44,10 @@ for ROUND in $(seq "$ROUNDS"); do
       --global-batch 8 --micro-batch "$MB" --steps "$STEPS" --threads 1 --trace "$TRACE" > /dev/null
     TRACES+=("$TRACE")
   done
+  TRACE="$OUT/calibration-dp2-round$ROUND.trace.json"
+  "$MPIRUN" --oversubscribe -np 2 "$LOOM" run --model "$OUT/matrix/model.json" --cluster local-cpu --data "$OUT/matrix/tokens.bin" \
+    --global-batch 8 --micro-batch 4 --gpus 2 --dp 2 --steps "$STEPS" --threads 1 --trace "$TRACE" > /dev/null
+  TRACES+=("${TRACE%.json}.rank0.json" "${TRACE%.json}.rank1.json")
 done
 "$LOOM" calibrate --cluster "$OUT/profile.json" --trace "${TRACES[@]}" --out "$OUT/calibrated.json"
 "$LOOM" validate --profile "$OUT/calibrated.json" --steps "$STEPS" --warmup "$WARMUP" --rounds "$ROUNDS" --work-dir "$OUT/matrix-calibrated" \
