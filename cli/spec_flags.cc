@@ -94,6 +94,8 @@ void SpecFlags::add_to(CLI::App& app, const std::string& default_model, const st
   app.add_option("--attention", attention, "attention kernel: flash or unfused")->capture_default_str();
   app.add_flag("--allow-cross-node-tp", allow_cross_node_tp, "let tensor parallelism span nodes");
   app.add_option("--grad-bytes", grad_bytes, "bytes per gradient element (2 = bf16, 4 = fp32 main grads)");
+  app.add_flag("--sync-pipeline-sends", sync_pipeline_sends,
+               "a stage waits for its pipeline send before its next pass (Megatron-LM's batch_p2p_sync)");
 }
 
 Specs SpecFlags::resolve() const {
@@ -123,6 +125,7 @@ Specs SpecFlags::resolve() const {
   specs.training.seq_len = seq > 0 ? static_cast<int>(seq) : specs.model.seq_len;
   specs.training.tokens = tokens;
   specs.training.allow_cross_node_tp = allow_cross_node_tp;
+  specs.training.pipeline_sends_block = sync_pipeline_sends;
   if (grad_bytes != 0) {
     if (grad_bytes != 2 && grad_bytes != 4) throw InputError("--grad-bytes: must be 2 or 4");
     specs.training.grad_bytes = grad_bytes;

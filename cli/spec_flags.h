@@ -34,6 +34,7 @@ struct SpecFlags {
   std::string attention = "flash";
   bool allow_cross_node_tp = false;
   int grad_bytes = 0;  // 0: the default of TrainingSpec
+  bool sync_pipeline_sends = false;
 
   // `required` makes --model/--gpus/--global-batch mandatory; defaults fill the rest.
   void add_to(CLI::App& app, const std::string& default_model, const std::string& default_cluster,

@@ -240,7 +240,13 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
   const auto [t, h, kv, f, up, ab, sp, tokens_sp, act_bytes] = dims();
   const bool comm = config_.tp > 1;
   const bool split = &in != &w;  // zero-bubble: weight gradients run later, nothing to hide comm behind
-  const double residual_bwd_bytes = (2.0 * ab + (model_.dropout ? 1.0 : 0.0)) * tokens_sp * h;
+  // Each residual connection in the backward: the branch's gradient through its dropout (read
+  // the gradient and the 1-byte mask, write), and the residual stream's gradient summed from the
+  // branch and the skip path (read both, write: autograd's gradient accumulation, the executor's axpy).
+  auto residual_backward = [&](PassCost& pass) {
+    if (model_.dropout) add_memory(pass, "dropout_bwd", (2.0 * ab + 1.0) * tokens_sp * h);
+    add_memory(pass, "residual_bwd", 3.0 * ab * tokens_sp * h);
+  };
 
   // Recompute first: the backward of a layer starts by rebuilding what was dropped.
   if (config_.recompute == Recompute::kFull) {
@@ -280,13 +286,13 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
     w.add(name, wgrad_s(h, in_features / t, tokens_), 2.0 * tokens_ * h * in_features / t);
   };
 
-  add_memory(in, "residual_bwd", residual_bwd_bytes);
+  residual_backward(in);
   row_parallel("mlp_down_bwd", f);
   add_memory(in, model_.activation == Activation::kSwiGLU ? "swiglu_bwd" : "gelu_bwd",
              (model_.activation == Activation::kSwiGLU ? 5.0 : 3.0) * ab * tokens_ * f / t);
   column_parallel("mlp_up_bwd", up);
   add_memory(in, "norm_bwd", 3.0 * ab * tokens_sp * h);
-  add_memory(in, "residual_bwd", residual_bwd_bytes);
+  residual_backward(in);
   row_parallel("attn_out_bwd", h);
   in.append(attention_core_backward());
   column_parallel("qkv_bwd", h + 2.0 * kv);

@@ -16,16 +16,22 @@ bool is_pipeline_compute(OpKind kind) {
 }
 
 std::vector<StageTiming> stage_timings(const StepGraph& g, const Timeline& t) {
-  std::vector<StageTiming> stages(g.stages());
+  // Summed in integer nanoseconds: a stage busy all along then shows exactly no bubble.
+  std::vector<TimeNs> busy(g.stages(), 0), end(g.stages(), 0), optimizer(g.stages(), 0);
   for (std::int32_t i = 0; i < static_cast<std::int32_t>(g.size()); ++i) {
     const Op& op = g.op(i);
-    StageTiming& st = stages[op.stage];
     if (is_pipeline_compute(op.kind)) {
-      st.busy_s += ns_to_s(op.duration);
-      st.pipeline_end_s = std::max(st.pipeline_end_s, ns_to_s(t.end(g, i)));
+      busy[op.stage] += op.duration;
+      end[op.stage] = std::max(end[op.stage], t.end(g, i));
     } else if (op.kind == OpKind::kOptimizer) {
-      st.optimizer_s += ns_to_s(op.duration);
+      optimizer[op.stage] += op.duration;
     }
+  }
+  std::vector<StageTiming> stages(g.stages());
+  for (int s = 0; s < g.stages(); ++s) {
+    stages[s].busy_s = ns_to_s(busy[s]);
+    stages[s].pipeline_end_s = ns_to_s(end[s]);
+    stages[s].optimizer_s = ns_to_s(optimizer[s]);
   }
   return stages;
 }

@@ -185,7 +185,7 @@ std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& m
                      backend.add(y.data(), x.data(), dy.data(), T * h);
                      sync();
                    }, budget)});
-    out.push_back({"residual_bwd", 2 * ab * T * h, best_seconds([&] {
+    out.push_back({"residual_bwd", 3 * ab * T * h, best_seconds([&] {
                      backend.axpy(y.data(), 1.0f, x.data(), T * h);
                      sync();
                    }, budget)});
