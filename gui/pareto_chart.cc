@@ -2,7 +2,9 @@
 
 #include <QGraphicsLayout>
 #include <QLegendMarker>
+#include <QLineF>
 #include <QLineSeries>
+#include <QMouseEvent>
 #include <QScatterSeries>
 #include <QValueAxis>
 #include <algorithm>
@@ -50,8 +52,6 @@ ParetoChart::ParetoChart(QWidget* parent) : QChartView(parent) {
   chart()->addAxis(y, Qt::AlignLeft);
   for (QAbstractSeries* s : chart()->series()) s->attachAxis(x), s->attachAxis(y);
   chart()->legend()->markers(frontier_points_).first()->setVisible(false);
-  for (QScatterSeries* s : {all_, frontier_points_, selected_})
-    connect(s, &QScatterSeries::clicked, this, &ParetoChart::on_clicked);
 }
 
 void ParetoChart::set_points(std::vector<ParetoPoint> points, double capacity_gib) {
@@ -84,8 +84,22 @@ void ParetoChart::set_selected(int plan_index) {
   selected_->replace(sel);
 }
 
-void ParetoChart::on_clicked(const QPointF& value) {
-  const int plan = nearest_plan(points_, value.x(), value.y());
+void ParetoChart::mouseReleaseEvent(QMouseEvent* event) {
+  QChartView::mouseReleaseEvent(event);
+  if (event->button() != Qt::LeftButton) return;
+  // The plan whose point is drawn nearest the cursor, within a marker's reach. (A series' own
+  // click signal reports the marker on top: the large "selected" marker would shadow its
+  // neighbours.)
+  constexpr double kReachPx = 8;
+  int plan = -1;
+  double nearest = kReachPx;
+  for (const auto& p : points_) {
+    const QPointF in_chart = chart()->mapToPosition(QPointF(p.memory_gib, p.tokens_per_s), all_);
+    const QPointF on_screen = mapFromScene(chart()->mapToScene(in_chart));
+    const double d = QLineF(on_screen, event->position()).length();
+    // Plans drawn on the same spot: the better-ranked one.
+    if (d < nearest || (d == nearest && plan >= 0 && p.plan_index < plan)) nearest = d, plan = p.plan_index;
+  }
   if (plan >= 0) emit plan_clicked(plan);
 }
 

@@ -1,5 +1,6 @@
 // Tokens/s against memory per GPU for every plan the table shows, the Pareto frontier drawn as
-// a line, the selected plan highlighted; clicking a point selects that plan.
+// a line, the selected plan highlighted; clicking a point selects that plan (the point drawn
+// nearest the cursor, whichever marker lies on top).
 #pragma once
 
 #include <QChartView>
@@ -23,8 +24,10 @@ class ParetoChart : public QChartView {
  signals:
   void plan_clicked(int plan_index);
 
+ protected:
+  void mouseReleaseEvent(QMouseEvent* event) override;
+
  private:
-  void on_clicked(const QPointF& value);
   std::vector<ParetoPoint> points_;
   QScatterSeries* all_ = nullptr;
   QScatterSeries* frontier_points_ = nullptr;

@@ -79,29 +79,6 @@ std::vector<ParetoPoint> pareto_frontier(const std::vector<ParetoPoint>& points)
   return f;
 }
 
-int nearest_plan(const std::vector<ParetoPoint>& points, double memory_gib, double tokens_per_s) {
-  if (points.empty()) return -1;
-  double min_m = points[0].memory_gib, max_m = min_m, min_t = points[0].tokens_per_s, max_t = min_t;
-  for (const auto& p : points) {
-    min_m = std::min(min_m, p.memory_gib), max_m = std::max(max_m, p.memory_gib);
-    min_t = std::min(min_t, p.tokens_per_s), max_t = std::max(max_t, p.tokens_per_s);
-  }
-  const double sm = max_m > min_m ? max_m - min_m : 1.0;
-  const double st = max_t > min_t ? max_t - min_t : 1.0;
-  int best = -1;
-  double best_d = 0;
-  for (const auto& p : points) {
-    const double dm = (p.memory_gib - memory_gib) / sm, dt = (p.tokens_per_s - tokens_per_s) / st;
-    const double d = dm * dm + dt * dt;
-    // Equal distance (identical points): the better-ranked plan.
-    if (best < 0 || d < best_d || (d == best_d && p.plan_index < best)) {
-      best = p.plan_index;
-      best_d = d;
-    }
-  }
-  return best;
-}
-
 HeatMap tp_pp_heat_map(const PlanResult& result, const std::vector<int>& plan_indices) {
   HeatMap map;
   std::set<int> tps, pps;

@@ -37,8 +37,6 @@ std::vector<ParetoPoint> pareto_points(const PlanResult& result);
 std::vector<ParetoPoint> pareto_points(const PlanResult& result, const std::vector<int>& plan_indices);
 // The frontier, by increasing memory.
 std::vector<ParetoPoint> pareto_frontier(const std::vector<ParetoPoint>& points);
-// The plan nearest to (memory_gib, tokens_per_s) in axes scaled to the points' ranges; -1 if none.
-int nearest_plan(const std::vector<ParetoPoint>& points, double memory_gib, double tokens_per_s);
 
 struct HeatCell {
   int tp = 0, pp = 0;

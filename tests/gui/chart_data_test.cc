@@ -61,21 +61,13 @@ TEST(GuiChartData, ParetoFrontierIsExactlyTheUndominatedPlans) {
   EXPECT_DOUBLE_EQ(frontier.back().tokens_per_s, result.plans[0].metrics.tokens_per_s);
 }
 
-TEST(GuiChartData, ParetoOfASubsetAndNearestPlan) {
+TEST(GuiChartData, ParetoOfASubset) {
   const PlanResult& result = small_outcome().result;
   const std::vector<int> subset = {5, 9, 17};
   const auto points = pareto_points(result, subset);
   ASSERT_EQ(points.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(points[i].plan_index, subset[i]);
   EXPECT_TRUE(pareto_points(result, {}).empty());
-  const auto all = pareto_points(result);
-  const ParetoPoint& p = all[7];
-  const int nearest = nearest_plan(all, p.memory_gib, p.tokens_per_s);
-  ASSERT_GE(nearest, 0);
-  EXPECT_EQ(result.plans[nearest].metrics.tokens_per_s, p.tokens_per_s);
-  EXPECT_EQ(result.plans[nearest].metrics.memory_gib.total, p.memory_gib);
-  EXPECT_LE(nearest, 7);
-  EXPECT_EQ(nearest_plan({}, 1, 1), -1);
 }
 
 TEST(GuiChartData, HeatMapCellsHoldTheBestPlanOfTheirLayout) {
