@@ -27,6 +27,7 @@ struct CalibrateFlags {
   std::string out;
   std::string residuals;
   bool check_only = false;
+  bool fit_ceiling = false;
   int threads = 0;
   // --trace: the traced run's model, batch and layout (as given to `loom run`).
   std::vector<std::string> traces;
@@ -168,7 +169,7 @@ int run_calibrate(const CalibrateFlags& f) {
   if (!runs) throw InputError(runs.error().message);
   const FitQuality before = evaluate_fit(*runs, *cluster, f.threads);
   Result<ComputeFit> fit = ComputeFit{cluster->compute.gemm_max_efficiency, cluster->compute.gemm_half_saturation_flops, before};
-  if (!f.check_only) fit = fit_compute_efficiency(*runs, *cluster, f.threads);
+  if (!f.check_only) fit = fit_compute_efficiency(*runs, *cluster, f.threads, f.fit_ceiling);
   if (!fit) throw InputError(fit.error().message);
   std::string text;
   text += fmt::format("# calibrating {} against {} measured runs ({})\n", cluster->name, runs->size(), f.vtrain);
@@ -215,6 +216,9 @@ std::function<int()> add_calibrate(CLI::App& root) {
   app->add_option("--out", flags->out, "write the calibrated cost file here");
   app->add_option("--residuals", flags->residuals, "write each run's measured and predicted time (CSV)");
   app->add_flag("--check", flags->check_only, "only report how well --cluster predicts the runs (no fit)");
+  app->add_flag("--fit-ceiling", flags->fit_ceiling,
+                "--vtrain: fit the GEMM efficiency ceiling too (else only the half-saturation size; small models "
+                "constrain the ceiling poorly)");
   app->add_option("--threads", flags->threads, "simulation threads");
   app->add_option("--trace", flags->traces, "Chrome trace(s) of `loom run --trace` (one per rank) to fit --cluster to");
   app->add_option("--model", flags->model, "the traced run's model (preset or JSON), for traces that do not carry their run")

@@ -102,14 +102,18 @@ FitQuality evaluate_fit(const std::vector<MeasuredRun>& runs, const ClusterSpec&
   return q;
 }
 
-Result<ComputeFit> fit_compute_efficiency(const std::vector<MeasuredRun>& runs, const ClusterSpec& base, int threads) {
+Result<ComputeFit> fit_compute_efficiency(const std::vector<MeasuredRun>& runs, const ClusterSpec& base, int threads,
+                                          bool fit_ceiling) {
   ComputeFit best;
   best.quality.rms_log_error = 1e30;
-  double eff_lo = 0.2, eff_hi = 1.0;
+  double eff_lo = fit_ceiling ? 0.2 : base.compute.gemm_max_efficiency;
+  double eff_hi = fit_ceiling ? 1.0 : base.compute.gemm_max_efficiency;
   double log_half_lo = std::log(1e6), log_half_hi = std::log(1e13);
+  // Each round halves the grid step: after 8 rounds the ceiling is resolved to 0.0008 (0.1 %
+  // of GEMM time), finer than the spread of the runs it is fitted to.
   constexpr int kSteps = 9;
-  for (int round = 0; round < 4; ++round) {
-    for (int i = 0; i < kSteps; ++i) {
+  for (int round = 0; round < 8; ++round) {
+    for (int i = 0; i < (fit_ceiling ? kSteps : 1); ++i) {
       for (int j = 0; j < kSteps; ++j) {
         ClusterSpec c = base;
         c.compute.gemm_max_efficiency = eff_lo + (eff_hi - eff_lo) * i / (kSteps - 1);
@@ -125,8 +129,10 @@ Result<ComputeFit> fit_compute_efficiency(const std::vector<MeasuredRun>& runs, 
     // Zoom in around the best point: two grid cells each way.
     const double eff_step = (eff_hi - eff_lo) / (kSteps - 1);
     const double half_step = (log_half_hi - log_half_lo) / (kSteps - 1);
-    eff_lo = std::max(0.05, best.gemm_max_efficiency - 2 * eff_step);
-    eff_hi = std::min(1.0, best.gemm_max_efficiency + 2 * eff_step);
+    if (fit_ceiling) {
+      eff_lo = std::max(0.05, best.gemm_max_efficiency - 2 * eff_step);
+      eff_hi = std::min(1.0, best.gemm_max_efficiency + 2 * eff_step);
+    }
     const double center = std::log(std::max(1.0, best.gemm_half_saturation_flops));
     log_half_lo = center - 2 * half_step;
     log_half_hi = center + 2 * half_step;
