@@ -124,14 +124,16 @@ double CostModel::pipe_send_s(int from_stage, int to_stage) const {
 
 double CostModel::optimizer_bytes_per_param(const TrainingSpec& t) {
   // The step, pass by pass over memory (Megatron-LM's mixed-precision optimizer; an fp32 one is
-  // the same without the copy): the gradient norm for clipping reads the gradients; fused Adam
-  // reads the gradients and reads and writes its states (fp32 master weights and both moments, or
-  // the moments and the fp32 parameters themselves); mixed precision copies the master weights
-  // (read fp32) into the model's parameters; the gradient buffer is zeroed for the next step.
+  // the same without the copy): Megatron's DDP scales the gradient buffer by 1/dp before reducing
+  // it (read and write, whatever dp); the gradient norm for clipping reads the gradients; fused
+  // Adam reads the gradients and reads and writes its states (fp32 master weights and both
+  // moments, or the moments and the fp32 parameters themselves); mixed precision copies the
+  // master weights (read fp32) into the model's parameters; the gradient buffer is zeroed for the
+  // next step.
   constexpr double kMasterBytes = 4.0;
   const bool mixed = t.param_bytes < kMasterBytes;
   const double states = 2.0 * t.optimizer_bytes + (mixed ? kMasterBytes + t.param_bytes : 2.0 * t.param_bytes);
-  return states + 3.0 * t.grad_bytes;
+  return states + 5.0 * t.grad_bytes;
 }
 
 double CostModel::optimizer_s(double params) const {
