@@ -160,6 +160,8 @@ int run_trace_calibration(const CalibrateFlags& f) {
 }
 
 int run_calibrate(const CalibrateFlags& f) {
+  if (f.fit_ceiling && (f.vtrain.empty() || f.check_only))
+    throw InputError("calibrate: --fit-ceiling goes with a --vtrain fit (not --trace, not --check)");
   if (!f.traces.empty()) return run_trace_calibration(f);
   if (f.vtrain.empty()) throw InputError("calibrate: give --vtrain CSV or --trace FILE (measured runs to fit)");
   if (!f.out.empty() && f.check_only) throw InputError("calibrate: --check fits nothing, so it writes no --out file");

@@ -50,6 +50,7 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   expect_bad_input("sim --model llama2-13b --gpus 16 --global-batch 64 --pp 16", "layers 40 not divisible by pp 16");
   expect_bad_input("calibrate --vtrain /nonexistent.csv --check --out " + (dir / "x.json").string(),
                    "--check fits nothing, so it writes no --out file");
+  expect_bad_input("calibrate --trace /nonexistent.json --fit-ceiling", "--fit-ceiling goes with a --vtrain fit");
   expect_bad_input("frobnicate", "unknown command 'frobnicate'");
   expect_bad_input("plna", "did you mean 'plan'");
 }
