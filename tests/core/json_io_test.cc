@@ -31,6 +31,8 @@ TEST(JsonIo, PlanRoundTripAndWorldSizeCheck) {
   plan.cluster = "local-cpu";
   plan.training.gpus = 8;
   plan.training.global_batch = 16;
+  plan.training.pipeline_sends_block = true;
+  plan.training.overlap_grad_reduce = false;
   plan.config.tp = 2;
   plan.config.pp = 2;
   plan.config.dp = 2;
@@ -42,6 +44,8 @@ TEST(JsonIo, PlanRoundTripAndWorldSizeCheck) {
   auto back = plan_from_json(to_json(plan));
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(back->config, plan.config);
+  EXPECT_TRUE(back->training.pipeline_sends_block);
+  EXPECT_FALSE(back->training.overlap_grad_reduce);
   EXPECT_DOUBLE_EQ(back->predicted->step_time_s, 1.5);
 
   Json wrong = to_json(plan);
