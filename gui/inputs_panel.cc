@@ -91,6 +91,10 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   form->addRow(tr("Attention"), attention_);
   cross_node_tp_ = new QCheckBox(tr("allow TP across nodes"));
   form->addRow(QString(), cross_node_tp_);
+  sync_sends_ = new QCheckBox(tr("synchronous pipeline sends"));
+  sync_sends_->setToolTip(tr("a stage waits for its pipeline send before its next pass, as Megatron-LM does by "
+                             "default (batch_p2p_sync); `loom plan --sync-pipeline-sends`"));
+  form->addRow(QString(), sync_sends_);
   outer->addWidget(specs);
 
   auto* limits = new QGroupBox(tr("Restrict the search"));
@@ -126,6 +130,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   connect(tokens_b_, &QDoubleSpinBox::valueChanged, this, emit_changed);
   connect(attention_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(cross_node_tp_, &QCheckBox::toggled, this, emit_changed);
+  connect(sync_sends_, &QCheckBox::toggled, this, emit_changed);
   for (QLineEdit* e : {tp_, pp_, dp_, zero_, micro_batch_, vpp_, recompute_, sp_, schedule_})
     connect(e, &QLineEdit::editingFinished, this, emit_changed);
 }
@@ -149,6 +154,7 @@ PlanRequest InputsPanel::request() const {
   r.specs.tokens = tokens_b_->value() * 1e9;
   r.specs.attention = attention_->currentText().toStdString();
   r.specs.allow_cross_node_tp = cross_node_tp_->isChecked();
+  r.specs.sync_pipeline_sends = sync_sends_->isChecked();
   auto text = [](const QLineEdit* e) { return e->text().remove(' ').toStdString(); };
   r.config.tp = text(tp_);
   r.config.pp = text(pp_);
@@ -172,6 +178,7 @@ void InputsPanel::set_request(const PlanRequest& r) {
   tokens_b_->setValue(r.specs.tokens / 1e9);
   attention_->setCurrentText(QString::fromStdString(r.specs.attention));
   cross_node_tp_->setChecked(r.specs.allow_cross_node_tp);
+  sync_sends_->setChecked(r.specs.sync_pipeline_sends);
   tp_->setText(QString::fromStdString(r.config.tp));
   pp_->setText(QString::fromStdString(r.config.pp));
   dp_->setText(QString::fromStdString(r.config.dp));

@@ -1,5 +1,6 @@
 // The inputs of a search, as widgets: model and cluster (preset or file), GPUs, global batch,
-// sequence length, token budget, attention kernel, and the restriction lists of `loom plan`.
+// sequence length, token budget, attention kernel, synchronous pipeline sends, and the
+// restriction lists of `loom plan`.
 // Emits changed() on every edit; request() reads the widgets back as a PlanRequest.
 #pragma once
 
@@ -30,6 +31,7 @@ class InputsPanel : public QWidget {
   QComboBox* cluster_box() const { return cluster_; }
   QSpinBox* gpus_box() const { return gpus_; }
   QSpinBox* global_batch_box() const { return global_batch_; }
+  QCheckBox* sync_pipeline_sends_box() const { return sync_sends_; }
 
  public slots:
   void open_model_file();
@@ -49,6 +51,7 @@ class InputsPanel : public QWidget {
   QDoubleSpinBox* tokens_b_;
   QComboBox* attention_;
   QCheckBox* cross_node_tp_;
+  QCheckBox* sync_sends_;
   QLineEdit *tp_, *pp_, *dp_, *zero_, *micro_batch_, *vpp_, *recompute_, *sp_, *schedule_;
   QLabel* error_;
   bool loading_ = false;

@@ -88,6 +88,13 @@ TEST_F(GuiMainWindow, ChangingAnInputReplansAndTheTableFollows) {
   EXPECT_EQ(w().gantt()->detail()->config, w().plans_model()->row(0)->config);
 }
 
+TEST_F(GuiMainWindow, SynchronousPipelineSendsReachTheSearch) {
+  EXPECT_FALSE(w().outcome().specs.training.pipeline_sends_block);
+  w().inputs()->sync_pipeline_sends_box()->click();
+  ASSERT_TRUE(wait_until([&] { return w().outcome().specs.training.pipeline_sends_block && !w().busy(); }));
+  ASSERT_GT(w().plans_view()->model()->rowCount(), 0);
+}
+
 TEST_F(GuiMainWindow, BadInputShowsItsErrorAndClearsTheTable) {
   w().inputs()->model_box()->setCurrentText("no-such-model");
   ASSERT_TRUE(wait_until([&] { return !w().outcome().ok() && !w().busy(); }));
