@@ -98,6 +98,15 @@ Result<ClusterSpec> cluster_from_json(const Json& json) {
   c.compute.kernel_launch_s = comp.number("kernel_launch_s", 0.0, 0.0, 1.0);
   c.compute.flash_attention_efficiency = comp.number("flash_attention_efficiency", 0.0, 0.0, 1.0);
   if (!comp.ok()) return make_error(comp.error());
+  if (json["compute"].contains("memory_op_efficiency")) {
+    const Json& ops = json["compute"]["memory_op_efficiency"];
+    if (!ops.is_object()) return make_error("cost file: compute.memory_op_efficiency must be an object of op: fraction");
+    for (const auto& [op, value] : ops.items()) {
+      if (!value.is_number() || value.get<double>() <= 0.0 || value.get<double>() > 1.0)
+        return make_error(fmt::format("cost file: compute.memory_op_efficiency.{} must be a number in (0, 1]", op));
+      c.compute.memory_op_efficiency[op] = value.get<double>();
+    }
+  }
 
   const Json& links = json["links"];
   for (const char* key : {"intra_node", "inter_node"})
@@ -161,6 +170,7 @@ Json to_json(const ClusterSpec& c) {
                   {"memory_bound_efficiency", c.compute.memory_bound_efficiency},
                   {"kernel_launch_s", c.compute.kernel_launch_s},
                   {"flash_attention_efficiency", c.compute.flash_attention_efficiency}};
+  if (!c.compute.memory_op_efficiency.empty()) j["compute"]["memory_op_efficiency"] = c.compute.memory_op_efficiency;
   j["links"] = {{"intra_node", link_to_json(c.intra_node)}, {"inter_node", link_to_json(c.inter_node)}};
   j["framework_reserve_bytes"] = c.framework_reserve_bytes;
   Json gemms = Json::array();

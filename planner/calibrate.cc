@@ -301,6 +301,7 @@ Result<CostCorrection> fit_trace_corrections(const std::vector<TraceRun>& runs, 
   ClusterSpec slow_gemm = cluster, slow_memory = cluster;
   for (auto& p : slow_gemm.gemm_table) p.seconds *= 2.0;
   slow_memory.compute.memory_bound_efficiency *= 0.5;
+  for (auto& [op, efficiency] : slow_memory.compute.memory_op_efficiency) efficiency *= 0.5;
   for (auto& op : slow_memory.memory_op_table) op.seconds *= 2.0;
   // One fit per concurrency of the timings the runs read.
   std::map<int, std::vector<const TraceRun*>> by_ranks;
@@ -369,6 +370,9 @@ ClusterSpec apply_correction(const ClusterSpec& cluster, const CostCorrection& c
   // Measured memory-bound ops move with the efficiency: time ∝ 1 / efficiency.
   for (auto& op : c.memory_op_table)
     op.seconds *= cluster.compute.memory_bound_efficiency / group_for(op.ranks).memory_bound_efficiency;
+  // Ops with their own efficiency move by the same factor as the plain ones.
+  for (auto& [op, efficiency] : c.compute.memory_op_efficiency)
+    efficiency = std::min(1.0, efficiency * correction.memory_bound_efficiency / cluster.compute.memory_bound_efficiency);
   c.compute.memory_bound_efficiency = correction.memory_bound_efficiency;
   c.provenance["calibration_gemm_scale"] = fmt::format("{:.4f}", correction.gemm_scale);
   c.provenance["calibration_memory_bound_efficiency"] = fmt::format("{:.4f}", correction.memory_bound_efficiency);

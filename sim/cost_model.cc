@@ -81,7 +81,9 @@ double CostModel::memory_s(const char* op, double bytes) const {
     return p->seconds * bytes / p->bytes;
   }
   const ComputeEfficiency& e = cluster_->compute;
-  return e.kernel_launch_s + bytes / (cluster_->device.memory_bandwidth_bytes_per_s * e.memory_bound_efficiency);
+  const auto own = e.memory_op_efficiency.find(std::string(name));
+  const double efficiency = own != e.memory_op_efficiency.end() ? own->second : e.memory_bound_efficiency;
+  return e.kernel_launch_s + bytes / (cluster_->device.memory_bandwidth_bytes_per_s * efficiency);
 }
 
 double CostModel::wgrad_s(double out, double in, double tokens) const {

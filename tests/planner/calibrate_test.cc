@@ -99,3 +99,27 @@ TEST(CalibrateTraces, TimingsNoRunReadsTakeTheNearestFit) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+// Ops with an efficiency of their own move with the fitted memory-bound efficiency, by the same
+// factor (capped at the full bandwidth).
+TEST(CalibrateTraces, OpsWithTheirOwnEfficiencyMoveWithTheFit) {
+  ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  cluster.compute.memory_bound_efficiency = 0.8;
+  cluster.compute.memory_op_efficiency = {{"softmax", 0.5}, {"gelu", 0.9}};
+  CostCorrection c;
+  c.gemm_scale = 1.0;
+  c.memory_bound_efficiency = 0.4;
+  ClusterSpec corrected = apply_correction(cluster, c);
+  EXPECT_DOUBLE_EQ(corrected.compute.memory_bound_efficiency, 0.4);
+  EXPECT_DOUBLE_EQ(corrected.compute.memory_op_efficiency.at("softmax"), 0.25);
+  EXPECT_DOUBLE_EQ(corrected.compute.memory_op_efficiency.at("gelu"), 0.45);
+  c.memory_bound_efficiency = 1.0;
+  corrected = apply_correction(cluster, c);
+  EXPECT_DOUBLE_EQ(corrected.compute.memory_op_efficiency.at("gelu"), 1.0);
+}
+
+}  // namespace
+}  // namespace loom

@@ -285,6 +285,65 @@ TEST(CostModel, MeasuredMemoryOpsAreInterpolatedByName) {
 namespace loom::sim {
 namespace {
 
+// A memory-bound op the cost file gives its own efficiency (a row-wise softmax reaches less of
+// the bandwidth than a copy) uses it; the others keep memory_bound_efficiency; a measured point
+// of the op wins over both.
+TEST(CostModel, MemoryOpsWithTheirOwnEfficiencyUseIt) {
+  const ModelSpec m = *model_preset("gpt-tiny");
+  ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  cluster.memory_op_table.clear();
+  cluster.compute.memory_op_efficiency = {{"softmax", 0.5}, {"norm", 0.25}};
+  auto reread = cluster_from_json(to_json(cluster));
+  ASSERT_TRUE(reread.ok()) << reread.error().message;
+  ASSERT_EQ(reread->compute.memory_op_efficiency.size(), 2u);
+  EXPECT_DOUBLE_EQ(reread->compute.memory_op_efficiency.at("softmax"), 0.5);
+
+  const CollectiveModel collectives(*reread);
+  TrainingSpec t;
+  t.gpus = 1;
+  t.global_batch = 1;
+  const double bw = reread->device.memory_bandwidth_bytes_per_s, launch = reread->compute.kernel_launch_s;
+  {
+    const CostModel cost(m, t, ParallelConfig{}, *reread, collectives);
+    EXPECT_DOUBLE_EQ(cost.memory_s("softmax", 1e9), launch + 1e9 / (bw * 0.5));
+    EXPECT_DOUBLE_EQ(cost.memory_s("final_norm", 1e9), launch + 1e9 / (bw * 0.25));
+    EXPECT_DOUBLE_EQ(cost.memory_s("softmax_bwd", 1e9), launch + 1e9 / (bw * reread->compute.memory_bound_efficiency));
+  }
+  reread->memory_op_table = {{"softmax", 1e9, 7e-3}};
+  const CostModel measured(m, t, ParallelConfig{}, *reread, collectives);
+  EXPECT_DOUBLE_EQ(measured.memory_s("softmax", 2e9), 14e-3);
+
+  // A slower softmax makes the unfused attention's step slower, nothing else moves.
+  ParallelConfig c;
+  TrainingSpec unfused = t;
+  unfused.attention = AttentionKernel::kUnfused;
+  ClusterSpec plain = *cluster_preset("dgx-a100-80gb");
+  ClusterSpec slow = plain;
+  slow.compute.memory_op_efficiency["softmax"] = 0.1;
+  const ChunkCost a = CostModel(m, unfused, c, plain, CollectiveModel(plain)).chunk(0, 0, false);
+  const ChunkCost b = CostModel(m, unfused, c, slow, CollectiveModel(slow)).chunk(0, 0, false);
+  EXPECT_GT(b.forward.seconds, a.forward.seconds);
+  EXPECT_DOUBLE_EQ(b.backward.seconds, a.backward.seconds);
+}
+
+TEST(CostModel, AMemoryOpEfficiencyOutsideZeroToOneIsBadInput) {
+  Json j = to_json(*cluster_preset("dgx-a100-80gb"));
+  for (const Json& bad : {Json(1.5), Json(0.0), Json("fast")}) {
+    j["compute"]["memory_op_efficiency"] = {{"softmax", bad}};
+    auto c = cluster_from_json(j);
+    ASSERT_FALSE(c.ok()) << bad.dump();
+    EXPECT_NE(c.error().message.find("memory_op_efficiency.softmax"), std::string::npos) << c.error().message;
+  }
+  j["compute"]["memory_op_efficiency"] = Json::array({0.5});
+  EXPECT_FALSE(cluster_from_json(j).ok());
+}
+
+}  // namespace
+}  // namespace loom::sim
+
+namespace loom::sim {
+namespace {
+
 // A host's cost file holds kernel timings with all ranks of a node running and with one alone:
 // a plan uses the timings of as many ranks per node as it runs.
 TEST(CostModel, KernelTimingsFollowTheRanksSharingANode) {
