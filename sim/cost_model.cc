@@ -41,7 +41,7 @@ int table_concurrency(const ClusterSpec& cluster, int world_size) {
   return below > 0 ? below : smallest;
 }
 
-double CostModel::gemm_s(double m, double n, double k) const {
+double CostModel::gemm_s(double m, double n, double k, double bytes) const {
   const ComputeEfficiency& e = cluster_->compute;
   const double flops = 2.0 * m * n * k;
   if (!cluster_->gemm_table.empty()) {
@@ -60,7 +60,12 @@ double CostModel::gemm_s(double m, double n, double k) const {
     if (weight_sum > 0) return flops / (rate_sum / weight_sum);
   }
   const double efficiency = e.gemm_max_efficiency * flops / (flops + e.gemm_half_saturation_flops);
-  return e.kernel_launch_s + flops / (cluster_->device.peak_flops * efficiency);
+  // Roofline: a GEMM also reads both operands and writes its result once. With a short inner
+  // dimension (attention's QK^T over a head of 64-160) that traffic, not the arithmetic, sets the
+  // time: a batched 2048 × 2048 × 96 product writes 21 times the bytes of its inputs.
+  if (bytes <= 0) bytes = training_.activation_bytes * (m * k + k * n + m * n);
+  const double memory = bytes / (cluster_->device.memory_bandwidth_bytes_per_s * e.memory_bound_efficiency);
+  return e.kernel_launch_s + std::max(flops / (cluster_->device.peak_flops * efficiency), memory);
 }
 
 double CostModel::memory_s(const char* op, double bytes) const {
@@ -152,6 +157,11 @@ double CostModel::chunk_params(int stage, int chunk) const {
   return params;
 }
 
+double CostModel::flash_bytes() const {
+  // A fused attention reads Q, K and V and writes the context; the scores never reach memory.
+  return 4.0 * training_.activation_bytes * tokens_ * model_.hidden / config_.tp;
+}
+
 PassCost CostModel::attention_core_forward() const {
   PassCost p = new_pass();
   const double t = config_.tp;
@@ -161,16 +171,18 @@ PassCost CostModel::attention_core_forward() const {
     const double flops = 2.0 * matmul_flops * 0.5;
     const double eff = cluster_->compute.flash_attention_efficiency;
     const double s = eff > 0 ? flops / (cluster_->device.peak_flops * eff) + cluster_->compute.kernel_launch_s
-                             : gemm_s(tokens_, seq_ * 0.5, 2.0 * model_.hidden / t);
+                             : gemm_s(tokens_, seq_ * 0.5, 2.0 * model_.hidden / t, flash_bytes());
     p.add("flash_attention", s, flops);
     return p;
   }
   const double scores = model_.heads / t * config_.micro_batch * seq_ * seq_;
   const double ab = training_.activation_bytes;
-  p.add("qk", gemm_s(tokens_, seq_, model_.hidden / t), matmul_flops);
+  // Per head: Q, K, V and the context are tokens × head_dim, summed over heads tokens × h/t.
+  const double qkv_bytes = ab * tokens_ * model_.hidden / t;
+  p.add("qk", gemm_s(tokens_, seq_, model_.hidden / t, 2.0 * qkv_bytes + ab * scores), matmul_flops);
   add_memory(p, "softmax", 2.0 * ab * scores);
   if (model_.dropout) add_memory(p, "attn_dropout", (2.0 * ab + 1.0) * scores);
-  p.add("av", gemm_s(tokens_, model_.hidden / t, seq_), matmul_flops);
+  p.add("av", gemm_s(tokens_, model_.hidden / t, seq_, 2.0 * qkv_bytes + ab * scores), matmul_flops);
   return p;
 }
 
@@ -183,16 +195,19 @@ PassCost CostModel::attention_core_backward() const {
     const double flops = 2.5 * 2.0 * matmul_flops * 0.5;
     const double eff = cluster_->compute.flash_attention_efficiency;
     const double s = eff > 0 ? flops / (cluster_->device.peak_flops * eff) + cluster_->compute.kernel_launch_s
-                             : 2.5 * gemm_s(tokens_, seq_ * 0.5, 2.0 * model_.hidden / t);
+                             : 2.5 * gemm_s(tokens_, seq_ * 0.5, 2.0 * model_.hidden / t, flash_bytes());
     p.add("flash_attention_bwd", s, flops);
     return p;
   }
   const double scores = model_.heads / t * config_.micro_batch * seq_ * seq_;
   const double ab = training_.activation_bytes;
-  p.add("av_bwd", 2.0 * gemm_s(tokens_, model_.hidden / t, seq_), 2.0 * matmul_flops);
+  const double qkv_bytes = ab * tokens_ * model_.hidden / t;
+  // Each backward is two products of the forward's size, each reading or writing the scores once.
+  const double bytes = 2.0 * qkv_bytes + ab * scores;
+  p.add("av_bwd", 2.0 * gemm_s(tokens_, model_.hidden / t, seq_, bytes), 2.0 * matmul_flops);
   if (model_.dropout) add_memory(p, "attn_dropout_bwd", (2.0 * ab + 1.0) * scores);
   add_memory(p, "softmax_bwd", 3.0 * ab * scores);
-  p.add("qk_bwd", 2.0 * gemm_s(tokens_, seq_, model_.hidden / t), 2.0 * matmul_flops);
+  p.add("qk_bwd", 2.0 * gemm_s(tokens_, seq_, model_.hidden / t, bytes), 2.0 * matmul_flops);
   return p;
 }
 

@@ -67,7 +67,10 @@ class CostModel {
   // Traces want every kernel; the planner only totals (much faster).
   void set_record_segments(bool record) { record_segments_ = record; }
 
-  double gemm_s(double m, double n, double k) const;
+  // An m × k by k × n product: the measured table where the file has one, else the efficiency
+  // curve over its FLOPs, never faster than moving its bytes (the operands read and the result
+  // written once; `bytes` = 0 counts them from the shape, a batched product passes its own).
+  double gemm_s(double m, double n, double k, double bytes = 0) const;
   // A memory-bound op moving `bytes`: from the cost file's measurements of `op` where it has
   // them, else bytes / (bandwidth · memory_bound_efficiency).
   double memory_s(const char* op, double bytes) const;
@@ -110,6 +113,7 @@ class CostModel {
   void add_memory(PassCost& pass, const char* op, double bytes) const { pass.add(op, memory_s(op, bytes)); }
   PassCost layer_forward(bool with_tp_comm) const;
   void layer_backward(PassCost& input_grad, PassCost& weight_grad) const;
+  double flash_bytes() const;
   PassCost attention_core_forward() const;
   PassCost attention_core_backward() const;
   double tp_comm_s(Collective c, double bytes) const { return collectives_.time_s(c, bytes, tp_group()); }

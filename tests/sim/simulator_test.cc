@@ -326,6 +326,28 @@ TEST(CostModel, MemoryOpsWithTheirOwnEfficiencyUseIt) {
   EXPECT_DOUBLE_EQ(b.backward.seconds, a.backward.seconds);
 }
 
+// Roofline: a GEMM is never faster than reading its operands and writing its result; a large
+// square one is arithmetic-bound and keeps the efficiency curve's time.
+TEST(CostModel, GemmsAreNeverFasterThanTheirBytes) {
+  const ModelSpec m = *model_preset("gpt-tiny");
+  ClusterSpec cluster = *cluster_preset("dgx-h100");
+  cluster.compute.gemm_half_saturation_flops = 1e6;  // a curve that alone would call everything fast
+  const CollectiveModel collectives(cluster);
+  TrainingSpec t;
+  t.gpus = 1;
+  t.global_batch = 1;
+  const CostModel cost(m, t, ParallelConfig{}, cluster, collectives);
+  const auto& e = cluster.compute;
+  const double bw = cluster.device.memory_bandwidth_bytes_per_s * e.memory_bound_efficiency;
+  // 2048 × 2048 × 96 (one head's QK^T): 8.4 MB written against 0.8 GFLOP.
+  const double bytes = 2.0 * (2048.0 * 96 + 96.0 * 2048 + 2048.0 * 2048);
+  EXPECT_DOUBLE_EQ(cost.gemm_s(2048, 2048, 96), e.kernel_launch_s + bytes / bw);
+  EXPECT_DOUBLE_EQ(cost.gemm_s(2048, 2048, 96, 3 * bytes), e.kernel_launch_s + 3 * bytes / bw);
+  const double flops = 2.0 * 8192.0 * 8192 * 8192;
+  const double curve = flops / (cluster.device.peak_flops * e.gemm_max_efficiency * flops / (flops + 1e6));
+  EXPECT_DOUBLE_EQ(cost.gemm_s(8192, 8192, 8192), e.kernel_launch_s + curve);
+}
+
 TEST(CostModel, AMemoryOpEfficiencyOutsideZeroToOneIsBadInput) {
   Json j = to_json(*cluster_preset("dgx-a100-80gb"));
   for (const Json& bad : {Json(1.5), Json(0.0), Json("fast")}) {
