@@ -29,7 +29,7 @@ struct ComputeEfficiency {
   // Memory-bound ops whose kernels reach a different fraction of peak bandwidth than the plain
   // element-wise ones, by the cost model's op name (e.g. "softmax": a row reduction, one warp per
   // row); ops not named use memory_bound_efficiency. A measured memory_op_table entry wins over both.
-  std::map<std::string, double> memory_op_efficiency;
+  std::map<std::string, double, std::less<>> memory_op_efficiency;
 };
 
 struct GemmPoint {

@@ -86,8 +86,11 @@ double CostModel::memory_s(const char* op, double bytes) const {
     return p->seconds * bytes / p->bytes;
   }
   const ComputeEfficiency& e = cluster_->compute;
-  const auto own = e.memory_op_efficiency.find(std::string(name));
-  const double efficiency = own != e.memory_op_efficiency.end() ? own->second : e.memory_bound_efficiency;
+  double efficiency = e.memory_bound_efficiency;
+  if (!e.memory_op_efficiency.empty()) {
+    const auto own = e.memory_op_efficiency.find(name);
+    if (own != e.memory_op_efficiency.end()) efficiency = own->second;
+  }
   return e.kernel_launch_s + bytes / (cluster_->device.memory_bandwidth_bytes_per_s * efficiency);
 }
 
