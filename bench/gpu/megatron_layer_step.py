@@ -84,15 +84,15 @@ def build(hidden, heads, mb, tp, seq):
         "down_w": param(h, ffn), "down_b": param(h),
     }
     main = {k: torch.zeros(v.shape, device=dev, dtype=torch.float32) for k, v in p.items() if k.endswith("_w") and v.dim() == 2}
-    full_in = [torch.randn(tokens, h, device=dev, dtype=bf, requires_grad=True) for _ in range(2)]
-    full_grad = torch.randn(tokens, h, device=dev, dtype=bf)
+    full_in = [] if tp == 1 else [torch.randn(tokens, h, device=dev, dtype=bf, requires_grad=True) for _ in range(2)]
+    full_grad = None if tp == 1 else torch.randn(tokens, h, device=dev, dtype=bf)
     bda = fused(lambda x, b, r: r + F.dropout(x + b, 0.1, training=True))
     bias_gelu = fused(lambda x, b: F.gelu(x + b, approximate="tanh"))
     scale = 1.0 / math.sqrt(hn)
 
     def layer(x):
         ln = F.layer_norm(x, (h,), p["ln1_w"], p["ln1_b"])
-        a = FakeAllGather.apply(ln, full_in[0])
+        a = ln if tp == 1 else FakeAllGather.apply(ln, full_in[0])
         qkv = Linear.apply(a, p["qkv_w"], p["qkv_b"], main["qkv_w"])
         # [s, b, np, 3·hn] → q, k, v as [b·np, s, hn]
         qkv = qkv.view(seq, mb * nh, 3 * hn)
@@ -102,18 +102,19 @@ def build(hidden, heads, mb, tp, seq):
         probs = F.dropout(F.softmax(scores, dim=-1), 0.1, training=True)
         ctx = torch.bmm(probs, v).transpose(0, 1).reshape(tokens, h // tp)
         o = Linear.apply(ctx, p["proj_w"], None, main["proj_w"])
-        o = FakeReduceScatter.apply(o, tokens_sp, full_grad)
+        o = o if tp == 1 else FakeReduceScatter.apply(o, tokens_sp, full_grad)
         x = bda(o, p["proj_b"], x)
         ln = F.layer_norm(x, (h,), p["ln2_w"], p["ln2_b"])
-        a = FakeAllGather.apply(ln, full_in[1])
+        a = ln if tp == 1 else FakeAllGather.apply(ln, full_in[1])
         up = Linear.apply(a, p["up_w"], None, main["up_w"])
         act = bias_gelu(up, p["up_b"])
         down = Linear.apply(act, p["down_w"], None, main["down_w"])
-        down = FakeReduceScatter.apply(down, tokens_sp, full_grad)
+        down = down if tp == 1 else FakeReduceScatter.apply(down, tokens_sp, full_grad)
         return bda(down, p["down_b"], x)
 
     xs = [torch.randn(tokens_sp, h, device=dev, dtype=bf, requires_grad=True) for _ in range(2)]
     g = torch.randn(tokens_sp, h, device=dev, dtype=bf)
+    layer.params, layer.main_grads = p, main
     return layer, xs, g
 
 
