@@ -97,6 +97,7 @@ Result<ClusterSpec> cluster_from_json(const Json& json) {
   c.compute.memory_bound_efficiency = comp.number("memory_bound_efficiency", std::nullopt, 1e-6, 1.0);
   c.compute.kernel_launch_s = comp.number("kernel_launch_s", 0.0, 0.0, 1.0);
   c.compute.flash_attention_efficiency = comp.number("flash_attention_efficiency", 0.0, 0.0, 1.0);
+  c.compute.flash_attention_half_saturation_flops = comp.number("flash_attention_half_saturation_flops", 0.0, 0.0, kHuge);
   if (!comp.ok()) return make_error(comp.error());
   if (json["compute"].contains("memory_op_efficiency")) {
     const Json& ops = json["compute"]["memory_op_efficiency"];
@@ -171,6 +172,8 @@ Json to_json(const ClusterSpec& c) {
                   {"kernel_launch_s", c.compute.kernel_launch_s},
                   {"flash_attention_efficiency", c.compute.flash_attention_efficiency}};
   if (!c.compute.memory_op_efficiency.empty()) j["compute"]["memory_op_efficiency"] = c.compute.memory_op_efficiency;
+  if (c.compute.flash_attention_half_saturation_flops > 0)
+    j["compute"]["flash_attention_half_saturation_flops"] = c.compute.flash_attention_half_saturation_flops;
   j["links"] = {{"intra_node", link_to_json(c.intra_node)}, {"inter_node", link_to_json(c.inter_node)}};
   j["framework_reserve_bytes"] = c.framework_reserve_bytes;
   Json gemms = Json::array();

@@ -26,6 +26,9 @@ struct ComputeEfficiency {
   double memory_bound_efficiency = 1.0;   // fraction of peak memory bandwidth element-wise kernels reach
   double kernel_launch_s = 0.0;           // per kernel
   double flash_attention_efficiency = 0.0;  // fraction of peak for fused attention; 0 → use GEMM curve
+  // Fused attention's efficiency falls on small shards (few heads per GPU): with this > 0 it is
+  // flash_attention_efficiency · w / (w + this), w = the layer's attention FLOPs, forward + backward.
+  double flash_attention_half_saturation_flops = 0.0;
   // Memory-bound ops whose kernels reach a different fraction of peak bandwidth than the plain
   // element-wise ones, by the cost model's op name (e.g. "softmax": a row reduction, one warp per
   // row); ops not named use memory_bound_efficiency. A measured memory_op_table entry wins over both.

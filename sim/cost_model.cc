@@ -160,6 +160,14 @@ double CostModel::chunk_params(int stage, int chunk) const {
   return params;
 }
 
+double CostModel::flash_efficiency(double forward_flops) const {
+  // One efficiency for the forward and the backward (2.5 times its FLOPs), set by their sum.
+  const ComputeEfficiency& e = cluster_->compute;
+  if (e.flash_attention_half_saturation_flops <= 0) return e.flash_attention_efficiency;
+  const double w = 3.5 * forward_flops;
+  return e.flash_attention_efficiency * w / (w + e.flash_attention_half_saturation_flops);
+}
+
 double CostModel::flash_bytes() const {
   // A fused attention reads Q, K and V and writes the context; the scores never reach memory.
   return 4.0 * training_.activation_bytes * tokens_ * model_.hidden / config_.tp;
@@ -172,7 +180,7 @@ PassCost CostModel::attention_core_forward() const {
   if (training_.attention == AttentionKernel::kFlash) {
     // FlashAttention skips the masked half of a causal square.
     const double flops = 2.0 * matmul_flops * 0.5;
-    const double eff = cluster_->compute.flash_attention_efficiency;
+    const double eff = flash_efficiency(flops);
     const double s = eff > 0 ? flops / (cluster_->device.peak_flops * eff) + cluster_->compute.kernel_launch_s
                              : gemm_s(tokens_, seq_ * 0.5, 2.0 * model_.hidden / t, flash_bytes());
     p.add("flash_attention", s, flops);
@@ -196,7 +204,7 @@ PassCost CostModel::attention_core_backward() const {
   if (training_.attention == AttentionKernel::kFlash) {
     // Backward: five s×s×d matmuls against the forward's two (recomputing the scores).
     const double flops = 2.5 * 2.0 * matmul_flops * 0.5;
-    const double eff = cluster_->compute.flash_attention_efficiency;
+    const double eff = flash_efficiency(flops / 2.5);
     const double s = eff > 0 ? flops / (cluster_->device.peak_flops * eff) + cluster_->compute.kernel_launch_s
                              : 2.5 * gemm_s(tokens_, seq_ * 0.5, 2.0 * model_.hidden / t, flash_bytes());
     p.add("flash_attention_bwd", s, flops);

@@ -348,6 +348,33 @@ TEST(CostModel, GemmsAreNeverFasterThanTheirBytes) {
   EXPECT_DOUBLE_EQ(cost.gemm_s(8192, 8192, 8192), e.kernel_launch_s + curve);
 }
 
+// Fused attention on a small shard runs below its peak efficiency: with a half-saturation size
+// equal to the layer's attention FLOPs (forward + backward) both passes take twice as long.
+TEST(CostModel, FlashAttentionEfficiencyFallsOnSmallShards) {
+  const ModelSpec m = *model_preset("gpt-tiny");
+  ClusterSpec constant = *cluster_preset("dgx-h100");
+  constant.compute.flash_attention_half_saturation_flops = 0;
+  TrainingSpec t;
+  t.gpus = 1;
+  t.global_batch = 1;
+  t.attention = AttentionKernel::kFlash;
+  const double seq = m.seq_len, forward_flops = 2.0 * seq * seq * m.hidden;  // causal half of QK^T and AV
+  ClusterSpec curve = constant;
+  curve.compute.flash_attention_half_saturation_flops = 3.5 * forward_flops;
+  ASSERT_TRUE(cluster_from_json(to_json(curve)).ok());
+  EXPECT_DOUBLE_EQ(cluster_from_json(to_json(curve))->compute.flash_attention_half_saturation_flops, 3.5 * forward_flops);
+  auto seconds = [&](const ClusterSpec& c, const char* name) {
+    const ChunkCost cc = CostModel(m, t, ParallelConfig{}, c, CollectiveModel(c)).chunk(0, 0, false);
+    for (const PassCost* p : {&cc.forward, &cc.backward})
+      for (const auto& seg : p->segments)
+        if (seg.name == name) return seg.seconds - c.compute.kernel_launch_s;
+    ADD_FAILURE() << name << " not found";
+    return 0.0;
+  };
+  for (const char* name : {"flash_attention", "flash_attention_bwd"})
+    EXPECT_NEAR(seconds(curve, name), 2.0 * seconds(constant, name), 1e-12) << name;
+}
+
 TEST(CostModel, AMemoryOpEfficiencyOutsideZeroToOneIsBadInput) {
   Json j = to_json(*cluster_preset("dgx-a100-80gb"));
   for (const Json& bad : {Json(1.5), Json(0.0), Json("fast")}) {
