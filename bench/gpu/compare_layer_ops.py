@@ -73,6 +73,36 @@ def predicted(seen, name, per_layer):
     return sum(slices) / LAYERS / per_layer if slices else None
 
 
+def fit_curve(points, peak, launch):
+    """(ceiling, half-saturation) of t = launch + (w + half) / (peak · ceiling), least squares in
+    log time over (FLOPs, seconds) points: a coarse grid, then a fine one around its best."""
+    def sq_error(e, h):
+        return sum(math.log((launch + (f + h) / (peak * e)) / t) ** 2 for f, t in points)
+
+    # ceiling 0.20 .. 0.90 by 0.01, half-saturation 1e7 .. 1e12 FLOP by 10^(1/16)
+    _, e0, x0 = min((sq_error(0.20 + 0.01 * i, 10 ** (7 + j / 16)), 0.20 + 0.01 * i, 7 + j / 16)
+                    for i in range(71) for j in range(81))
+    # then by 0.001 and 10^(1/80) within one coarse step
+    _, e, x = min((sq_error(e0 + 0.001 * i, 10 ** (x0 + j / 80)), e0 + 0.001 * i, x0 + j / 80)
+                  for i in range(-10, 11) for j in range(-5, 6))
+    h = 10 ** x
+    errors = [(launch + (f + h) / (peak * e)) / t - 1 for f, t in points]
+    return e, h, errors
+
+
+def fit_flash(flash, peak, launch):
+    """Fused attention: the curve over one layer's attention FLOPs (forward + backward) from
+    flash_attention.py's default backend, lowered by that run's sustained/burst GEMM ratio."""
+    points = [(r["loom_flops"], r["fwd_bwd_ms"] * 1e-3) for r in flash["attention"] if r["backend"] == "default"]
+    e, h, errors = fit_curve(points, peak, launch)
+    c = flash["ceilings"]
+    factor = c["gemm_8192_sustained_flops_per_s"] / c["gemm_8192_flops_per_s"]
+    print(f"fused attention ({len(points)} shapes, errors {min(errors) * 100:+.0f} .. {max(errors) * 100:+.0f} %): "
+          f"ceiling {e:.3f} in bursts x sustained {factor:.3f}: flash_attention_efficiency {e * factor:.3f}, "
+          f"flash_attention_half_saturation_flops {h:.3g}")
+    return {"flash_attention_efficiency": e * factor, "flash_attention_half_saturation_flops": h}
+
+
 def fit(measured, peak, bandwidth, launch):
     """The compute figures of a cost file, from one measurement: {name: value}, printed."""
     points = [(2.0 * p["m"] * p["n"] * p["k"], p["ms"] * 1e-3) for p in measured.get("gemm_sweep", [])]
@@ -80,16 +110,8 @@ def fit(measured, peak, bandwidth, launch):
         for r in m["ops"]:
             if r["flops"] and r["op"] not in ("qk", "av") and not r["op"].endswith("wgrad"):
                 points.append((r["flops"], (r["fwd_ms"] or r["bwd_ms"]) * 1e-3))
-    best = None
-    for i in range(301):  # ceiling 0.60 .. 0.90
-        e = 0.60 + 0.001 * i
-        for j in range(401):  # half-saturation 1e7 .. 1e12 FLOP, log-spaced
-            h = 10 ** (7 + 5 * j / 400)
-            err = sum(math.log((launch + (f + h) / (peak * e)) / t) ** 2 for f, t in points)
-            if best is None or err < best[0]:
-                best = (err, e, h)
-    _, e, h = best
-    errors = [abs((launch + (f + h) / (peak * e)) / t - 1) for f, t in points]
+    e, h, errors = fit_curve(points, peak, launch)
+    errors = [abs(x) for x in errors]
     print(f"GEMMs timed in bursts: ceiling {e:.3f}, gemm_half_saturation_flops {h:.3g} "
           f"({len(points)} GEMMs, mean |error| {100 * statistics.mean(errors):.1f} %, max {100 * max(errors):.1f} %)")
     figures = {"gemm_half_saturation_flops": h}
@@ -133,6 +155,9 @@ def check(figures, cost_file, ops_only):
         near("gemm_max_efficiency", compute["gemm_max_efficiency"], figures["gemm_max_efficiency"], 0.005)
         near("gemm_half_saturation_flops", compute["gemm_half_saturation_flops"], figures["gemm_half_saturation_flops"], 0.05)
         near("memory_bound_efficiency", compute["memory_bound_efficiency"], figures["memory_bound_efficiency"], 0.015)
+        for name in ("flash_attention_efficiency", "flash_attention_half_saturation_flops"):
+            if name in figures:
+                near(name, compute.get(name, 0.0), figures[name], 0.005 if name.endswith("efficiency") else 0.05)
     held = compute.get("memory_op_efficiency", {})
     if not held:
         wrong.append("the cost file has no memory_op_efficiency")
@@ -157,12 +182,15 @@ def main():
     ap.add_argument("--peak", type=float, default=989.4e12, help="datasheet FLOP/s (for --fit)")
     ap.add_argument("--bandwidth", type=float, default=3.35e12, help="datasheet bytes/s (for --fit)")
     ap.add_argument("--launch", type=float, default=3e-6, help="fixed seconds per kernel (for --fit)")
+    ap.add_argument("--flash", help="with --fit: flash_attention.py's JSON, for the fused-attention figures")
     ap.add_argument("--check", metavar="COST_FILE", help="with --fit: fail unless the cost file holds these figures")
     ap.add_argument("--ops-only", action="store_true", help="with --check: only its memory_op_efficiency entries")
     a = ap.parse_args()
     measured = json.load(open(a.ops))
     if a.fit:
         figures = fit(measured, a.peak, a.bandwidth, a.launch)
+        if a.flash:
+            figures.update(fit_flash(json.load(open(a.flash)), a.peak, a.launch))
         return check(figures, a.check, a.ops_only) if a.check else 0
     tp, seq = measured["tp"], measured["seq"]
     layers = json.load(open(a.layer))["models"] if a.layer else {}
