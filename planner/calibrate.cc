@@ -373,7 +373,10 @@ ClusterSpec apply_correction(const ClusterSpec& cluster, const CostCorrection& c
   // Ops with their own efficiency move by the same factor as the plain ones.
   for (auto& [op, efficiency] : c.compute.memory_op_efficiency)
     efficiency = std::min(1.0, efficiency * correction.memory_bound_efficiency / cluster.compute.memory_bound_efficiency);
-  c.compute.memory_bound_efficiency = correction.memory_bound_efficiency;
+  // A fraction of the stated bandwidth: a fit above 1 (a run whose small working sets stayed in
+  // cache, against a profile taken while the host was busy) still moves the measured ops by all
+  // of it, but the file states at most the full bandwidth, as a cost file must.
+  c.compute.memory_bound_efficiency = std::min(1.0, correction.memory_bound_efficiency);
   c.provenance["calibration_gemm_scale"] = fmt::format("{:.4f}", correction.gemm_scale);
   c.provenance["calibration_memory_bound_efficiency"] = fmt::format("{:.4f}", correction.memory_bound_efficiency);
   for (const auto& g : correction.groups) {

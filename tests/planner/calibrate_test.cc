@@ -5,6 +5,7 @@
 // no run reads them.
 #include <gtest/gtest.h>
 
+#include "core/json_io.h"
 #include "core/presets.h"
 #include "planner/calibrate.h"
 #include "sim/collectives.h"
@@ -119,6 +120,22 @@ TEST(CalibrateTraces, OpsWithTheirOwnEfficiencyMoveWithTheFit) {
   c.memory_bound_efficiency = 1.0;
   corrected = apply_correction(cluster, c);
   EXPECT_DOUBLE_EQ(corrected.compute.memory_op_efficiency.at("gelu"), 1.0);
+}
+
+// A fit faster than the stated bandwidth (efficiency above 1) moves the measured ops by all of
+// it, and the written file states the full bandwidth: loom reads back what calibrate writes.
+TEST(CalibrateTraces, AFitAboveTheFullBandwidthStillWritesAValidFile) {
+  ClusterSpec cluster = *cluster_preset("local-cpu");
+  cluster.compute.memory_bound_efficiency = 0.6;
+  cluster.memory_op_table = {{"gelu", 1e6, 1e-3}};
+  CostCorrection c;
+  c.gemm_scale = 1.0;
+  c.memory_bound_efficiency = 1.2;
+  const ClusterSpec corrected = apply_correction(cluster, c);
+  EXPECT_DOUBLE_EQ(corrected.compute.memory_bound_efficiency, 1.0);
+  EXPECT_DOUBLE_EQ(corrected.memory_op_table.front().seconds, 1e-3 * 0.6 / 1.2);
+  auto reread = cluster_from_json(to_json(corrected));
+  EXPECT_TRUE(reread.ok()) << reread.error().message;
 }
 
 }  // namespace
