@@ -86,11 +86,8 @@ double CostModel::memory_s(const char* op, double bytes) const {
     return p->seconds * bytes / p->bytes;
   }
   const ComputeEfficiency& e = cluster_->compute;
-  double efficiency = e.memory_bound_efficiency;
-  if (!e.memory_op_efficiency.empty()) {
-    const auto own = e.memory_op_efficiency.find(name);
-    if (own != e.memory_op_efficiency.end()) efficiency = own->second;
-  }
+  const auto own = e.memory_op_efficiency.find(name);
+  const double efficiency = own != e.memory_op_efficiency.end() ? own->second : e.memory_bound_efficiency;
   return e.kernel_launch_s + bytes / (cluster_->device.memory_bandwidth_bytes_per_s * efficiency);
 }
 
@@ -173,6 +170,14 @@ double CostModel::flash_bytes() const {
   return 4.0 * training_.activation_bytes * tokens_ * model_.hidden / config_.tp;
 }
 
+double CostModel::unfused_matmul_bytes() const {
+  // QK^T or AV over every local head: Q, K, V and the context are tokens × h/t in all; each
+  // product reads or writes the b·(heads/t)·s² scores once.
+  const double ab = training_.activation_bytes;
+  const double scores = model_.heads / config_.tp * config_.micro_batch * seq_ * seq_;
+  return 2.0 * ab * tokens_ * model_.hidden / config_.tp + ab * scores;
+}
+
 PassCost CostModel::attention_core_forward() const {
   PassCost p = new_pass();
   const double t = config_.tp;
@@ -188,12 +193,10 @@ PassCost CostModel::attention_core_forward() const {
   }
   const double scores = model_.heads / t * config_.micro_batch * seq_ * seq_;
   const double ab = training_.activation_bytes;
-  // Per head: Q, K, V and the context are tokens × head_dim, summed over heads tokens × h/t.
-  const double qkv_bytes = ab * tokens_ * model_.hidden / t;
-  p.add("qk", gemm_s(tokens_, seq_, model_.hidden / t, 2.0 * qkv_bytes + ab * scores), matmul_flops);
+  p.add("qk", gemm_s(tokens_, seq_, model_.hidden / t, unfused_matmul_bytes()), matmul_flops);
   add_memory(p, "softmax", 2.0 * ab * scores);
   if (model_.dropout) add_memory(p, "attn_dropout", (2.0 * ab + 1.0) * scores);
-  p.add("av", gemm_s(tokens_, model_.hidden / t, seq_, 2.0 * qkv_bytes + ab * scores), matmul_flops);
+  p.add("av", gemm_s(tokens_, model_.hidden / t, seq_, unfused_matmul_bytes()), matmul_flops);
   return p;
 }
 
@@ -212,9 +215,8 @@ PassCost CostModel::attention_core_backward() const {
   }
   const double scores = model_.heads / t * config_.micro_batch * seq_ * seq_;
   const double ab = training_.activation_bytes;
-  const double qkv_bytes = ab * tokens_ * model_.hidden / t;
-  // Each backward is two products of the forward's size, each reading or writing the scores once.
-  const double bytes = 2.0 * qkv_bytes + ab * scores;
+  // Each backward is two products of the forward's size.
+  const double bytes = unfused_matmul_bytes();
   p.add("av_bwd", 2.0 * gemm_s(tokens_, model_.hidden / t, seq_, bytes), 2.0 * matmul_flops);
   if (model_.dropout) add_memory(p, "attn_dropout_bwd", (2.0 * ab + 1.0) * scores);
   add_memory(p, "softmax_bwd", 3.0 * ab * scores);

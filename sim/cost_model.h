@@ -114,6 +114,7 @@ class CostModel {
   PassCost layer_forward(bool with_tp_comm) const;
   void layer_backward(PassCost& input_grad, PassCost& weight_grad) const;
   double flash_bytes() const;
+  double unfused_matmul_bytes() const;
   double flash_efficiency(double forward_flops) const;
   PassCost attention_core_forward() const;
   PassCost attention_core_backward() const;
