@@ -98,6 +98,7 @@ Result<ClusterSpec> cluster_from_json(const Json& json) {
   c.compute.kernel_launch_s = comp.number("kernel_launch_s", 0.0, 0.0, 1.0);
   c.compute.flash_attention_efficiency = comp.number("flash_attention_efficiency", 0.0, 0.0, 1.0);
   c.compute.flash_attention_half_saturation_flops = comp.number("flash_attention_half_saturation_flops", 0.0, 0.0, kHuge);
+  c.compute.collective_sm_fraction = comp.number("collective_sm_fraction", 0.0, 0.0, 0.9);
   if (!comp.ok()) return make_error(comp.error());
   if (json["compute"].contains("memory_op_efficiency")) {
     const Json& ops = json["compute"]["memory_op_efficiency"];
@@ -174,6 +175,7 @@ Json to_json(const ClusterSpec& c) {
   if (!c.compute.memory_op_efficiency.empty()) j["compute"]["memory_op_efficiency"] = c.compute.memory_op_efficiency;
   if (c.compute.flash_attention_half_saturation_flops > 0)
     j["compute"]["flash_attention_half_saturation_flops"] = c.compute.flash_attention_half_saturation_flops;
+  if (c.compute.collective_sm_fraction > 0) j["compute"]["collective_sm_fraction"] = c.compute.collective_sm_fraction;
   j["links"] = {{"intra_node", link_to_json(c.intra_node)}, {"inter_node", link_to_json(c.inter_node)}};
   j["framework_reserve_bytes"] = c.framework_reserve_bytes;
   Json gemms = Json::array();

@@ -33,6 +33,10 @@ struct ComputeEfficiency {
   // element-wise ones, by the cost model's op name (e.g. "softmax": a row reduction, one warp per
   // row); ops not named use memory_bound_efficiency. A measured memory_op_table entry wins over both.
   std::map<std::string, double, std::less<>> memory_op_efficiency;
+  // Fraction of the GPU's SMs a collective holds while it runs beside compute (NCCL launches one
+  // thread block per channel and it keeps its SM until the collective ends): a GEMM overlapped
+  // with a collective runs on the rest. 0: overlapped communication costs compute nothing.
+  double collective_sm_fraction = 0.0;
 };
 
 struct GemmPoint {

@@ -238,6 +238,15 @@ CostModel::LayerDims CostModel::dims() const {
   return d;
 }
 
+CostModel::Overlap CostModel::overlapped(double gemm, double comm) const {
+  if (comm <= 0) return {gemm, 0.0};
+  const double rest = 1.0 - cluster_->compute.collective_sm_fraction;
+  // The GEMM ends while the collective still runs: all of it ran on the remaining SMs.
+  if (gemm <= comm * rest) return {gemm / rest, comm - gemm / rest};
+  // The collective ends first: the GEMM lost its share of the SMs for that long.
+  return {gemm + (1.0 - rest) * comm, 0.0};
+}
+
 PassCost CostModel::layer_forward(bool with_tp_comm) const {
   PassCost p = new_pass();
   const auto [t, h, kv, f, up, ab, sp, tokens_sp, act_bytes] = dims();
@@ -305,11 +314,13 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
     const double flops = 2.0 * tokens_ * h * out_features / t;
     const double gather = comm && sp ? tp_comm_s(Collective::kAllGather, act_bytes) : 0.0;
     const double reduce = comm ? tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes) : 0.0;
-    in.add(name, dgrad, flops);
-    if (gather > dgrad) in.add_comm("all_gather tp", gather - dgrad);
-    w.add(name, wgrad, flops);
-    const double hidden = split ? 0.0 : wgrad;
-    if (reduce > hidden) in.add_comm(sp ? "reduce_scatter tp" : "all_reduce tp", reduce - hidden);
+    const Overlap g = overlapped(dgrad, gather);
+    in.add(name, g.compute_s, flops);
+    if (g.exposed_s > 0) in.add_comm("all_gather tp", g.exposed_s);
+    // Split off (zero-bubble), the weight gradient runs later: nothing hides the reduction.
+    const Overlap r = split ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);
+    w.add(name, r.compute_s, flops);
+    if (r.exposed_s > 0) in.add_comm(sp ? "reduce_scatter tp" : "all_reduce tp", r.exposed_s);
   };
   auto row_parallel = [&](const char* name, double in_features) {
     // The backward of the forward's reduce-scatter is an all-gather of the output gradient.
@@ -370,12 +381,12 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     if (config_.tp > 1) c.forward.add_comm("all_reduce tp", 3.0 * tp_comm_s(Collective::kAllReduce, tokens_ * 4.0));
     add_memory(c.backward, "cross_entropy_bwd", tokens_ * v / t * (4.0 + ab));
     c.backward.add("lm_head_bwd", gemm_s(tokens_, h, v / t), 2.0 * tokens_ * h * v / t);
-    weight->add("lm_head_bwd", wgrad_s(h, v / t, tokens_), 2.0 * tokens_ * h * v / t);
-    if (config_.tp > 1) {
-      const double reduce = tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes);
-      const double hidden = split_weight_grad ? 0.0 : wgrad_s(h, v / t, tokens_);
-      if (reduce > hidden) c.backward.add_comm(sp ? "reduce_scatter tp" : "all_reduce tp", reduce - hidden);
-    }
+    const double wgrad = wgrad_s(h, v / t, tokens_);
+    const double reduce =
+        config_.tp > 1 ? tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes) : 0.0;
+    const Overlap r = split_weight_grad ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);
+    weight->add("lm_head_bwd", r.compute_s, 2.0 * tokens_ * h * v / t);
+    if (r.exposed_s > 0) c.backward.add_comm(sp ? "reduce_scatter tp" : "all_reduce tp", r.exposed_s);
     add_memory(c.backward, "final_norm_bwd", 3.0 * ab * tokens_sp * h);
   }
   PassCost layer_in = new_pass(), layer_w = new_pass();

@@ -119,6 +119,13 @@ class CostModel {
   PassCost attention_core_forward() const;
   PassCost attention_core_backward() const;
   double tp_comm_s(Collective c, double bytes) const { return collectives_.time_s(c, bytes, tp_group()); }
+  // A GEMM of `gemm_s` with a collective of `comm_s` started beside it (Megatron-LM's async TP
+  // communication): while the collective runs it holds collective_sm_fraction of the SMs and the
+  // GEMM runs on the rest. The GEMM's time, and what of the collective outlasts it.
+  struct Overlap {
+    double compute_s, exposed_s;
+  };
+  Overlap overlapped(double gemm_s, double comm_s) const;
 
   ModelSpec model_;
   TrainingSpec training_;

@@ -20,9 +20,9 @@ TimeNs progress_point(TimeNs start, TimeNs duration, float fraction) {
 // is fixed the moment its last predecessor starts: the engine resolves start events in
 // dependency order with a worklist of streams whose head may be ready. This is the event loop of
 // a discrete-event simulator specialised to in-order resources, linear in ops + dependencies.
-Result<Timeline> run_engine(const StepGraph& g) {
+Result<Timeline> run_engine(const StepGraph& g, const Timeline* previous, TimeNs unchanged_before) {
   const std::size_t n = g.size();
-  const StepGraph::Edges edges = g.successors();
+  const StepGraph::Edges& edges = g.successors();
   // Ops of each stream in insertion order, as one flat array (counting sort by stream).
   const int streams = g.streams();
   std::vector<std::int32_t> stream_begin(streams + 1, 0);
@@ -62,6 +62,44 @@ Result<Timeline> run_engine(const StepGraph& g) {
   for (int s = streams - 1; s >= 0; --s) worklist.push_back(s);
 
   std::size_t started = 0;
+  // An op has started: its successors learn when they may start (`point`) and wait for one fewer.
+  auto release = [&](std::int32_t op, TimeNs start, TimeNs duration, int s, bool schedule) {
+    for (std::int32_t e = edges.offsets[op]; e < edges.offsets[op + 1]; ++e) {
+      const auto& edge = edges.edges[e];
+      const TimeNs point = progress_point(start, duration, edge.fraction);
+      if (point > ready_at[edge.to] || ready_by[edge.to] < 0) {
+        ready_at[edge.to] = std::max(ready_at[edge.to], point);
+        if (point >= ready_at[edge.to]) ready_by[edge.to] = op;
+      }
+      if (--pending[edge.to] == 0 && schedule) {
+        const int next = g.op(edge.to).stream;
+        if (next != s && position[next] < stream_size(next) && stream_at(next, position[next]) == edge.to)
+          worklist.push_back(next);
+      }
+    }
+  };
+  if (previous != nullptr) {
+    // Ops that started before `unchanged_before` start where they did: what changed starts later,
+    // and an op never starts before what it waits for. On each stream they are a prefix.
+    for (int s = 0; s < streams; ++s) {
+      while (position[s] < stream_size(s)) {
+        const std::int32_t op = stream_at(s, position[s]);
+        const TimeNs start = previous->start[op];
+        if (start >= unchanged_before) break;
+        t.start[op] = start;
+        t.binding[op] = previous->binding[op];
+        stream_free[s] = start + g.op(op).duration;
+        stream_last[s] = op;
+        t.makespan = std::max(t.makespan, stream_free[s]);
+        ++position[s];
+        ++started;
+      }
+      for (std::size_t k = 0; k < position[s]; ++k) {
+        const std::int32_t op = stream_at(s, k);
+        release(op, t.start[op], g.op(op).duration, s, false);
+      }
+    }
+  }
   while (!worklist.empty()) {
     const int s = worklist.back();
     worklist.pop_back();
@@ -81,19 +119,7 @@ Result<Timeline> run_engine(const StepGraph& g) {
       t.makespan = std::max(t.makespan, start + duration);
       ++position[s];
       ++started;
-      for (std::int32_t e = edges.offsets[op]; e < edges.offsets[op + 1]; ++e) {
-        const auto& edge = edges.edges[e];
-        const TimeNs point = progress_point(start, duration, edge.fraction);
-        if (point > ready_at[edge.to] || ready_by[edge.to] < 0) {
-          ready_at[edge.to] = std::max(ready_at[edge.to], point);
-          if (point >= ready_at[edge.to]) ready_by[edge.to] = op;
-        }
-        if (--pending[edge.to] == 0) {
-          const int next = g.op(edge.to).stream;
-          if (next != s && position[next] < stream_size(next) && stream_at(next, position[next]) == edge.to)
-            worklist.push_back(next);
-        }
-      }
+      release(op, start, duration, s, true);
     }
   }
   if (started != n) {

@@ -17,8 +17,10 @@ struct Timeline {
   TimeNs end(const StepGraph& g, std::int32_t op) const { return start[op] + g.op(op).duration; }
 };
 
-// Fails (with the first op that could never start) if the graph deadlocks.
-Result<Timeline> run_engine(const StepGraph& graph);
+// Fails (with the first op that could never start) if the graph deadlocks. With `previous`, a
+// timeline of this graph before durations changed, ops that started before `unchanged_before`
+// (the earliest start of a changed op) keep their start and only the rest are run again.
+Result<Timeline> run_engine(const StepGraph& graph, const Timeline* previous = nullptr, TimeNs unchanged_before = 0);
 
 // Ops on the critical path, first to last: the chain of dependencies and stream waits that sets
 // the makespan, followed back from the op that ends last.

@@ -40,9 +40,12 @@ TimeNs to_ns(double seconds) { return s_to_ns(seconds); }
 class StepBuilder {
  public:
   StepBuilder(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
-              const CostModel& cost, const std::vector<StageProgram>& programs, long long micro_batches)
+              const CostModel& cost, const std::vector<StageProgram>& programs, long long micro_batches,
+              StepGraph& graph)
       : model_(model), training_(training), c_(config), cost_(cost), programs_(programs), m_(micro_batches),
-        graph_(config.pp) {}
+        graph_(graph) {
+    graph_.reset(config.pp);
+  }
 
   void build(const std::vector<std::vector<ChunkCost>>& chunks);
   StepGraph& graph() { return graph_; }
@@ -63,7 +66,7 @@ class StepBuilder {
   const CostModel& cost_;
   const std::vector<StageProgram>& programs_;
   long long m_;
-  StepGraph graph_;
+  StepGraph& graph_;
   std::vector<std::int32_t> forward_, backward_, weight_;  // [virtual stage · m + mb]
   std::vector<std::int32_t> send_forward_, send_backward_;
   std::vector<std::int32_t> last_send_;  // per stage: its last pipeline send
@@ -292,6 +295,45 @@ void StepBuilder::add_data_parallel() {
   }
 }
 
+// Collectives on a stage's data-parallel channel (gradient reductions, ZeRO gathers) run beside
+// its compute and hold `fraction` of the SMs while they do (CostModel::overlapped does the same
+// for the TP collectives inside a pass): each pass is lengthened by `fraction` of the time a DP
+// collective ran beside it in `t`. Returns the earliest start of a pass it changed (-1: none);
+// the caller runs the engine again from there (one correction: the lengthening moves the
+// collectives little).
+TimeNs share_sms_with_dp_collectives(StepGraph& g, const Timeline& t, double fraction) {
+  struct Interval {
+    TimeNs begin, end;
+    std::int32_t op;
+  };
+  thread_local std::vector<std::vector<Interval>> passes, collectives;
+  passes.resize(g.stages());
+  collectives.resize(g.stages());
+  for (int s = 0; s < g.stages(); ++s) passes[s].clear(), collectives[s].clear();
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(g.size()); ++i) {
+    const Op& op = g.op(i);
+    const Interval iv{t.start[i], t.end(g, i), i};
+    if (op.kind == OpKind::kDataParallel) collectives[op.stage].push_back(iv);
+    else if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward || op.kind == OpKind::kWeightGrad)
+      passes[op.stage].push_back(iv);
+  }
+  TimeNs earliest = -1;
+  for (int s = 0; s < g.stages(); ++s) {
+    // Both lists are in stream order, so sorted by start, and neither stream overlaps itself.
+    std::size_t k = 0;
+    for (const Interval& pass : passes[s]) {
+      while (k < collectives[s].size() && collectives[s][k].end <= pass.begin) ++k;
+      TimeNs beside = 0;
+      for (std::size_t j = k; j < collectives[s].size() && collectives[s][j].begin < pass.end; ++j)
+        beside += std::min(pass.end, collectives[s][j].end) - std::max(pass.begin, collectives[s][j].begin);
+      if (beside <= 0) continue;
+      g.op(pass.op).duration += static_cast<TimeNs>(std::llround(fraction * static_cast<double>(beside)));
+      if (earliest < 0 || pass.begin < earliest) earliest = pass.begin;
+    }
+  }
+  return earliest;
+}
+
 }  // namespace
 
 Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
@@ -318,10 +360,22 @@ Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training,
   for (int s = 0; s < config.pp; ++s)
     for (int c = 0; c < config.vpp; ++c) chunks[s].push_back(cost.chunk(s, c, split));
 
-  StepBuilder builder(model, training, config, cost, *programs, m);
+  // The planner simulates thousands of steps per thread: without a graph to keep, each reuses
+  // the last one's storage (writing fresh pages cost as much as running the engine).
+  thread_local StepGraph reused(1);
+  StepGraph kept(config.pp);
+  StepBuilder builder(model, training, config, cost, *programs, m, options.keep_graph ? kept : reused);
   builder.build(chunks);
   auto timeline = run_engine(builder.graph());
   if (!timeline) return timeline.error();
+  const double sm_fraction = cluster.compute.collective_sm_fraction;
+  if (sm_fraction > 0 && config.dp > 1) {
+    const TimeNs changed_from = share_sms_with_dp_collectives(builder.graph(), *timeline, sm_fraction);
+    if (changed_from >= 0) {
+      timeline = run_engine(builder.graph(), &*timeline, changed_from);
+      if (!timeline) return timeline.error();
+    }
+  }
 
   SimResult r;
   r.config = config;

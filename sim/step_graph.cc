@@ -24,16 +24,21 @@ const char* to_string(StreamKind kind) {
 }
 
 std::int32_t StepGraph::add(const Op& op) {
+  edges_built_ = false;
   ops_.push_back(op);
   return static_cast<std::int32_t>(ops_.size() - 1);
 }
 
 void StepGraph::depend(std::int32_t op, std::int32_t predecessor, float fraction) {
+  edges_built_ = false;
   deps_.push_back({op, {predecessor, fraction}});
 }
 
-StepGraph::Edges StepGraph::successors() const {
-  Edges e;
+const StepGraph::Edges& StepGraph::successors() const {
+  if (edges_built_) return edges_;
+  Edges& e = edges_;
+  e.offsets.clear();
+  e.in_degree.clear();
   const std::size_t n = ops_.size();
   e.offsets.assign(n + 1, 0);
   e.in_degree.assign(n, 0);
@@ -45,6 +50,7 @@ StepGraph::Edges StepGraph::successors() const {
   e.edges.resize(deps_.size());
   std::vector<std::int32_t> cursor(e.offsets.begin(), e.offsets.end() - 1);
   for (const auto& d : deps_) e.edges[cursor[d.dep.predecessor]++] = {d.op, d.dep.fraction};
+  edges_built_ = true;
   return e;
 }
 

@@ -49,6 +49,13 @@ class StepGraph {
  public:
   explicit StepGraph(int stages) : stages_(stages) {}
 
+  // Empties the graph for a step of `stages` stages, keeping its storage.
+  void reset(int stages) {
+    stages_ = stages;
+    ops_.clear();
+    deps_.clear();
+    edges_built_ = false;
+  }
   int stages() const { return stages_; }
   int streams() const { return stages_ * kStreamsPerStage; }
   static int stream_of(int stage, StreamKind kind) {
@@ -65,7 +72,8 @@ class StepGraph {
   Op& op(std::int32_t i) { return ops_[i]; }
   const std::vector<Op>& ops() const { return ops_; }
 
-  // Successor lists in compressed form, built on demand after the last add/depend.
+  // Successor lists in compressed form, built on the first call after the last add/depend (a
+  // graph run twice with changed durations builds them once).
   struct Edge {
     std::int32_t to;
     float fraction;
@@ -75,7 +83,7 @@ class StepGraph {
     std::vector<Edge> edges;
     std::vector<std::int32_t> in_degree;
   };
-  Edges successors() const;
+  const Edges& successors() const;
 
  private:
   struct RawDependency {
@@ -85,6 +93,8 @@ class StepGraph {
   int stages_;
   std::vector<Op> ops_;
   std::vector<RawDependency> deps_;
+  mutable Edges edges_;
+  mutable bool edges_built_ = false;
 };
 
 }  // namespace loom::sim

@@ -375,6 +375,99 @@ TEST(CostModel, FlashAttentionEfficiencyFallsOnSmallShards) {
     EXPECT_NEAR(seconds(curve, name), 2.0 * seconds(constant, name), 1e-12) << name;
 }
 
+// Megatron-LM's backward runs each column-parallel linear's TP collective beside a GEMM; the
+// collective's thread blocks hold collective_sm_fraction of the SMs meanwhile, so the GEMM takes
+// that fraction of the collective's time longer. A collective that outlasts its GEMM sets the time.
+TEST(CostModel, CollectivesOverlappedWithGemmsTakeTheirShareOfTheSms) {
+  const ModelSpec m = *model_preset("gpt3-175b");
+  ClusterSpec free_overlap = *cluster_preset("dgx-a100-80gb");
+  free_overlap.compute.collective_sm_fraction = 0;
+  ClusterSpec shared = free_overlap;
+  shared.compute.collective_sm_fraction = 0.25;
+  ASSERT_DOUBLE_EQ(cluster_from_json(to_json(shared))->compute.collective_sm_fraction, 0.25);
+  TrainingSpec t;
+  t.gpus = 8;
+  t.global_batch = 1;
+  t.seq_len = m.seq_len;
+  ParallelConfig c;
+  c.tp = 8;
+  const double act_bytes = static_cast<double>(m.seq_len) * m.hidden * t.activation_bytes;
+  for (bool sp : {false, true}) {
+    c.sequence_parallel = sp;
+    const CollectiveModel free_collectives(free_overlap), shared_collectives(shared);
+    const CostModel a(m, t, c, free_overlap, free_collectives), b(m, t, c, shared, shared_collectives);
+    const ChunkCost ca = a.chunk(0, 0, false), cb = b.chunk(0, 0, false);
+    EXPECT_DOUBLE_EQ(ca.forward.seconds, cb.forward.seconds);
+    EXPECT_DOUBLE_EQ(ca.backward.tp_comm_exposed_s, cb.backward.tp_comm_exposed_s);  // every one hidden
+    // Per layer: QKV and MLP-up each reduce their input gradient beside the weight gradient (and
+    // under SP gather their input again beside the input gradient); the LM head reduces once.
+    const auto& tp = a.tp_group();
+    const double reduce = free_collectives.time_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes, tp);
+    const double gather = sp ? free_collectives.time_s(Collective::kAllGather, act_bytes, tp) : 0.0;
+    const double expected = 0.25 * (m.layers * 2.0 * (reduce + gather) + reduce);
+    EXPECT_NEAR(cb.backward.seconds - ca.backward.seconds, expected, 1e-9 * expected) << "sp " << sp;
+    // Split off (zero-bubble), the weight gradients have no collective beside them.
+    EXPECT_DOUBLE_EQ(a.chunk(0, 0, true).weight.seconds, b.chunk(0, 0, true).weight.seconds);
+  }
+
+  // Links so slow that every collective outlasts its GEMM: the step waits for the collectives
+  // either way, and the GEMMs' lost SMs cost nothing extra.
+  for (ClusterSpec* cl : {&free_overlap, &shared}) {
+    cl->collective_points.clear();
+    cl->collective_fits.clear();
+    cl->intra_node.bandwidth_bytes_per_s = 1e9;
+  }
+  c.sequence_parallel = false;
+  const CollectiveModel slow_free(free_overlap), slow_shared(shared);
+  const ChunkCost sa = CostModel(m, t, c, free_overlap, slow_free).chunk(0, 0, false);
+  const ChunkCost sb = CostModel(m, t, c, shared, slow_shared).chunk(0, 0, false);
+  EXPECT_NEAR(sb.backward.seconds, sa.backward.seconds, 1e-9 * sa.backward.seconds);
+  EXPECT_LT(sb.backward.tp_comm_exposed_s, sa.backward.tp_comm_exposed_s);  // more of it is GEMM time now
+
+  Json j = to_json(shared);
+  for (const Json& bad : {Json(-0.1), Json(0.95), Json("half")}) {
+    j["compute"]["collective_sm_fraction"] = bad;
+    auto r = cluster_from_json(j);
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_NE(r.error().message.find("collective_sm_fraction"), std::string::npos) << r.error().message;
+  }
+}
+
+// Gradient reductions and ZeRO gathers run beside the backward on the DP channel and take the
+// same share of the SMs: the step grows, by at most that share of the DP collectives' time,
+// and not at all where the reduction waits for the backward to end.
+TEST(Simulator, DataParallelCollectivesBesideComputeTakeTheirShareOfTheSms) {
+  const ModelSpec m = *model_preset("llama2-7b");
+  ClusterSpec free_overlap = *cluster_preset("dgx-a100-80gb");
+  free_overlap.compute.collective_sm_fraction = 0;
+  ClusterSpec shared = free_overlap;
+  shared.compute.collective_sm_fraction = 0.25;
+  SimOptions keep;
+  keep.keep_graph = true;
+  for (int zero : {0, 3}) {
+    ParallelConfig c;
+    c.dp = 8;
+    c.zero = zero;
+    c.micro_batch = 1;
+    TrainingSpec t;
+    t.gpus = 8;
+    t.global_batch = 32;
+    t.seq_len = m.seq_len;
+    auto a = simulate(m, t, c, free_overlap, keep);
+    auto b = simulate(m, t, c, shared, keep);
+    ASSERT_TRUE(a.ok() && b.ok());
+    double dp_s = 0;
+    for (const Op& op : a->graph.ops())
+      if (op.kind == OpKind::kDataParallel) dp_s += ns_to_s(op.duration);
+    EXPECT_GT(b->step_time_s, a->step_time_s) << "zero " << zero;
+    EXPECT_LE(b->step_time_s - a->step_time_s, 0.25 * dp_s + 1e-9) << "zero " << zero;
+    if (zero == 0) {
+      t.overlap_grad_reduce = false;  // one reduction once the backward has ended: nothing beside it
+      EXPECT_DOUBLE_EQ(simulate(m, t, c, shared)->step_time_s, simulate(m, t, c, free_overlap)->step_time_s);
+    }
+  }
+}
+
 TEST(CostModel, AMemoryOpEfficiencyOutsideZeroToOneIsBadInput) {
   Json j = to_json(*cluster_preset("dgx-a100-80gb"));
   for (const Json& bad : {Json(1.5), Json(0.0), Json("fast")}) {
