@@ -11,6 +11,7 @@ namespace loom::sim {
 void PassCost::append(const PassCost& other, int times) {
   seconds += other.seconds * times;
   tp_comm_exposed_s += other.tp_comm_exposed_s * times;
+  sm_shared_s += other.sm_shared_s * times;
   flops += other.flops * times;
   if (record)
     for (int i = 0; i < times; ++i) segments.insert(segments.end(), other.segments.begin(), other.segments.end());
@@ -316,10 +317,12 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
     const double reduce = comm ? tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes) : 0.0;
     const Overlap g = overlapped(dgrad, gather);
     in.add(name, g.compute_s, flops);
+    in.sm_shared_s += g.compute_s - dgrad;
     if (g.exposed_s > 0) in.add_comm("all_gather tp", g.exposed_s);
     // Split off (zero-bubble), the weight gradient runs later: nothing hides the reduction.
     const Overlap r = split ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);
     w.add(name, r.compute_s, flops);
+    w.sm_shared_s += r.compute_s - wgrad;
     if (r.exposed_s > 0) in.add_comm(sp ? "reduce_scatter tp" : "all_reduce tp", r.exposed_s);
   };
   auto row_parallel = [&](const char* name, double in_features) {
@@ -386,6 +389,7 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
         config_.tp > 1 ? tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes) : 0.0;
     const Overlap r = split_weight_grad ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);
     weight->add("lm_head_bwd", r.compute_s, 2.0 * tokens_ * h * v / t);
+    weight->sm_shared_s += r.compute_s - wgrad;
     if (r.exposed_s > 0) c.backward.add_comm(sp ? "reduce_scatter tp" : "all_reduce tp", r.exposed_s);
     add_memory(c.backward, "final_norm_bwd", 3.0 * ab * tokens_sp * h);
   }

@@ -28,6 +28,7 @@ struct Segment {
 struct PassCost {
   double seconds = 0;          // compute + exposed TP communication
   double tp_comm_exposed_s = 0;
+  double sm_shared_s = 0;      // of `seconds`: GEMM time added by the SMs collectives beside it held
   double flops = 0;            // hardware FLOPs executed (recompute included)
   bool record = true;          // keep the per-kernel segments (traces); off when only totals matter
   std::vector<Segment> segments;

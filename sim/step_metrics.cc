@@ -75,7 +75,7 @@ StepStats step_stats(const StepGraph& g, const Timeline& t, const std::vector<st
   st.bubble_fraction = bubble_fraction_of(st.stages, t.makespan);
 
   const std::vector<std::int32_t> path = critical_path(g, t);
-  double compute_s = 0, optimizer_s = 0;
+  double compute_s = 0, optimizer_s = 0, sm_shared_s = 0;
   std::vector<bool> stages_on_path(g.stages(), false);
   for (std::size_t i = 0; i < path.size(); ++i) {
     const Op& op = g.op(path[i]);
@@ -92,9 +92,12 @@ StepStats step_stats(const StepGraph& g, const Timeline& t, const std::vector<st
         const PassCost& pass = op.kind == OpKind::kForward    ? cc.forward
                                : op.kind == OpKind::kBackward ? cc.backward
                                                               : cc.weight;
-        const double share = pass.seconds > 0 ? contribution / pass.seconds : 0.0;
+        // The op may be longer than its pass cost: DP collectives beside it held SMs too.
+        const double op_s = ns_to_s(op.duration);
+        const double share = op_s > 0 ? contribution / op_s : 0.0;
         st.exposed.tp_s += pass.tp_comm_exposed_s * share;
         compute_s += contribution - pass.tp_comm_exposed_s * share;
+        sm_shared_s += (pass.sm_shared_s + std::max(0.0, op_s - pass.seconds)) * share;
         break;
       }
       case OpKind::kPipeSend: st.exposed.pp_s += contribution; break;
@@ -105,11 +108,13 @@ StepStats step_stats(const StepGraph& g, const Timeline& t, const std::vector<st
   const double step = ns_to_s(t.makespan);
   const auto pct = [&](double x) { return step > 0 ? 100.0 * x / step : 0.0; };
   const long crossed = std::count(stages_on_path.begin(), stages_on_path.end(), true);
+  const std::string shared =
+      sm_shared_s > 0 ? fmt::format(" (incl. {:.0f}% lost to SMs held by collectives)", pct(sm_shared_s)) : std::string();
   st.limited_by = fmt::format(
-      "compute {:.0f}%, TP comm {:.0f}%, PP sends {:.0f}%, DP comm {:.0f}%, optimizer {:.0f}% of the step; "
+      "compute {:.0f}%{}, TP comm {:.0f}%, PP sends {:.0f}%, DP comm {:.0f}%, optimizer {:.0f}% of the step; "
       "the path crosses {} of {} stages{}",
-      pct(compute_s), pct(st.exposed.tp_s), pct(st.exposed.pp_s), pct(st.exposed.dp_s), pct(optimizer_s), crossed,
-      g.stages(), crossed > 1 ? " (pipeline fill and drain)" : "");
+      pct(compute_s), shared, pct(st.exposed.tp_s), pct(st.exposed.pp_s), pct(st.exposed.dp_s), pct(optimizer_s),
+      crossed, g.stages(), crossed > 1 ? " (pipeline fill and drain)" : "");
   return st;
 }
 

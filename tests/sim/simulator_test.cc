@@ -460,6 +460,8 @@ TEST(Simulator, DataParallelCollectivesBesideComputeTakeTheirShareOfTheSms) {
     for (const Op& op : a->graph.ops())
       if (op.kind == OpKind::kDataParallel) dp_s += ns_to_s(op.duration);
     EXPECT_GT(b->step_time_s, a->step_time_s) << "zero " << zero;
+    EXPECT_NE(b->limited_by.find("lost to SMs held by collectives"), std::string::npos) << b->limited_by;
+    EXPECT_EQ(a->limited_by.find("lost to SMs"), std::string::npos) << a->limited_by;
     EXPECT_LE(b->step_time_s - a->step_time_s, 0.25 * dp_s + 1e-9) << "zero " << zero;
     if (zero == 0) {
       t.overlap_grad_reduce = false;  // one reduction once the backward has ended: nothing beside it
