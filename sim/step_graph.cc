@@ -23,17 +23,6 @@ const char* to_string(StreamKind kind) {
   return "?";
 }
 
-std::int32_t StepGraph::add(const Op& op) {
-  edges_built_ = false;
-  ops_.push_back(op);
-  return static_cast<std::int32_t>(ops_.size() - 1);
-}
-
-void StepGraph::depend(std::int32_t op, std::int32_t predecessor, float fraction) {
-  edges_built_ = false;
-  deps_.push_back({op, {predecessor, fraction}});
-}
-
 const StepGraph::Edges& StepGraph::successors() const {
   if (edges_built_) return edges_;
   Edges& e = edges_;

@@ -63,8 +63,15 @@ class StepGraph {
   }
 
   // Appends an op to its stream; ops on one stream run in the order they were added.
-  std::int32_t add(const Op& op);
-  void depend(std::int32_t op, std::int32_t predecessor, float fraction = 1.0f);
+  std::int32_t add(const Op& op) {
+    edges_built_ = false;
+    ops_.push_back(op);
+    return static_cast<std::int32_t>(ops_.size() - 1);
+  }
+  void depend(std::int32_t op, std::int32_t predecessor, float fraction = 1.0f) {
+    edges_built_ = false;
+    deps_.push_back({op, {predecessor, fraction}});
+  }
   void reserve(std::size_t ops) { ops_.reserve(ops); deps_.reserve(ops * 2); }
 
   std::size_t size() const { return ops_.size(); }
