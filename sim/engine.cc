@@ -20,7 +20,7 @@ TimeNs progress_point(TimeNs start, TimeNs duration, float fraction) {
 // is fixed the moment its last predecessor starts: the engine resolves start events in
 // dependency order with a worklist of streams whose head may be ready. This is the event loop of
 // a discrete-event simulator specialised to in-order resources, linear in ops + dependencies.
-Result<Timeline> run_engine(const StepGraph& g, const Timeline* previous, TimeNs unchanged_before) {
+Result<Timeline> run_engine(const StepGraph& g) {
   const std::size_t n = g.size();
   const StepGraph::Edges& edges = g.successors();
   // Ops of each stream in insertion order, as one flat array (counting sort by stream).
@@ -43,6 +43,8 @@ Result<Timeline> run_engine(const StepGraph& g, const Timeline* previous, TimeNs
   Timeline t;
   t.start.assign(n, -1);
   t.binding.assign(n, -1);
+  t.rank.assign(n, -1);
+  t.order.reserve(n);
   // Scratch reused across runs on this thread: the planner runs thousands of steps back to back.
   thread_local std::vector<std::int32_t> pending;
   thread_local std::vector<TimeNs> ready_at;
@@ -61,9 +63,10 @@ Result<Timeline> run_engine(const StepGraph& g, const Timeline* previous, TimeNs
   worklist.reserve(2 * streams);
   for (int s = streams - 1; s >= 0; --s) worklist.push_back(s);
 
-  std::size_t started = 0;
-  // An op has started: its successors learn when they may start (`point`) and wait for one fewer.
-  auto release = [&](std::int32_t op, TimeNs start, TimeNs duration, int s, bool schedule) {
+  // `op` has started: its successors learn when they may (`point`) and wait for one fewer; a
+  // successor at the head of its stream with nothing left to wait for is worked on next.
+  auto release = [&](std::int32_t op, int s) {
+    const TimeNs start = t.start[op], duration = g.op(op).duration;
     for (std::int32_t e = edges.offsets[op]; e < edges.offsets[op + 1]; ++e) {
       const auto& edge = edges.edges[e];
       const TimeNs point = progress_point(start, duration, edge.fraction);
@@ -71,35 +74,15 @@ Result<Timeline> run_engine(const StepGraph& g, const Timeline* previous, TimeNs
         ready_at[edge.to] = std::max(ready_at[edge.to], point);
         if (point >= ready_at[edge.to]) ready_by[edge.to] = op;
       }
-      if (--pending[edge.to] == 0 && schedule) {
+      if (--pending[edge.to] == 0) {
         const int next = g.op(edge.to).stream;
         if (next != s && position[next] < stream_size(next) && stream_at(next, position[next]) == edge.to)
           worklist.push_back(next);
       }
     }
   };
-  if (previous != nullptr) {
-    // Ops that started before `unchanged_before` start where they did: what changed starts later,
-    // and an op never starts before what it waits for. On each stream they are a prefix.
-    for (int s = 0; s < streams; ++s) {
-      while (position[s] < stream_size(s)) {
-        const std::int32_t op = stream_at(s, position[s]);
-        const TimeNs start = previous->start[op];
-        if (start >= unchanged_before) break;
-        t.start[op] = start;
-        t.binding[op] = previous->binding[op];
-        stream_free[s] = start + g.op(op).duration;
-        stream_last[s] = op;
-        t.makespan = std::max(t.makespan, stream_free[s]);
-        ++position[s];
-        ++started;
-      }
-      for (std::size_t k = 0; k < position[s]; ++k) {
-        const std::int32_t op = stream_at(s, k);
-        release(op, t.start[op], g.op(op).duration, s, false);
-      }
-    }
-  }
+
+  std::size_t started = 0;
   while (!worklist.empty()) {
     const int s = worklist.back();
     worklist.pop_back();
@@ -112,14 +95,15 @@ Result<Timeline> run_engine(const StepGraph& g, const Timeline* previous, TimeNs
         start = stream_free[s];
         t.binding[op] = stream_last[s];
       }
-      const TimeNs duration = g.op(op).duration;
       t.start[op] = start;
-      stream_free[s] = start + duration;
+      t.rank[op] = static_cast<std::int32_t>(t.order.size());
+      t.order.push_back(op);
+      stream_free[s] = start + g.op(op).duration;
       stream_last[s] = op;
-      t.makespan = std::max(t.makespan, start + duration);
+      t.makespan = std::max(t.makespan, stream_free[s]);
       ++position[s];
       ++started;
-      release(op, start, duration, s, true);
+      release(op, s);
     }
   }
   if (started != n) {
@@ -132,6 +116,36 @@ Result<Timeline> run_engine(const StepGraph& g, const Timeline* previous, TimeNs
     }
   }
   return t;
+}
+
+void run_engine_again(const StepGraph& g, Timeline& t, const std::vector<std::int32_t>& lengthened) {
+  if (lengthened.empty()) return;
+  const StepGraph::Edges& edges = g.successors();
+  // The timeline is a longest path over a fixed DAG (dependencies and stream order) whose weights
+  // only grew: an op starts at max(old start, new progress of the predecessors that moved).
+  // In the old start order (topological) from the first lengthened op on, push what moved.
+  thread_local std::vector<std::uint8_t> moved;  // per op: its start or duration changed
+  moved.assign(g.size(), 0);
+  std::int32_t first = static_cast<std::int32_t>(t.order.size());
+  for (const std::int32_t op : lengthened) {
+    moved[op] = 1;
+    first = std::min(first, t.rank[op]);
+  }
+  auto push = [&](std::int32_t to, TimeNs point, std::int32_t from) {
+    if (point <= t.start[to]) return;
+    t.start[to] = point;
+    t.binding[to] = from;
+    moved[to] = 1;
+  };
+  for (std::size_t k = static_cast<std::size_t>(first); k < t.order.size(); ++k) {
+    const std::int32_t op = t.order[k];
+    if (!moved[op]) continue;
+    const TimeNs start = t.start[op], duration = g.op(op).duration;
+    t.makespan = std::max(t.makespan, start + duration);
+    for (std::int32_t e = edges.offsets[op]; e < edges.offsets[op + 1]; ++e)
+      push(edges.edges[e].to, progress_point(start, duration, edges.edges[e].fraction), op);
+    if (edges.stream_next[op] >= 0) push(edges.stream_next[op], start + duration, op);
+  }
 }
 
 std::vector<std::int32_t> critical_path(const StepGraph& g, const Timeline& t) {

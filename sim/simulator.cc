@@ -298,10 +298,10 @@ void StepBuilder::add_data_parallel() {
 // Collectives on a stage's data-parallel channel (gradient reductions, ZeRO gathers) run beside
 // its compute and hold `fraction` of the SMs while they do (CostModel::overlapped does the same
 // for the TP collectives inside a pass): each pass is lengthened by `fraction` of the time a DP
-// collective ran beside it in `t`. Returns the earliest start of a pass it changed (-1: none);
-// the caller runs the engine again from there (one correction: the lengthening moves the
-// collectives little).
-TimeNs share_sms_with_dp_collectives(StepGraph& g, const Timeline& t, double fraction) {
+// collective ran beside it in `t`, and lists the passes it lengthened; the caller updates the
+// timeline for them (one correction: the lengthening moves the collectives little).
+void share_sms_with_dp_collectives(StepGraph& g, const Timeline& t, double fraction,
+                                   std::vector<std::int32_t>& lengthened) {
   struct Interval {
     TimeNs begin, end;
     std::int32_t op;
@@ -317,7 +317,7 @@ TimeNs share_sms_with_dp_collectives(StepGraph& g, const Timeline& t, double fra
     else if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward || op.kind == OpKind::kWeightGrad)
       passes[op.stage].push_back(iv);
   }
-  TimeNs earliest = -1;
+  lengthened.clear();
   for (int s = 0; s < g.stages(); ++s) {
     // Both lists are in stream order, so sorted by start, and neither stream overlaps itself.
     std::size_t k = 0;
@@ -328,10 +328,9 @@ TimeNs share_sms_with_dp_collectives(StepGraph& g, const Timeline& t, double fra
         beside += std::min(pass.end, collectives[s][j].end) - std::max(pass.begin, collectives[s][j].begin);
       if (beside <= 0) continue;
       g.op(pass.op).duration += static_cast<TimeNs>(std::llround(fraction * static_cast<double>(beside)));
-      if (earliest < 0 || pass.begin < earliest) earliest = pass.begin;
+      lengthened.push_back(pass.op);
     }
   }
-  return earliest;
 }
 
 }  // namespace
@@ -370,11 +369,9 @@ Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training,
   if (!timeline) return timeline.error();
   const double sm_fraction = cluster.compute.collective_sm_fraction;
   if (sm_fraction > 0 && config.dp > 1) {
-    const TimeNs changed_from = share_sms_with_dp_collectives(builder.graph(), *timeline, sm_fraction);
-    if (changed_from >= 0) {
-      timeline = run_engine(builder.graph(), &*timeline, changed_from);
-      if (!timeline) return timeline.error();
-    }
+    thread_local std::vector<std::int32_t> lengthened;
+    share_sms_with_dp_collectives(builder.graph(), *timeline, sm_fraction, lengthened);
+    run_engine_again(builder.graph(), *timeline, lengthened);
   }
 
   SimResult r;

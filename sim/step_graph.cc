@@ -39,6 +39,13 @@ const StepGraph::Edges& StepGraph::successors() const {
   e.edges.resize(deps_.size());
   std::vector<std::int32_t> cursor(e.offsets.begin(), e.offsets.end() - 1);
   for (const auto& d : deps_) e.edges[cursor[d.dep.predecessor]++] = {d.op, d.dep.fraction};
+  e.stream_next.assign(n, -1);
+  std::vector<std::int32_t> last(static_cast<std::size_t>(streams()), -1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const int s = ops_[i].stream;
+    if (last[s] >= 0) e.stream_next[last[s]] = static_cast<std::int32_t>(i);
+    last[s] = static_cast<std::int32_t>(i);
+  }
   edges_built_ = true;
   return e;
 }

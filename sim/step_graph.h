@@ -89,6 +89,7 @@ class StepGraph {
     std::vector<std::int32_t> offsets;  // size()+1
     std::vector<Edge> edges;
     std::vector<std::int32_t> in_degree;
+    std::vector<std::int32_t> stream_next;  // per op: the next op on its stream (-1: last)
   };
   const Edges& successors() const;
 

@@ -128,17 +128,24 @@ TEST(Engine, RunningAgainFromWhereDurationsChangedEqualsAFreshRun) {
     ASSERT_TRUE(before.ok());
     for (std::size_t pick : {std::size_t{3}, g.size() / 2, g.size() - 6}) {
       StepGraph changed = g;
-      TimeNs from = -1;
+      std::vector<std::int32_t> lengthened;
       for (std::size_t i = pick; i < changed.size(); i += 5) {
         const auto op = static_cast<std::int32_t>(i);
         changed.op(op).duration += 37 + static_cast<TimeNs>(i);
-        if (from < 0 || before->start[op] < from) from = before->start[op];
+        lengthened.push_back(op);
       }
       const auto fresh = run_engine(changed);
-      const auto again = run_engine(changed, &*before, from);
-      ASSERT_TRUE(fresh.ok() && again.ok());
-      EXPECT_EQ(again->start, fresh->start) << to_string(s) << " from op " << pick;
-      EXPECT_EQ(again->makespan, fresh->makespan) << to_string(s);
+      ASSERT_TRUE(fresh.ok());
+      Timeline again = *before;
+      run_engine_again(changed, again, lengthened);
+      EXPECT_EQ(again.start, fresh->start) << to_string(s) << " from op " << pick;
+      EXPECT_EQ(again.makespan, fresh->makespan) << to_string(s);
+      // The critical path is still gap-free and ends at the makespan.
+      const auto path = critical_path(changed, again);
+      ASSERT_FALSE(path.empty());
+      EXPECT_EQ(again.start[path.front()], 0);
+      EXPECT_EQ(again.end(changed, path.back()), again.makespan);
+      for (std::size_t i = 1; i < path.size(); ++i) EXPECT_LE(again.start[path[i - 1]], again.start[path[i]]);
       EXPECT_NE(fresh->start, before->start) << to_string(s);  // the change moved something
     }
   }
