@@ -23,23 +23,7 @@ TimeNs progress_point(TimeNs start, TimeNs duration, float fraction) {
 Result<Timeline> run_engine(const StepGraph& g) {
   const std::size_t n = g.size();
   const StepGraph::Edges& edges = g.successors();
-  // Ops of each stream in insertion order, as one flat array (counting sort by stream).
   const int streams = g.streams();
-  std::vector<std::int32_t> stream_begin(streams + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) ++stream_begin[g.op(static_cast<std::int32_t>(i)).stream + 1];
-  for (int s = 0; s < streams; ++s) stream_begin[s + 1] += stream_begin[s];
-  thread_local std::vector<std::int32_t> stream_order;
-  stream_order.resize(n);
-  {
-    std::vector<std::int32_t> fill(stream_begin.begin(), stream_begin.end() - 1);
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto op = static_cast<std::int32_t>(i);
-      stream_order[fill[g.op(op).stream]++] = op;
-    }
-  }
-  auto stream_size = [&](int s) { return static_cast<std::size_t>(stream_begin[s + 1] - stream_begin[s]); };
-  auto stream_at = [&](int s, std::size_t k) { return stream_order[stream_begin[s] + k]; };
-
   Timeline t;
   t.start.assign(n, -1);
   t.binding.assign(n, -1);
@@ -49,14 +33,14 @@ Result<Timeline> run_engine(const StepGraph& g) {
   thread_local std::vector<std::int32_t> pending;
   thread_local std::vector<TimeNs> ready_at;
   thread_local std::vector<std::int32_t> ready_by;
-  thread_local std::vector<std::size_t> position;
+  thread_local std::vector<std::int32_t> head;  // per stream: its next op to start (-1: done)
   thread_local std::vector<TimeNs> stream_free;
   thread_local std::vector<std::int32_t> stream_last;
   thread_local std::vector<int> worklist;
   pending.assign(edges.in_degree.begin(), edges.in_degree.end());
   ready_at.assign(n, 0);
   ready_by.assign(n, -1);
-  position.assign(streams, 0);
+  head.assign(edges.stream_head.begin(), edges.stream_head.end());
   stream_free.assign(streams, 0);
   stream_last.assign(streams, -1);
   worklist.clear();
@@ -76,8 +60,7 @@ Result<Timeline> run_engine(const StepGraph& g) {
       }
       if (--pending[edge.to] == 0) {
         const int next = g.op(edge.to).stream;
-        if (next != s && position[next] < stream_size(next) && stream_at(next, position[next]) == edge.to)
-          worklist.push_back(next);
+        if (next != s && head[next] == edge.to) worklist.push_back(next);
       }
     }
   };
@@ -86,8 +69,8 @@ Result<Timeline> run_engine(const StepGraph& g) {
   while (!worklist.empty()) {
     const int s = worklist.back();
     worklist.pop_back();
-    while (position[s] < stream_size(s)) {
-      const std::int32_t op = stream_at(s, position[s]);
+    while (head[s] >= 0) {
+      const std::int32_t op = head[s];
       if (pending[op] > 0) break;
       TimeNs start = ready_at[op];
       t.binding[op] = ready_by[op];
@@ -101,15 +84,15 @@ Result<Timeline> run_engine(const StepGraph& g) {
       stream_free[s] = start + g.op(op).duration;
       stream_last[s] = op;
       t.makespan = std::max(t.makespan, stream_free[s]);
-      ++position[s];
+      head[s] = edges.stream_next[op];
       ++started;
       release(op, s);
     }
   }
   if (started != n) {
     for (int s = 0; s < streams; ++s) {
-      if (position[s] < stream_size(s)) {
-        const Op& stuck = g.op(stream_at(s, position[s]));
+      if (head[s] >= 0) {
+        const Op& stuck = g.op(head[s]);
         return make_error(fmt::format("schedule deadlocks: {} of stage {} micro-batch {} can never start",
                                       to_string(stuck.kind), stuck.stage, stuck.micro_batch));
       }

@@ -26,8 +26,6 @@ const char* to_string(StreamKind kind) {
 const StepGraph::Edges& StepGraph::successors() const {
   if (edges_built_) return edges_;
   Edges& e = edges_;
-  e.offsets.clear();
-  e.in_degree.clear();
   const std::size_t n = ops_.size();
   e.offsets.assign(n + 1, 0);
   e.in_degree.assign(n, 0);
@@ -39,11 +37,12 @@ const StepGraph::Edges& StepGraph::successors() const {
   e.edges.resize(deps_.size());
   std::vector<std::int32_t> cursor(e.offsets.begin(), e.offsets.end() - 1);
   for (const auto& d : deps_) e.edges[cursor[d.dep.predecessor]++] = {d.op, d.dep.fraction};
+  e.stream_head.assign(static_cast<std::size_t>(streams()), -1);
   e.stream_next.assign(n, -1);
   std::vector<std::int32_t> last(static_cast<std::size_t>(streams()), -1);
   for (std::size_t i = 0; i < n; ++i) {
     const int s = ops_[i].stream;
-    if (last[s] >= 0) e.stream_next[last[s]] = static_cast<std::int32_t>(i);
+    (last[s] >= 0 ? e.stream_next[last[s]] : e.stream_head[s]) = static_cast<std::int32_t>(i);
     last[s] = static_cast<std::int32_t>(i);
   }
   edges_built_ = true;

@@ -79,8 +79,8 @@ class StepGraph {
   Op& op(std::int32_t i) { return ops_[i]; }
   const std::vector<Op>& ops() const { return ops_; }
 
-  // Successor lists in compressed form, built on the first call after the last add/depend (a
-  // graph run twice with changed durations builds them once).
+  // Successor lists in compressed form and each stream's ops in order, built on the first call
+  // after the last add/depend (a graph run twice with changed durations builds them once).
   struct Edge {
     std::int32_t to;
     float fraction;
@@ -89,6 +89,7 @@ class StepGraph {
     std::vector<std::int32_t> offsets;  // size()+1
     std::vector<Edge> edges;
     std::vector<std::int32_t> in_degree;
+    std::vector<std::int32_t> stream_head;  // per stream: its first op (-1: none)
     std::vector<std::int32_t> stream_next;  // per op: the next op on its stream (-1: last)
   };
   const Edges& successors() const;

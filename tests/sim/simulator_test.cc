@@ -42,6 +42,16 @@ TrainingSpec training_for(const Case& c, const ModelSpec& m) {
   return t;
 }
 
+// The A100 cost file with collectives beside compute free (first) and holding a quarter of the
+// SMs (second).
+std::pair<ClusterSpec, ClusterSpec> overlap_free_and_shared() {
+  ClusterSpec free_overlap = *cluster_preset("dgx-a100-80gb");
+  free_overlap.compute.collective_sm_fraction = 0;
+  ClusterSpec shared = free_overlap;
+  shared.compute.collective_sm_fraction = 0.25;
+  return {free_overlap, shared};
+}
+
 double step(const Case& c, const ClusterSpec& cluster) {
   const ModelSpec m = *model_preset(c.model);
   auto r = simulate(m, training_for(c, m), c.config, cluster);
@@ -380,10 +390,7 @@ TEST(CostModel, FlashAttentionEfficiencyFallsOnSmallShards) {
 // that fraction of the collective's time longer. A collective that outlasts its GEMM sets the time.
 TEST(CostModel, CollectivesOverlappedWithGemmsTakeTheirShareOfTheSms) {
   const ModelSpec m = *model_preset("gpt3-175b");
-  ClusterSpec free_overlap = *cluster_preset("dgx-a100-80gb");
-  free_overlap.compute.collective_sm_fraction = 0;
-  ClusterSpec shared = free_overlap;
-  shared.compute.collective_sm_fraction = 0.25;
+  auto [free_overlap, shared] = overlap_free_and_shared();
   ASSERT_DOUBLE_EQ(cluster_from_json(to_json(shared))->compute.collective_sm_fraction, 0.25);
   TrainingSpec t;
   t.gpus = 8;
@@ -438,10 +445,7 @@ TEST(CostModel, CollectivesOverlappedWithGemmsTakeTheirShareOfTheSms) {
 // and not at all where the reduction waits for the backward to end.
 TEST(Simulator, DataParallelCollectivesBesideComputeTakeTheirShareOfTheSms) {
   const ModelSpec m = *model_preset("llama2-7b");
-  ClusterSpec free_overlap = *cluster_preset("dgx-a100-80gb");
-  free_overlap.compute.collective_sm_fraction = 0;
-  ClusterSpec shared = free_overlap;
-  shared.compute.collective_sm_fraction = 0.25;
+  const auto [free_overlap, shared] = overlap_free_and_shared();
   SimOptions keep;
   keep.keep_graph = true;
   for (int zero : {0, 3}) {
