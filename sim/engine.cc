@@ -27,7 +27,6 @@ Result<Timeline> run_engine(const StepGraph& g) {
   Timeline t;
   t.start.assign(n, -1);
   t.binding.assign(n, -1);
-  t.rank.assign(n, -1);
   t.order.reserve(n);
   // Scratch reused across runs on this thread: the planner runs thousands of steps back to back.
   thread_local std::vector<std::int32_t> pending;
@@ -79,7 +78,6 @@ Result<Timeline> run_engine(const StepGraph& g) {
         t.binding[op] = stream_last[s];
       }
       t.start[op] = start;
-      t.rank[op] = static_cast<std::int32_t>(t.order.size());
       t.order.push_back(op);
       stream_free[s] = start + g.op(op).duration;
       stream_last[s] = op;
@@ -109,18 +107,16 @@ void run_engine_again(const StepGraph& g, Timeline& t, const std::vector<std::in
   // In the old start order (topological) from the first lengthened op on, push what moved.
   thread_local std::vector<std::uint8_t> moved;  // per op: its start or duration changed
   moved.assign(g.size(), 0);
-  std::int32_t first = static_cast<std::int32_t>(t.order.size());
-  for (const std::int32_t op : lengthened) {
-    moved[op] = 1;
-    first = std::min(first, t.rank[op]);
-  }
+  for (const std::int32_t op : lengthened) moved[op] = 1;
+  std::size_t first = 0;  // nothing before the first lengthened op moves
+  while (!moved[t.order[first]]) ++first;
   auto push = [&](std::int32_t to, TimeNs point, std::int32_t from) {
     if (point <= t.start[to]) return;
     t.start[to] = point;
     t.binding[to] = from;
     moved[to] = 1;
   };
-  for (std::size_t k = static_cast<std::size_t>(first); k < t.order.size(); ++k) {
+  for (std::size_t k = first; k < t.order.size(); ++k) {
     const std::int32_t op = t.order[k];
     if (!moved[op]) continue;
     const TimeNs start = t.start[op], duration = g.op(op).duration;

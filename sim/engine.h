@@ -14,7 +14,6 @@ struct Timeline {
   std::vector<TimeNs> start;          // per op
   std::vector<std::int32_t> binding;  // per op: the op whose progress set its start (-1: none)
   std::vector<std::int32_t> order;    // ops in the order the engine started them (topological)
-  std::vector<std::int32_t> rank;     // per op: its index in `order`
   TimeNs makespan = 0;
   TimeNs end(const StepGraph& g, std::int32_t op) const { return start[op] + g.op(op).duration; }
 };
