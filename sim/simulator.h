@@ -10,10 +10,10 @@
 #include "core/model_spec.h"
 #include "core/parallel_config.h"
 #include "core/result.h"
+#include "core/schedule.h"
 #include "core/training_spec.h"
 #include "sim/cost_model.h"
 #include "sim/engine.h"
-#include "sim/schedule.h"
 #include "sim/step_graph.h"
 
 namespace loom::sim {

@@ -9,6 +9,7 @@
 
 #include "core/model_spec.h"
 #include "core/parallel_config.h"
+#include "core/schedule.h"
 
 namespace loom::exec {
 
@@ -77,9 +78,7 @@ std::string check_layout(const ModelSpec& model, const ParallelConfig& config, i
 StageLayout make_stage_layout(const ModelSpec& model, const ParallelConfig& config, int tp_rank, int pp_rank);
 
 // Interleaved pipelines (vpp > 1): chunk c of stage s is virtual stage c·pp + s of a pp·vpp-stage
-// pipeline (Megatron-LM; the simulator's numbering and trace names).
-inline int virtual_stage(int chunk, int stage, int pp) { return chunk * pp + stage; }
-
+// pipeline, virtual_stage() in core/schedule.h (Megatron-LM; the simulator's numbering and trace names).
 // Every model chunk a rank holds, and all of them in one layout (units concatenated chunk by
 // chunk, chunk c's units from unit_offset[c]) for the parameter store, checkpoints and memory checks.
 struct RankLayout {

@@ -1,45 +1,12 @@
 #include "exec/parallel/pipeline.h"
 
-#include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "core/trace_names.h"
 
 namespace loom::exec {
-
-std::vector<PipelineAction> pipeline_schedule(Schedule schedule, int stages, int stage, int micro_batches, int chunks) {
-  std::vector<PipelineAction> actions;
-  if (schedule == Schedule::kGPipe) {
-    for (int i = 0; i < micro_batches; ++i) actions.push_back({true, i, 0});
-    for (int i = 0; i < micro_batches; ++i) actions.push_back({false, i, 0});
-    return actions;
-  }
-  // 1F1B is the interleaved order with one chunk, except for its shorter warm-up.
-  const int group = stages * chunks, total = micro_batches * chunks;
-  auto action = [&](int k, bool forward) {
-    const int in_group = (k % group) / stages;
-    return PipelineAction{forward, (k / group) * stages + k % stages, forward ? in_group : chunks - 1 - in_group};
-  };
-  const int warmup = schedule == Schedule::kInterleaved ? std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total)
-                                                        : std::min(stages - stage - 1, micro_batches);
-  if (schedule != Schedule::kInterleaved) {
-    for (int i = 0; i < warmup; ++i) actions.push_back({true, i, 0});
-    for (int i = 0; i < micro_batches - warmup; ++i) {
-      actions.push_back({true, warmup + i, 0});
-      actions.push_back({false, i, 0});
-    }
-    for (int i = micro_batches - warmup; i < micro_batches; ++i) actions.push_back({false, i, 0});
-    return actions;
-  }
-  for (int k = 0; k < warmup; ++k) actions.push_back(action(k, true));
-  for (int k = 0; k < total - warmup; ++k) {
-    actions.push_back(action(warmup + k, true));
-    actions.push_back(action(k, false));
-  }
-  for (int k = total - warmup; k < total; ++k) actions.push_back(action(k, false));
-  return actions;
-}
 
 namespace {
 // Messages are tagged by the edge between virtual stages e and e + 1 and the micro-batch.
@@ -76,47 +43,60 @@ void PipelineRunner::reap_sends(bool wait) {
 
 double PipelineRunner::run(int micro_batches, float loss_scale, const std::function<MicroBatch(int)>& load,
                            const std::function<void(int)>& before_backward) {
-  const int stages = groups_.config.pp, stage = groups_.coords.pp_rank;
-  const int chunks = static_cast<int>(chunks_.size()), virtual_stages = stages * chunks;
-  const int prev = (stage + stages - 1) % stages, next = (stage + 1) % stages;
+  const ParallelConfig& c = groups_.config;
+  // Layouts are checked before a run starts: a schedule that cannot be made here is Loom's fault.
+  auto programs = make_schedule(c.schedule, c.pp, micro_batches, static_cast<int>(chunks_.size()));
+  if (!programs.ok()) throw std::logic_error("pipeline schedule: " + programs.error().message);
   double loss_sum = 0;
-  for (const PipelineAction& a : pipeline_schedule(groups_.config.schedule, stages, stage, micro_batches, chunks)) {
-    const MicroBatch mb = load(a.micro_batch);
-    const int v = virtual_stage(a.chunk, stage, stages);
-    const bool first = v == 0, last = v == virtual_stages - 1;
-    GptStage& chunk = *chunks_[a.chunk];
-    if (a.forward) {
-      Tensor input;
-      if (!first)
-        input = receive(prev, activation_tag(a.micro_batch, v - 1, virtual_stages),
-                        trace_names::forward(v - 1, a.micro_batch), MemoryCategory::kActivations);
-      Tensor out;
-      {
-        TraceScope scope(tracer_, trace_names::forward(v, a.micro_batch), "compute", kComputeLane);
-        out = chunk.forward(a.micro_batch, mb, std::move(input), loss_scale, &loss_sum);
-      }
-      if (!last)
-        send(std::move(out), next, activation_tag(a.micro_batch, v, virtual_stages), trace_names::forward(v, a.micro_batch),
-             false);
-    } else {
-      before_backward(a.micro_batch);
-      Tensor din;
-      {
-        Tensor dout;
-        if (!last)
-          dout = receive(next, gradient_tag(a.micro_batch, v, virtual_stages), trace_names::backward(v + 1, a.micro_batch),
-                         MemoryCategory::kBuffers);
-        TraceScope scope(tracer_, trace_names::backward(v, a.micro_batch), "compute", kComputeLane);
-        din = chunk.backward(a.micro_batch, mb, dout);
-      }  // the received gradient is freed before the one this stage sends is charged as a buffer
-      if (!first)
-        send(std::move(din), prev, gradient_tag(a.micro_batch, v - 1, virtual_stages),
-             trace_names::backward(v, a.micro_batch), true);
+  for (const PipelineOp& op : (*programs)[groups_.coords.pp_rank]) {
+    const MicroBatch mb = load(op.micro_batch);
+    switch (op.pass) {
+      case Pass::kF: forward(op, mb, loss_scale, &loss_sum); break;
+      case Pass::kB:
+        before_backward(op.micro_batch);
+        backward(op, mb);
+        break;
+      case Pass::kW: throw std::logic_error("pipeline schedule: the executor has no separate weight-gradient pass");
     }
     reap_sends(false);
   }
   reap_sends(true);
   return loss_sum;
+}
+
+void PipelineRunner::forward(const PipelineOp& op, const MicroBatch& mb, float loss_scale, double* loss_sum) {
+  const int stages = groups_.config.pp, stage = groups_.coords.pp_rank;
+  const int virtual_stages = stages * static_cast<int>(chunks_.size());
+  const int v = virtual_stage(op.chunk, stage, stages), i = op.micro_batch;
+  Tensor input;
+  if (v > 0)
+    input = receive((stage + stages - 1) % stages, activation_tag(i, v - 1, virtual_stages), trace_names::forward(v - 1, i),
+                    MemoryCategory::kActivations);
+  Tensor out;
+  {
+    TraceScope scope(tracer_, trace_names::forward(v, i), "compute", kComputeLane);
+    out = chunks_[op.chunk]->forward(i, mb, std::move(input), loss_scale, loss_sum);
+  }
+  if (v < virtual_stages - 1)
+    send(std::move(out), (stage + 1) % stages, activation_tag(i, v, virtual_stages), trace_names::forward(v, i), false);
+}
+
+void PipelineRunner::backward(const PipelineOp& op, const MicroBatch& mb) {
+  const int stages = groups_.config.pp, stage = groups_.coords.pp_rank;
+  const int virtual_stages = stages * static_cast<int>(chunks_.size());
+  const int v = virtual_stage(op.chunk, stage, stages), i = op.micro_batch;
+  Tensor din;
+  {
+    Tensor dout;
+    if (v < virtual_stages - 1)
+      dout = receive((stage + 1) % stages, gradient_tag(i, v, virtual_stages), trace_names::backward(v + 1, i),
+                     MemoryCategory::kBuffers);
+    TraceScope scope(tracer_, trace_names::backward(v, i), "compute", kComputeLane);
+    din = chunks_[op.chunk]->backward(i, mb, dout);
+  }  // the received gradient is freed before the one this stage sends is charged as a buffer
+  if (v > 0)
+    send(std::move(din), (stage + stages - 1) % stages, gradient_tag(i, v - 1, virtual_stages), trace_names::backward(v, i),
+         true);
 }
 
 }  // namespace loom::exec

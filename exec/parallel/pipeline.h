@@ -1,13 +1,11 @@
-// Pipeline parallelism: the order in which one stage runs the forward and backward of each
-// micro-batch (GPipe: all forwards then all backwards; 1F1B, Narayanan et al. 2021: warm-up
-// forwards, then alternate, then drain; interleaved 1F1B over vpp model chunks per stage, the
-// same order as the simulator's), and the runner that executes it with non-blocking
-// point-to-point messages. Each stage waits on the receives its schedule needs next and keeps at
-// most one send per direction in flight (activations forward, gradients backward): before a new
-// send it waits for the previous one, whose buffer is then freed, as Megatron-LM waits on its
+// Pipeline parallelism: the runner that executes one stage's program of forward and backward
+// passes (core/schedule.h: GPipe, 1F1B, interleaved 1F1B, the simulator's very programs) with
+// non-blocking point-to-point messages. Each stage waits on the receives its program needs next and
+// keeps at most one send per direction in flight (activations forward, gradients backward): before a
+// new send it waits for the previous one, whose buffer is then freed, as Megatron-LM waits on its
 // p2p requests. That wait cannot deadlock: every stage runs the same sequence of (micro-batch,
 // chunk) pairs, so a peer receives the messages of one direction in the order they are sent, and
-// the previous message is one the peer's schedule receives before it needs anything this stage
+// the previous message is one the peer's program receives before it needs anything this stage
 // has not sent yet.
 #pragma once
 
@@ -16,21 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "core/parallel_config.h"
+#include "core/schedule.h"
 #include "exec/model/gpt_stage.h"
 #include "exec/process_groups.h"
 #include "exec/trace.h"
 
 namespace loom::exec {
-
-struct PipelineAction {
-  bool forward = true;
-  int micro_batch = 0;
-  int chunk = 0;  // model chunk on this stage (interleaved schedule)
-};
-
-std::vector<PipelineAction> pipeline_schedule(Schedule schedule, int stages, int stage, int micro_batches,
-                                              int chunks = 1);
 
 class PipelineRunner {
  public:
@@ -38,9 +27,9 @@ class PipelineRunner {
   PipelineRunner(std::vector<GptStage*> chunks, ProcessGroups& groups, Backend& backend, Tracer* tracer)
       : chunks_(std::move(chunks)), groups_(groups), backend_(backend), tracer_(tracer) {}
 
-  // Runs one step's forwards and backwards. load(i) gives micro-batch i's data; before(i) is called
-  // before each backward (ZeRO needs to know the last micro-batch). Returns the summed token losses
-  // on the last stage (0 elsewhere).
+  // Runs one step's forwards and backwards in the order of make_schedule's program for this stage.
+  // load(i) gives micro-batch i's data; before_backward(i) is called before each backward (ZeRO
+  // needs to know the last micro-batch). Returns the summed token losses on the last stage (0 elsewhere).
   double run(int micro_batches, float loss_scale, const std::function<MicroBatch(int)>& load,
              const std::function<void(int)>& before_backward);
 
@@ -50,6 +39,8 @@ class PipelineRunner {
     Tensor buffer;
     bool gradient = false;
   };
+  void forward(const PipelineOp& op, const MicroBatch& mb, float loss_scale, double* loss_sum);
+  void backward(const PipelineOp& op, const MicroBatch& mb);
   Tensor receive(int peer, int tag, const std::string& what, MemoryCategory category);
   void send(Tensor buffer, int peer, int tag, const std::string& what, bool gradient);
   void reap_sends(bool wait);

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "sim/schedule.h"
+#include "core/schedule.h"
 #include "sim/step_graph.h"
 
 namespace loom::sim::testing {

@@ -3,9 +3,9 @@
 // through the chunks, shrinking the bubble v times at the cost of v times the p2p traffic.
 #include <algorithm>
 
-#include "sim/schedule.h"
+#include "core/schedule.h"
 
-namespace loom::sim {
+namespace loom {
 
 namespace {
 
@@ -39,4 +39,4 @@ std::vector<StageProgram> interleaved_schedule(int pp, int micro_batches, int vp
   return programs;
 }
 
-}  // namespace loom::sim
+}  // namespace loom

@@ -1,14 +1,16 @@
 // Pipeline schedules: for each stage, the order in which it runs the forward (F), backward (B)
-// and, for zero-bubble, weight-gradient (W) passes of every micro-batch and model chunk. One file
-// per schedule under sim/schedules/; adding a schedule is adding a file and a case here.
+// and, for zero-bubble, weight-gradient (W) passes of every micro-batch and model chunk. The simulator
+// and the executor both run these programs. One file per schedule under core/schedules/; adding a
+// schedule is adding a file and a case here.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "core/parallel_config.h"
 #include "core/result.h"
 
-namespace loom::sim {
+namespace loom {
 
 enum class Pass : unsigned char { kF, kB, kW };
 
@@ -35,4 +37,4 @@ Result<std::vector<StageProgram>> make_schedule(Schedule schedule, int pp, int m
 // "F0.0 F0.1 B0.0 ..." (pass, chunk, micro-batch), for tests and debugging.
 std::string format_program(const StageProgram& program);
 
-}  // namespace loom::sim
+}  // namespace loom

@@ -1,8 +1,8 @@
-#include "sim/schedule.h"
+#include "core/schedule.h"
 
 #include <fmt/format.h>
 
-namespace loom::sim {
+namespace loom {
 
 Result<std::vector<StageProgram>> make_schedule(Schedule schedule, int pp, int micro_batches, int vpp) {
   if (pp < 1 || micro_batches < 1 || vpp < 1)
@@ -33,4 +33,4 @@ std::string format_program(const StageProgram& program) {
   return out;
 }
 
-}  // namespace loom::sim
+}  // namespace loom

@@ -3,9 +3,9 @@
 // remaining backwards. Same bubble as GPipe, but at most p − s micro-batches in flight.
 #include <algorithm>
 
-#include "sim/schedule.h"
+#include "core/schedule.h"
 
-namespace loom::sim {
+namespace loom {
 
 std::vector<StageProgram> one_f_one_b_schedule(int pp, int micro_batches) {
   std::vector<StageProgram> programs(pp);
@@ -23,4 +23,4 @@ std::vector<StageProgram> one_f_one_b_schedule(int pp, int micro_batches) {
   return programs;
 }
 
-}  // namespace loom::sim
+}  // namespace loom

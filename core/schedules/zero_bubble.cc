@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <deque>
 
-#include "sim/schedule.h"
+#include "core/schedule.h"
 
-namespace loom::sim {
+namespace loom {
 
 std::vector<StageProgram> zero_bubble_h1_schedule(int pp, int micro_batches) {
   std::vector<StageProgram> programs(pp);
@@ -38,4 +38,4 @@ std::vector<StageProgram> zero_bubble_h1_schedule(int pp, int micro_batches) {
   return programs;
 }
 
-}  // namespace loom::sim
+}  // namespace loom

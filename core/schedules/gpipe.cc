@@ -1,8 +1,8 @@
 // GPipe (Huang et al. 2019): every stage runs all forwards, then all backwards. Simple and
 // deadlock-free; keeps all m micro-batches' activations alive.
-#include "sim/schedule.h"
+#include "core/schedule.h"
 
-namespace loom::sim {
+namespace loom {
 
 std::vector<StageProgram> gpipe_schedule(int pp, int micro_batches) {
   std::vector<StageProgram> programs(pp);
@@ -14,4 +14,4 @@ std::vector<StageProgram> gpipe_schedule(int pp, int micro_batches) {
   return programs;
 }
 
-}  // namespace loom::sim
+}  // namespace loom
