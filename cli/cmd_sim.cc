@@ -91,9 +91,7 @@ int run_sim(const SimFlags& f) {
   if (!f.trace.empty()) write_output(f.trace, sim::chrome_trace_json(*result, specs.model.name + " " + describe(config)));
 
   if (f.format == "json") {
-    auto row = evaluate_config(specs.model, specs.training, specs.cluster, config, memory);
-    if (!row) throw InputError(row.error().message);
-    Json j = plan_row_json(*row, 1);
+    Json j = plan_row_json(plan_row(*result, memory, specs.training), 1);
     j.erase("rank");
     Json stages = Json::array();
     for (const auto& s : memory.stages)

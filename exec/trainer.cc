@@ -4,14 +4,9 @@
 #include <cmath>
 #include <vector>
 
-namespace loom::exec {
+#include "core/flops.h"
 
-double model_flops_per_step(const ModelSpec& model, std::int64_t global_batch, int seq, int tp) {
-  const double tokens = static_cast<double>(global_batch) * seq;
-  const double forward = model.layers * (model.layer_linear_flops_fwd(tokens) + model.layer_attention_flops_fwd(tokens, seq)) +
-                         model.lm_head_flops_fwd(tokens, padded_vocab(model.vocab, tp));
-  return 3.0 * forward;
-}
+namespace loom::exec {
 
 Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& backend, const TokenFile& data,
                  Tracer* tracer)
@@ -69,8 +64,8 @@ StepMetrics Trainer::step() {
   m.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double global_tokens = static_cast<double>(options_.training.global_batch) * seq_;
   m.tokens_per_s = global_tokens / m.step_time_s;
-  m.tflops_per_gpu = model_flops_per_step(options_.model, options_.training.global_batch, seq_, options_.config.tp) /
-                     options_.config.world_size() / m.step_time_s / 1e12;
+  m.tflops_per_gpu = tflops_per_gpu(model_flops_per_step(options_.model, options_.training.global_batch, seq_),
+                                    m.step_time_s, options_.config.world_size());
   for (int c = 0; c < kMemoryCategories; ++c)
     m.peak_bytes[c] = backend_.memory().peak_bytes(static_cast<MemoryCategory>(c));
   m.peak_total_bytes = backend_.memory().peak_total_bytes();

@@ -44,13 +44,10 @@ struct StepMetrics {
   double learning_rate = 0;
   double step_time_s = 0;
   double tokens_per_s = 0;
-  double tflops_per_gpu = 0;  // model FLOPs (no recomputation) per rank
+  double tflops_per_gpu = 0;  // model FLOPs per rank (core/flops.h, as `loom sim` counts them)
   std::array<std::int64_t, kMemoryCategories> peak_bytes{};  // this rank, since the run began
   std::int64_t peak_total_bytes = 0;
 };
-
-// Model FLOPs of one optimizer step (forward + backward, 3× the forward; no recomputation).
-double model_flops_per_step(const ModelSpec& model, std::int64_t global_batch, int seq, int tp);
 
 class Trainer {
  public:

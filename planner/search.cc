@@ -31,22 +31,26 @@ Result<PlanRow> evaluate_config(const ModelSpec& model, const TrainingSpec& trai
                                 const MemoryReport& memory) {
   auto sim = sim::simulate(model, training, config, cluster, collectives);
   if (!sim) return sim.error();
+  return plan_row(*sim, memory, training);
+}
+
+PlanRow plan_row(const sim::SimResult& sim, const MemoryReport& memory, const TrainingSpec& training) {
   PlanRow row;
-  row.config = config;
-  row.micro_batches = sim->micro_batches;
-  row.metrics.step_time_s = sim->step_time_s;
-  row.metrics.tokens_per_s = sim->tokens_per_s;
-  row.metrics.tflops_per_gpu = sim->tflops_per_gpu;
-  row.metrics.hw_tflops_per_gpu = sim->hw_tflops_per_gpu;
-  row.metrics.mfu = sim->mfu;
-  row.metrics.bubble_fraction = sim->bubble_fraction;
-  row.metrics.exposed_comm_s = sim->exposed.total();
+  row.config = sim.config;
+  row.micro_batches = sim.micro_batches;
+  row.metrics.step_time_s = sim.step_time_s;
+  row.metrics.tokens_per_s = sim.tokens_per_s;
+  row.metrics.tflops_per_gpu = sim.tflops_per_gpu;
+  row.metrics.hw_tflops_per_gpu = sim.hw_tflops_per_gpu;
+  row.metrics.mfu = sim.mfu;
+  row.metrics.bubble_fraction = sim.bubble_fraction;
+  row.metrics.exposed_comm_s = sim.exposed.total();
   row.metrics.fits = memory.fits;
   row.metrics.memory_gib = memory.most_loaded_gib();
   row.memory = memory.most_loaded();
-  row.exposed = sim->exposed;
-  row.limited_by = sim->limited_by;
-  if (training.tokens > 0) row.days_to_train = training.tokens / sim->tokens_per_s / 86400.0;
+  row.exposed = sim.exposed;
+  row.limited_by = sim.limited_by;
+  if (training.tokens > 0) row.days_to_train = training.tokens / sim.tokens_per_s / 86400.0;
   return row;
 }
 

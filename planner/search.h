@@ -36,7 +36,12 @@ struct PlanOptions {
   std::function<void(std::size_t, std::size_t)> progress;
 };
 
-// One configuration's metrics and memory, as `loom sim` reports them.
+// A simulated configuration as a plan row: the simulator's metrics, the memory model's most loaded
+// stage, and the days to train when `training` has a token budget. The one place a SimResult's
+// metrics are copied into a PlanRow.
+PlanRow plan_row(const sim::SimResult& sim, const MemoryReport& memory, const TrainingSpec& training);
+
+// One configuration simulated and turned into a plan row (the planner's inner loop).
 Result<PlanRow> evaluate_config(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
                                 const ParallelConfig& config, const MemoryReport& memory);
 Result<PlanRow> evaluate_config(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,

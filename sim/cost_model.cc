@@ -227,15 +227,15 @@ PassCost CostModel::attention_core_backward() const {
 
 CostModel::LayerDims CostModel::dims() const {
   LayerDims d;
-  d.t = config_.tp;
-  d.h = model_.hidden;
-  d.kv = static_cast<double>(model_.kv_dim());
-  d.f = model_.ffn_hidden;
-  d.up = model_.activation == Activation::kSwiGLU ? 2.0 * d.f : d.f;
-  d.ab = training_.activation_bytes;
+  d.tp = config_.tp;
+  d.hidden = model_.hidden;
+  d.kv_width = static_cast<double>(model_.kv_dim());
+  d.ffn = model_.ffn_hidden;
+  d.mlp_up_width = model_.activation == Activation::kSwiGLU ? 2.0 * d.ffn : d.ffn;
+  d.element_bytes = training_.activation_bytes;
   d.sp = config_.sequence_parallel && config_.tp > 1;
-  d.tokens_sp = d.sp ? tokens_ / d.t : tokens_;
-  d.act_bytes = tokens_ * d.h * d.ab;
+  d.rank_tokens = d.sp ? tokens_ / d.tp : tokens_;
+  d.activation_bytes = tokens_ * d.hidden * d.element_bytes;
   return d;
 }
 
@@ -250,44 +250,45 @@ CostModel::Overlap CostModel::overlapped(double gemm, double comm) const {
 
 PassCost CostModel::layer_forward(bool with_tp_comm) const {
   PassCost p = new_pass();
-  const auto [t, h, kv, f, up, ab, sp, tokens_sp, act_bytes] = dims();
+  const LayerDims d = dims();
   const bool comm = with_tp_comm && config_.tp > 1;
-  const double residual_bytes = (3.0 * ab + (model_.dropout ? 1.0 : 0.0)) * tokens_sp * h;
+  const double residual_bytes = (3.0 * d.element_bytes + (model_.dropout ? 1.0 : 0.0)) * d.rank_tokens * d.hidden;
 
-  add_memory(p, "norm", 2.0 * ab * tokens_sp * h);
-  if (comm && sp) p.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
-  p.add("qkv", gemm_s(tokens_, (h + 2.0 * kv) / t, h), 2.0 * tokens_ * h * (h + 2.0 * kv) / t);
+  add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
+  if (comm && d.sp) p.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, d.activation_bytes));
+  p.add("qkv", gemm_s(tokens_, (d.hidden + 2.0 * d.kv_width) / d.tp, d.hidden),
+        2.0 * tokens_ * d.hidden * (d.hidden + 2.0 * d.kv_width) / d.tp);
   p.append(attention_core_forward());
-  p.add("attn_out", gemm_s(tokens_, h, h / t), 2.0 * tokens_ * h * h / t);
+  p.add("attn_out", gemm_s(tokens_, d.hidden, d.hidden / d.tp), 2.0 * tokens_ * d.hidden * d.hidden / d.tp);
   if (comm) {
-    if (sp) p.add_comm("reduce_scatter tp", tp_comm_s(Collective::kReduceScatter, act_bytes));
-    else p.add_comm("all_reduce tp", tp_comm_s(Collective::kAllReduce, act_bytes));
+    if (d.sp) p.add_comm("reduce_scatter tp", tp_comm_s(Collective::kReduceScatter, d.activation_bytes));
+    else p.add_comm("all_reduce tp", tp_comm_s(Collective::kAllReduce, d.activation_bytes));
   }
   add_memory(p, "residual", residual_bytes);
-  add_memory(p, "norm", 2.0 * ab * tokens_sp * h);
-  if (comm && sp) p.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
-  p.add("mlp_up", gemm_s(tokens_, up / t, h), 2.0 * tokens_ * h * up / t);
+  add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
+  if (comm && d.sp) p.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, d.activation_bytes));
+  p.add("mlp_up", gemm_s(tokens_, d.mlp_up_width / d.tp, d.hidden), 2.0 * tokens_ * d.hidden * d.mlp_up_width / d.tp);
   add_memory(p, model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu",
-             (model_.activation == Activation::kSwiGLU ? 3.0 : 2.0) * ab * tokens_ * f / t);
-  p.add("mlp_down", gemm_s(tokens_, h, f / t), 2.0 * tokens_ * h * f / t);
+             (model_.activation == Activation::kSwiGLU ? 3.0 : 2.0) * d.element_bytes * tokens_ * d.ffn / d.tp);
+  p.add("mlp_down", gemm_s(tokens_, d.hidden, d.ffn / d.tp), 2.0 * tokens_ * d.hidden * d.ffn / d.tp);
   if (comm) {
-    if (sp) p.add_comm("reduce_scatter tp", tp_comm_s(Collective::kReduceScatter, act_bytes));
-    else p.add_comm("all_reduce tp", tp_comm_s(Collective::kAllReduce, act_bytes));
+    if (d.sp) p.add_comm("reduce_scatter tp", tp_comm_s(Collective::kReduceScatter, d.activation_bytes));
+    else p.add_comm("all_reduce tp", tp_comm_s(Collective::kAllReduce, d.activation_bytes));
   }
   add_memory(p, "residual", residual_bytes);
   return p;
 }
 
 void CostModel::layer_backward(PassCost& in, PassCost& w) const {
-  const auto [t, h, kv, f, up, ab, sp, tokens_sp, act_bytes] = dims();
+  const LayerDims d = dims();
   const bool comm = config_.tp > 1;
   const bool split = &in != &w;  // zero-bubble: weight gradients run later, nothing to hide comm behind
   // Each residual connection in the backward: the branch's gradient through its dropout (read
   // the gradient and the 1-byte mask, write), and the residual stream's gradient summed from the
   // branch and the skip path (read both, write: autograd's gradient accumulation, the executor's axpy).
   auto residual_backward = [&](PassCost& pass) {
-    if (model_.dropout) add_memory(pass, "dropout_bwd", (2.0 * ab + 1.0) * tokens_sp * h);
-    add_memory(pass, "residual_bwd", 3.0 * ab * tokens_sp * h);
+    if (model_.dropout) add_memory(pass, "dropout_bwd", (2.0 * d.element_bytes + 1.0) * d.rank_tokens * d.hidden);
+    add_memory(pass, "residual_bwd", 3.0 * d.element_bytes * d.rank_tokens * d.hidden);
   };
 
   // Recompute first: the backward of a layer starts by rebuilding what was dropped.
@@ -307,14 +308,15 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
   // A linear layer's bias gradient sums its output gradient over the tokens (one read of it); it
   // is charged to the layer's input-gradient op, as the executor's trace slices hold it.
   auto bias_grad_s = [&](double rows, double cols) {
-    return model_.linear_bias ? memory_s("bias_grad", rows * cols * ab) : 0.0;
+    return model_.linear_bias ? memory_s("bias_grad", rows * cols * d.element_bytes) : 0.0;
   };
   auto column_parallel = [&](const char* name, double out_features) {
-    const double dgrad = gemm_s(tokens_, h, out_features / t) + bias_grad_s(tokens_, out_features / t);
-    const double wgrad = wgrad_s(out_features / t, h, tokens_);
-    const double flops = 2.0 * tokens_ * h * out_features / t;
-    const double gather = comm && sp ? tp_comm_s(Collective::kAllGather, act_bytes) : 0.0;
-    const double reduce = comm ? tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes) : 0.0;
+    const double dgrad = gemm_s(tokens_, d.hidden, out_features / d.tp) + bias_grad_s(tokens_, out_features / d.tp);
+    const double wgrad = wgrad_s(out_features / d.tp, d.hidden, tokens_);
+    const double flops = 2.0 * tokens_ * d.hidden * out_features / d.tp;
+    const double gather = comm && d.sp ? tp_comm_s(Collective::kAllGather, d.activation_bytes) : 0.0;
+    const double reduce =
+        comm ? tp_comm_s(d.sp ? Collective::kReduceScatter : Collective::kAllReduce, d.activation_bytes) : 0.0;
     const Overlap g = overlapped(dgrad, gather);
     in.add(name, g.compute_s, flops);
     in.sm_shared_s += g.compute_s - dgrad;
@@ -323,26 +325,27 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
     const Overlap r = split ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);
     w.add(name, r.compute_s, flops);
     w.sm_shared_s += r.compute_s - wgrad;
-    if (r.exposed_s > 0) in.add_comm(sp ? "reduce_scatter tp" : "all_reduce tp", r.exposed_s);
+    if (r.exposed_s > 0) in.add_comm(d.sp ? "reduce_scatter tp" : "all_reduce tp", r.exposed_s);
   };
   auto row_parallel = [&](const char* name, double in_features) {
     // The backward of the forward's reduce-scatter is an all-gather of the output gradient.
-    if (comm && sp) in.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
-    in.add(name, gemm_s(tokens_, in_features / t, h) + bias_grad_s(tokens_sp, h), 2.0 * tokens_ * h * in_features / t);
-    w.add(name, wgrad_s(h, in_features / t, tokens_), 2.0 * tokens_ * h * in_features / t);
+    if (comm && d.sp) in.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, d.activation_bytes));
+    in.add(name, gemm_s(tokens_, in_features / d.tp, d.hidden) + bias_grad_s(d.rank_tokens, d.hidden),
+           2.0 * tokens_ * d.hidden * in_features / d.tp);
+    w.add(name, wgrad_s(d.hidden, in_features / d.tp, tokens_), 2.0 * tokens_ * d.hidden * in_features / d.tp);
   };
 
   residual_backward(in);
-  row_parallel("mlp_down_bwd", f);
+  row_parallel("mlp_down_bwd", d.ffn);
   add_memory(in, model_.activation == Activation::kSwiGLU ? "swiglu_bwd" : "gelu_bwd",
-             (model_.activation == Activation::kSwiGLU ? 5.0 : 3.0) * ab * tokens_ * f / t);
-  column_parallel("mlp_up_bwd", up);
-  add_memory(in, "norm_bwd", 3.0 * ab * tokens_sp * h);
+             (model_.activation == Activation::kSwiGLU ? 5.0 : 3.0) * d.element_bytes * tokens_ * d.ffn / d.tp);
+  column_parallel("mlp_up_bwd", d.mlp_up_width);
+  add_memory(in, "norm_bwd", 3.0 * d.element_bytes * d.rank_tokens * d.hidden);
   residual_backward(in);
-  row_parallel("attn_out_bwd", h);
+  row_parallel("attn_out_bwd", d.hidden);
   in.append(attention_core_backward());
-  column_parallel("qkv_bwd", h + 2.0 * kv);
-  add_memory(in, "norm_bwd", 3.0 * ab * tokens_sp * h);
+  column_parallel("qkv_bwd", d.hidden + 2.0 * d.kv_width);
+  add_memory(in, "norm_bwd", 3.0 * d.element_bytes * d.rank_tokens * d.hidden);
 }
 
 ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {

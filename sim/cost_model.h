@@ -99,11 +99,17 @@ class CostModel {
   double layer_params() const { return layer_params_; }
 
  private:
-  // The per-TP-rank widths and byte sizes of one layer for one micro-batch.
+  // The widths and byte sizes of one layer for one micro-batch, as one TP rank sees them.
   struct LayerDims {
-    double t, h, kv, f, up, ab;
-    bool sp;
-    double tokens_sp, act_bytes;
+    double tp = 1;            // tensor-parallel degree (the widths below are whole, not per rank)
+    double hidden = 0;
+    double kv_width = 0;      // of K (and of V): kv_heads · head_dim
+    double ffn = 0;           // MLP inner width
+    double mlp_up_width = 0;  // the up projection's output: 2·ffn for SwiGLU (gate and up), else ffn
+    double element_bytes = 0; // bytes of one activation element
+    bool sp = false;          // sequence parallelism in effect (SP on and tp > 1)
+    double rank_tokens = 0;   // tokens this rank's norms, dropouts and residuals see: b·s, or b·s/tp under SP
+    double activation_bytes = 0;  // one b·s·h activation: the payload of the TP collectives
   };
   LayerDims dims() const;
   PassCost new_pass() const {

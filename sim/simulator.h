@@ -15,6 +15,7 @@
 #include "sim/cost_model.h"
 #include "sim/engine.h"
 #include "sim/step_graph.h"
+#include "sim/step_metrics.h"
 
 namespace loom::sim {
 
@@ -27,27 +28,9 @@ struct SimOptions {
   std::vector<double> activation_bytes_per_forward;
 };
 
-struct ExposedComm {
-  double tp_s = 0;  // TP collectives not hidden behind compute
-  double pp_s = 0;  // pipeline sends on the critical path
-  double dp_s = 0;  // gradient reduction / parameter gathers on the critical path
-  double total() const { return tp_s + pp_s + dp_s; }
-};
-
-struct StageTiming {
-  double busy_s = 0;           // compute stream busy with F/B/W
-  double optimizer_s = 0;
-  double pipeline_end_s = 0;   // end of its last F/B/W
-};
-
-struct CriticalStep {
-  std::string name;   // "F3 mb7", "all_reduce dp", ...
-  int stage = 0;
-  double start_s = 0;
-  double contribution_s = 0;  // time this op adds to the step along the path
-};
-
-struct SimResult {
+// The step's stats (StepStats: per-stage timings, bubble, exposed communication, critical path)
+// are its base: step_stats() fills them in place, with no copy field by field.
+struct SimResult : StepStats {
   ParallelConfig config;
   long long micro_batches = 0;
   double step_time_s = 0;
@@ -57,11 +40,6 @@ struct SimResult {
   double tflops_per_gpu = 0;
   double hw_tflops_per_gpu = 0;
   double mfu = 0;
-  double bubble_fraction = 0;
-  ExposedComm exposed;
-  std::vector<StageTiming> stages;
-  std::vector<CriticalStep> critical_path;
-  std::string limited_by;      // one line: what dominates the critical path
 
   // Kept when SimOptions::keep_graph: for traces and the GUI.
   std::vector<std::vector<ChunkCost>> chunk_costs;  // [stage][chunk]
@@ -69,11 +47,6 @@ struct SimResult {
   Timeline timeline;
   SimOptions options;
 };
-
-// Model FLOPs of one step over the whole cluster (Megatron: 3× the forward matmuls, counting
-// the full attention square), and the extra forward work recompute adds.
-double model_flops_per_step(const ModelSpec& model, const TrainingSpec& training);
-double recompute_flops_per_step(const ModelSpec& model, const TrainingSpec& training, Recompute recompute);
 
 Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
                            const ClusterSpec& cluster, const SimOptions& options = {});

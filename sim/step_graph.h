@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/units.h"
+#include "sim/collectives.h"
 
 namespace loom::sim {
 
@@ -26,18 +27,26 @@ enum class OpKind : std::uint8_t {
 enum class StreamKind : std::uint8_t { kCompute, kPipe, kDataParallel };
 inline constexpr int kStreamsPerStage = 3;
 
+// Which way a pipeline send goes: a forward's activation to the next virtual stage, or a
+// backward's input gradient to the previous one.
+enum class SendDirection : std::uint8_t { kForward, kBackward };
+
 const char* to_string(OpKind kind);
 const char* to_string(StreamKind kind);
 
+// Fields are ordered to pack: the planner builds millions of ops.
 struct Op {
   TimeNs duration = 0;
   std::int32_t stream = 0;
   OpKind kind = OpKind::kForward;
+  SendDirection direction = SendDirection::kForward;  // kPipeSend only
   std::int16_t stage = 0;
-  std::int16_t chunk = 0;        // virtual pipeline chunk (global model-chunk index)
+  std::int16_t chunk = 0;         // virtual pipeline chunk (global model-chunk index)
+  std::int16_t local_chunk = -1;  // F/B/W: the chunk's index on its stage (into its chunk costs); else -1
   std::int32_t micro_batch = -1;
-  std::int32_t detail = -1;      // index into the builder's per-op breakdown / label, or -1
+  Collective collective = Collective::kAllReduce;  // kDataParallel only
 };
+static_assert(sizeof(Op) <= 32, "Op is built millions of times by the planner: keep it within 32 bytes");
 
 // `op` may start once `predecessor` has progressed `fraction` of its duration (1: finished).
 struct Dependency {

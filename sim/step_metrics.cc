@@ -44,10 +44,10 @@ std::string op_label(const Op& op) {
     case OpKind::kBackward: return trace_names::backward(op.chunk, op.micro_batch);
     case OpKind::kWeightGrad: return trace_names::weight_grad(op.chunk, op.micro_batch);
     case OpKind::kPipeSend:
-      return "send " + (op.detail == 0 ? trace_names::forward(op.chunk, op.micro_batch)
-                                       : trace_names::backward(op.chunk, op.micro_batch));
+      return "send " + (op.direction == SendDirection::kForward ? trace_names::forward(op.chunk, op.micro_batch)
+                                                                : trace_names::backward(op.chunk, op.micro_batch));
     case OpKind::kDataParallel:
-      return trace_names::collective(to_string(static_cast<Collective>(op.detail)), "dp");
+      return trace_names::collective(to_string(op.collective), "dp");
     case OpKind::kOptimizer: return trace_names::kOptimizer;
   }
   return "?";
@@ -88,7 +88,7 @@ StepStats step_stats(const StepGraph& g, const Timeline& t, const std::vector<st
       case OpKind::kForward:
       case OpKind::kBackward:
       case OpKind::kWeightGrad: {
-        const ChunkCost& cc = chunks[op.stage][op.detail];
+        const ChunkCost& cc = chunks[op.stage][op.local_chunk];
         const PassCost& pass = op.kind == OpKind::kForward    ? cc.forward
                                : op.kind == OpKind::kBackward ? cc.backward
                                                               : cc.weight;

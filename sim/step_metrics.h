@@ -7,17 +7,36 @@
 
 #include "sim/cost_model.h"
 #include "sim/engine.h"
-#include "sim/simulator.h"
 #include "sim/step_graph.h"
 
 namespace loom::sim {
+
+struct ExposedComm {
+  double tp_s = 0;  // TP collectives not hidden behind compute
+  double pp_s = 0;  // pipeline sends on the critical path
+  double dp_s = 0;  // gradient reduction / parameter gathers on the critical path
+  double total() const { return tp_s + pp_s + dp_s; }
+};
+
+struct StageTiming {
+  double busy_s = 0;           // compute stream busy with F/B/W
+  double optimizer_s = 0;
+  double pipeline_end_s = 0;   // end of its last F/B/W
+};
+
+struct CriticalStep {
+  std::string name;   // "F3 mb7", "all_reduce dp", ...
+  int stage = 0;
+  double start_s = 0;
+  double contribution_s = 0;  // time this op adds to the step along the path
+};
 
 struct StepStats {
   std::vector<StageTiming> stages;
   double bubble_fraction = 0;
   ExposedComm exposed;
   std::vector<CriticalStep> critical_path;
-  std::string limited_by;
+  std::string limited_by;  // one line: what dominates the critical path
 };
 
 // Trace/critical-path name of an op: "F3 mb7", "send B2 mb1", "reduce_scatter dp", "optimizer".

@@ -95,7 +95,7 @@ std::string chrome_trace_json(const SimResult& r, const std::string& title) {
                         op.stage, thread_of(op), us(t.start[i]), us(op.duration), escape(name), to_string(op.kind),
                         op.micro_batch, op.chunk));
     if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward || op.kind == OpKind::kWeightGrad) {
-      const ChunkCost& cc = r.chunk_costs[op.stage][op.detail];
+      const ChunkCost& cc = r.chunk_costs[op.stage][op.local_chunk];
       const PassCost& pass = op.kind == OpKind::kForward ? cc.forward : op.kind == OpKind::kBackward ? cc.backward : cc.weight;
       write_segments(w, pass, op.stage, t.start[i], op.duration);
     }
@@ -111,7 +111,7 @@ std::string chrome_trace_json(const SimResult& r, const std::string& title) {
   for (std::int32_t i = 0; i < static_cast<std::int32_t>(g.size()); ++i) {
     const Op& op = g.op(i);
     if (op.kind != OpKind::kPipeSend) continue;
-    const bool forward = op.detail == 0;
+    const bool forward = op.direction == SendDirection::kForward;
     auto it = consumers.find({static_cast<int>(forward ? OpKind::kForward : OpKind::kBackward),
                               forward ? op.chunk + 1 : op.chunk - 1, op.micro_batch});
     if (it == consumers.end()) continue;

@@ -84,10 +84,10 @@ std::int32_t slice_at(const GanttRow& row, double t_s, double tolerance_s) {
 
 const sim::PassCost* pass_of(const PlanDetail& detail, std::int32_t index) {
   const sim::Op& op = detail.sim.graph.op(index);
-  if (!is_pass(op.kind) || op.detail < 0 || op.stage >= static_cast<int>(detail.sim.chunk_costs.size()) ||
-      op.detail >= static_cast<int>(detail.sim.chunk_costs[op.stage].size()))
+  if (!is_pass(op.kind) || op.local_chunk < 0 || op.stage >= static_cast<int>(detail.sim.chunk_costs.size()) ||
+      op.local_chunk >= static_cast<int>(detail.sim.chunk_costs[op.stage].size()))
     return nullptr;
-  const sim::ChunkCost& cc = detail.sim.chunk_costs[op.stage][op.detail];
+  const sim::ChunkCost& cc = detail.sim.chunk_costs[op.stage][op.local_chunk];
   return op.kind == sim::OpKind::kForward ? &cc.forward : op.kind == sim::OpKind::kBackward ? &cc.backward : &cc.weight;
 }
 

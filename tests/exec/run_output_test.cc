@@ -8,6 +8,7 @@
 
 #include <fstream>
 
+#include "core/flops.h"
 #include "core/json_io.h"
 #include "core/presets.h"
 #include "core/trace_names.h"
@@ -85,6 +86,25 @@ TEST(ExecRunOutput, LogHasTheContractFieldsAndTraceUsesSimulatorNames) {
     EXPECT_GT(op_us, 0.0);
     EXPECT_LT(op_us, pass_us);
   }
+}
+
+TEST(ExecRunOutput, LoggedTflopsCountTheModelsVocabularyAsLoomSimDoes) {
+  const std::string dir = scratch_dir("run_flops");
+  const std::string data = make_token_file(dir, 5000);
+  auto json = read_json_file(test_model("micro"));
+  ASSERT_TRUE(json.ok());
+  ModelSpec model = *model_from_json(*json);
+  model.vocab = 200;  // TP pads it to 256: counting the padding would show
+  ASSERT_NE(padded_vocab(model.vocab, 1), model.vocab);
+  std::ofstream(dir + "/model.json") << to_json(model).dump(2);
+  const ProcessResult r = run_shell(fmt::format("{} --model {}/model.json --data {} --steps 1 --global-batch 2 "
+                                                "--threads 1 --log {}/log.jsonl",
+                                                loom_run(1), dir, data, dir));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json record = read_jsonl(dir + "/log.jsonl").front();
+  const double flops = record["tflops_per_gpu"].get<double>() * 1e12 * record["step_time_s"].get<double>();
+  const double expected = model_flops_per_step(model, 2, model.seq_len);
+  EXPECT_NEAR(flops, expected, 1e-9 * expected);
 }
 
 TEST(ExecRunOutput, DataPrepareWritesByteTokens) {

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/json_io.h"
 #include "core/presets.h"
 #include "planner/report.h"
 #include "planner/search.h"
@@ -30,6 +31,30 @@ TEST(Search, RanksByStepTimeAndEveryRowFits) {
     EXPECT_NEAR(p.metrics.tokens_per_s * p.metrics.step_time_s, 64.0 * 4096, 1e-6 * 64 * 4096);
   }
   EXPECT_EQ(r->simulated, r->plans.size());
+}
+
+TEST(Search, APlanRowFromADetailedSimulationIsTheSearchsRow) {
+  // `loom sim` simulates once, keeping the graph for its trace, and makes its row from that.
+  const ModelSpec m = *model_preset("llama2-7b");
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  TrainingSpec t;
+  t.gpus = 16;
+  t.global_batch = 64;
+  t.seq_len = 4096;
+  t.tokens = 1e12;
+  ParallelConfig c;
+  c.tp = 2, c.pp = 2, c.dp = 4, c.zero = 1, c.micro_batch = 1, c.schedule = Schedule::k1F1B;
+  const MemoryReport memory = estimate_memory(m, t, c, cluster);
+  auto searched = evaluate_config(m, t, cluster, c, memory);
+  auto detailed = sim::simulate(m, t, c, cluster, detailed_sim_options(memory, c));
+  ASSERT_TRUE(searched.ok() && detailed.ok());
+  const PlanRow row = plan_row(*detailed, memory, t);
+  EXPECT_EQ(to_json(row.metrics), to_json(searched->metrics));
+  EXPECT_EQ(row.config, c);
+  EXPECT_EQ(row.micro_batches, searched->micro_batches);
+  EXPECT_EQ(row.limited_by, searched->limited_by);
+  EXPECT_GT(row.days_to_train, 0.0);
+  EXPECT_DOUBLE_EQ(row.days_to_train, searched->days_to_train);
 }
 
 TEST(Search, OutOfMemoryIsExplained) {

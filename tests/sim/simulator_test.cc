@@ -2,6 +2,7 @@
 // raise the bubble, recompute costs time, ZeRO-3 communication shows up, metrics are consistent.
 #include <gtest/gtest.h>
 
+#include "core/flops.h"
 #include "core/presets.h"
 #include "core/json_io.h"
 #include "core/partition.h"
@@ -123,6 +124,23 @@ TEST(Simulator, RecomputeCostsTimeAndMetricsAreConsistent) {
   EXPECT_NEAR(none->tokens_per_s * none->step_time_s, 16.0 * 8192, 1e-6);
   EXPECT_GT(none->exposed.tp_s, 0.0);  // TP 8: all-reduces in the forward are exposed
   EXPECT_DOUBLE_EQ(none->exposed.pp_s, 0.0);
+}
+
+TEST(Simulator, ThroughputCountsCoresModelFlopsAsLoomRunDoes) {
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  const ModelSpec m = *model_preset("gpt3-175b");  // vocabulary 50257: TP padding would show
+  TrainingSpec t;
+  t.gpus = 64;
+  t.global_batch = 32;
+  t.seq_len = 2048;
+  ParallelConfig c;
+  c.tp = 8, c.pp = 8, c.recompute = Recompute::kSelective;
+  auto r = simulate(m, t, c, cluster);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_DOUBLE_EQ(r->model_flops, model_flops_per_step(m, 32, 2048));
+  EXPECT_DOUBLE_EQ(r->hardware_flops,
+                   model_flops_per_step(m, 32, 2048) + recompute_flops_per_step(m, 32, 2048, Recompute::kSelective));
+  EXPECT_DOUBLE_EQ(r->tflops_per_gpu, tflops_per_gpu(model_flops_per_step(m, 32, 2048), r->step_time_s, 64));
 }
 
 TEST(Simulator, ZeroStagesTradeCommunication) {

@@ -1,0 +1,283 @@
+#include "sim/step_builder.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/units.h"
+
+namespace loom::sim {
+
+namespace {
+
+TimeNs to_ns(double seconds) { return s_to_ns(seconds); }
+
+}  // namespace
+
+StepBuilder::StepBuilder(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                         const CostModel& cost, const std::vector<StageProgram>& programs, long long micro_batches,
+                         StepGraph& graph)
+    : model_(model), training_(training), c_(config), cost_(cost), programs_(programs), m_(micro_batches),
+      graph_(graph) {
+  graph_.reset(config.pp);
+}
+
+void StepBuilder::build(const std::vector<std::vector<ChunkCost>>& chunks) {
+  const std::size_t slots = static_cast<std::size_t>(virtual_stages()) * m_;
+  forward_.assign(slots, -1);
+  backward_.assign(slots, -1);
+  weight_.assign(slots, -1);
+  send_forward_.assign(slots, -1);
+  send_backward_.assign(slots, -1);
+  graph_.reserve(slots * 4 + 16 * c_.pp);
+  add_compute(chunks);
+  add_pipeline_sends();
+  add_data_parallel();
+}
+
+std::size_t StepBuilder::slot_of(int stage, const PipelineOp& p) const {
+  return index(virtual_stage(p.chunk, stage, c_.pp), p.micro_batch);
+}
+
+bool StepBuilder::produces_grads(const PipelineOp& p) const {
+  return p.pass == Pass::kW || (p.pass == Pass::kB && c_.schedule != Schedule::kZeroBubble);
+}
+
+std::int32_t StepBuilder::pass_op(int stage, const PipelineOp& p) const {
+  const std::size_t slot = slot_of(stage, p);
+  return p.pass == Pass::kF ? forward_[slot] : p.pass == Pass::kB ? backward_[slot] : weight_[slot];
+}
+
+// --- Compute passes ---
+
+void StepBuilder::add_compute(const std::vector<std::vector<ChunkCost>>& chunks) {
+  last_grad_op_.assign(c_.pp, std::vector<std::int32_t>(c_.vpp, -1));
+  for (int s = 0; s < c_.pp; ++s) add_stage_compute(s, chunks[s]);
+}
+
+void StepBuilder::add_stage_compute(int s, const std::vector<ChunkCost>& chunks) {
+  const bool zero3 = c_.zero >= 3 && c_.dp > 1;
+  ComputeCursor cursor;
+  for (const PipelineOp& p : programs_[s]) {
+    const Op op = make_pass(s, p, chunks[p.chunk]);
+    // ZeRO-3: gather this chunk's parameters, prefetched while the previous pass computes.
+    const std::int32_t gather = zero3 && p.pass != Pass::kW ? add_gather(op, p.chunk, cursor) : -1;
+    const std::int32_t id = add(op);
+    if (gather >= 0) {
+      // The first layer's parameters must have arrived; the rest stream in behind the compute.
+      const int layers = std::max(1, model_.layers / (c_.pp * c_.vpp));
+      graph_.depend(id, gather, 1.0f / static_cast<float>(layers));
+      if (cursor.previous_gather >= 0) graph_.depend(id, cursor.previous_gather);
+      cursor.previous_gather = gather;
+    }
+    if (zero3 && p.pass == Pass::kB) {
+      cursor.pending_reduce = id;
+      cursor.pending_reduce_chunk = p.chunk;
+    }
+    cursor.previous_compute = id;
+    record_pass(s, p, id);
+  }
+}
+
+Op StepBuilder::make_pass(int s, const PipelineOp& p, const ChunkCost& cost) const {
+  Op op;
+  op.stream = StepGraph::stream_of(s, StreamKind::kCompute);
+  op.stage = static_cast<std::int16_t>(s);
+  op.chunk = static_cast<std::int16_t>(virtual_stage(p.chunk, s, c_.pp));
+  op.local_chunk = static_cast<std::int16_t>(p.chunk);
+  op.micro_batch = static_cast<std::int32_t>(p.micro_batch);
+  switch (p.pass) {
+    case Pass::kF:
+      op.kind = OpKind::kForward;
+      op.duration = to_ns(cost.forward.seconds);
+      break;
+    case Pass::kB:
+      op.kind = OpKind::kBackward;
+      op.duration = to_ns(cost.backward.seconds);
+      break;
+    case Pass::kW:
+      op.kind = OpKind::kWeightGrad;
+      op.duration = to_ns(cost.weight.seconds);
+      break;
+  }
+  return op;
+}
+
+std::int32_t StepBuilder::add_gather(const Op& pass, int local_chunk, ComputeCursor& cursor) {
+  Op g;
+  g.kind = OpKind::kDataParallel;
+  g.stream = StepGraph::stream_of(pass.stage, StreamKind::kDataParallel);
+  g.stage = pass.stage;
+  g.chunk = pass.chunk;
+  g.micro_batch = pass.micro_batch;
+  g.collective = Collective::kAllGather;
+  g.duration = to_ns(cost_.dp_collective_s(Collective::kAllGather,
+                                           cost_.chunk_params(pass.stage, local_chunk) * training_.param_bytes));
+  const std::int32_t gather = add(g);
+  if (cursor.previous_compute >= 0) graph_.depend(gather, cursor.previous_compute, 0.0f);
+  // The previous backward's gradients are reduce-scattered after this prefetch is issued.
+  if (cursor.pending_reduce >= 0) {
+    add_reduce_scatter(pass.stage, cursor.pending_reduce_chunk, cursor.pending_reduce);
+    cursor.pending_reduce = -1;
+  }
+  return gather;
+}
+
+void StepBuilder::record_pass(int s, const PipelineOp& p, std::int32_t id) {
+  const std::size_t slot = slot_of(s, p);
+  if (p.pass == Pass::kF) forward_[slot] = id;
+  else if (p.pass == Pass::kB) backward_[slot] = id;
+  else weight_[slot] = id;
+  if (produces_grads(p)) last_grad_op_[s][p.chunk] = id;
+}
+
+void StepBuilder::add_reduce_scatter(int stage, int chunk, std::int32_t producer) {
+  Op op;
+  op.kind = OpKind::kDataParallel;
+  op.stream = StepGraph::stream_of(stage, StreamKind::kDataParallel);
+  op.stage = static_cast<std::int16_t>(stage);
+  op.collective = Collective::kReduceScatter;
+  op.duration = to_ns(cost_.dp_collective_s(Collective::kReduceScatter,
+                                            cost_.chunk_params(stage, chunk) * training_.grad_bytes));
+  graph_.depend(add(op), producer);
+}
+
+// --- Pipeline sends ---
+
+void StepBuilder::add_pipeline_sends() {
+  // Sends go on the sender's channel in the sender's compute order, one transfer time per stage
+  // boundary and direction (every micro-batch sends the same bytes).
+  last_send_.assign(c_.pp, -1);
+  for (int s = 0; s < c_.pp; ++s)
+    add_stage_sends(s, to_ns(cost_.pipe_send_s(s, (s + 1) % c_.pp)),
+                    to_ns(cost_.pipe_send_s(s, (s + c_.pp - 1) % c_.pp)));
+  link_passes_across_stages();
+}
+
+void StepBuilder::add_stage_sends(int s, TimeNs to_next, TimeNs to_previous) {
+  const int last_vs = virtual_stages() - 1;
+  // Where sends block (Megatron's synchronous p2p), the stage's next pass waits for the send to complete.
+  std::int32_t blocking = -1;
+  for (const PipelineOp& p : programs_[s]) {
+    const int vs = virtual_stage(p.chunk, s, c_.pp);
+    if (blocking >= 0) {
+      graph_.depend(pass_op(s, p), blocking);
+      blocking = -1;
+    }
+    std::int32_t sent = -1;
+    if (p.pass == Pass::kF && vs < last_vs) sent = add_send(s, p, SendDirection::kForward, to_next);
+    else if (p.pass == Pass::kB && vs > 0) sent = add_send(s, p, SendDirection::kBackward, to_previous);
+    if (training_.pipeline_sends_block) blocking = sent;
+  }
+}
+
+std::int32_t StepBuilder::add_send(int s, const PipelineOp& p, SendDirection direction, TimeNs duration) {
+  const std::size_t slot = slot_of(s, p);
+  const bool forward = direction == SendDirection::kForward;
+  Op send;
+  send.kind = OpKind::kPipeSend;
+  send.stream = StepGraph::stream_of(s, StreamKind::kPipe);
+  send.stage = static_cast<std::int16_t>(s);
+  send.chunk = static_cast<std::int16_t>(virtual_stage(p.chunk, s, c_.pp));
+  send.micro_batch = static_cast<std::int32_t>(p.micro_batch);
+  send.duration = duration;
+  send.direction = direction;
+  const std::int32_t id = add(send);
+  graph_.depend(id, forward ? forward_[slot] : backward_[slot]);
+  (forward ? send_forward_ : send_backward_)[slot] = id;
+  last_send_[s] = id;
+  return id;
+}
+
+void StepBuilder::link_passes_across_stages() {
+  const int last_vs = virtual_stages() - 1;
+  for (int vs = 0; vs <= last_vs; ++vs) {
+    for (long long mb = 0; mb < m_; ++mb) {
+      const std::size_t slot = index(vs, mb);
+      if (vs > 0) graph_.depend(forward_[slot], send_forward_[index(vs - 1, mb)]);
+      if (vs < last_vs) graph_.depend(backward_[slot], send_backward_[index(vs + 1, mb)]);
+      else graph_.depend(backward_[slot], forward_[slot]);
+      if (weight_[slot] >= 0) graph_.depend(weight_[slot], backward_[slot]);
+    }
+  }
+}
+
+// --- Data parallelism and the optimizer ---
+
+void StepBuilder::add_data_parallel() {
+  for (int s = 0; s < c_.pp; ++s) {
+    last_dp_ = -1;
+    if (c_.dp > 1) add_gradient_reduction(s);
+    add_tied_embedding_reduction(s);
+    add_optimizer(s);
+  }
+}
+
+std::int32_t StepBuilder::add_dp_op(int s, double seconds, Collective kind, std::int32_t after, float fraction) {
+  Op op;
+  op.kind = OpKind::kDataParallel;
+  op.stream = StepGraph::stream_of(s, StreamKind::kDataParallel);
+  op.stage = static_cast<std::int16_t>(s);
+  op.duration = to_ns(seconds);
+  op.collective = kind;
+  const std::int32_t id = add(op);
+  if (after >= 0) graph_.depend(id, after, fraction);
+  last_dp_ = id;
+  return id;
+}
+
+void StepBuilder::add_gradient_reduction(int s) {
+  const double bucket_params = std::max(40e6, 1e6 * c_.dp);  // Megatron-LM DDP bucket size
+  const Collective reduce = c_.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter;
+  // Chunks finish their gradients in reverse order of the model (the backward runs backwards).
+  for (int chunk = c_.vpp - 1; chunk >= 0; --chunk) {
+    const double params = cost_.chunk_params(s, chunk);
+    if (c_.zero == 2) add_zero2_reduce_scatters(s, chunk);
+    // The final backward of the chunk releases its gradients bucket by bucket, last layer first.
+    const int buckets =
+        training_.overlap_grad_reduce ? std::max(1, static_cast<int>(std::ceil(params / bucket_params))) : 1;
+    const double bucket_bytes = params / buckets * training_.grad_bytes;
+    for (int b = 0; b < buckets; ++b)
+      add_dp_op(s, cost_.dp_collective_s(reduce, bucket_bytes), reduce, last_grad_op_[s][chunk],
+                static_cast<float>(b + 1) / static_cast<float>(buckets));
+  }
+}
+
+void StepBuilder::add_zero2_reduce_scatters(int s, int chunk) {
+  // ZeRO-2 reduce-scatters each micro-batch's gradients as its backward ends (ZeRO-3 does the
+  // same, interleaved with its gathers, in add_compute).
+  for (const PipelineOp& p : programs_[s]) {
+    if (!produces_grads(p) || p.chunk != chunk) continue;
+    const std::int32_t producer = pass_op(s, p);
+    if (producer == last_grad_op_[s][chunk]) continue;  // the final one is bucketed
+    add_reduce_scatter(s, chunk, producer);
+  }
+}
+
+void StepBuilder::add_tied_embedding_reduction(int s) {
+  const bool tied_copy = model_.tied_embeddings && c_.pp > 1;
+  if (!tied_copy || (s != 0 && s != c_.pp - 1)) return;
+  const double bytes =
+      static_cast<double>(padded_vocab(model_.vocab, c_.tp)) * model_.hidden / c_.tp * training_.grad_bytes;
+  const bool same_node = cost_.stages_share_node(0, c_.pp - 1);
+  const double seconds = cost_.collectives().time_s(Collective::kAllReduce, bytes, {2, same_node ? 2 : 1});
+  const std::int32_t id = add_dp_op(s, seconds, Collective::kAllReduce, last_grad_op_[0][0], 1.0f);
+  graph_.depend(id, last_grad_op_[c_.pp - 1][c_.vpp - 1]);
+}
+
+void StepBuilder::add_optimizer(int s) {
+  Op opt;
+  opt.kind = OpKind::kOptimizer;
+  opt.stream = StepGraph::stream_of(s, StreamKind::kCompute);
+  opt.stage = static_cast<std::int16_t>(s);
+  const double shard = cost_.stage_params(s) / (c_.zero >= 1 ? static_cast<double>(c_.dp) : 1.0);
+  opt.duration = to_ns(cost_.optimizer_s(shard));
+  const std::int32_t optimizer = add(opt);
+  if (last_dp_ >= 0) graph_.depend(optimizer, last_dp_);
+  if (training_.pipeline_sends_block && last_send_[s] >= 0) graph_.depend(optimizer, last_send_[s]);
+  // ZeRO-1/2: the updated parameter shards are gathered back.
+  if (c_.dp > 1 && (c_.zero == 1 || c_.zero == 2))
+    add_dp_op(s, cost_.dp_collective_s(Collective::kAllGather, cost_.stage_params(s) * training_.param_bytes),
+              Collective::kAllGather, optimizer, 1.0f);
+}
+
+}  // namespace loom::sim
