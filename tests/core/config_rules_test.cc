@@ -1,8 +1,16 @@
-// The rules of a legal configuration: each fires with its own message and rule key.
+// The rules of a legal configuration: each fires with its own message and rule key, and the
+// planner's enumeration, the simulator and the executor's check agree on a grid of configurations.
 #include <gtest/gtest.h>
+
+#include <set>
+
+#include <fmt/format.h>
 
 #include "core/config_rules.h"
 #include "core/presets.h"
+#include "exec/model/gpt_layout.h"
+#include "planner/enumerate.h"
+#include "sim/simulator.h"
 
 namespace loom {
 namespace {
@@ -126,6 +134,113 @@ TEST(ConfigRules, ZeroStagesAndSequenceParallelism) {
   expect_broken(c.check(), rule::kSpTokens, "sequence parallelism needs micro_batch·seq (30) divisible by tp 4");
   c.config.micro_batch = 2;
   EXPECT_TRUE(c.check().ok());
+}
+
+TEST(ConfigRules, ExecutorAddsOnlyItsOwnLimits) {
+  Case c;
+  c.config = {.pp = 8, .dp = 2};  // 12 layers over 8 stages: uneven, which the executor runs
+  EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());
+  c.config.schedule = Schedule::kZeroBubble;
+  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kZeroBubbleSchedule,
+                "the executor runs gpipe, 1f1b and interleaved, not zb");
+  c.training.seq_len = 65;
+  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kSeqLen,
+                "sequence length 65 must be between 1 and the model's 64");
+}
+
+// --- One grid, three components -------------------------------------------------------------
+
+struct GridCase {
+  ModelSpec model;
+  TrainingSpec training;
+};
+
+// What loom plan says about one configuration: legal, or the reason of its one rejection.
+RuleStatus planner_verdict(const GridCase& g, const ClusterSpec& cluster, const ParallelConfig& c) {
+  SearchSpace space{.tp = {c.tp}, .pp = {c.pp}, .dp = {c.dp}, .zero = {c.zero}, .micro_batch = {c.micro_batch},
+                    .vpp = {c.vpp}, .recompute = {c.recompute}, .sequence_parallel = {c.sequence_parallel},
+                    .schedule = {c.schedule}};
+  auto e = enumerate_configs(g.model, g.training, cluster, space);
+  if (e && e->legal.size() == 1 && e->legal.front() == c) return {};
+  if (e) return RuleViolation{"unexpected", fmt::format("{} legal configurations", e->legal.size())};
+  return RuleViolation{"from enumerate", e.error().message};
+}
+
+bool is_even_split_rule(std::string_view rule) { return rule == rule::kLayersPp || rule == rule::kLayersPpVpp; }
+
+void expect_agreement(const GridCase& g, const ClusterSpec& cluster, const ParallelConfig& c, int& legal,
+                      std::set<std::string>& rules) {
+  const RuleStatus core = check_config(g.model, g.training, cluster, c);
+  if (!core) rules.insert(core.violation().rule);
+  const std::string label = describe(c);
+  // The planner: the same legal set, and the same first broken rule.
+  const RuleStatus plan = planner_verdict(g, cluster, c);
+  if (core) {
+    EXPECT_TRUE(plan.ok()) << label << ": " << plan.violation().message;
+  } else {
+    ASSERT_FALSE(plan.ok()) << label;
+    EXPECT_EQ(plan.violation().message, fmt::format("no parallel layout of {} GPUs can run {}: {}", g.training.gpus,
+                                                    g.model.name, core.violation().message));
+  }
+  // The simulator: simulates what is legal, refuses the rest with the rule's message.
+  auto sim = sim::simulate(g.model, g.training, c, cluster);
+  EXPECT_EQ(sim.ok(), core.ok()) << label << ": " << (sim ? "" : sim.error().message);
+  if (!sim && !core) {
+    EXPECT_EQ(sim.error().message, core.violation().message) << label;
+  }
+  // The executor: runs what is legal but zero-bubble; refuses the rest by the same rule, except
+  // uneven stages, which it runs while every model chunk has a layer.
+  const RuleStatus run = exec::check_runnable(g.model, g.training, c);
+  if (core) {
+    legal++;
+    EXPECT_TRUE(run.ok() || (c.schedule == Schedule::kZeroBubble && run.violation().rule == exec::rule::kZeroBubbleSchedule))
+        << label << ": " << run.violation().message;
+  } else if (!is_even_split_rule(core.violation().rule)) {
+    ASSERT_FALSE(run.ok()) << label;
+    EXPECT_EQ(run.violation().rule, core.violation().rule) << label;
+  } else if (!run.ok()) {
+    EXPECT_FALSE(is_even_split_rule(run.violation().rule)) << label;
+    if (c.pp * c.vpp <= g.model.layers) {
+      EXPECT_NE(run.violation().rule, rule::kChunksExceedLayers) << label;
+    }
+  }
+}
+
+TEST(ConfigRules, PlannerSimulatorAndExecutorAgreeOnAGrid) {
+  ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  std::vector<GridCase> cases(2);
+  // 12 layers and 8 heads on 16 GPUs, 30-token sequences: sequence parallelism splits them unevenly at tp 4.
+  cases[0].model = small_model("grid-a", 12, 64, 8, 8, 256);
+  cases[0].training = {.gpus = 16, .global_batch = 32, .seq_len = 30};
+  // 10 layers, 12 heads in 4 groups, an odd MLP split, on 12 GPUs with a batch of 18.
+  cases[1].model = small_model("grid-b", 10, 96, 12, 4, 770);
+  cases[1].training = {.gpus = 12, .global_batch = 18, .seq_len = 64};
+  std::set<std::string> rules;
+  for (GridCase& g : cases) {
+    g.training.allow_cross_node_tp = true;  // the simulator costs any placement; tested above
+    int legal = 0;
+    for (int tp = 1; tp <= g.training.gpus; ++tp)
+      for (int pp = 1; tp * pp <= g.training.gpus; ++pp) {
+        if (g.training.gpus % (tp * pp) != 0) continue;
+        for (int zero : {0, 1, 2, 3})
+          for (int mb : {1, 2, 3, 4})
+            for (int vpp : {1, 2, 3})
+              for (bool sp : {false, true})
+                for (Schedule s : {Schedule::kGPipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZeroBubble}) {
+                  const ParallelConfig c{.tp = tp, .pp = pp, .dp = g.training.gpus / (tp * pp), .zero = zero,
+                                         .micro_batch = mb, .vpp = vpp, .sequence_parallel = sp, .schedule = s};
+                  expect_agreement(g, cluster, c, legal, rules);
+                }
+      }
+    EXPECT_GT(legal, 100) << g.model.name;
+  }
+  // Every rule that does not need sizes below 1, a wrong GPU count or a ZeRO stage past 3 was broken somewhere.
+  const std::set<std::string> expected = {
+      std::string(rule::kHeadsTp),     std::string(rule::kKvHeadsTp),         std::string(rule::kFfnTp),
+      std::string(rule::kLayersPp),    std::string(rule::kBatchDp),           std::string(rule::kBatchMicroBatch),
+      std::string(rule::kLayersPpVpp), std::string(rule::kVppNeedsInterleaved), std::string(rule::kInterleavedNeedsPp),
+      std::string(rule::kInterleavedMicroBatches), std::string(rule::kSpNeedsTp), std::string(rule::kSpTokens)};
+  EXPECT_EQ(rules, expected);
 }
 
 }  // namespace
