@@ -104,8 +104,8 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
                                  c.dp, c.world_size(), runtime.world_size(),
                                  exec::Runtime::has_mpi() ? fmt::format("mpirun -np {}", c.world_size())
                                                           : std::string("this loom was built without MPI")));
-  const std::string layout_problem = exec::check_layout(t.model, c, t.training.seq_len);
-  if (!layout_problem.empty()) throw InputError(fmt::format("layout {}: {}", describe(c), layout_problem));
+  if (Status legal = exec::check_runnable(t.model, t.training, c); !legal)
+    throw InputError(fmt::format("layout {}: {}", describe(c), legal.error().message));
   const std::int64_t per_step = static_cast<std::int64_t>(c.dp) * c.micro_batch;
   if (t.training.global_batch % per_step != 0)
     throw InputError(fmt::format("global batch {} is not a multiple of dp {} × micro-batch {}", t.training.global_batch,

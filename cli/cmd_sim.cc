@@ -80,7 +80,7 @@ int run_sim(const SimFlags& f) {
     throw InputError(fmt::format("--format: unknown format '{}' (table, json)", f.format));
   const Specs specs = f.specs.resolve();
   const ParallelConfig config = f.config.single(specs.training.gpus);
-  if (auto ok = validate_config(specs.model, specs.training, specs.cluster, config); !ok)
+  if (Status ok = check_config(specs.model, specs.training, specs.cluster, config); !ok)
     throw InputError(ok.error().message);
   const MemoryReport memory = estimate_memory(specs.model, specs.training, config, specs.cluster);
 

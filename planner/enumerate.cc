@@ -33,10 +33,12 @@ class Enumerator {
   Enumeration run();
 
  private:
-  void reject(const ParallelConfig& c, std::string rule, std::string reason) {
-    out_.rejected.push_back({c, std::move(reason), std::move(rule)});
+  // Records the configuration as rejected unless it obeys the rule.
+  bool passes(const ParallelConfig& c, const RuleStatus& status) {
+    if (status) return true;
+    out_.rejected.push_back({c, status.violation().message, status.violation().rule});
+    return false;
   }
-  bool tp_legal(ParallelConfig& c);
   void for_layout(ParallelConfig c);
   void for_micro_batch(ParallelConfig c, long long micro_batches);
   std::vector<int> micro_batch_candidates(long long per_replica) const;
@@ -49,28 +51,6 @@ class Enumerator {
   Enumeration out_;
 };
 
-bool Enumerator::tp_legal(ParallelConfig& c) {
-  if (model_.heads % c.tp != 0) {
-    reject(c, "heads not divisible by tp", fmt::format("heads {} not divisible by tp {}", model_.heads, c.tp));
-    return false;
-  }
-  if (model_.kv_heads % c.tp != 0) {
-    reject(c, "kv heads not divisible by tp",
-           fmt::format("kv_heads {} not divisible by tp {} (query groups must split evenly)", model_.kv_heads, c.tp));
-    return false;
-  }
-  if (model_.ffn_hidden % c.tp != 0) {
-    reject(c, "ffn not divisible by tp", fmt::format("ffn_hidden {} not divisible by tp {}", model_.ffn_hidden, c.tp));
-    return false;
-  }
-  if (!training_.allow_cross_node_tp && c.tp > cluster_.gpus_per_node) {
-    reject(c, "tp spans nodes",
-           fmt::format("tp {} spans nodes of {} GPUs (pass --allow-cross-node-tp to allow)", c.tp, cluster_.gpus_per_node));
-    return false;
-  }
-  return true;
-}
-
 std::vector<int> Enumerator::micro_batch_candidates(long long per_replica) const {
   if (!space_.micro_batch.empty()) return space_.micro_batch;
   // Powers of two up to 16 that the per-replica batch can hold: what Megatron users sweep.
@@ -81,56 +61,41 @@ std::vector<int> Enumerator::micro_batch_candidates(long long per_replica) const
 
 std::vector<std::pair<Schedule, int>> Enumerator::schedule_candidates(const ParallelConfig& c, long long m) {
   std::vector<std::pair<Schedule, int>> out;
+  auto consider = [&](Schedule s, int v) {
+    ParallelConfig r = c;
+    r.schedule = s;
+    r.vpp = v;
+    if (passes(r, check_sizes(r)) && passes(r, check_schedule(model_, r, m))) out.push_back({s, v});
+  };
   const std::vector<Schedule> all = {Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZeroBubble, Schedule::kGPipe};
   const std::vector<Schedule>& schedules = space_.schedule.empty() ? all : space_.schedule;
   if (c.pp == 1) {
     // One stage: every schedule runs the same passes in the same order; keep one.
-    const bool vpp_ok = allowed(space_.vpp, 1);
-    if (vpp_ok) out.push_back({allowed(space_.schedule, Schedule::k1F1B) ? Schedule::k1F1B : schedules.front(), 1});
+    consider(allowed(space_.schedule, Schedule::k1F1B) ? Schedule::k1F1B : schedules.front(),
+             allowed(space_.vpp, 1) ? 1 : space_.vpp.front());
     return out;
   }
-  const int layers_per_stage = model_.layers / c.pp;
   for (Schedule s : schedules) {
-    if (s != Schedule::kInterleaved) {
-      if (allowed(space_.vpp, 1)) out.push_back({s, 1});
-      continue;
-    }
     std::vector<int> vpps = space_.vpp;
+    if (vpps.empty() && s != Schedule::kInterleaved) vpps = {1};
+    // Interleaving by default from 2 chunks: at vpp 1 it keeps more micro-batches in flight than
+    // 1F1B for the same bubble.
     if (vpps.empty())
-      for (int v = 2; v <= std::min(8, layers_per_stage); ++v) vpps.push_back(v);
-    for (int v : vpps) {
-      ParallelConfig r = c;
-      r.schedule = s;
-      r.vpp = v;
-      if (v < 2) {
-        reject(r, "interleaving needs vpp >= 2", "the interleaved schedule needs vpp >= 2");
-      } else if (layers_per_stage % v != 0) {
-        reject(r, "layers not divisible by pp·vpp",
-               fmt::format("layers {} not divisible by pp {} × vpp {}", model_.layers, c.pp, v));
-      } else if (m % c.pp != 0) {
-        reject(r, "interleaving needs micro-batches divisible by pp",
-               fmt::format("interleaved schedule needs micro-batches ({}) divisible by pp ({})", m, c.pp));
-      } else {
-        out.push_back({s, v});
-      }
-    }
+      for (int v = 2; v <= std::min(8, model_.layers / c.pp); ++v) vpps.push_back(v);
+    for (int v : vpps) consider(s, v);
   }
   return out;
 }
 
 void Enumerator::for_micro_batch(ParallelConfig c, long long m) {
   const auto schedules = schedule_candidates(c, m);
+  if (schedules.empty()) return;
   std::vector<int> zeros = space_.zero.empty() ? std::vector<int>{0, 1, 2, 3} : space_.zero;
   for (int zero : zeros) {
     c.zero = zero;
+    if (!passes(c, check_zero(c))) continue;
     if (c.dp == 1 && zero > 0) {
       if (space_.zero.empty() || allowed(space_.zero, 0)) continue;  // identical to ZeRO-0
-    }
-    if (zero >= 2 && c.pp > 1) {
-      reject(c, "ZeRO-2/3 with pipeline parallelism",
-             fmt::format("ZeRO-{} with pp {}: gradient sharding re-reduces every micro-batch (DeepSpeed forbids it)",
-                         zero, c.pp));
-      continue;
     }
     const std::vector<Recompute> recomputes =
         space_.recompute.empty() ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
@@ -144,11 +109,9 @@ void Enumerator::for_micro_batch(ParallelConfig c, long long m) {
         continue;
       for (bool sp : sps) {
         c.sequence_parallel = sp;
-        if (sp && c.tp == 1) {
-          if (space_.sequence_parallel.empty() || allowed(space_.sequence_parallel, false)) continue;
-          reject(c, "sequence parallelism needs tp > 1", "sequence parallelism needs tp > 1");
-          continue;
-        }
+        // At tp 1 there is nothing to split: the same configuration as without.
+        if (sp && c.tp == 1 && (space_.sequence_parallel.empty() || allowed(space_.sequence_parallel, false))) continue;
+        if (!passes(c, check_sequence_parallel(model_, training_, c))) continue;
         for (const auto& [schedule, vpp] : schedules) {
           c.schedule = schedule;
           c.vpp = vpp;
@@ -160,25 +123,13 @@ void Enumerator::for_micro_batch(ParallelConfig c, long long m) {
 }
 
 void Enumerator::for_layout(ParallelConfig c) {
-  if (!tp_legal(c)) return;
-  if (model_.layers % c.pp != 0) {
-    reject(c, "layers not divisible by pp", fmt::format("layers {} not divisible by pp {}", model_.layers, c.pp));
+  if (!passes(c, check_tp(model_, c.tp)) || !passes(c, check_tp_placement(cluster_, training_, c.tp)) ||
+      !passes(c, check_layout(model_, training_, c)))
     return;
-  }
-  if (training_.global_batch % c.dp != 0) {
-    reject(c, "global batch not divisible by dp",
-           fmt::format("global batch {} not divisible by dp {}", training_.global_batch, c.dp));
-    return;
-  }
-  const long long per_replica = training_.global_batch / c.dp;
-  for (int mb : micro_batch_candidates(per_replica)) {
+  for (int mb : micro_batch_candidates(training_.global_batch / c.dp)) {
     c.micro_batch = mb;
-    if (per_replica % mb != 0) {
-      reject(c, "global batch not divisible by dp·micro-batch",
-             fmt::format("global batch {} not divisible by dp {} × micro-batch {}", training_.global_batch, c.dp, mb));
-      continue;
-    }
-    for_micro_batch(c, per_replica / mb);
+    if (!passes(c, check_sizes(c)) || !passes(c, check_micro_batch(training_, c))) continue;
+    for_micro_batch(c, c.micro_batches(training_.global_batch));
   }
 }
 
@@ -210,43 +161,6 @@ Result<Enumeration> enumerate_configs(const ModelSpec& model, const TrainingSpec
                                   e.rejected.size() > 1 ? fmt::format(" (and {} more)", e.rejected.size() - 1) : ""));
   }
   return e;
-}
-
-}  // namespace loom
-
-namespace loom {
-
-Status validate_config(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
-                       const ParallelConfig& config) {
-  if (config.world_size() != training.gpus)
-    return make_error(fmt::format("tp {} × pp {} × dp {} = {} but --gpus is {}", config.tp, config.pp, config.dp,
-                                  config.world_size(), training.gpus));
-  SearchSpace space;
-  space.tp = {config.tp};
-  space.pp = {config.pp};
-  space.dp = {config.dp};
-  space.zero = {config.zero};
-  space.micro_batch = {config.micro_batch};
-  space.vpp = {config.vpp};
-  space.recompute = {config.recompute};
-  space.sequence_parallel = {config.sequence_parallel};
-  space.schedule = {config.schedule};
-  auto e = enumerate_configs(model, training, cluster, space);
-  if (!e) {
-    if (!e.error().message.empty()) {
-      // enumerate_configs names the first rule broken; restate it for one configuration.
-      const auto pos = e.error().message.find(": ");
-      return make_error(pos == std::string::npos ? e.error().message : e.error().message.substr(pos + 2));
-    }
-    return e.error();
-  }
-  for (const auto& c : e->legal)
-    if (c == config) return {};
-  if (!e->rejected.empty()) return make_error(e->rejected.front().reason);
-  if (config.pp == 1 && config.vpp > 1) return make_error("vpp > 1 needs pp > 1");
-  if (config.vpp > 1 && config.schedule != Schedule::kInterleaved)
-    return make_error(fmt::format("vpp {} needs --schedule interleaved", config.vpp));
-  return make_error(fmt::format("configuration {} is not legal for {}", describe(config), model.name));
 }
 
 }  // namespace loom

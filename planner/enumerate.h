@@ -1,12 +1,14 @@
 // Enumeration of parallel configurations: every (tp, pp, dp) with tp·pp·dp = GPUs and every
 // ZeRO stage, micro-batch, interleave, recompute, sequence-parallel and schedule that is legal
-// for the model and cluster. Illegal combinations are kept with the reason they were dropped.
+// for the model and cluster (core/config_rules.h, checked level by level so a broken tp rule
+// skips its micro-batches). Illegal combinations are kept with the reason they were dropped.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "core/cluster_spec.h"
+#include "core/config_rules.h"
 #include "core/model_spec.h"
 #include "core/parallel_config.h"
 #include "core/result.h"
@@ -25,7 +27,7 @@ struct SearchSpace {
 struct Rejection {
   ParallelConfig config;   // fields past the level where the rule applies keep their defaults
   std::string reason;      // "heads 96 not divisible by tp 64"
-  std::string rule;        // the reason's rule, for grouping ("heads not divisible by tp")
+  std::string rule;        // the reason's rule, for grouping (a rule:: key of core/config_rules.h, or the search's)
 };
 
 struct Enumeration {
@@ -36,13 +38,5 @@ struct Enumeration {
 // Fails only when no (tp, pp, dp) layout can use the GPUs at all.
 Result<Enumeration> enumerate_configs(const ModelSpec& model, const TrainingSpec& training,
                                       const ClusterSpec& cluster, const SearchSpace& space);
-
-}  // namespace loom
-
-namespace loom {
-
-// Checks one configuration against the same rules; the error is the rule it breaks.
-Status validate_config(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
-                       const ParallelConfig& config);
 
 }  // namespace loom

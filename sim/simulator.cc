@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "core/flops.h"
+#include "core/config_rules.h"
+#include "core/trace_names.h"
 #include "core/units.h"
 #include "sim/step_builder.h"
 #include "sim/step_metrics.h"
@@ -98,12 +100,9 @@ Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training,
 
 Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
                            const ClusterSpec& cluster, const CollectiveModel& collectives, const SimOptions& options) {
+  // The rules of a legal configuration (stages even: the cost model splits layers evenly).
+  if (Status legal = check_config(model, training, config); !legal) return legal.error();
   const long long m = config.micro_batches(training.global_batch);
-  if (m < 1 || m * config.dp * config.micro_batch != training.global_batch)
-    return make_error(fmt::format("global batch {} is not divisible by dp {} × micro-batch {}",
-                                  training.global_batch, config.dp, config.micro_batch));
-  if (model.layers % (config.pp * config.vpp) != 0)
-    return make_error(fmt::format("layers {} not divisible by pp {} × vpp {}", model.layers, config.pp, config.vpp));
   auto programs = make_schedule(config.schedule, config.pp, static_cast<int>(m), config.vpp);
   if (!programs) return programs.error();
 

@@ -138,28 +138,33 @@ std::pair<int, int> stage_layers(int layers, int stages, int stage) {
   return {first, first + base + (stage < extra ? 1 : 0)};
 }
 
-std::string check_layout(const ModelSpec& m, const ParallelConfig& c, int seq_len) {
-  if (c.tp < 1 || c.pp < 1 || c.dp < 1) return "tp, pp and dp must be at least 1";
-  if (m.heads % c.tp != 0) return fmt::format("tp {} does not divide the {} attention heads of {}", c.tp, m.heads, m.name);
-  if (m.kv_heads % c.tp != 0)
-    return fmt::format("tp {} does not divide the {} key/value heads of {}", c.tp, m.kv_heads, m.name);
-  if (m.ffn_hidden % c.tp != 0) return fmt::format("tp {} does not divide ffn_hidden {} of {}", c.tp, m.ffn_hidden, m.name);
-  if (c.pp > m.layers) return fmt::format("pp {} is more pipeline stages than the {} layers of {}", c.pp, m.layers, m.name);
-  if (m.hidden % m.heads != 0) return fmt::format("hidden {} is not a multiple of heads {}", m.hidden, m.heads);
-  if (m.position == PositionEmbedding::kRotary && m.head_dim() % 2 != 0) return "rotary embedding needs an even head_dim";
+namespace {
+
+RuleViolation executor_limit(std::string_view rule, std::string message) {
+  return {std::string(rule), std::move(message)};
+}
+
+// What the model and the sequence must be for the executor to build its tables.
+RuleStatus check_model_inputs(const ModelSpec& m, int seq_len) {
+  if (m.heads < 1 || m.hidden % m.heads != 0)
+    return executor_limit(rule::kModelShape, fmt::format("hidden {} is not a multiple of heads {}", m.hidden, m.heads));
+  if (m.position == PositionEmbedding::kRotary && m.head_dim() % 2 != 0)
+    return executor_limit(rule::kModelShape, "rotary embedding needs an even head_dim");
+  // Learned positions have seq_len rows; rotary tables are built for the same length.
   if (seq_len < 1 || seq_len > m.seq_len)
-    return fmt::format("sequence length {} must be between 1 and the model's {}", seq_len, m.seq_len);
-  if (c.sequence_parallel && (static_cast<long long>(c.micro_batch) * seq_len) % c.tp != 0)
-    return fmt::format("sequence parallelism needs micro_batch·seq ({}) divisible by tp {}",
-                       static_cast<long long>(c.micro_batch) * seq_len, c.tp);
-  if (c.zero < 0 || c.zero > 3) return fmt::format("ZeRO stage {} does not exist", c.zero);
-  if (c.schedule == Schedule::kZeroBubble) return "the executor runs gpipe, 1f1b and interleaved, not zb";
-  if (c.vpp > 1 && c.schedule != Schedule::kInterleaved)
-    return fmt::format("vpp {} needs the interleaved schedule, not {}", c.vpp, to_string(c.schedule));
-  if (c.schedule == Schedule::kInterleaved && c.pp < 2) return "the interleaved schedule needs pp of at least 2";
-  if (c.pp * c.vpp > m.layers)
-    return fmt::format("pp {} × vpp {} is more model chunks than the {} layers of {}", c.pp, c.vpp, m.layers, m.name);
-  return "";
+    return executor_limit(rule::kSeqLen,
+                          fmt::format("sequence length {} must be between 1 and the model's {}", seq_len, m.seq_len));
+  return {};
+}
+
+}  // namespace
+
+RuleStatus check_runnable(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
+  if (auto s = check_model_inputs(m, t.seq_len > 0 ? t.seq_len : m.seq_len); !s) return s;
+  if (auto s = check_config(m, t, c, StageSplit::kUneven); !s) return s;
+  if (c.schedule == Schedule::kZeroBubble)
+    return executor_limit(rule::kZeroBubbleSchedule, "the executor runs gpipe, 1f1b and interleaved, not zb");
+  return {};
 }
 
 StageLayout make_stage_layout(const ModelSpec& m, const ParallelConfig& c, int tp_rank, int pp_rank) {

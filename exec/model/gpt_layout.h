@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "core/config_rules.h"
 #include "core/model_spec.h"
 #include "core/parallel_config.h"
 #include "core/schedule.h"
+#include "core/training_spec.h"
 
 namespace loom::exec {
 
@@ -72,8 +74,16 @@ struct StageLayout {
 // Layers of pipeline stage `stage` of `stages` (the first stages take one more when uneven).
 std::pair<int, int> stage_layers(int layers, int stages, int stage);
 
-// Empty string when the model can take this layout; otherwise why not.
-std::string check_layout(const ModelSpec& model, const ParallelConfig& config, int seq_len);
+// What the executor runs: the rules of core/config_rules.h with uneven stages allowed (the first
+// stages take one more layer, stage_layers; the simulator costs even ones only), then the
+// executor's own limits, keyed by the rule:: names below.
+RuleStatus check_runnable(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
+
+namespace rule {
+inline constexpr std::string_view kModelShape = "executor: model shape";
+inline constexpr std::string_view kSeqLen = "executor: sequence beyond the model's";
+inline constexpr std::string_view kZeroBubbleSchedule = "executor: no zero-bubble schedule";
+}  // namespace rule
 
 StageLayout make_stage_layout(const ModelSpec& model, const ParallelConfig& config, int tp_rank, int pp_rank);
 

@@ -84,7 +84,7 @@ TEST_F(ExecBadInput, LayoutTheModelCannotTake) {
   // gpt-tiny has 4 attention heads: TP 3 cannot split them.
   const ProcessResult r =
       run_shell(fmt::format("{} --tp 3 --seq 32 --global-batch 2 --data {} --steps 1", loom_run(3), data_), 60);
-  expect_one_clear_error(r, "does not divide the 4 attention heads");
+  expect_one_clear_error(r, "heads 4 not divisible by tp 3");
 }
 
 TEST_F(ExecBadInput, MorePipelineStagesThanLayers) {

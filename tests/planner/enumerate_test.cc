@@ -38,9 +38,7 @@ TEST(Enumerate, EveryLegalConfigObeysTheRules) {
     if (c.vpp > 1) {
       EXPECT_EQ(c.schedule, Schedule::kInterleaved);
     }
-    if (c.zero >= 2) {
-      EXPECT_EQ(c.pp, 1);
-    }
+    EXPECT_TRUE(check_config(s.model, s.training, s.cluster, c).ok()) << describe(c);
     if (c.sequence_parallel) {
       EXPECT_GT(c.tp, 1);
     }
@@ -52,6 +50,9 @@ TEST(Enumerate, EveryLegalConfigObeysTheRules) {
                        [&](const ParallelConfig& c) { return c.tp == tp && c.pp == pp && c.dp == dp; });
   };
   EXPECT_TRUE(has(8, 16, 8));  // the seeds' 3D layout of 175B on 1024 GPUs
+  // ZeRO-2/3 shard gradients and parameters inside a pipeline too (torchtitan's FSDP2 with PP).
+  EXPECT_TRUE(std::any_of(e->legal.begin(), e->legal.end(),
+                          [](const ParallelConfig& c) { return c.zero == 3 && c.pp > 1; }));
 }
 
 TEST(Enumerate, RejectionsKeepTheirReasons) {
@@ -96,22 +97,26 @@ TEST(Enumerate, NoUsableLayoutIsAnError) {
   EXPECT_NE(e.error().message.find("no parallel layout of 7 GPUs"), std::string::npos) << e.error().message;
 }
 
-TEST(Enumerate, ValidateConfigNamesTheBrokenRule) {
+TEST(Enumerate, RejectionsCarryTheCoreRuleAndItsKey) {
   Gpt3Case s;
-  ParallelConfig c;
-  c.tp = 8;
-  c.pp = 64;
-  c.dp = 2;
-  auto st = validate_config(s.model, s.training, s.cluster, c);
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().message.find("layers 96 not divisible by pp 64"), std::string::npos) << st.error().message;
-  c.pp = 16;
-  c.dp = 8;
-  EXPECT_TRUE(validate_config(s.model, s.training, s.cluster, c).ok());
-  c.zero = 2;
-  auto z = validate_config(s.model, s.training, s.cluster, c);
-  ASSERT_FALSE(z.ok());
-  EXPECT_NE(z.error().message.find("ZeRO-2 with pp 16"), std::string::npos) << z.error().message;
+  SearchSpace space;
+  space.tp = {8};
+  space.pp = {16, 64};
+  space.vpp = {1, 4};
+  auto e = enumerate_configs(s.model, s.training, s.cluster, space);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  const auto rejected_by = [&](std::string_view rule, const std::string& reason) {
+    return std::any_of(e->rejected.begin(), e->rejected.end(),
+                       [&](const Rejection& r) { return r.rule == rule && r.reason == reason; });
+  };
+  EXPECT_TRUE(rejected_by(rule::kLayersPp, "layers 96 not divisible by pp 64"));
+  EXPECT_TRUE(rejected_by(rule::kLayersPpVpp, "layers 96 not divisible by pp 16 × vpp 4"));
+  EXPECT_TRUE(rejected_by(rule::kVppNeedsInterleaved, "vpp 4 needs the interleaved schedule, not gpipe"));
+  for (const Rejection& r : e->rejected) {
+    const RuleStatus core = check_config(s.model, s.training, s.cluster, r.config);
+    ASSERT_FALSE(core.ok()) << describe(r.config);
+    EXPECT_EQ(core.violation().rule, r.rule) << describe(r.config);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,133 @@
+#include "core/config_rules.h"
+
+#include <fmt/format.h>
+
+namespace loom {
+
+namespace {
+
+RuleViolation broken(std::string_view rule, std::string message) { return {std::string(rule), std::move(message)}; }
+
+int seq_len_of(const ModelSpec& model, const TrainingSpec& training) {
+  return training.seq_len > 0 ? training.seq_len : model.seq_len;
+}
+
+RuleStatus check_all(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec* cluster,
+                     const ParallelConfig& c, StageSplit split) {
+  if (auto s = check_sizes(c); !s) return s;
+  if (auto s = check_world_size(training, c); !s) return s;
+  if (auto s = check_tp(model, c.tp); !s) return s;
+  if (cluster)
+    if (auto s = check_tp_placement(*cluster, training, c.tp); !s) return s;
+  if (auto s = check_layout(model, training, c, split); !s) return s;
+  if (auto s = check_micro_batch(training, c); !s) return s;
+  if (auto s = check_schedule(model, c, c.micro_batches(training.global_batch), split); !s) return s;
+  if (auto s = check_zero(c); !s) return s;
+  return check_sequence_parallel(model, training, c);
+}
+
+}  // namespace
+
+RuleStatus check_sizes(const ParallelConfig& c) {
+  if (c.tp < 1 || c.pp < 1 || c.dp < 1 || c.micro_batch < 1 || c.vpp < 1)
+    return broken(rule::kSizes, fmt::format("tp {}, pp {}, dp {}, micro-batch {} and vpp {} must each be at least 1",
+                                            c.tp, c.pp, c.dp, c.micro_batch, c.vpp));
+  return {};
+}
+
+RuleStatus check_world_size(const TrainingSpec& training, const ParallelConfig& c) {
+  if (c.world_size() != training.gpus)
+    return broken(rule::kWorldSize, fmt::format("tp {} × pp {} × dp {} = {} but --gpus is {}", c.tp, c.pp, c.dp,
+                                                c.world_size(), training.gpus));
+  return {};
+}
+
+RuleStatus check_tp(const ModelSpec& model, int tp) {
+  if (model.heads % tp != 0)
+    return broken(rule::kHeadsTp, fmt::format("heads {} not divisible by tp {}", model.heads, tp));
+  if (model.kv_heads % tp != 0)
+    return broken(rule::kKvHeadsTp,
+                  fmt::format("kv_heads {} not divisible by tp {} (query groups must split evenly)", model.kv_heads, tp));
+  if (model.ffn_hidden % tp != 0)
+    return broken(rule::kFfnTp, fmt::format("ffn_hidden {} not divisible by tp {}", model.ffn_hidden, tp));
+  return {};
+}
+
+// Tensor parallelism all-reduces inside every layer; across nodes it runs at the inter-node
+// bandwidth, which Megatron-LM's guidance (and every published layout) avoids.
+RuleStatus check_tp_placement(const ClusterSpec& cluster, const TrainingSpec& training, int tp) {
+  if (!training.allow_cross_node_tp && tp > cluster.gpus_per_node)
+    return broken(rule::kTpSpansNodes, fmt::format("tp {} spans nodes of {} GPUs (pass --allow-cross-node-tp to allow)",
+                                                   tp, cluster.gpus_per_node));
+  return {};
+}
+
+RuleStatus check_layout(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& c,
+                        StageSplit split) {
+  if (split == StageSplit::kEven && model.layers % c.pp != 0)
+    return broken(rule::kLayersPp, fmt::format("layers {} not divisible by pp {}", model.layers, c.pp));
+  if (split == StageSplit::kUneven && c.pp > model.layers)
+    return broken(rule::kStagesExceedLayers, fmt::format("pp {} is more pipeline stages than the {} layers of {}", c.pp,
+                                                         model.layers, model.name));
+  if (training.global_batch < 1 || training.global_batch % c.dp != 0)
+    return broken(rule::kBatchDp, fmt::format("global batch {} not divisible by dp {}", training.global_batch, c.dp));
+  return {};
+}
+
+RuleStatus check_micro_batch(const TrainingSpec& training, const ParallelConfig& c) {
+  const std::int64_t per_step = static_cast<std::int64_t>(c.dp) * c.micro_batch;
+  if (training.global_batch % per_step != 0)
+    return broken(rule::kBatchMicroBatch, fmt::format("global batch {} not divisible by dp {} × micro-batch {}",
+                                                      training.global_batch, c.dp, c.micro_batch));
+  return {};
+}
+
+RuleStatus check_schedule(const ModelSpec& model, const ParallelConfig& c, std::int64_t micro_batches,
+                          StageSplit split) {
+  const bool interleaved = c.schedule == Schedule::kInterleaved;
+  if (c.vpp > 1 && !interleaved)
+    return broken(rule::kVppNeedsInterleaved,
+                  fmt::format("vpp {} needs the interleaved schedule, not {}", c.vpp, to_string(c.schedule)));
+  // One stage has nothing to interleave with (Megatron-LM asserts pp > 1 for it too).
+  if (interleaved && c.pp < 2) return broken(rule::kInterleavedNeedsPp, "the interleaved schedule needs pp of at least 2");
+  if (split == StageSplit::kEven && model.layers % (c.pp * c.vpp) != 0)
+    return broken(rule::kLayersPpVpp, fmt::format("layers {} not divisible by pp {} × vpp {}", model.layers, c.pp, c.vpp));
+  if (split == StageSplit::kUneven && c.pp * c.vpp > model.layers)
+    return broken(rule::kChunksExceedLayers, fmt::format("pp {} × vpp {} is more model chunks than the {} layers of {}",
+                                                         c.pp, c.vpp, model.layers, model.name));
+  // Micro-batches advance through the model chunks in groups of pp (Narayanan et al. 2021, §2.2.2).
+  if (interleaved && micro_batches % c.pp != 0)
+    return broken(rule::kInterleavedMicroBatches,
+                  fmt::format("interleaved schedule needs micro-batches ({}) divisible by pp ({})", micro_batches, c.pp));
+  return {};
+}
+
+RuleStatus check_zero(const ParallelConfig& c) {
+  if (c.zero < 0 || c.zero > 3) return broken(rule::kZeroStage, fmt::format("ZeRO stage {} does not exist (0 to 3)", c.zero));
+  return {};
+}
+
+// Sequence parallelism splits the tokens of a micro-batch over the tensor-parallel ranks outside
+// the tensor-parallel regions (Korthikanti et al. 2022, §4.2.2): it needs tp ranks to split over
+// and an even split.
+RuleStatus check_sequence_parallel(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& c) {
+  if (!c.sequence_parallel) return {};
+  if (c.tp == 1) return broken(rule::kSpNeedsTp, "sequence parallelism needs tp > 1");
+  const std::int64_t tokens = static_cast<std::int64_t>(c.micro_batch) * seq_len_of(model, training);
+  if (tokens % c.tp != 0)
+    return broken(rule::kSpTokens,
+                  fmt::format("sequence parallelism needs micro_batch·seq ({}) divisible by tp {}", tokens, c.tp));
+  return {};
+}
+
+RuleStatus check_config(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                        StageSplit split) {
+  return check_all(model, training, nullptr, config, split);
+}
+
+RuleStatus check_config(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
+                        const ParallelConfig& config) {
+  return check_all(model, training, &cluster, config, StageSplit::kEven);
+}
+
+}  // namespace loom

@@ -1,0 +1,92 @@
+// The rules of a legal parallel configuration, each with one message and a short rule key, written
+// once for the planner (which checks them level by level as it enumerates), the simulator and the
+// executor. check_config runs them all in the enumerator's order, so both name the same first rule.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/cluster_spec.h"
+#include "core/model_spec.h"
+#include "core/parallel_config.h"
+#include "core/result.h"
+#include "core/training_spec.h"
+
+namespace loom {
+
+// Rule keys: short, stable, for grouping rejections (`loom plan --explain`, the GUI).
+namespace rule {
+inline constexpr std::string_view kSizes = "sizes below 1";
+inline constexpr std::string_view kWorldSize = "tp·pp·dp is not the GPU count";
+inline constexpr std::string_view kHeadsTp = "heads not divisible by tp";
+inline constexpr std::string_view kKvHeadsTp = "kv heads not divisible by tp";
+inline constexpr std::string_view kFfnTp = "ffn not divisible by tp";
+inline constexpr std::string_view kTpSpansNodes = "tp spans nodes";
+inline constexpr std::string_view kLayersPp = "layers not divisible by pp";
+inline constexpr std::string_view kStagesExceedLayers = "more pipeline stages than layers";
+inline constexpr std::string_view kBatchDp = "global batch not divisible by dp";
+inline constexpr std::string_view kBatchMicroBatch = "global batch not divisible by dp·micro-batch";
+inline constexpr std::string_view kVppNeedsInterleaved = "vpp needs the interleaved schedule";
+inline constexpr std::string_view kInterleavedNeedsPp = "interleaving needs pp > 1";
+inline constexpr std::string_view kLayersPpVpp = "layers not divisible by pp·vpp";
+inline constexpr std::string_view kChunksExceedLayers = "more model chunks than layers";
+inline constexpr std::string_view kInterleavedMicroBatches = "interleaving needs micro-batches divisible by pp";
+inline constexpr std::string_view kZeroStage = "no such ZeRO stage";
+inline constexpr std::string_view kSpNeedsTp = "sequence parallelism needs tp > 1";
+inline constexpr std::string_view kSpTokens = "sequence parallelism needs tokens divisible by tp";
+}  // namespace rule
+
+struct RuleViolation {
+  std::string rule;     // one of the rule:: keys
+  std::string message;  // one line: "heads 96 not divisible by tp 64"
+};
+
+// Ok, or the first rule a configuration breaks. Converts to a Status carrying the message.
+class [[nodiscard]] RuleStatus {
+ public:
+  RuleStatus() = default;
+  RuleStatus(RuleViolation violation) : violation_(std::move(violation)) {}  // NOLINT(google-explicit-constructor)
+  bool ok() const { return !violation_.has_value(); }
+  explicit operator bool() const { return ok(); }
+  const RuleViolation& violation() const { return *violation_; }
+  operator Status() const { return ok() ? Status{} : Status{make_error(violation_->message)}; }  // NOLINT
+
+ private:
+  std::optional<RuleViolation> violation_;
+};
+
+// How layers split over pipeline stages. kEven (every stage and model chunk the same number of
+// layers) is what the simulator and the planner's memory model cost today; kUneven (the first
+// stages take one more) is what the executor also runs: each model chunk then needs one layer.
+enum class StageSplit { kEven, kUneven };
+
+// The rules level by level, as the enumerator meets them. Each checks only its own level's fields.
+// tp, pp, dp, micro-batch and vpp at least 1.
+RuleStatus check_sizes(const ParallelConfig& config);
+// tp·pp·dp = training.gpus.
+RuleStatus check_world_size(const TrainingSpec& training, const ParallelConfig& config);
+// Heads, key/value heads and the MLP split evenly over tp.
+RuleStatus check_tp(const ModelSpec& model, int tp);
+// A tensor-parallel group inside one node, unless training.allow_cross_node_tp.
+RuleStatus check_tp_placement(const ClusterSpec& cluster, const TrainingSpec& training, int tp);
+// Layers over pp stages; the global batch over dp replicas.
+RuleStatus check_layout(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                        StageSplit split = StageSplit::kEven);
+// Each replica's batch over micro-batches.
+RuleStatus check_micro_batch(const TrainingSpec& training, const ParallelConfig& config);
+// Schedule and vpp against pp, the layers and the micro-batches per step.
+RuleStatus check_schedule(const ModelSpec& model, const ParallelConfig& config, std::int64_t micro_batches,
+                          StageSplit split = StageSplit::kEven);
+RuleStatus check_zero(const ParallelConfig& config);
+RuleStatus check_sequence_parallel(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
+
+// Every rule above but the placement one (which needs a cluster), in the enumerator's order.
+RuleStatus check_config(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                        StageSplit split = StageSplit::kEven);
+// ...and on a cluster: every rule, placement included.
+RuleStatus check_config(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
+                        const ParallelConfig& config);
+
+}  // namespace loom
