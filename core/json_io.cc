@@ -112,9 +112,14 @@ Result<ParallelConfig> config_from_json(const Json& json) {
   const std::string sched = r.string("schedule", std::string("1f1b"));
   if (!r.ok()) return make_error(r.error());
   auto recompute = parse_recompute(rc);
-  if (!recompute) return make_error(fmt::format("config: unknown recompute '{}' (none, selective, full)", rc));
+  if (!recompute)
+    return make_error(fmt::format("config: unknown recompute '{}' ({}, {}, {})", rc, to_string(Recompute::kNone),
+                                  to_string(Recompute::kSelective), to_string(Recompute::kFull)));
   auto schedule = parse_schedule(sched);
-  if (!schedule) return make_error(fmt::format("config: unknown schedule '{}' (gpipe, 1f1b, interleaved, zb)", sched));
+  if (!schedule)
+    return make_error(fmt::format("config: unknown schedule '{}' ({}, {}, {}, {})", sched, to_string(Schedule::kGPipe),
+                                  to_string(Schedule::k1F1B), to_string(Schedule::kInterleaved),
+                                  to_string(Schedule::kZeroBubble)));
   c.recompute = *recompute;
   c.schedule = *schedule;
   return c;
