@@ -1,9 +1,10 @@
-// JSON read/write of ClusterSpec: the cost-file schema "loom-cost/1" shared by the spec-derived
+// JSON read/write of ClusterSpec: the cost-file schema "loom-cost/1" (kCostFormat) shared by the spec-derived
 // profiles in profiles/ and the ones `loom profile` measures.
 #include <fmt/format.h>
 
 #include "core/internal/json_fields.h"
 #include "core/json_io.h"
+#include "core/names.h"
 #include "core/units.h"
 
 namespace loom {
@@ -32,11 +33,24 @@ Json link_to_json(const LinkSpec& link) {
   return j;
 }
 
+// Collective and link names must be ones the simulator knows: an unknown one (a typo, a newer
+// Loom's collective) would otherwise leave its measurements unused without a word.
+Status check_collective_names(const std::string& collective, const std::string& level, const std::string& where) {
+  if (!parse_collective(collective))
+    return make_error(fmt::format("cost file: {}.collective '{}' is not a collective Loom knows ({})", where, collective,
+                                  one_of<Collective>()));
+  if (!parse_link_level(level))
+    return make_error(
+        fmt::format("cost file: {}.level '{}' is not a link level Loom knows ({})", where, level, one_of<LinkLevel>()));
+  return {};
+}
+
 Status read_collectives(const Json& json, ClusterSpec& c) {
   if (json.contains("fits")) {
     if (!json["fits"].is_array()) return make_error("cost file: 'collectives.fits' must be an array");
     for (const auto& f : json["fits"]) {
-      FieldReader r(f, "cost file: collectives.fits[]");
+      const std::string where = fmt::format("collectives.fits[{}]", c.collective_fits.size());
+      FieldReader r(f, "cost file: " + where);
       CollectiveFit fit;
       fit.collective = r.string("collective", std::nullopt);
       fit.level = r.string("level", std::nullopt);
@@ -47,13 +61,15 @@ Status read_collectives(const Json& json, ClusterSpec& c) {
       fit.min_bytes = r.number("min_bytes", 0.0, 0.0, kHuge);
       fit.max_bytes = r.number("max_bytes", 0.0, 0.0, kHuge);
       if (!r.ok()) return make_error(r.error());
+      if (auto s = check_collective_names(fit.collective, fit.level, where); !s) return s.error();
       c.collective_fits.push_back(fit);
     }
   }
   if (json.contains("points")) {
     if (!json["points"].is_array()) return make_error("cost file: 'collectives.points' must be an array");
     for (const auto& p : json["points"]) {
-      FieldReader r(p, "cost file: collectives.points[]");
+      const std::string where = fmt::format("collectives.points[{}]", c.collective_points.size());
+      FieldReader r(p, "cost file: " + where);
       CollectivePoint point;
       point.collective = r.string("collective", std::nullopt);
       point.level = r.string("level", std::nullopt);
@@ -61,6 +77,7 @@ Status read_collectives(const Json& json, ClusterSpec& c) {
       point.bytes = r.number("bytes", std::nullopt, 1.0, kHuge);
       point.seconds = r.number("seconds", std::nullopt, 1e-12, 1e6);
       if (!r.ok()) return make_error(r.error());
+      if (auto s = check_collective_names(point.collective, point.level, where); !s) return s.error();
       c.collective_points.push_back(point);
     }
   }
@@ -71,6 +88,7 @@ Status read_collectives(const Json& json, ClusterSpec& c) {
 
 Result<ClusterSpec> cluster_from_json(const Json& json) {
   FieldReader top(json, "cost file");
+  if (auto tag = check_format_tag(json, "schema", kCostFormat, "cost file"); !tag) return tag.error();
   ClusterSpec c;
   c.name = top.string("name", std::nullopt);
   c.description = top.string("description", std::string());
@@ -111,14 +129,12 @@ Result<ClusterSpec> cluster_from_json(const Json& json) {
   }
 
   const Json& links = json["links"];
-  for (const char* key : {"intra_node", "inter_node"})
-    if (!links.contains(key)) return make_error(fmt::format("cost file: missing links.{}", key));
-  auto intra = link_from_json(links["intra_node"], "cost file: links.intra_node");
-  if (!intra) return intra.error();
-  auto inter = link_from_json(links["inter_node"], "cost file: links.inter_node");
-  if (!inter) return inter.error();
-  c.intra_node = *intra;
-  c.inter_node = *inter;
+  for (const auto& [level, name] : kLinkLevelNames) {
+    if (!links.contains(name)) return make_error(fmt::format("cost file: missing links.{}", name));
+    auto link = link_from_json(links[name], fmt::format("cost file: links.{}", name));
+    if (!link) return link.error();
+    (level == LinkLevel::kIntraNode ? c.intra_node : c.inter_node) = *link;
+  }
 
   if (json.contains("gemm_table")) {
     if (!json["gemm_table"].is_array()) return make_error("cost file: 'gemm_table' must be an array");
@@ -159,7 +175,7 @@ Result<ClusterSpec> cluster_from_json(const Json& json) {
 
 Json to_json(const ClusterSpec& c) {
   Json j;
-  j["schema"] = "loom-cost/1";
+  j["schema"] = kCostFormat;
   j["name"] = c.name;
   j["description"] = c.description;
   j["node"] = {{"gpus_per_node", c.gpus_per_node}, {"max_nodes", c.max_nodes}};
@@ -176,7 +192,8 @@ Json to_json(const ClusterSpec& c) {
   if (c.compute.flash_attention_half_saturation_flops > 0)
     j["compute"]["flash_attention_half_saturation_flops"] = c.compute.flash_attention_half_saturation_flops;
   if (c.compute.collective_sm_fraction > 0) j["compute"]["collective_sm_fraction"] = c.compute.collective_sm_fraction;
-  j["links"] = {{"intra_node", link_to_json(c.intra_node)}, {"inter_node", link_to_json(c.inter_node)}};
+  j["links"] = {{to_string(LinkLevel::kIntraNode), link_to_json(c.intra_node)},
+                {to_string(LinkLevel::kInterNode), link_to_json(c.inter_node)}};
   j["framework_reserve_bytes"] = c.framework_reserve_bytes;
   Json gemms = Json::array();
   for (const auto& g : c.gemm_table) {

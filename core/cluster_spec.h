@@ -55,8 +55,9 @@ struct LinkSpec {
 // A fitted α–β line for one collective at one link level and group size:
 //   t = alpha_s · steps(n) + bus_factor(n) · bytes / bus_bandwidth_bytes_per_s
 struct CollectiveFit {
-  std::string collective;  // all_reduce | reduce_scatter | all_gather | send_recv
-  std::string level;       // intra_node | inter_node
+  // Names from core/names.h (kCollectiveNames, kLinkLevelNames); the cost-file reader rejects others.
+  std::string collective;
+  std::string level;
   int group_size = 0;
   double alpha_s = 0;
   double bus_bandwidth_bytes_per_s = 0;

@@ -17,10 +17,6 @@ using internal::FieldReader;
 
 namespace {
 
-const char* activation_name(Activation a) { return a == Activation::kSwiGLU ? "swiglu" : "gelu"; }
-const char* norm_name(Norm n) { return n == Norm::kRMSNorm ? "rmsnorm" : "layernorm"; }
-const char* position_name(PositionEmbedding p) { return p == PositionEmbedding::kRotary ? "rope" : "learned"; }
-
 // Largest shapes any real model uses, times a generous margin: anything beyond is a typo.
 constexpr long long kMaxLayers = 4096;
 constexpr long long kMaxHidden = 1 << 20;
@@ -39,10 +35,10 @@ Json to_json(const ModelSpec& m) {
   j["ffn_hidden"] = m.ffn_hidden;
   j["vocab"] = m.vocab;
   j["seq_len"] = m.seq_len;
-  j["activation"] = activation_name(m.activation);
-  j["norm"] = norm_name(m.norm);
+  j["activation"] = to_string(m.activation);
+  j["norm"] = to_string(m.norm);
   j["tied_embeddings"] = m.tied_embeddings;
-  j["position_embedding"] = position_name(m.position);
+  j["position_embedding"] = to_string(m.position);
   j["linear_bias"] = m.linear_bias;
   j["dropout"] = m.dropout;
   return j;
@@ -59,25 +55,28 @@ Result<ModelSpec> model_from_json(const Json& json) {
   m.ffn_hidden = static_cast<int>(r.integer("ffn_hidden", 4LL * m.hidden, 1, 64 * kMaxHidden));
   m.vocab = static_cast<int>(r.integer("vocab", std::nullopt, 1, kMaxVocab));
   m.seq_len = static_cast<int>(r.integer("seq_len", std::nullopt, 1, kMaxSeq));
-  const std::string act = r.string("activation", std::string("gelu"));
-  const std::string norm = r.string("norm", std::string("layernorm"));
+  const std::string act = r.string("activation", std::string(to_string(Activation::kGelu)));
+  const std::string norm = r.string("norm", std::string(to_string(Norm::kLayerNorm)));
   m.tied_embeddings = r.boolean("tied_embeddings", true);
   if (!r.ok()) return make_error(r.error());
-  if (act == "gelu") m.activation = Activation::kGelu;
-  else if (act == "swiglu") m.activation = Activation::kSwiGLU;
-  else return make_error(fmt::format("model JSON: 'activation' must be gelu or swiglu, not '{}'", act));
-  if (norm == "layernorm") m.norm = Norm::kLayerNorm;
-  else if (norm == "rmsnorm") m.norm = Norm::kRMSNorm;
-  else return make_error(fmt::format("model JSON: 'norm' must be layernorm or rmsnorm, not '{}'", norm));
+  const auto activation = parse_activation(act);
+  if (!activation) return make_error(fmt::format("model JSON: 'activation' must be {}, not '{}'", one_of<Activation>(), act));
+  const auto norm_kind = parse_norm(norm);
+  if (!norm_kind) return make_error(fmt::format("model JSON: 'norm' must be {}, not '{}'", one_of<Norm>(), norm));
+  m.activation = *activation;
+  m.norm = *norm_kind;
   // LLaMA-style models (RMSNorm) use rotary positions and no biases unless told otherwise.
   const bool llama_style = m.norm == Norm::kRMSNorm;
-  const std::string pos = r.string("position_embedding", std::string(llama_style ? "rope" : "learned"));
+  const std::string pos = r.string(
+      "position_embedding", std::string(to_string(llama_style ? PositionEmbedding::kRotary : PositionEmbedding::kLearned)));
   m.linear_bias = r.boolean("linear_bias", !llama_style);
   m.dropout = r.boolean("dropout", !llama_style);
   if (!r.ok()) return make_error(r.error());
-  if (pos == "learned") m.position = PositionEmbedding::kLearned;
-  else if (pos == "rope") m.position = PositionEmbedding::kRotary;
-  else return make_error(fmt::format("model JSON: 'position_embedding' must be learned or rope, not '{}'", pos));
+  const auto position = parse_position_embedding(pos);
+  if (!position)
+    return make_error(
+        fmt::format("model JSON: 'position_embedding' must be {}, not '{}'", one_of<PositionEmbedding>(), pos));
+  m.position = *position;
   if (m.hidden % m.heads != 0)
     return make_error(fmt::format("model JSON: hidden {} is not divisible by heads {}", m.hidden, m.heads));
   if (m.heads % m.kv_heads != 0)
@@ -113,9 +112,14 @@ Result<ParallelConfig> config_from_json(const Json& json) {
   const std::string sched = r.string("schedule", std::string("1f1b"));
   if (!r.ok()) return make_error(r.error());
   auto recompute = parse_recompute(rc);
-  if (!recompute) return make_error(fmt::format("config: unknown recompute '{}' (none, selective, full)", rc));
+  if (!recompute)
+    return make_error(fmt::format("config: unknown recompute '{}' ({}, {}, {})", rc, to_string(Recompute::kNone),
+                                  to_string(Recompute::kSelective), to_string(Recompute::kFull)));
   auto schedule = parse_schedule(sched);
-  if (!schedule) return make_error(fmt::format("config: unknown schedule '{}' (gpipe, 1f1b, interleaved, zb)", sched));
+  if (!schedule)
+    return make_error(fmt::format("config: unknown schedule '{}' ({}, {}, {}, {})", sched, to_string(Schedule::kGPipe),
+                                  to_string(Schedule::k1F1B), to_string(Schedule::kInterleaved),
+                                  to_string(Schedule::kZeroBubble)));
   c.recompute = *recompute;
   c.schedule = *schedule;
   return c;
@@ -149,14 +153,15 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.grad_bytes = static_cast<int>(r.integer("grad_bytes", 2, 1, 8));
   t.optimizer_bytes = static_cast<int>(r.integer("optimizer_bytes", 12, 0, 64));
   t.activation_bytes = static_cast<int>(r.integer("activation_bytes", 2, 1, 8));
-  const std::string attention = r.string("attention", std::string("flash"));
+  const std::string attention = r.string("attention", std::string(to_string(AttentionKernel::kFlash)));
   t.allow_cross_node_tp = r.boolean("allow_cross_node_tp", false);
   t.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
   t.pipeline_sends_block = r.boolean("pipeline_sends_block", false);
   if (!r.ok()) return make_error(r.error());
-  if (attention == "flash") t.attention = AttentionKernel::kFlash;
-  else if (attention == "unfused") t.attention = AttentionKernel::kUnfused;
-  else return make_error(fmt::format("training: 'attention' must be flash or unfused, not '{}'", attention));
+  const auto kernel = parse_attention_kernel(attention);
+  if (!kernel)
+    return make_error(fmt::format("training: 'attention' must be {}, not '{}'", one_of<AttentionKernel>(), attention));
+  t.attention = *kernel;
   return t;
 }
 
@@ -212,7 +217,7 @@ Result<PlanMetrics> metrics_from_json(const Json& json) {
 
 Json to_json(const Plan& plan) {
   Json j;
-  j["format"] = "loom-plan/1";
+  j["format"] = kPlanFormat;
   j["model"] = to_json(plan.model);
   j["cluster"] = plan.cluster;
   j["training"] = to_json(plan.training);
@@ -223,6 +228,7 @@ Json to_json(const Plan& plan) {
 
 Result<Plan> plan_from_json(const Json& json) {
   if (!json.is_object()) return make_error("plan: expected a JSON object");
+  if (auto tag = check_format_tag(json, "format", kPlanFormat, "plan"); !tag) return tag.error();
   for (const char* key : {"model", "training", "config"})
     if (!json.contains(key)) return make_error(fmt::format("plan: missing field '{}'", key));
   Plan plan;
@@ -245,6 +251,16 @@ Result<Plan> plan_from_json(const Json& json) {
     return make_error(fmt::format("plan: tp·pp·dp = {} but training.gpus = {}", plan.config.world_size(),
                                   plan.training.gpus));
   return plan;
+}
+
+Status check_format_tag(const Json& json, const char* key, const char* expected, const std::string& what) {
+  if (!json.is_object() || !json.contains(key)) return {};
+  const Json& tag = json[key];
+  if (!tag.is_string()) return make_error(fmt::format("{}: '{}' must be a format name such as '{}'", what, key, expected));
+  if (tag.get<std::string>() != expected)
+    return make_error(
+        fmt::format("{}: format '{}' is not one this Loom reads ({})", what, tag.get<std::string>(), expected));
+  return {};
 }
 
 Result<Json> parse_json(const std::string& text, const std::string& what) {

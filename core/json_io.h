@@ -14,6 +14,13 @@ namespace loom {
 
 using Json = nlohmann::ordered_json;
 
+// Format tags written into files: plans carry {"format": kPlanFormat}, cost files {"schema": kCostFormat}.
+inline constexpr const char* kPlanFormat = "loom-plan/1";
+inline constexpr const char* kCostFormat = "loom-cost/1";
+
+// A tag under `key` other than `expected` is bad input; a missing one is accepted (hand-written files).
+Status check_format_tag(const Json& json, const char* key, const char* expected, const std::string& what);
+
 Json to_json(const ModelSpec& model);
 Json to_json(const ParallelConfig& config);
 Json to_json(const TrainingSpec& training);

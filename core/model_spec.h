@@ -5,11 +5,9 @@
 #include <cstdint>
 #include <string>
 
-namespace loom {
+#include "core/names.h"
 
-enum class Activation { kGelu, kSwiGLU };
-enum class Norm { kLayerNorm, kRMSNorm };
-enum class PositionEmbedding { kLearned, kRotary };
+namespace loom {
 
 struct ModelSpec {
   std::string name;

@@ -2,45 +2,34 @@
 
 #include <fmt/format.h>
 
+#include "core/names.h"
 #include "core/training_spec.h"
 
 namespace loom {
 
-const char* to_string(Recompute recompute) {
-  switch (recompute) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
-  }
-  return "none";
-}
+namespace {
 
-const char* to_string(Schedule schedule) {
-  switch (schedule) {
-    case Schedule::kGPipe: return "gpipe";
-    case Schedule::k1F1B: return "1f1b";
-    case Schedule::kInterleaved: return "interleaved";
-    case Schedule::kZeroBubble: return "zb";
-  }
-  return "1f1b";
-}
+// Canonical names first; the rest are aliases the command line and plan files accept.
+constexpr NameEntry<Recompute> kRecomputeNames[] = {{Recompute::kNone, "none"},
+                                                    {Recompute::kSelective, "selective"},
+                                                    {Recompute::kFull, "full"},
+                                                    {Recompute::kNone, "off"},
+                                                    {Recompute::kSelective, "sel"}};
+constexpr NameEntry<Schedule> kScheduleNames[] = {{Schedule::kGPipe, "gpipe"},
+                                                  {Schedule::k1F1B, "1f1b"},
+                                                  {Schedule::kInterleaved, "interleaved"},
+                                                  {Schedule::kZeroBubble, "zb"},
+                                                  {Schedule::kInterleaved, "interleaved-1f1b"},
+                                                  {Schedule::kZeroBubble, "zb-h1"},
+                                                  {Schedule::kZeroBubble, "zero-bubble"}};
 
-const char* to_string(AttentionKernel kernel) { return kernel == AttentionKernel::kFlash ? "flash" : "unfused"; }
+}  // namespace
 
-std::optional<Recompute> parse_recompute(std::string_view text) {
-  if (text == "none" || text == "off") return Recompute::kNone;
-  if (text == "selective" || text == "sel") return Recompute::kSelective;
-  if (text == "full") return Recompute::kFull;
-  return std::nullopt;
-}
+const char* to_string(Recompute recompute) { return name_in<Recompute>(kRecomputeNames, recompute); }
+const char* to_string(Schedule schedule) { return name_in<Schedule>(kScheduleNames, schedule); }
 
-std::optional<Schedule> parse_schedule(std::string_view text) {
-  if (text == "gpipe") return Schedule::kGPipe;
-  if (text == "1f1b") return Schedule::k1F1B;
-  if (text == "interleaved" || text == "interleaved-1f1b") return Schedule::kInterleaved;
-  if (text == "zb" || text == "zb-h1" || text == "zero-bubble") return Schedule::kZeroBubble;
-  return std::nullopt;
-}
+std::optional<Recompute> parse_recompute(std::string_view text) { return parse_in<Recompute>(kRecomputeNames, text); }
+std::optional<Schedule> parse_schedule(std::string_view text) { return parse_in<Schedule>(kScheduleNames, text); }
 
 std::string describe(const ParallelConfig& c) {
   return fmt::format("tp{} pp{} dp{} zero{} mb{} vpp{} recompute={} sp={} {}", c.tp, c.pp, c.dp, c.zero,

@@ -11,12 +11,15 @@
 
 #include <fmt/format.h>
 
+#include "core/names.h"
+
 namespace loom::trace_names {
 
 inline std::string forward(int chunk, long long micro_batch) { return fmt::format("F{} mb{}", chunk, micro_batch); }
 inline std::string backward(int chunk, long long micro_batch) { return fmt::format("B{} mb{}", chunk, micro_batch); }
 inline std::string weight_grad(int chunk, long long micro_batch) { return fmt::format("W{} mb{}", chunk, micro_batch); }
 inline std::string collective(const char* kind, const char* group) { return fmt::format("{} {}", kind, group); }
+inline std::string collective(Collective kind, const char* group) { return collective(to_string(kind), group); }
 inline constexpr const char* kOptimizer = "optimizer";
 
 }  // namespace loom::trace_names

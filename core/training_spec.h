@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-namespace loom {
+#include "core/names.h"
 
-enum class AttentionKernel { kFlash, kUnfused };
+namespace loom {
 
 struct TrainingSpec {
   int gpus = 0;
@@ -31,8 +31,6 @@ struct TrainingSpec {
   // executor and Megatron-core with --overlap-p2p-communication do.
   bool pipeline_sends_block = false;
 };
-
-const char* to_string(AttentionKernel kernel);
 
 // Plain fp32 training, as Loom's CPU executor runs: fp32 parameters (no master copy), gradients
 // and activations; Adam's two moments.

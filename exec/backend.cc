@@ -66,4 +66,6 @@ std::unique_ptr<Backend> make_backend(const std::string& name, std::string* erro
   return nullptr;
 }
 
+std::vector<std::string> available_backends() { return {"cpu"}; }  // a CUDA backend adds "cuda" here
+
 }  // namespace loom::exec

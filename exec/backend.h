@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "exec/memory.h"
 #include "exec/tensor.h"
@@ -144,5 +145,9 @@ class Backend {
 
 // "cpu" (always) or "cuda" (when built with CUDA); nullptr with a message for anything else.
 std::unique_ptr<Backend> make_backend(const std::string& name, std::string* error);
+
+// The backend names this build can make, "cpu" first (the fp32 reference every other backend's
+// ops are tested against). A listed GPU backend may still fail to start on a host without a GPU.
+std::vector<std::string> available_backends();
 
 }  // namespace loom::exec

@@ -60,8 +60,7 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
   lines.push_back(fmt::format("model {}: {:.2f} B parameters, {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}, "
                               "{}, {}",
                               m.name, m.total_params() / 1e9, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden,
-                              m.vocab, m.activation == Activation::kSwiGLU ? "swiglu" : "gelu",
-                              m.norm == Norm::kRMSNorm ? "rmsnorm" : "layernorm"));
+                              m.vocab, to_string(m.activation), to_string(m.norm)));
   lines.push_back(fmt::format("cluster {} ({}): {} x {} per node, {:.0f} GiB, {:.0f} TFLOP/s peak, {:.0f} GB/s NVLink, "
                               "{:.0f} GB/s per GPU between nodes",
                               c.name, ctx.cluster_source, c.gpus_per_node, c.device.name, c.gpu_memory_gib(),

@@ -10,36 +10,6 @@
 
 namespace loom::sim {
 
-const char* to_string(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce: return "all_reduce";
-    case Collective::kReduceScatter: return "reduce_scatter";
-    case Collective::kAllGather: return "all_gather";
-    case Collective::kSendRecv: return "send_recv";
-  }
-  return "?";
-}
-
-const char* to_string(LinkLevel l) { return l == LinkLevel::kIntraNode ? "intra_node" : "inter_node"; }
-
-namespace {
-
-std::optional<Collective> parse_collective(const std::string& s) {
-  if (s == "all_reduce") return Collective::kAllReduce;
-  if (s == "reduce_scatter") return Collective::kReduceScatter;
-  if (s == "all_gather") return Collective::kAllGather;
-  if (s == "send_recv") return Collective::kSendRecv;
-  return std::nullopt;
-}
-
-std::optional<LinkLevel> parse_level(const std::string& s) {
-  if (s == "intra_node") return LinkLevel::kIntraNode;
-  if (s == "inter_node") return LinkLevel::kInterNode;
-  return std::nullopt;
-}
-
-}  // namespace
-
 double alpha_beta_time(const AlphaBeta& ab, Collective c, int n, double bytes) {
   return ab.alpha_s * ring_steps(c, n) + bus_factor(c, n) * bytes / ab.bus_bandwidth_bytes_per_s;
 }
@@ -182,7 +152,7 @@ CollectiveModel::CollectiveModel(const ClusterSpec& cluster) : cluster_(&cluster
   std::map<Key, std::vector<std::pair<double, double>>> grouped;
   for (const auto& p : cluster.collective_points) {
     auto c = parse_collective(p.collective);
-    auto l = parse_level(p.level);
+    auto l = parse_link_level(p.level);
     if (c && l && p.group_size >= 2) grouped[{*c, *l, p.group_size}].emplace_back(p.bytes, p.seconds);
   }
   for (auto& [key, points] : grouped) {
@@ -194,7 +164,7 @@ CollectiveModel::CollectiveModel(const ClusterSpec& cluster) : cluster_(&cluster
   }
   for (const auto& f : cluster.collective_fits) {
     auto c = parse_collective(f.collective);
-    auto l = parse_level(f.level);
+    auto l = parse_link_level(f.level);
     if (c && l) fits_[{*c, *l, f.group_size}].push_back({{f.alpha_s, f.bus_bandwidth_bytes_per_s, f.r2}, f.min_bytes, f.max_bytes});
   }
   for (auto& [key, regimes] : fits_)

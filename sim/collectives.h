@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "core/cluster_spec.h"
+#include "core/names.h"
 
 namespace loom::sim {
 
-enum class Collective { kAllReduce, kReduceScatter, kAllGather, kSendRecv };
-enum class LinkLevel { kIntraNode, kInterNode };
-
-const char* to_string(Collective c);
-const char* to_string(LinkLevel l);
+// The enums and their names live in core/names.h, below both the simulator and the executor.
+using loom::Collective;
+using loom::LinkLevel;
+using loom::to_string;
 
 // Where a group's ranks sit: `size` ranks, `per_node` of them in each node.
 struct GroupPlacement {

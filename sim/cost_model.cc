@@ -1,12 +1,29 @@
 #include "sim/cost_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <string>
 #include <string_view>
 
 #include "core/partition.h"
+#include "core/trace_names.h"
 
 namespace loom::sim {
+
+namespace {
+
+// Segment name of a tensor-parallel collective ("all_gather tp"), built once per collective.
+const char* tp_name(Collective c) {
+  static const auto names = [] {
+    std::array<std::string, std::size(kCollectiveNames)> n;
+    for (const auto& [value, name] : kCollectiveNames) n[static_cast<std::size_t>(value)] = trace_names::collective(value, "tp");
+    return n;
+  }();
+  return names[static_cast<std::size_t>(c)].c_str();
+}
+
+}  // namespace
 
 void PassCost::append(const PassCost& other, int times) {
   seconds += other.seconds * times;
@@ -255,25 +272,25 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
   const double residual_bytes = (3.0 * d.element_bytes + (model_.dropout ? 1.0 : 0.0)) * d.rank_tokens * d.hidden;
 
   add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
-  if (comm && d.sp) p.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, d.activation_bytes));
+  if (comm && d.sp) p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
   p.add("qkv", gemm_s(tokens_, (d.hidden + 2.0 * d.kv_width) / d.tp, d.hidden),
         2.0 * tokens_ * d.hidden * (d.hidden + 2.0 * d.kv_width) / d.tp);
   p.append(attention_core_forward());
   p.add("attn_out", gemm_s(tokens_, d.hidden, d.hidden / d.tp), 2.0 * tokens_ * d.hidden * d.hidden / d.tp);
   if (comm) {
-    if (d.sp) p.add_comm("reduce_scatter tp", tp_comm_s(Collective::kReduceScatter, d.activation_bytes));
-    else p.add_comm("all_reduce tp", tp_comm_s(Collective::kAllReduce, d.activation_bytes));
+    if (d.sp) p.add_comm(tp_name(Collective::kReduceScatter), tp_comm_s(Collective::kReduceScatter, d.activation_bytes));
+    else p.add_comm(tp_name(Collective::kAllReduce), tp_comm_s(Collective::kAllReduce, d.activation_bytes));
   }
   add_memory(p, "residual", residual_bytes);
   add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
-  if (comm && d.sp) p.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, d.activation_bytes));
+  if (comm && d.sp) p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
   p.add("mlp_up", gemm_s(tokens_, d.mlp_up_width / d.tp, d.hidden), 2.0 * tokens_ * d.hidden * d.mlp_up_width / d.tp);
   add_memory(p, model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu",
              (model_.activation == Activation::kSwiGLU ? 3.0 : 2.0) * d.element_bytes * tokens_ * d.ffn / d.tp);
   p.add("mlp_down", gemm_s(tokens_, d.hidden, d.ffn / d.tp), 2.0 * tokens_ * d.hidden * d.ffn / d.tp);
   if (comm) {
-    if (d.sp) p.add_comm("reduce_scatter tp", tp_comm_s(Collective::kReduceScatter, d.activation_bytes));
-    else p.add_comm("all_reduce tp", tp_comm_s(Collective::kAllReduce, d.activation_bytes));
+    if (d.sp) p.add_comm(tp_name(Collective::kReduceScatter), tp_comm_s(Collective::kReduceScatter, d.activation_bytes));
+    else p.add_comm(tp_name(Collective::kAllReduce), tp_comm_s(Collective::kAllReduce, d.activation_bytes));
   }
   add_memory(p, "residual", residual_bytes);
   return p;
@@ -320,16 +337,16 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
     const Overlap g = overlapped(dgrad, gather);
     in.add(name, g.compute_s, flops);
     in.sm_shared_s += g.compute_s - dgrad;
-    if (g.exposed_s > 0) in.add_comm("all_gather tp", g.exposed_s);
+    if (g.exposed_s > 0) in.add_comm(tp_name(Collective::kAllGather), g.exposed_s);
     // Split off (zero-bubble), the weight gradient runs later: nothing hides the reduction.
     const Overlap r = split ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);
     w.add(name, r.compute_s, flops);
     w.sm_shared_s += r.compute_s - wgrad;
-    if (r.exposed_s > 0) in.add_comm(d.sp ? "reduce_scatter tp" : "all_reduce tp", r.exposed_s);
+    if (r.exposed_s > 0) in.add_comm(tp_name(d.sp ? Collective::kReduceScatter : Collective::kAllReduce), r.exposed_s);
   };
   auto row_parallel = [&](const char* name, double in_features) {
     // The backward of the forward's reduce-scatter is an all-gather of the output gradient.
-    if (comm && d.sp) in.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, d.activation_bytes));
+    if (comm && d.sp) in.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
     in.add(name, gemm_s(tokens_, in_features / d.tp, d.hidden) + bias_grad_s(d.rank_tokens, d.hidden),
            2.0 * tokens_ * d.hidden * in_features / d.tp);
     w.add(name, wgrad_s(d.hidden, in_features / d.tp, tokens_), 2.0 * tokens_ * d.hidden * in_features / d.tp);
@@ -365,26 +382,26 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     add_memory(c.forward, "embedding", 3.0 * ab * tokens_ * h);
     // Vocab-parallel lookup: each rank holds a slice of the table; partial rows are summed.
     if (config_.tp > 1)
-      c.forward.add_comm(sp ? "reduce_scatter tp" : "all_reduce tp",
+      c.forward.add_comm(tp_name(sp ? Collective::kReduceScatter : Collective::kAllReduce),
                          tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes));
   }
   // Megatron's scatter-gather pipeline transfer: without SP each TP rank sends and receives 1/t of
   // the activation (pipe_send_s) and the receiver all-gathers it over TP before it can compute.
   const bool gather_received = config_.tp > 1 && !sp;
-  if (gather_received && !first) c.forward.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
-  if (gather_received && !last) c.backward.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
+  if (gather_received && !first) c.forward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
+  if (gather_received && !last) c.backward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
   const PassCost fwd = layer_forward(true);
   c.forward.append(fwd, layers);
 
   PassCost* weight = split_weight_grad ? &c.weight : &c.backward;
   if (last) {
     add_memory(c.forward, "final_norm", 2.0 * ab * tokens_sp * h);
-    if (sp) c.forward.add_comm("all_gather tp", tp_comm_s(Collective::kAllGather, act_bytes));
+    if (sp) c.forward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
     c.forward.add("lm_head", gemm_s(tokens_, v / t, h), 2.0 * tokens_ * h * v / t);
     // Vocab-parallel cross-entropy in fp32: max, sum of exponentials and target logit are
     // all-reduced over TP (b·s floats each).
     add_memory(c.forward, "cross_entropy", tokens_ * v / t * (ab + 4.0 + 4.0));
-    if (config_.tp > 1) c.forward.add_comm("all_reduce tp", 3.0 * tp_comm_s(Collective::kAllReduce, tokens_ * 4.0));
+    if (config_.tp > 1) c.forward.add_comm(tp_name(Collective::kAllReduce), 3.0 * tp_comm_s(Collective::kAllReduce, tokens_ * 4.0));
     add_memory(c.backward, "cross_entropy_bwd", tokens_ * v / t * (4.0 + ab));
     c.backward.add("lm_head_bwd", gemm_s(tokens_, h, v / t), 2.0 * tokens_ * h * v / t);
     const double wgrad = wgrad_s(h, v / t, tokens_);
@@ -393,7 +410,7 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     const Overlap r = split_weight_grad ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);
     weight->add("lm_head_bwd", r.compute_s, 2.0 * tokens_ * h * v / t);
     weight->sm_shared_s += r.compute_s - wgrad;
-    if (r.exposed_s > 0) c.backward.add_comm(sp ? "reduce_scatter tp" : "all_reduce tp", r.exposed_s);
+    if (r.exposed_s > 0) c.backward.add_comm(tp_name(sp ? Collective::kReduceScatter : Collective::kAllReduce), r.exposed_s);
     add_memory(c.backward, "final_norm_bwd", 3.0 * ab * tokens_sp * h);
   }
   PassCost layer_in = new_pass(), layer_w = new_pass();

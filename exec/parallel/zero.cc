@@ -65,11 +65,11 @@ float* ParameterStore::acquire(int u) {
       prefetching_[u].reset();
       // One slice from the start of the gather to the moment the unit is needed.
       if (tracer_ != nullptr)
-        tracer_->add(trace_names::collective("all_gather", "dp"), "comm", prefetch_start_us_[u], tracer_->now_us(),
+        tracer_->add(trace_names::collective(Collective::kAllGather, "dp"), "comm", prefetch_start_us_[u], tracer_->now_us(),
                      kCommLane);
     } else {
       const Unit& unit = layout_.units[u];
-      TraceScope scope(tracer_, trace_names::collective("all_gather", "dp"), "comm", kCommLane);
+      TraceScope scope(tracer_, trace_names::collective(Collective::kAllGather, "dp"), "comm", kCommLane);
       gathered_[u] = backend_.alloc(unit.padded, 1, kBuf);
       groups_.dp->all_gather(params_.data() + shard_offset_[u], gathered_[u].data(), shard(unit));
     }
@@ -90,7 +90,7 @@ float* ParameterStore::gradients(int u) {
 
 void ParameterStore::reduce_sequence_partial(int u, float* grads) {
   if (!groups_.config.sequence_parallel || groups_.config.tp == 1) return;
-  TraceScope scope(tracer_, trace_names::collective("all_reduce", "tp"), "comm", kCommLane);
+  TraceScope scope(tracer_, trace_names::collective(Collective::kAllReduce, "tp"), "comm", kCommLane);
   for (const ParamSlot& slot : layout_.units[u].params)
     if (slot.sequence_partial) groups_.tp->all_reduce(grads + slot.offset, slot.numel(), ReduceOp::kSum);
 }
@@ -108,7 +108,7 @@ void ParameterStore::gradients_ready(int u) {
   // Reduce-scattered in place: this rank's sum lands in its own block of the bucket.
   float* mine = bucket.data() + dp_rank_ * shard(unit);
   {
-    TraceScope scope(tracer_, trace_names::collective("reduce_scatter", "dp"), "comm", kCommLane);
+    TraceScope scope(tracer_, trace_names::collective(Collective::kReduceScatter, "dp"), "comm", kCommLane);
     groups_.dp->reduce_scatter(bucket.data(), mine, shard(unit));
   }
   backend_.axpy(grads_.data() + shard_offset_[u], 1.0f, mine, shard(unit));
@@ -120,7 +120,7 @@ void ParameterStore::finish_gradients() {
   if (groups_.embedding == nullptr) return;
   // The tied word embedding lives on the first and the last stage; both copies take the sum.
   const int u = layout_.word_embedding_unit >= 0 ? layout_.word_embedding_unit : layout_.tied_head_unit;
-  TraceScope scope(tracer_, trace_names::collective("all_reduce", "embedding"), "comm", kCommLane);
+  TraceScope scope(tracer_, trace_names::collective(Collective::kAllReduce, "embedding"), "comm", kCommLane);
   if (zero_ < 2) groups_.embedding->all_reduce(grads_.data() + offset_[u], layout_.units[u].padded, ReduceOp::kSum);
   else groups_.embedding->all_reduce(grads_.data() + shard_offset_[u], shard(layout_.units[u]), ReduceOp::kSum);
 }
@@ -176,7 +176,7 @@ void ParameterStore::optimizer_step(const OptimizerSettings& s, float lr, float 
                      s.beta1, s.beta2, s.eps, slot.weight_decay ? s.weight_decay : 0.0f, step);
     }
     if (zero_ == 1 || zero_ == 2) {  // every rank needs the full updated unit again
-      TraceScope gather(tracer_, trace_names::collective("all_gather", "dp"), "comm", kCommLane);
+      TraceScope gather(tracer_, trace_names::collective(Collective::kAllGather, "dp"), "comm", kCommLane);
       float* full = params_.data() + offset_[u];
       groups_.dp->all_gather(full + dp_rank_ * shard(unit), full, shard(unit));
     }

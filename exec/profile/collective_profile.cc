@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/names.h"
+
 namespace loom::exec::profile {
 
 std::vector<std::int64_t> message_sizes(std::int64_t min_bytes, std::int64_t max_bytes, int factor) {
@@ -28,21 +30,18 @@ using clock = std::chrono::steady_clock;
 double since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
 
 constexpr int kRepeats = 5;  // timed batches per point; the fastest is kept
-constexpr const char* kCollectives[] = {"all_reduce", "reduce_scatter", "all_gather", "send_recv"};
-
 // One call of `collective` on `n` floats (the nccl-tests size) in `group`.
-void run_once(const std::string& collective, Communicator& group, float* a, float* b, std::int64_t n) {
+void run_once(Collective collective, Communicator& group, float* a, float* b, std::int64_t n) {
   const int g = group.size(), r = group.rank();
-  if (collective == "all_reduce") {
-    group.all_reduce(a, n, ReduceOp::kSum);
-  } else if (collective == "reduce_scatter") {
-    group.reduce_scatter(a, b, n / g);
-  } else if (collective == "all_gather") {
-    group.all_gather(a, b, n / g);
-  } else {
-    // Neighbouring pairs (0→1, 2→3, …), one direction: a pipeline stage handing on its activations.
-    if (r % 2 == 0 && r + 1 < g) group.isend(a, n, r + 1, 0)->wait();
-    if (r % 2 == 1) group.irecv(b, n, r - 1, 0)->wait();
+  switch (collective) {
+    case Collective::kAllReduce: group.all_reduce(a, n, ReduceOp::kSum); break;
+    case Collective::kReduceScatter: group.reduce_scatter(a, b, n / g); break;
+    case Collective::kAllGather: group.all_gather(a, b, n / g); break;
+    case Collective::kSendRecv:
+      // Neighbouring pairs (0→1, 2→3, …), one direction: a pipeline stage handing on its activations.
+      if (r % 2 == 0 && r + 1 < g) group.isend(a, n, r + 1, 0)->wait();
+      if (r % 2 == 1) group.irecv(b, n, r - 1, 0)->wait();
+      break;
   }
 }
 
@@ -68,10 +67,10 @@ std::vector<CollectiveTiming> time_collectives(const Runtime& runtime, Backend& 
     Communicator& group = *groups.tp;
     Communicator& all = *groups.world;
     // Consecutive ranks share a node when the group fits in the ranks one node runs.
-    const std::string level = g <= runtime.local_size() ? "intra_node" : "inter_node";
-    for (const char* collective : kCollectives) {
+    const LinkLevel level = g <= runtime.local_size() ? LinkLevel::kIntraNode : LinkLevel::kInterNode;
+    for (const auto& [collective, name] : kCollectiveNames) {
       // Point-to-point is measured between pairs only.
-      if (std::string(collective) == "send_recv" && g != 2) continue;
+      if (collective == Collective::kSendRecv && g != 2) continue;
       for (std::int64_t bytes : sizes) {
         const std::int64_t n = std::max<std::int64_t>(g, bytes / 4 / g * g);
         all.barrier();
@@ -96,7 +95,7 @@ std::vector<CollectiveTiming> time_collectives(const Runtime& runtime, Backend& 
           batches.push_back(batch);
         }
         const double per_call = *std::min_element(batches.begin(), batches.end());
-        if (runtime.world_rank() == 0) out.push_back({collective, level, g, 4.0 * n, per_call});
+        if (runtime.world_rank() == 0) out.push_back({name, to_string(level), g, 4.0 * n, per_call});
         ++done;
         if (progress && runtime.world_rank() == 0) progress(done, total);
       }

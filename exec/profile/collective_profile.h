@@ -14,8 +14,8 @@
 namespace loom::exec::profile {
 
 struct CollectiveTiming {
-  std::string collective;  // all_reduce | reduce_scatter | all_gather | send_recv
-  std::string level;       // intra_node | inter_node
+  std::string collective;  // a name of core/names.h's kCollectiveNames
+  std::string level;       // a name of kLinkLevelNames
   int group_size = 0;
   double bytes = 0;        // nccl-tests "size": the full buffer (all-reduce), send (reduce-scatter), receive (all-gather)
   double seconds = 0;      // slowest rank of the group, mean over the iterations

@@ -1,18 +1,35 @@
-// Every CPU backend op's backward against central finite differences of its forward, GEMM against a
-// naive product, and AdamW against its formula. Tolerances are for fp32 with a step of 1e-2.
+// Every backend op, on every backend this build can make (ggml's test-backend-ops): inputs are built on
+// the host, the op runs on the backend under test and on the CPU fp32 reference, and the outputs
+// agree within the op's stated tolerance. Independent checks run on the backend under test too:
+// backwards against central finite differences of their forwards (fp32, step 1e-2), GEMM against a
+// naive product, AdamW against its formula. A backend that cannot start here (no GPU) skips visibly.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
 
 #include "exec/cpu/cpu_backend.h"
+#include "staged.h"
 
 namespace loom::exec {
 namespace {
 
-using Vec = std::vector<float>;
+using Outputs = std::vector<Vec>;
+
+// How far an op's output on another backend may be from the fp32 reference: |got − ref| ≤ abs + rel·|ref|.
+// GEMMs and reductions may sum in another order (blocked, tree, fused multiply-add); transcendental
+// functions (exp, tanh) may differ by a few ulp, which softmax and attention then carry through.
+struct Tolerance {
+  double abs, rel;
+};
+constexpr Tolerance kExact{0, 0};                 // copies, masks, gathers: bit for bit
+constexpr Tolerance kElementwise{1e-6, 1e-6};     // one rounding per value
+constexpr Tolerance kReduction{1e-5, 1e-5};       // GEMM, norms, bias gradients, cross-entropy
+constexpr Tolerance kTranscendental{1e-5, 1e-5};  // GELU, SwiGLU, RoPE, AdamW
+constexpr Tolerance kAttention{1e-5, 1e-4};       // softmax then two GEMMs
 
 Vec random_vec(std::size_t n, unsigned seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -27,6 +44,8 @@ double dot(const Vec& a, const Vec& b) {
   for (std::size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
   return s;
 }
+
+Vec bytes_as_floats(const Bytes& b) { return Vec(b.begin(), b.end()); }
 
 // Checks analytic[i] ≈ d/dx[i] of loss(x) for every element of x (x is perturbed in place).
 void expect_gradient(Vec& x, const Vec& analytic, const std::function<double()>& loss, const char* what) {
@@ -44,211 +63,351 @@ void expect_gradient(Vec& x, const Vec& analytic, const std::function<double()>&
   }
 }
 
-TEST(ExecCpuOps, GemmMatchesNaiveProductForEveryTransposition) {
-  CpuBackend be;
+void expect_close(const Vec& got, const Vec& ref, Tolerance tol, const std::string& what) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], ref[i], tol.abs + tol.rel * std::fabs(ref[i])) << what << " element " << i;
+}
+
+// The backend named by the test's parameter, and the CPU fp32 reference beside it.
+class BackendOps : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string error;
+    backend_ = make_backend(GetParam(), &error);
+    if (!backend_) GTEST_SKIP() << "backend '" << GetParam() << "' cannot run here: " << error;
+  }
+  Backend& be() { return *backend_; }
+
+  // Runs `op` (host inputs in, host outputs out) on both backends and compares every output.
+  Outputs expect_matches_reference(const std::function<Outputs(Backend&)>& op, Tolerance tol, const char* what) {
+    const Outputs got = op(be()), ref = op(reference_);
+    EXPECT_EQ(got.size(), ref.size()) << what;
+    for (std::size_t i = 0; i < std::min(got.size(), ref.size()); ++i)
+      expect_close(got[i], ref[i], tol, std::string(what) + " output " + std::to_string(i) + " on " + GetParam());
+    return got;
+  }
+
+  CpuBackend reference_;
+  std::unique_ptr<Backend> backend_;
+};
+
+TEST_P(BackendOps, GemmMatchesNaiveProductForEveryTransposition) {
   const int m = 7, n = 5, k = 6;
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
-      const Vec a = random_vec(m * k, 1), b = random_vec(k * n, 2);
-      Vec c = random_vec(m * n, 3), c_eigen = c, expected(m * n);
+      const Vec a = random_vec(m * k, 1), b = random_vec(k * n, 2), c0 = random_vec(m * n, 3);
       const int lda = ta ? m : k, ldb = tb ? k : n;
+      Vec expected(m * n);
       for (int i = 0; i < m; ++i)
         for (int j = 0; j < n; ++j) {
           double s = 0;
           for (int p = 0; p < k; ++p)
             s += static_cast<double>(ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
-          expected[i * n + j] = static_cast<float>(0.5 * s + 2.0 * c[i * n + j]);
+          expected[i * n + j] = static_cast<float>(0.5 * s + 2.0 * c0[i * n + j]);
         }
-      be.gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 2.0f, c.data(), n);
-      eigen_sgemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 2.0f, c_eigen.data(), n);
-      for (int i = 0; i < m * n; ++i) {
-        EXPECT_NEAR(c[i], expected[i], 1e-4) << ta << tb;
-        EXPECT_NEAR(c_eigen[i], expected[i], 1e-4) << ta << tb;
-      }
+      auto gemm = [&](Backend& be) {
+        Staged s(be);
+        float* c = s.in(c0);
+        be.gemm(ta, tb, m, n, k, 0.5f, s.in(a), lda, s.in(b), ldb, 2.0f, c, n);
+        return Outputs{s.get(c, m * n)};
+      };
+      const Outputs got = expect_matches_reference(gemm, kReduction, "gemm");
+      expect_close(got[0], expected, {1e-4, 0}, "gemm vs naive product");
     }
 }
 
-TEST(ExecCpuOps, LayerNormBackward) {
-  CpuBackend be;
+TEST_P(BackendOps, ElementwiseOpsFollowTheirFormulas) {
+  const int rows = 3, cols = 4, n = rows * cols;
+  const Vec x = random_vec(n, 30), y = random_vec(n, 31), bias = random_vec(cols, 32);
+  auto ops = [&](Backend& be) {
+    Staged s(be);
+    float *sum = s.out(n), *axpy = s.in(y), *biased = s.in(x), *dbias = s.in(bias), *scaled = s.in(x), *copied = s.out(n);
+    float* zeroed = s.in(x);
+    be.add(sum, s.in(x), s.in(y), n);
+    be.axpy(axpy, 0.5f, s.in(x), n);
+    be.add_bias(biased, s.in(bias), rows, cols);
+    be.bias_grad(dbias, s.in(y), rows, cols);
+    be.scale(scaled, -2.0f, n);
+    be.copy(copied, s.in(y), n);
+    be.zero(zeroed, n);
+    const double squares = be.sum_squares(s.in(x), n);
+    return Outputs{s.get(sum, n),    s.get(axpy, n),   s.get(biased, n), s.get(dbias, cols),
+                   s.get(scaled, n), s.get(copied, n), s.get(zeroed, n), Vec{static_cast<float>(squares)}};
+  };
+  const Outputs got = expect_matches_reference(ops, kElementwise, "element-wise");
+  Vec dbias = bias;
+  double squares = 0;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_FLOAT_EQ(got[0][i], x[i] + y[i]);
+    EXPECT_FLOAT_EQ(got[1][i], y[i] + 0.5f * x[i]);
+    EXPECT_FLOAT_EQ(got[2][i], x[i] + bias[i % cols]);
+    EXPECT_FLOAT_EQ(got[4][i], -2.0f * x[i]);
+    EXPECT_EQ(got[5][i], y[i]);
+    EXPECT_EQ(got[6][i], 0.0f);
+    dbias[i % cols] += y[i];
+    squares += static_cast<double>(x[i]) * x[i];
+  }
+  expect_close(got[3], dbias, {1e-6, 1e-6}, "bias_grad accumulates column sums");
+  EXPECT_NEAR(got[7][0], squares, 1e-5 * squares);
+}
+
+TEST_P(BackendOps, LayerNormMatchesReferenceAndItsFiniteDifferences) {
   const int rows = 3, cols = 8;
-  Vec x = random_vec(rows * cols, 4), w = random_vec(cols, 5), b = random_vec(cols, 6), dout = random_vec(rows * cols, 7);
-  Vec out(rows * cols), mean(rows), rstd(rows), dx(rows * cols), dw(cols, 0), db(cols, 0);
-  auto loss = [&] {
-    be.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, cols);
-    return dot(out, dout);
+  Vec x = random_vec(rows * cols, 4), w = random_vec(cols, 5), b = random_vec(cols, 6);
+  const Vec dout = random_vec(rows * cols, 7);
+  auto forward = [&](Backend& be) {  // out, mean, rstd
+    Staged s(be);
+    float *out = s.out(rows * cols), *mean = s.out(rows), *rstd = s.out(rows);
+    be.layernorm_forward(out, mean, rstd, s.in(x), s.in(w), s.in(b), rows, cols);
+    return Outputs{s.get(out, rows * cols), s.get(mean, rows), s.get(rstd, rows)};
   };
-  loss();
-  be.layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), rows,
-                        cols);
-  expect_gradient(x, dx, loss, "dx");
-  expect_gradient(w, dw, loss, "dw");
-  expect_gradient(b, db, loss, "db");
+  auto backward = [&](Backend& be) {  // dx, dw, db
+    const Outputs f = forward(be);
+    Staged s(be);
+    float *dx = s.out(rows * cols), *dw = s.out(cols), *db = s.out(cols);
+    be.layernorm_backward(dx, dw, db, s.in(dout), s.in(x), s.in(w), s.in(f[1]), s.in(f[2]), rows, cols);
+    return Outputs{s.get(dx, rows * cols), s.get(dw, cols), s.get(db, cols)};
+  };
+  expect_matches_reference(forward, kReduction, "layernorm forward");
+  const Outputs g = expect_matches_reference(backward, kReduction, "layernorm backward");
+  auto loss = [&] { return dot(forward(be())[0], dout); };
+  expect_gradient(x, g[0], loss, "dx");
+  expect_gradient(w, g[1], loss, "dw");
+  expect_gradient(b, g[2], loss, "db");
 }
 
-TEST(ExecCpuOps, RmsNormBackward) {
-  CpuBackend be;
+TEST_P(BackendOps, RmsNormMatchesReferenceAndItsFiniteDifferences) {
   const int rows = 3, cols = 8;
-  Vec x = random_vec(rows * cols, 8), w = random_vec(cols, 9), dout = random_vec(rows * cols, 10);
-  Vec out(rows * cols), rstd(rows), dx(rows * cols), dw(cols, 0);
-  auto loss = [&] {
-    be.rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), rows, cols);
-    return dot(out, dout);
+  Vec x = random_vec(rows * cols, 8), w = random_vec(cols, 9);
+  const Vec dout = random_vec(rows * cols, 10);
+  auto forward = [&](Backend& be) {  // out, rstd
+    Staged s(be);
+    float *out = s.out(rows * cols), *rstd = s.out(rows);
+    be.rmsnorm_forward(out, rstd, s.in(x), s.in(w), rows, cols);
+    return Outputs{s.get(out, rows * cols), s.get(rstd, rows)};
   };
-  loss();
-  be.rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), rows, cols);
-  expect_gradient(x, dx, loss, "dx");
-  expect_gradient(w, dw, loss, "dw");
+  auto backward = [&](Backend& be) {  // dx, dw
+    const Outputs f = forward(be);
+    Staged s(be);
+    float *dx = s.out(rows * cols), *dw = s.out(cols);
+    be.rmsnorm_backward(dx, dw, s.in(dout), s.in(x), s.in(w), s.in(f[1]), rows, cols);
+    return Outputs{s.get(dx, rows * cols), s.get(dw, cols)};
+  };
+  expect_matches_reference(forward, kReduction, "rmsnorm forward");
+  const Outputs g = expect_matches_reference(backward, kReduction, "rmsnorm backward");
+  auto loss = [&] { return dot(forward(be())[0], dout); };
+  expect_gradient(x, g[0], loss, "dx");
+  expect_gradient(w, g[1], loss, "dw");
 }
 
-TEST(ExecCpuOps, GeluAndSwigluBackward) {
-  CpuBackend be;
-  const int rows = 2, f = 5;
-  Vec x = random_vec(rows * 2 * f, 11), dout = random_vec(rows * 2 * f, 12), out(rows * 2 * f), dx(rows * 2 * f);
-  auto gelu = [&] {
-    be.gelu_forward(out.data(), x.data(), static_cast<std::int64_t>(x.size()));
-    return dot(out, dout);
+TEST_P(BackendOps, GeluAndSwigluMatchReferenceAndTheirFiniteDifferences) {
+  const int rows = 2, f = 5, n = rows * 2 * f;
+  Vec x = random_vec(n, 11);
+  const Vec dout = random_vec(n, 12), dsw = random_vec(rows * f, 13);
+  auto gelu = [&](Backend& be) {  // out, din
+    Staged s(be);
+    float *out = s.out(n), *din = s.out(n);
+    be.gelu_forward(out, s.in(x), n);
+    be.gelu_backward(din, s.in(x), s.in(dout), n);
+    return Outputs{s.get(out, n), s.get(din, n)};
   };
-  be.gelu_backward(dx.data(), x.data(), dout.data(), static_cast<std::int64_t>(x.size()));
-  expect_gradient(x, dx, gelu, "gelu");
-
-  Vec dsw(rows * f), sw_out(rows * f), dsw_in(rows * 2 * f);
-  dsw = random_vec(rows * f, 13);
-  auto swiglu = [&] {
-    be.swiglu_forward(sw_out.data(), x.data(), rows, f);
-    return dot(sw_out, dsw);
+  auto swiglu = [&](Backend& be) {  // out, din
+    Staged s(be);
+    float *out = s.out(rows * f), *din = s.out(n);
+    be.swiglu_forward(out, s.in(x), rows, f);
+    be.swiglu_backward(din, s.in(x), s.in(dsw), rows, f);
+    return Outputs{s.get(out, rows * f), s.get(din, n)};
   };
-  be.swiglu_backward(dsw_in.data(), x.data(), dsw.data(), rows, f);
-  expect_gradient(x, dsw_in, swiglu, "swiglu");
+  const Vec dgelu = expect_matches_reference(gelu, kTranscendental, "gelu")[1];
+  const Vec dswiglu = expect_matches_reference(swiglu, kTranscendental, "swiglu")[1];
+  expect_gradient(x, dgelu, [&] { return dot(gelu(be())[0], dout); }, "gelu");
+  expect_gradient(x, dswiglu, [&] { return dot(swiglu(be())[0], dsw); }, "swiglu");
 }
 
-TEST(ExecCpuOps, CausalAttentionBackwardWithGroupedQueries) {
-  CpuBackend be;
-  const AttentionShape s{2, 5, 4, 2, 3};  // batch 2, seq 5, 4 query heads sharing 2 key/value heads
-  const std::int64_t tokens = s.batch * s.seq, ctx_cols = s.heads * s.head_dim;
-  Vec qkv = random_vec(tokens * s.qkv_cols(), 14), dctx = random_vec(tokens * ctx_cols, 15);
-  Vec ctx(tokens * ctx_cols), probs(s.probs_numel()), dqkv(qkv.size());
-  auto loss = [&] {
-    be.attention_forward(ctx.data(), probs.data(), qkv.data(), s);
-    return dot(ctx, dctx);
+TEST_P(BackendOps, CausalAttentionWithGroupedQueriesMatchesReferenceAndItsFiniteDifferences) {
+  const AttentionShape sh{2, 5, 4, 2, 3};  // batch 2, seq 5, 4 query heads sharing 2 key/value heads
+  const std::size_t tokens = sh.batch * sh.seq, ctx_n = tokens * sh.heads * sh.head_dim, probs_n = sh.probs_numel();
+  Vec qkv = random_vec(tokens * sh.qkv_cols(), 14);
+  const Vec dctx = random_vec(ctx_n, 15);
+  auto attention = [&](Backend& be) {  // ctx, probs, dqkv, probs recomputed
+    Staged s(be);
+    float *ctx = s.out(ctx_n), *probs = s.out(probs_n), *dqkv = s.out(qkv.size()), *again = s.out(probs_n);
+    const float* in = s.in(qkv);
+    be.attention_forward(ctx, probs, in, sh);
+    be.attention_backward(dqkv, s.in(dctx), probs, in, sh);
+    be.attention_probs(again, in, sh);
+    return Outputs{s.get(ctx, ctx_n), s.get(probs, probs_n), s.get(dqkv, qkv.size()), s.get(again, probs_n)};
   };
-  loss();
+  const Outputs got = expect_matches_reference(attention, kAttention, "attention");
   // Causality: the first token of each sequence attends only to itself.
-  EXPECT_FLOAT_EQ(probs[0], 1.0f);
-  EXPECT_FLOAT_EQ(probs[1], 0.0f);
-  be.attention_backward(dqkv.data(), dctx.data(), probs.data(), qkv.data(), s);
-  expect_gradient(qkv, dqkv, loss, "dqkv");
-  Vec recomputed(probs.size());
-  be.attention_probs(recomputed.data(), qkv.data(), s);
-  EXPECT_EQ(recomputed, probs);
+  EXPECT_FLOAT_EQ(got[1][0], 1.0f);
+  EXPECT_FLOAT_EQ(got[1][1], 0.0f);
+  EXPECT_EQ(got[3], got[1]);  // selective recomputation gives the same probabilities
+  expect_gradient(qkv, got[2], [&] { return dot(attention(be())[0], dctx); }, "dqkv");
 }
 
-TEST(ExecCpuOps, AttentionBackwardThroughDropout) {
-  CpuBackend be;
-  const AttentionShape s{1, 6, 2, 2, 3};
-  const std::int64_t tokens = s.batch * s.seq, ctx_cols = s.heads * s.head_dim;
-  Vec qkv = random_vec(tokens * s.qkv_cols(), 21), dctx = random_vec(tokens * ctx_cols, 22);
-  Vec ctx(tokens * ctx_cols), probs(s.probs_numel()), dropped(s.probs_numel()), dqkv(qkv.size());
-  std::vector<std::uint8_t> mask(s.probs_numel());
+TEST_P(BackendOps, AttentionThroughDropoutMatchesReferenceAndItsFiniteDifferences) {
+  const AttentionShape sh{1, 6, 2, 2, 3};
+  const std::size_t tokens = sh.batch * sh.seq, ctx_n = tokens * sh.heads * sh.head_dim, probs_n = sh.probs_numel();
+  Vec qkv = random_vec(tokens * sh.qkv_cols(), 21);
+  const Vec dctx = random_vec(ctx_n, 22);
   const float p = 0.3f, keep = 1.0f / (1.0f - p);
-  be.dropout_mask(mask.data(), s.probs_numel(), 99, 1000, p);
-  int kept = 0;
-  for (auto m : mask) kept += m;
-  EXPECT_GT(kept, 0);
-  EXPECT_LT(kept, static_cast<int>(mask.size()));
-  auto loss = [&] {
-    be.attention_probs(probs.data(), qkv.data(), s);
-    be.apply_mask(dropped.data(), probs.data(), mask.data(), s.probs_numel(), keep);
-    be.attention_context(ctx.data(), dropped.data(), qkv.data(), s);
-    return dot(ctx, dctx);
+  auto masks = [&](Backend& be) {  // the mask, and ten of its values drawn on their own
+    Staged s(be);
+    std::uint8_t* mask = s.bytes(Bytes(probs_n));
+    std::uint8_t* tail = s.bytes(Bytes(10));
+    be.dropout_mask(mask, probs_n, 99, 1000, p);
+    be.dropout_mask(tail, 10, 99, 1000 + 20, p);
+    return Outputs{bytes_as_floats(s.get_bytes(mask, probs_n)), bytes_as_floats(s.get_bytes(tail, 10))};
   };
-  loss();
-  be.attention_backward(dqkv.data(), dctx.data(), probs.data(), dropped.data(), mask.data(), keep, qkv.data(), s);
-  expect_gradient(qkv, dqkv, loss, "dqkv");
+  const Outputs m = expect_matches_reference(masks, kExact, "dropout mask");
+  const Bytes mask(m[0].begin(), m[0].end());
+  double kept = 0;
+  for (float v : m[0]) kept += v;
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, static_cast<double>(probs_n));
   // The mask depends on the position only: a sub-range drawn on its own is the same.
-  std::vector<std::uint8_t> tail(10);
-  be.dropout_mask(tail.data(), 10, 99, 1000 + 20, p);
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(tail[i], mask[20 + i]);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(m[1][i], m[0][20 + i]);
+
+  auto attention = [&](Backend& be) {  // ctx, dqkv
+    Staged s(be);
+    float *ctx = s.out(ctx_n), *probs = s.out(probs_n), *dropped = s.out(probs_n), *dqkv = s.out(qkv.size());
+    const float* in = s.in(qkv);
+    const std::uint8_t* mk = s.bytes(mask);
+    be.attention_probs(probs, in, sh);
+    be.apply_mask(dropped, probs, mk, probs_n, keep);
+    be.attention_context(ctx, dropped, in, sh);
+    be.attention_backward(dqkv, s.in(dctx), probs, dropped, mk, keep, in, sh);
+    return Outputs{s.get(ctx, ctx_n), s.get(dqkv, qkv.size())};
+  };
+  const Outputs got = expect_matches_reference(attention, kAttention, "attention with dropout");
+  expect_gradient(qkv, got[1], [&] { return dot(attention(be())[0], dctx); }, "dqkv");
 }
 
-TEST(ExecCpuOps, RotaryEmbeddingBackwardIsItsTranspose) {
-  CpuBackend be;
-  const AttentionShape s{1, 6, 2, 1, 4};
-  Vec x = random_vec(s.seq * s.qkv_cols(), 16), y = random_vec(x.size(), 17);
-  Vec rx = x, ry = y;
-  be.rope(rx.data(), s, false);
-  be.rope(ry.data(), s, true);
-  EXPECT_NEAR(dot(rx, y), dot(x, ry), 1e-4);  // <R x, y> = <x, Rᵀ y>
-  be.rope(rx.data(), s, true);
-  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(rx[i], x[i], 1e-5);
+TEST_P(BackendOps, RotaryEmbeddingMatchesReferenceAndItsBackwardIsItsTranspose) {
+  const AttentionShape sh{1, 6, 2, 1, 4};
+  const Vec x = random_vec(sh.seq * sh.qkv_cols(), 16), y = random_vec(x.size(), 17);
+  auto rope = [&](Backend& be) {  // R x, Rᵀ y, Rᵀ R x
+    Staged s(be);
+    float *rx = s.in(x), *ry = s.in(y);
+    be.rope(rx, sh, false);
+    be.rope(ry, sh, true);
+    const Vec rx_host = s.get(rx, x.size());
+    be.rope(rx, sh, true);
+    return Outputs{rx_host, s.get(ry, y.size()), s.get(rx, x.size())};
+  };
+  const Outputs got = expect_matches_reference(rope, kTranscendental, "rope");
+  EXPECT_NEAR(dot(got[0], y), dot(x, got[1]), 1e-4);  // <R x, y> = <x, Rᵀ y>
+  expect_close(got[2], x, {1e-5, 0}, "Rᵀ R x = x");
   // Position 0 is not rotated; v columns never are.
-  for (int c = 0; c < s.qkv_cols(); ++c) EXPECT_NEAR(ry[c], y[c], 1e-6);
+  for (int c = 0; c < sh.qkv_cols(); ++c) EXPECT_NEAR(got[1][c], y[c], 1e-6);
 }
 
-TEST(ExecCpuOps, CrossEntropyGradientIgnoresPaddedColumns) {
-  CpuBackend be;
+TEST_P(BackendOps, CrossEntropyMatchesReferenceAndIgnoresPaddedColumns) {
   const int rows = 3, cols = 7, valid = 5;
   Vec logits = random_vec(rows * cols, 18);
   const std::vector<int> targets = {0, 4, 2};
+  auto pieces = [&](Backend& be) {  // max, sum of exponentials, target logit, gradient
+    Staged s(be);
+    float *mx = s.out(rows), *sum = s.out(rows), *target = s.out(rows), *grad = s.in(logits);
+    const float* in = s.in(logits);
+    const int* t = s.ints(targets);
+    be.row_max(mx, in, rows, cols, valid);
+    be.row_sum_exp(sum, in, mx, rows, cols, valid);
+    be.target_logit(target, in, t, rows, cols, 0);
+    be.cross_entropy_grad(grad, mx, sum, t, rows, cols, valid, 0, 1.0f);
+    return Outputs{s.get(mx, rows), s.get(sum, rows), s.get(target, rows), s.get(grad, rows * cols)};
+  };
   auto loss = [&] {
-    Vec mx(rows), sum(rows), target(rows);
-    be.row_max(mx.data(), logits.data(), rows, cols, valid);
-    be.row_sum_exp(sum.data(), logits.data(), mx.data(), rows, cols, valid);
-    be.target_logit(target.data(), logits.data(), targets.data(), rows, cols, 0);
+    const Outputs o = pieces(be());
     double l = 0;
-    for (int r = 0; r < rows; ++r) l += std::log(static_cast<double>(sum[r])) + mx[r] - target[r];
+    for (int r = 0; r < rows; ++r) l += std::log(static_cast<double>(o[1][r])) + o[0][r] - o[2][r];
     return l;
   };
-  Vec mx(rows), sum(rows), grad = logits;
-  be.row_max(mx.data(), logits.data(), rows, cols, valid);
-  be.row_sum_exp(sum.data(), logits.data(), mx.data(), rows, cols, valid);
-  be.cross_entropy_grad(grad.data(), mx.data(), sum.data(), targets.data(), rows, cols, valid, 0, 1.0f);
+  const Vec grad = expect_matches_reference(pieces, kReduction, "cross-entropy")[3];
   expect_gradient(logits, grad, loss, "dlogits");
   for (int r = 0; r < rows; ++r)
     for (int c = valid; c < cols; ++c) EXPECT_EQ(grad[r * cols + c], 0.0f);
 }
 
-TEST(ExecCpuOps, EmbeddingBackwardScattersIntoHeldRows) {
-  CpuBackend be;
-  const int cols = 3, held = 4, start = 2;
-  Vec table = random_vec(held * cols, 19), dout = random_vec(4 * cols, 20), out(4 * cols, 0), dtable(held * cols, 0);
+TEST_P(BackendOps, EmbeddingMatchesReferenceAndItsBackwardScattersIntoHeldRows) {
+  const int cols = 3, held = 4, start = 2, n = 4;
+  Vec table = random_vec(held * cols, 19);
+  const Vec dout = random_vec(n * cols, 20);
   const std::vector<int> tokens = {2, 9, 5, 2};  // 9 belongs to another rank
-  auto loss = [&] {
-    std::fill(out.begin(), out.end(), 0.0f);
-    be.embedding_forward(out.data(), table.data(), tokens.data(), 4, cols, start, held);
-    return dot(out, dout);
+  auto embedding = [&](Backend& be) {  // out, dtable
+    Staged s(be);
+    float *out = s.out(n * cols), *dtable = s.out(held * cols);
+    const int* t = s.ints(tokens);
+    be.embedding_forward(out, s.in(table), t, n, cols, start, held);
+    be.embedding_backward(dtable, s.in(dout), t, n, cols, start, held);
+    return Outputs{s.get(out, n * cols), s.get(dtable, held * cols)};
   };
-  be.embedding_backward(dtable.data(), dout.data(), tokens.data(), 4, cols, start, held);
-  expect_gradient(table, dtable, loss, "dtable");
+  const Vec dtable = expect_matches_reference(embedding, kElementwise, "embedding")[1];
+  expect_gradient(table, dtable, [&] { return dot(embedding(be())[0], dout); }, "dtable");
 }
 
-TEST(ExecCpuOps, AdamWFollowsItsFormula) {
-  CpuBackend be;
-  Vec p = {1.0f, -2.0f}, g = {0.5f, 0.25f}, m = {0.1f, 0.0f}, v = {0.01f, 0.0f};
+TEST_P(BackendOps, AdamWMatchesReferenceAndFollowsItsFormula) {
+  const Vec p0 = {1.0f, -2.0f}, g = {0.5f, 0.25f}, m0 = {0.1f, 0.0f}, v0 = {0.01f, 0.0f};
   const float lr = 0.1f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
   const int step = 3;
-  Vec expected = p;
+  auto adamw = [&](Backend& be) {  // param, m, v
+    Staged s(be);
+    float *p = s.in(p0), *m = s.in(m0), *v = s.in(v0);
+    be.adamw(p, s.in(g), m, v, 2, lr, b1, b2, eps, wd, step);
+    return Outputs{s.get(p, 2), s.get(m, 2), s.get(v, 2)};
+  };
+  const Vec p = expect_matches_reference(adamw, kTranscendental, "adamw")[0];
   for (int i = 0; i < 2; ++i) {
-    const double mi = b1 * m[i] + (1 - b1) * g[i], vi = b2 * v[i] + (1 - b2) * g[i] * g[i];
+    const double mi = b1 * m0[i] + (1 - b1) * g[i], vi = b2 * v0[i] + (1 - b2) * g[i] * g[i];
     const double mhat = mi / (1 - std::pow(b1, step)), vhat = vi / (1 - std::pow(b2, step));
-    expected[i] = static_cast<float>(p[i] - lr * (mhat / (std::sqrt(vhat) + eps) + wd * p[i]));
+    EXPECT_NEAR(p[i], p0[i] - lr * (mhat / (std::sqrt(vhat) + eps) + wd * p0[i]), 1e-6);
   }
-  be.adamw(p.data(), g.data(), m.data(), v.data(), 2, lr, b1, b2, eps, wd, step);
-  EXPECT_NEAR(p[0], expected[0], 1e-6);
-  EXPECT_NEAR(p[1], expected[1], 1e-6);
 }
 
-TEST(ExecCpuOps, AllocationsAreChargedToTheirCategory) {
-  CpuBackend be;
+TEST_P(BackendOps, AllocationsAreChargedToTheirCategory) {
   {
-    Tensor a = be.alloc(10, 10, MemoryCategory::kActivations);
-    Tensor b = be.alloc(5, 2, MemoryCategory::kParams);
-    EXPECT_EQ(be.memory().current_bytes(MemoryCategory::kActivations), 400);
-    EXPECT_EQ(be.memory().current_bytes(MemoryCategory::kParams), 40);
+    Tensor a = be().alloc(10, 10, MemoryCategory::kActivations);
+    Tensor b = be().alloc(5, 2, MemoryCategory::kParams);
+    EXPECT_EQ(be().memory().current_bytes(MemoryCategory::kActivations), 400);
+    EXPECT_EQ(be().memory().current_bytes(MemoryCategory::kParams), 40);
   }
-  EXPECT_EQ(be.memory().current_bytes(MemoryCategory::kActivations), 0);
-  EXPECT_EQ(be.memory().peak_bytes(MemoryCategory::kActivations), 400);
-  EXPECT_EQ(be.memory().peak_total_bytes(), 440);
+  EXPECT_EQ(be().memory().current_bytes(MemoryCategory::kActivations), 0);
+  EXPECT_EQ(be().memory().peak_bytes(MemoryCategory::kActivations), 400);
+  EXPECT_EQ(be().memory().peak_total_bytes(), 440);
 }
+
+// Eigen's GEMM, which the CPU backend uses where OpenBLAS is not linked, agrees with a naive product.
+TEST(ExecCpuOps, EigenGemmMatchesNaiveProductForEveryTransposition) {
+  const int m = 7, n = 5, k = 6;
+  const Vec a = random_vec(m * k, 1), b = random_vec(k * n, 2);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const int lda = ta ? m : k, ldb = tb ? k : n;
+      Vec c(m * n, 0.0f);
+      eigen_sgemm(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), n);
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          double s = 0;
+          for (int p = 0; p < k; ++p)
+            s += static_cast<double>(ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+          EXPECT_NEAR(c[i * n + j], s, 1e-4) << ta << tb;
+        }
+    }
+}
+
+std::vector<std::string> backends_where(bool gpu) {
+  std::vector<std::string> names;
+  for (const auto& name : available_backends())
+    if ((name != "cpu") == gpu) names.push_back(name);
+  return names;
+}
+std::string param_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
+
+// Host backends run everywhere; GPU backends are instantiated as Gpu/... and skip without a device.
+INSTANTIATE_TEST_SUITE_P(Host, BackendOps, ::testing::ValuesIn(backends_where(false)), param_name);
+INSTANTIATE_TEST_SUITE_P(Gpu, BackendOps, ::testing::ValuesIn(backends_where(true)), param_name);
 
 }  // namespace
 }  // namespace loom::exec

@@ -1,10 +1,12 @@
 // Collective cost: the nccl-tests α–β forms, the fit to measured A100 all-reduce times, and the
 // hierarchical composition across nodes.
 #include <fstream>
+#include <type_traits>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/json_io.h"
 #include "core/presets.h"
 #include "sim/collectives.h"
 
@@ -107,7 +109,7 @@ TEST(Collectives, RegimeFitFindsTheCacheToDramBreak) {
   cluster.collective_points.clear();
   cluster.collective_fits.clear();
   for (const auto& r : fit.regimes)
-    cluster.collective_fits.push_back({"all_reduce", "intra_node", 2, r.ab.alpha_s, r.ab.bus_bandwidth_bytes_per_s, r.ab.r2,
+    cluster.collective_fits.push_back({to_string(Collective::kAllReduce), to_string(LinkLevel::kIntraNode), 2, r.ab.alpha_s, r.ab.bus_bandwidth_bytes_per_s, r.ab.r2,
                                        r.min_bytes, r.max_bytes});
   const CollectiveModel model(cluster);
   for (double bytes : {4096.0, 1e6, 64e6})
@@ -115,6 +117,24 @@ TEST(Collectives, RegimeFitFindsTheCacheToDramBreak) {
                 alpha_beta_time(bytes <= 8.0 * (1 << 20) ? cache : dram, Collective::kAllReduce, 2, bytes),
                 1e-6 * alpha_beta_time(dram, Collective::kAllReduce, 2, bytes))
         << bytes;
+}
+
+// sim's Collective and LinkLevel are core's: the executor's profile and the cost file name them alike.
+static_assert(std::is_same_v<Collective, loom::Collective> && std::is_same_v<LinkLevel, loom::LinkLevel>);
+
+// Every collective and link level, named by core's table in a cost file and read back, reaches the
+// model: its measured time is the one the cost file holds, not the link's α–β line.
+TEST(Collectives, MeasuredPointsNamedByTheTableReachTheModelThroughACostFile) {
+  ClusterSpec cluster = analytic_cluster();
+  for (const auto& [c, name] : kCollectiveNames)
+    for (const auto& [level, level_name] : kLinkLevelNames)
+      for (double bytes : {1e6, 2e6}) cluster.collective_points.push_back({name, level_name, 2, bytes, 1.0 + bytes / 1e6});
+  auto reread = cluster_from_json(to_json(cluster));
+  ASSERT_TRUE(reread.ok()) << reread.error().message;
+  const CollectiveModel model(*reread);
+  for (const auto& [c, name] : kCollectiveNames)
+    for (const auto& [level, level_name] : kLinkLevelNames)
+      EXPECT_DOUBLE_EQ(model.flat_time_s(c, 1.5e6, 2, level), 2.5) << name << " " << level_name;
 }
 
 }  // namespace

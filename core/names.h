@@ -1,0 +1,103 @@
+// The names Loom writes and reads for its enums (cost files, plans, model JSON, traces): one table
+// per enum, used both to print a value and to parse one, so every name is spelled exactly once.
+// Tables list each value's canonical name first; later entries for the same value are aliases.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace loom {
+
+enum class Collective { kAllReduce, kReduceScatter, kAllGather, kSendRecv };
+enum class LinkLevel { kIntraNode, kInterNode };
+enum class Activation { kGelu, kSwiGLU };
+enum class Norm { kLayerNorm, kRMSNorm };
+enum class PositionEmbedding { kLearned, kRotary };
+enum class AttentionKernel { kFlash, kUnfused };
+
+template <typename E>
+struct NameEntry {
+  E value;
+  const char* name;
+};
+
+inline constexpr NameEntry<Collective> kCollectiveNames[] = {{Collective::kAllReduce, "all_reduce"},
+                                                             {Collective::kReduceScatter, "reduce_scatter"},
+                                                             {Collective::kAllGather, "all_gather"},
+                                                             {Collective::kSendRecv, "send_recv"}};
+inline constexpr NameEntry<LinkLevel> kLinkLevelNames[] = {{LinkLevel::kIntraNode, "intra_node"},
+                                                           {LinkLevel::kInterNode, "inter_node"}};
+inline constexpr NameEntry<Activation> kActivationNames[] = {{Activation::kGelu, "gelu"},
+                                                             {Activation::kSwiGLU, "swiglu"}};
+inline constexpr NameEntry<Norm> kNormNames[] = {{Norm::kLayerNorm, "layernorm"}, {Norm::kRMSNorm, "rmsnorm"}};
+inline constexpr NameEntry<PositionEmbedding> kPositionEmbeddingNames[] = {{PositionEmbedding::kLearned, "learned"},
+                                                                           {PositionEmbedding::kRotary, "rope"}};
+inline constexpr NameEntry<AttentionKernel> kAttentionKernelNames[] = {{AttentionKernel::kFlash, "flash"},
+                                                                       {AttentionKernel::kUnfused, "unfused"}};
+
+// The table of an enum's names, for code generic over enums (tests, error messages).
+template <typename E>
+constexpr std::span<const NameEntry<E>> name_table();
+template <> constexpr std::span<const NameEntry<Collective>> name_table<Collective>() { return kCollectiveNames; }
+template <> constexpr std::span<const NameEntry<LinkLevel>> name_table<LinkLevel>() { return kLinkLevelNames; }
+template <> constexpr std::span<const NameEntry<Activation>> name_table<Activation>() { return kActivationNames; }
+template <> constexpr std::span<const NameEntry<Norm>> name_table<Norm>() { return kNormNames; }
+template <> constexpr std::span<const NameEntry<PositionEmbedding>> name_table<PositionEmbedding>() { return kPositionEmbeddingNames; }
+template <> constexpr std::span<const NameEntry<AttentionKernel>> name_table<AttentionKernel>() { return kAttentionKernelNames; }
+
+// The canonical name of `value` in `table` ("?" if the table lacks it, which a test rules out).
+template <typename E>
+constexpr const char* name_in(std::span<const NameEntry<E>> table, E value) {
+  for (const auto& e : table)
+    if (e.value == value) return e.name;
+  return "?";
+}
+
+// The value `text` names in `table` (canonical name or alias); nullopt for an unknown name.
+template <typename E>
+constexpr std::optional<E> parse_in(std::span<const NameEntry<E>> table, std::string_view text) {
+  for (const auto& e : table)
+    if (text == e.name) return e.value;
+  return std::nullopt;
+}
+
+// The canonical names of a table for an error message: "a, b or c".
+template <typename E>
+std::string one_of(std::span<const NameEntry<E>> table) {
+  std::string out;
+  int listed = 0, canonical = 0;
+  for (const auto& e : table) canonical += name_in(table, e.value) == e.name;
+  for (const auto& e : table) {
+    if (name_in(table, e.value) != e.name) continue;  // an alias
+    if (listed > 0) out += listed + 1 == canonical ? " or " : ", ";
+    out += e.name;
+    ++listed;
+  }
+  return out;
+}
+template <typename E>
+std::string one_of() {
+  return one_of(name_table<E>());
+}
+
+inline const char* to_string(Collective c) { return name_in<Collective>(kCollectiveNames, c); }
+inline const char* to_string(LinkLevel l) { return name_in<LinkLevel>(kLinkLevelNames, l); }
+inline const char* to_string(Activation a) { return name_in<Activation>(kActivationNames, a); }
+inline const char* to_string(Norm n) { return name_in<Norm>(kNormNames, n); }
+inline const char* to_string(PositionEmbedding p) { return name_in<PositionEmbedding>(kPositionEmbeddingNames, p); }
+inline const char* to_string(AttentionKernel k) { return name_in<AttentionKernel>(kAttentionKernelNames, k); }
+
+inline std::optional<Collective> parse_collective(std::string_view s) { return parse_in<Collective>(kCollectiveNames, s); }
+inline std::optional<LinkLevel> parse_link_level(std::string_view s) { return parse_in<LinkLevel>(kLinkLevelNames, s); }
+inline std::optional<Activation> parse_activation(std::string_view s) { return parse_in<Activation>(kActivationNames, s); }
+inline std::optional<Norm> parse_norm(std::string_view s) { return parse_in<Norm>(kNormNames, s); }
+inline std::optional<PositionEmbedding> parse_position_embedding(std::string_view s) {
+  return parse_in<PositionEmbedding>(kPositionEmbeddingNames, s);
+}
+inline std::optional<AttentionKernel> parse_attention_kernel(std::string_view s) {
+  return parse_in<AttentionKernel>(kAttentionKernelNames, s);
+}
+
+}  // namespace loom
