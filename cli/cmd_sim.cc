@@ -85,15 +85,13 @@ int run_sim(const SimFlags& f) {
   const MemoryReport memory = estimate_memory(specs.model, specs.training, config, specs.cluster);
 
   const sim::SimOptions options = f.trace.empty() ? sim::SimOptions{} : detailed_sim_options(memory, config);
-  auto result = sim::simulate(specs.model, specs.training, config, specs.cluster, options);
-  if (!result) throw InputError(result.error().message);
+  const sim::SimResult result = value_or_exit(sim::simulate(specs.model, specs.training, config, specs.cluster, options));
 
-  if (!f.trace.empty()) write_output(f.trace, sim::chrome_trace_json(*result, specs.model.name + " " + describe(config)));
+  if (!f.trace.empty()) write_output(f.trace, sim::chrome_trace_json(result, specs.model.name + " " + describe(config)));
 
   if (f.format == "json") {
-    auto row = evaluate_config(specs.model, specs.training, specs.cluster, config, memory);
-    if (!row) throw InputError(row.error().message);
-    Json j = plan_row_json(*row, 1);
+    const PlanRow row = value_or_exit(evaluate_config(specs.model, specs.training, specs.cluster, config, memory));
+    Json j = plan_row_json(row, 1);
     j.erase("rank");
     Json stages = Json::array();
     for (const auto& s : memory.stages)
@@ -104,16 +102,16 @@ int run_sim(const SimFlags& f) {
                         {"activations", bytes_to_gib(s.activations_bytes)},
                         {"buffers", bytes_to_gib(s.buffers_bytes + s.reserve_bytes)},
                         {"total", bytes_to_gib(s.total_bytes())},
-                        {"busy_s", result->stages[s.stage].busy_s}});
+                        {"busy_s", result.stages[s.stage].busy_s}});
     j["memory_per_stage_gib"] = stages;
     Json path = Json::array();
-    for (const auto& step : result->critical_path)
+    for (const auto& step : result.critical_path)
       path.push_back({{"name", step.name}, {"stage", step.stage}, {"start_s", step.start_s},
                       {"contribution_s", step.contribution_s}});
     j["critical_path"] = path;
     write_output(f.out, j.dump(2) + "\n");
   } else {
-    write_output(f.out, table_text(specs, config, *result, memory));
+    write_output(f.out, table_text(specs, config, result, memory));
   }
   return kExitOk;
 }
