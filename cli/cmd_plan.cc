@@ -26,8 +26,7 @@ struct PlanFlags {
 };
 
 int run_plan(const PlanFlags& f) {
-  if (f.format != "table" && f.format != "csv" && f.format != "json" && f.format != "md")
-    throw InputError(fmt::format("--format: unknown format '{}' (table, csv, json, md)", f.format));
+  check(check_format(f.format, {"table", "csv", "json", "md"}));
   const Specs specs = f.specs.resolve();
   const SearchSpace space = f.config.search_space();
   PlanOptions options;
@@ -63,8 +62,7 @@ std::function<int()> add_plan(CLI::App& root) {
   flags->specs.add_to(*app, "", "dgx-a100-80gb", true);
   flags->config.add_to(*app, true);
   app->add_option("--top", flags->top, "show the K fastest (default: all that fit)");
-  app->add_option("--format", flags->format, "table, csv, json or md")->capture_default_str();
-  app->add_option("--out", flags->out, "write to FILE instead of stdout");
+  add_output_flags(*app, flags->format, flags->out, "table, csv, json or md");
   app->add_flag("--explain", flags->explain, "list rejected configurations grouped by reason");
   app->add_option("--emit-plan", flags->emit_plan, "write the fastest configuration as a plan file for `loom run`");
   app->add_option("--threads", flags->threads, "simulation threads (default: all hardware threads)");

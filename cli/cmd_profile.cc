@@ -229,7 +229,7 @@ int run_profile(const ProfileFlags& f) {
   const int rank = runtime.world_rank();
   std::string problem;
   if (f.backend != "cpu") problem = fmt::format("--backend: '{}' is not built into this binary (cpu)", f.backend);
-  else if (f.format != "table" && f.format != "json") problem = fmt::format("--format: unknown format '{}' (table, json)", f.format);
+  else if (Status s = check_format(f.format, {"table", "json"}); !s) problem = s.error().message;
   else if (f.min_bytes < 4 || f.max_bytes < f.min_bytes) problem = "--min-bytes/--max-bytes: need 4 <= min <= max";
   else if (f.out.empty()) problem = "--out: give the cost file to write";
   else if (rank == 0) {

@@ -76,8 +76,7 @@ std::string table_text(const Specs& specs, const ParallelConfig& c, const sim::S
 }
 
 int run_sim(const SimFlags& f) {
-  if (f.format != "table" && f.format != "json")
-    throw InputError(fmt::format("--format: unknown format '{}' (table, json)", f.format));
+  check(check_format(f.format, {"table", "json"}));
   const Specs specs = f.specs.resolve();
   const ParallelConfig config = f.config.single(specs.training.gpus);
   if (auto ok = validate_config(specs.model, specs.training, specs.cluster, config); !ok)
@@ -122,8 +121,7 @@ std::function<int()> add_sim(CLI::App& root) {
   flags->specs.add_to(*app, "", "dgx-a100-80gb", true);
   flags->config.add_to(*app, false);
   app->add_option("--trace", flags->trace, "write a Chrome/Perfetto trace of the step to FILE");
-  app->add_option("--format", flags->format, "table or json")->capture_default_str();
-  app->add_option("--out", flags->out, "write to FILE instead of stdout");
+  add_output_flags(*app, flags->format, flags->out, "table or json");
   return [flags] { return run_sim(*flags); };
 }
 

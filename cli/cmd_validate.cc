@@ -211,8 +211,7 @@ std::function<int()> add_validate(CLI::App& root) {
   app->add_option("--rounds", flags->rounds, "run the matrix this many times, interleaved; keep each configuration's fastest")
       ->capture_default_str();
   return [flags]() -> int {
-    if (flags->format != "table" && flags->format != "json")
-      throw InputError(fmt::format("--format: unknown format '{}' (table, json)", flags->format));
+    check(check_format(flags->format, {"table", "json"}));
     if (flags->published) return run_published(*flags);
     if (!flags->profile.empty()) return run_matrix(*flags);
     throw InputError("validate: give --published or --profile FILE (a cost file measured on this machine)");

@@ -20,6 +20,20 @@ void write_output(const std::string& path, const std::string& text) {
   check(write_text_file_atomic(path, text));
 }
 
+Status check_format(const std::string& format, std::initializer_list<const char*> formats) {
+  std::string names;
+  for (const char* f : formats) {
+    if (format == f) return {};
+    names += (names.empty() ? "" : ", ") + std::string(f);
+  }
+  return make_error(fmt::format("--format: unknown format '{}' ({})", format, names));
+}
+
+void add_output_flags(CLI::App& app, std::string& format, std::string& out, const std::string& formats_help) {
+  app.add_option("--format", format, formats_help)->capture_default_str();
+  app.add_option("--out", out, "write to FILE instead of stdout");
+}
+
 ProgressBar::ProgressBar(std::string label, bool shown)
     : label_(std::move(label)), enabled_(shown && isatty(STDERR_FILENO) != 0) {}
 
