@@ -2,11 +2,7 @@
 // the calibrated cost file. --vtrain CSV uses the published vTrain measurements (A100, Megatron);
 // --trace FILE (from `loom run --trace`) fits a measured profile's GEMM scale and memory-bound
 // efficiency to the executor's own passes on this machine.
-#include <filesystem>
-#include <map>
 #include <memory>
-#include <optional>
-#include <regex>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -37,126 +33,47 @@ struct CalibrateFlags {
   ConfigFlags config;
 };
 
-// Rank of a per-rank trace file ("trace.rank3.json"); a single-rank run writes no suffix.
-int trace_rank(const std::string& path) {
-  std::smatch m;
-  static const std::regex rank_suffix(R"(\.rank([0-9]+)(\.[^./]*)?$)");
-  return std::regex_search(path, m, rank_suffix) ? std::stoi(m[1].str()) : 0;
-}
-
-// The run a trace describes (`loom run --trace` keeps model, layout and batch in "otherData"),
-// or nothing for a trace without it.
-struct TracedLayout {
-  ModelSpec model;
-  ParallelConfig config;
-  long long global_batch = 0;
-  int seq_len = 0;
-};
-std::optional<TracedLayout> traced_layout(const Json& trace, const std::string& path) {
-  if (!trace.contains("otherData") || !trace["otherData"].contains("loom_run")) return std::nullopt;
-  const Json& run = trace["otherData"]["loom_run"];
-  auto model = model_from_json(run.value("model", Json::object()));
-  auto config = config_from_json(run.value("config", Json::object()));
-  if (!model) throw InputError(fmt::format("{}: run description: {}", path, model.error().message));
-  if (!config) throw InputError(fmt::format("{}: run description: {}", path, config.error().message));
-  return TracedLayout{*model, *config, run.value("global_batch", 0LL), run.value("seq_len", 0)};
-}
-
 int run_trace_calibration(const CalibrateFlags& f) {
-  auto cluster = load_cluster(f.cluster);
-  if (!cluster) throw InputError(cluster.error().message);
-  std::vector<TraceRun> runs;
+  const ClusterSpec cluster = value_or_exit(load_cluster(f.cluster));
+  const TraceFallback fallback{f.model, f.config.text, static_cast<int>(f.gpus), f.global_batch};
+  const std::vector<TraceRun> runs = keep_fastest_repeats(value_or_exit(read_trace_runs(f.traces, fallback)));
   std::vector<std::string> labels;
-  std::vector<int> ranks;
-  for (const std::string& path : f.traces) {
-    auto trace = read_json_file(path);
-    if (!trace) throw InputError(trace.error().message);
-    auto times = read_executor_trace(*trace, path);
-    if (!times) throw InputError(times.error().message);
-    TraceRun r;
-    // The run as the trace describes it; the flags describe traces that do not.
-    if (auto layout = traced_layout(*trace, path)) {
-      r.model = layout->model;
-      r.config = layout->config;
-      r.training.global_batch = layout->global_batch;
-      r.training.seq_len = layout->seq_len > 0 ? layout->seq_len : r.model.seq_len;
-    } else {
-      auto model = load_model(f.model);
-      if (!model) throw InputError(model.error().message);
-      r.model = *model;
-      r.config = f.config.single(static_cast<int>(f.gpus));
-      r.training.global_batch =
-          f.global_batch > 0 ? f.global_batch : static_cast<long long>(r.config.dp) * r.config.micro_batch;
-      r.training.seq_len = r.model.seq_len;
-    }
-    // The executor's precision: fp32 weights, gradients, activations; Adam m and v; unfused attention.
-    r.training.gpus = r.config.world_size();
-    use_fp32_precision(r.training);
-    r.training.attention = AttentionKernel::kUnfused;
-    const int rank = trace_rank(path);
-    if (rank >= r.config.world_size())
-      throw InputError(fmt::format("{}: rank {} is outside the layout's {} ranks", path, rank, r.config.world_size()));
-    r.stage = rank_coords(r.config, rank).pp_rank;
-    r.measured = *times;
-    runs.push_back(r);
-    ranks.push_back(rank);
-    labels.push_back(std::filesystem::path(path).filename().string());
-  }
-  // Several traces of one run (same model, layout, batch and rank), e.g. repeated minutes apart on
-  // a shared host: keep the fastest, as the profile keeps its fastest timings and validate its
-  // fastest round; a slow spell would otherwise scale every corrected time.
-  std::map<std::string, std::size_t> fastest;
-  auto total = [](const TraceRun& r) {
-    double t = r.measured.optimizer_s;
-    for (const auto& [chunk, s] : r.measured.forward_s) t += s;
-    for (const auto& [chunk, s] : r.measured.backward_s) t += s;
-    return t;
-  };
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    const std::string key = fmt::format("{} {} {} {} rank {}", to_json(runs[i].model).dump(), describe(runs[i].config),
-                                        runs[i].training.global_batch, runs[i].training.seq_len, ranks[i]);
-    auto [it, fresh] = fastest.emplace(key, i);
-    if (!fresh && total(runs[i]) < total(runs[it->second])) it->second = i;
-  }
-  if (fastest.size() < runs.size()) {
-    std::vector<TraceRun> kept;
-    std::vector<std::string> kept_labels;
-    for (std::size_t i = 0; i < runs.size(); ++i)
-      for (const auto& [key, index] : fastest)
-        if (index == i) kept.push_back(runs[i]), kept_labels.push_back(labels[i]);
-    runs = std::move(kept);
-    labels = std::move(kept_labels);
-  }
-  auto fit = fit_trace_corrections(runs, *cluster);
-  if (!fit) throw InputError(fit.error().message);
-  std::string text = fmt::format("# calibrating {} against {} traced passes ({} trace file(s){})\n", cluster->name, fit->passes,
+  for (const TraceRun& r : runs) labels.push_back(r.label);
+  const CostCorrection fit = value_or_exit(fit_trace_corrections(runs, cluster));
+  std::string text = fmt::format("# calibrating {} against {} traced passes ({} trace file(s){})\n", cluster.name, fit.passes,
                                  f.traces.size(),
                                  runs.size() < f.traces.size()
                                      ? fmt::format("; the fastest of each repeated run kept: {}", fmt::join(labels, ", "))
                                      : "");
   text += fmt::format("before: GEMM table ×1, memory_bound_efficiency {:.4f}: mean |pass error| {:.2f} %\n",
-                      cluster->compute.memory_bound_efficiency, 100 * fit->mean_abs_error_before);
+                      cluster.compute.memory_bound_efficiency, 100 * fit.mean_abs_error_before);
   text += fmt::format("after:  GEMM table ×{:.4f}, memory_bound_efficiency {:.4f}: mean |pass error| {:.2f} %\n",
-                      fit->gemm_scale, fit->memory_bound_efficiency, 100 * fit->mean_abs_error_after);
-  if (fit->groups.size() > 1)
-    for (const auto& g : fit->groups)
+                      fit.gemm_scale, fit.memory_bound_efficiency, 100 * fit.mean_abs_error_after);
+  if (fit.groups.size() > 1)
+    for (const auto& g : fit.groups)
       text += fmt::format("        timings with {} rank(s) per node: GEMM table ×{:.4f}, memory-bound ops at efficiency {:.4f} "
                           "({} traced passes)\n",
                           g.ranks, g.gemm_scale, g.memory_bound_efficiency, g.passes);
   text += fmt::format("{:>30} {:>12} {:>12} {:>12}\n{:>30} {:>12} {:>12} {:>12}\n", "pass", "measured", "before", "after", "",
                       "(ms)", "(ms)", "(ms)");
-  for (const auto& p : fit->rows) {
+  for (const auto& p : fit.rows) {
     // Several traces: name each pass by its file.
     const std::string name = runs.size() > 1 ? fmt::format("{} {}", labels[p.run], p.name) : p.name;
     text += fmt::format("{:>30} {:>12.3f} {:>12.3f} {:>12.3f}\n", name, 1e3 * p.measured_s, 1e3 * p.before_s, 1e3 * p.after_s);
   }
   write_output("", text);
   if (!f.out.empty()) {
-    ClusterSpec calibrated = apply_correction(*cluster, *fit);
+    ClusterSpec calibrated = apply_correction(cluster, fit);
     calibrated.provenance["calibrated_from"] = fmt::format("{} executor trace(s): {}", runs.size(), f.traces.front());
     write_output(f.out, to_json(calibrated).dump(2) + "\n");
   }
   return kExitOk;
+}
+
+ClusterSpec with_compute_fit(ClusterSpec cluster, const ComputeFit& fit) {
+  cluster.compute.gemm_max_efficiency = fit.gemm_max_efficiency;
+  cluster.compute.gemm_half_saturation_flops = fit.gemm_half_saturation_flops;
+  return cluster;
 }
 
 int run_calibrate(const CalibrateFlags& f) {
@@ -165,33 +82,29 @@ int run_calibrate(const CalibrateFlags& f) {
   if (!f.traces.empty()) return run_trace_calibration(f);
   if (f.vtrain.empty()) throw InputError("calibrate: give --vtrain CSV or --trace FILE (measured runs to fit)");
   if (!f.out.empty() && f.check_only) throw InputError("calibrate: --check fits nothing, so it writes no --out file");
-  auto cluster = load_cluster(f.cluster);
-  if (!cluster) throw InputError(cluster.error().message);
-  auto runs = read_vtrain_csv(f.vtrain);
-  if (!runs) throw InputError(runs.error().message);
-  const FitQuality before = evaluate_fit(*runs, *cluster, f.threads);
-  Result<ComputeFit> fit = ComputeFit{cluster->compute.gemm_max_efficiency, cluster->compute.gemm_half_saturation_flops, before};
-  if (!f.check_only) fit = fit_compute_efficiency(*runs, *cluster, f.threads, f.fit_ceiling);
-  if (!fit) throw InputError(fit.error().message);
+  const ClusterSpec cluster = value_or_exit(load_cluster(f.cluster));
+  const std::vector<MeasuredRun> runs = value_or_exit(read_vtrain_csv(f.vtrain));
+  const FitQuality before = evaluate_fit(runs, cluster, f.threads);
+  const ComputeFit fit = f.check_only ? ComputeFit{cluster.compute.gemm_max_efficiency,
+                                                   cluster.compute.gemm_half_saturation_flops, before}
+                                      : value_or_exit(fit_compute_efficiency(runs, cluster, f.threads, f.fit_ceiling));
   std::string text;
-  text += fmt::format("# calibrating {} against {} measured runs ({})\n", cluster->name, runs->size(), f.vtrain);
+  text += fmt::format("# calibrating {} against {} measured runs ({})\n", cluster.name, runs.size(), f.vtrain);
   text += fmt::format("before: gemm_max_efficiency {:.4f}, half-saturation {:.4g} FLOP: mean |error| {:.2f} %, max {:.2f} %\n",
-                      cluster->compute.gemm_max_efficiency, cluster->compute.gemm_half_saturation_flops,
+                      cluster.compute.gemm_max_efficiency, cluster.compute.gemm_half_saturation_flops,
                       100 * before.mean_abs_error, 100 * before.max_abs_error);
   if (!f.check_only)
     text += fmt::format("after:  gemm_max_efficiency {:.4f}, half-saturation {:.4g} FLOP: mean |error| {:.2f} %, max {:.2f} %\n",
-                        fit->gemm_max_efficiency, fit->gemm_half_saturation_flops, 100 * fit->quality.mean_abs_error,
-                        100 * fit->quality.max_abs_error);
+                        fit.gemm_max_efficiency, fit.gemm_half_saturation_flops, 100 * fit.quality.mean_abs_error,
+                        100 * fit.quality.max_abs_error);
   write_output("", text);
   if (!f.residuals.empty()) {
-    ClusterSpec calibrated = *cluster;
-    calibrated.compute.gemm_max_efficiency = fit->gemm_max_efficiency;
-    calibrated.compute.gemm_half_saturation_flops = fit->gemm_half_saturation_flops;
+    const ClusterSpec calibrated = with_compute_fit(cluster, fit);
     std::vector<double> predicted;
-    evaluate_fit(*runs, calibrated, f.threads, &predicted);
+    evaluate_fit(runs, calibrated, f.threads, &predicted);
     std::string csv = "gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,measured_s,predicted_s,error\n";
-    for (std::size_t i = 0; i < runs->size(); ++i) {
-      const MeasuredRun& r = (*runs)[i];
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const MeasuredRun& r = runs[i];
       csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:+.4f}\n", r.training.gpus, r.training.global_batch,
                          r.config.micro_batch, r.model.hidden, r.model.heads, r.model.layers, r.model.seq_len,
                          r.config.tp, r.config.dp, r.config.pp, r.measured_s, predicted[i],
@@ -200,11 +113,9 @@ int run_calibrate(const CalibrateFlags& f) {
     write_output(f.residuals, csv);
   }
   if (!f.out.empty()) {
-    ClusterSpec calibrated = *cluster;
-    calibrated.compute.gemm_max_efficiency = fit->gemm_max_efficiency;
-    calibrated.compute.gemm_half_saturation_flops = fit->gemm_half_saturation_flops;
+    ClusterSpec calibrated = with_compute_fit(cluster, fit);
     calibrated.provenance["calibrated_from"] = f.vtrain;
-    calibrated.provenance["calibration_mean_abs_error"] = fmt::format("{:.4f}", fit->quality.mean_abs_error);
+    calibrated.provenance["calibration_mean_abs_error"] = fmt::format("{:.4f}", fit.quality.mean_abs_error);
     write_output(f.out, to_json(calibrated).dump(2) + "\n");
   }
   return kExitOk;

@@ -27,8 +27,7 @@ int run_data_prepare(const DataPrepareOptions& o) {
   if (text.size() > 0x7fffffffULL) throw InputError(fmt::format("--input: '{}' is over 2^31 bytes", o.input));
   std::vector<std::uint16_t> tokens(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) tokens[i] = static_cast<unsigned char>(text[i]);
-  const Status s = exec::write_token_file(o.out, tokens);
-  if (!s) throw InputError(fmt::format("--out: {}", s.error().message));
+  if (const Status s = exec::write_token_file(o.out, tokens); !s) fail(prefix_error("--out: ", s.error()));
   fmt::print("wrote {} tokens (byte-level, vocabulary 256) to {}\n", tokens.size(), o.out);
   return kExitOk;
 }

@@ -26,38 +26,29 @@ struct PlanFlags {
 };
 
 int run_plan(const PlanFlags& f) {
-  if (f.format != "table" && f.format != "csv" && f.format != "json" && f.format != "md")
-    throw InputError(fmt::format("--format: unknown format '{}' (table, csv, json, md)", f.format));
+  check(check_format(f.format, {"table", "csv", "json", "md"}));
   const Specs specs = f.specs.resolve();
-  const SearchSpace space = to_search_space(f.config.lists());
+  const SearchSpace space = f.config.search_space();
   PlanOptions options;
   options.threads = f.threads;
   ProgressBar bar("searching");
   options.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
-  auto result = search_plans(specs.model, specs.training, specs.cluster, space, options);
-  if (!result) throw InputError(result.error().message);
+  const PlanResult result = value_or_exit(search_plans(specs.model, specs.training, specs.cluster, space, options));
 
   ReportContext ctx{&specs.model, &specs.cluster, &specs.training, specs.cluster_name};
   std::string text;
-  if (f.format == "table") text = format_table(ctx, *result, f.top);
-  else if (f.format == "csv") text = format_csv(ctx, *result, f.top);
-  else if (f.format == "md") text = format_markdown(ctx, *result, f.top);
-  else text = format_json(*result, f.top).dump(2) + "\n";
-  if (f.explain && f.format != "json") text += format_rejections(*result, 3);
+  if (f.format == "table") text = format_table(ctx, result, f.top);
+  else if (f.format == "csv") text = format_csv(ctx, result, f.top);
+  else if (f.format == "md") text = format_markdown(ctx, result, f.top);
+  else text = format_json(result, f.top).dump(2) + "\n";
+  if (f.explain && f.format != "json") text += format_rejections(result, 3);
 
   if (!f.emit_plan.empty()) {
-    if (result->plans.empty()) throw InputError("--emit-plan: no configuration fits, so there is no plan to write");
-    Plan plan;
-    plan.model = specs.model;
-    plan.cluster = specs.cluster_name;
-    plan.training = specs.training;
-    plan.config = result->plans.front().config;
-    plan.predicted = result->plans.front().metrics;
-    if (auto s = write_text_file_atomic(f.emit_plan, to_json(plan).dump(2) + "\n"); !s)
-      throw InputError(s.error().message);
+    if (result.plans.empty()) throw InputError("--emit-plan: no configuration fits, so there is no plan to write");
+    check(write_text_file_atomic(f.emit_plan, plan_file_text(specs, result.plans.front())));
   }
   write_output(f.out, text);
-  if (result->plans.empty()) {
+  if (result.plans.empty()) {
     fmt::print(stderr, "loom: no configuration of {} on {} GPUs fits in {:.0f} GiB (see --explain)\n", specs.model.name,
                specs.training.gpus, specs.cluster.gpu_memory_gib());
     return kExitFailure;
@@ -71,8 +62,7 @@ std::function<int()> add_plan(CLI::App& root) {
   flags->specs.add_to(*app, "", "dgx-a100-80gb", true);
   flags->config.add_to(*app, true);
   app->add_option("--top", flags->top, "show the K fastest (default: all that fit)");
-  app->add_option("--format", flags->format, "table, csv, json or md")->capture_default_str();
-  app->add_option("--out", flags->out, "write to FILE instead of stdout");
+  add_output_flags(*app, flags->format, flags->out, "table, csv, json or md");
   app->add_flag("--explain", flags->explain, "list rejected configurations grouped by reason");
   app->add_option("--emit-plan", flags->emit_plan, "write the fastest configuration as a plan file for `loom run`");
   app->add_option("--threads", flags->threads, "simulation threads (default: all hardware threads)");

@@ -26,6 +26,7 @@
 #include "exec/cpu/cpu_backend.h"
 #include "exec/process_groups.h"
 #include "exec/profile/collective_profile.h"
+#include "exec/profile/cost_file.h"
 #include "exec/profile/kernel_profile.h"
 #include "sim/cost_model.h"
 #include "planner/calibrate.h"
@@ -115,20 +116,18 @@ std::vector<exec::profile::GemmCase> gemm_cases(bool quick) {
   return unique;
 }
 
-struct KernelResults {
-  std::vector<exec::profile::GemmTiming> gemms;
-  std::vector<exec::profile::MemoryOpTiming> memory_ops;
-  double stream_bytes_per_s = 0;
-  double optimizer_s = 0;
-  std::int64_t optimizer_params = 0;
-};
+using exec::profile::KernelResults;
 
-// The optimizer step's bytes as sim::CostModel::optimizer_s charges them for the executor's fp32
-// training.
-double optimizer_bytes(const KernelResults& k) {
+// The optimizer step's bytes per parameter as sim::CostModel::optimizer_s charges them for the
+// executor's fp32 training.
+double optimizer_bytes_per_param() {
   TrainingSpec fp32;
   use_fp32_precision(fp32);
-  return sim::CostModel::optimizer_bytes_per_param(fp32) * static_cast<double>(k.optimizer_params);
+  return sim::CostModel::optimizer_bytes_per_param(fp32);
+}
+
+double optimizer_bytes(const KernelResults& k) {
+  return optimizer_bytes_per_param() * static_cast<double>(k.optimizer_params);
 }
 
 // Every rank times the same kernels at once, so each sees the share of memory bandwidth and
@@ -138,9 +137,9 @@ KernelResults measure_kernels(exec::Backend& backend, const ProfileFlags& f, boo
   exec::profile::TimingBudget budget;
   if (f.quick) budget = {5e-4, 3, 1};  // CI: a few ms per point
   {
-    std::unique_ptr<ProgressBar> bar = show_progress ? std::make_unique<ProgressBar>("GEMM") : nullptr;
+    ProgressBar bar("GEMM", show_progress);
     k.gemms = exec::profile::time_gemms(backend, gemm_cases(f.quick), budget,
-                                        [&](std::size_t d, std::size_t t) { if (bar) bar->update(d, t); });
+                                        [&](std::size_t d, std::size_t t) { bar.update(d, t); });
   }
   const ModelSpec model = validation_model();
   k.memory_ops = exec::profile::time_memory_ops(backend, model, model.seq_len,
@@ -153,122 +152,15 @@ KernelResults measure_kernels(exec::Backend& backend, const ProfileFlags& f, boo
   return k;
 }
 
-// The softmax of unfused attention: the whole attention core minus its per-head matmuls.
-void add_softmax_points(KernelResults& k, const ModelSpec& model) {
-  std::vector<exec::profile::MemoryOpTiming> softmax;
-  for (const auto& op : k.memory_ops) {
-    if (op.op != "attention_core" && op.op != "attention_core_bwd") continue;
-    const bool bwd = op.op == "attention_core_bwd";
-    const double tokens = op.bytes / ((bwd ? 3.0 : 2.0) * 4.0 * model.heads * model.seq_len);
-    double matmuls = 0;
-    for (const auto& g : k.gemms)
-      if ((g.shape.op == "attention_qk" || g.shape.op == "attention_av") && g.shape.m == tokens &&
-          (g.shape.n == model.hidden || g.shape.k == model.hidden))
-        matmuls += (bwd ? 2.0 : 1.0) * g.seconds;  // the simulator charges 2 of each in the backward
-    if (matmuls > 0 && op.seconds > matmuls) softmax.push_back({bwd ? "softmax_bwd" : "softmax", op.bytes, op.seconds - matmuls});
-  }
-  k.memory_ops.insert(k.memory_ops.end(), softmax.begin(), softmax.end());
-}
-
-// `alone`: the same kernels timed on rank 0 with the other ranks idle (null for one rank). Both sets
-// go into the tables, tagged with how many ranks ran at once; the fits use the all-ranks set.
-ClusterSpec build_cost_file(const KernelResults& k, const KernelResults* alone,
-                            const std::vector<exec::profile::CollectiveTiming>& coll, const ProfileFlags& f, int ranks,
-                            int local_ranks, Json& extra) {
-  ClusterSpec c = *cluster_preset("local-cpu");  // schema defaults; every measured field is replaced below
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  c.name = fmt::format("measured-{}", host);
-  c.description = fmt::format("measured by loom profile: {} rank(s) × {} thread(s), one rank = one device", ranks, f.threads);
-  c.gpus_per_node = static_cast<int>(std::max<unsigned>(cores, static_cast<unsigned>(local_ranks)));
-  c.max_nodes = ranks / std::max(1, local_ranks);
-  c.device.name = fmt::format("cpu-rank ({} thread(s))", f.threads);
-  c.device.memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / cores;
-  double best = 0;
-  for (const auto& g : k.gemms) best = std::max(best, g.flops_per_s());
-  c.device.peak_flops = best;  // the fastest GEMM measured: what this device reaches
-  c.device.memory_bandwidth_bytes_per_s = k.stream_bytes_per_s;
-  const int together = alone != nullptr ? std::max(2, local_ranks) : 0;
-  c.gemm_table.clear();
-  for (const auto& g : k.gemms) c.gemm_table.push_back({g.shape.m, g.shape.n, g.shape.k, g.seconds, together});
-  const GemmCurveFit curve = fit_gemm_curve(c.gemm_table, best);
-  c.compute.gemm_max_efficiency = curve.gemm_max_efficiency;
-  c.compute.gemm_half_saturation_flops = curve.gemm_half_saturation_flops;
-  // Weighted by how often a transformer layer runs each op in its forward and backward
-  // (sim/cost_model.cc: two norms and two residual adds, one GELU, one softmax per pass).
-  const std::map<std::string, double> per_layer = {{"norm", 2}, {"norm_bwd", 2}, {"residual", 2}, {"residual_bwd", 2},
-                                                   {"gelu", 1}, {"gelu_bwd", 1}, {"softmax", 1}, {"softmax_bwd", 1}};
-  std::vector<MemoryOpPoint> mem;
-  for (const auto& op : k.memory_ops)
-    if (per_layer.count(op.op)) mem.push_back({op.bytes, op.seconds, per_layer.at(op.op)});
-  const MemoryBoundFit mb = fit_memory_bound(mem, k.stream_bytes_per_s);
-  c.compute.memory_bound_efficiency = mb.memory_bound_efficiency;
-  if (mb.memory_bound_efficiency > 1.0) {
-    // The layer's ops moved their bytes faster than the STREAM sweep (caches hold activations of
-    // this size): the fastest traffic measured is this device's bandwidth, as the fastest GEMM is its peak.
-    c.device.memory_bandwidth_bytes_per_s *= mb.memory_bound_efficiency;
-    c.compute.memory_bound_efficiency = 1.0;
-  }
-  c.compute.kernel_launch_s = mb.kernel_launch_s;
-  // Each op measured is also kept by name: the cost model interpolates these before it falls
-  // back to the one efficiency above (which ops it has no measurement of still use).
-  c.memory_op_table.clear();
-  for (const auto& op : k.memory_ops)
-    if (per_layer.count(op.op)) c.memory_op_table.push_back({op.op, op.bytes, op.seconds, together});
-  c.memory_op_table.push_back({"optimizer", optimizer_bytes(k), k.optimizer_s, together});
-  if (alone != nullptr) {
-    // Ranks share a host's caches and memory bandwidth: a plan with one rank per node runs its
-    // element-wise ops and optimizer 1.2-1.7x faster than the all-ranks timings say (GEMMs barely
-    // change), so those plans read these.
-    for (const auto& g : alone->gemms) c.gemm_table.push_back({g.shape.m, g.shape.n, g.shape.k, g.seconds, 1});
-    for (const auto& op : alone->memory_ops)
-      if (per_layer.count(op.op)) c.memory_op_table.push_back({op.op, op.bytes, op.seconds, 1});
-    c.memory_op_table.push_back({"optimizer", optimizer_bytes(*alone), alone->optimizer_s, 1});
-  }
-  c.framework_reserve_bytes = 0;  // the CPU executor allocates nothing outside its tracked tensors
-
-  c.collective_points.clear();
-  c.collective_fits.clear();
-  std::map<std::tuple<std::string, std::string, int>, std::vector<std::pair<double, double>>> grouped;
-  for (const auto& t : coll) {
-    c.collective_points.push_back({t.collective, t.level, t.group_size, t.bytes, t.seconds});
-    grouped[{t.collective, t.level, t.group_size}].emplace_back(t.bytes, t.seconds);
-  }
-  const std::map<std::string, sim::Collective> kinds = {{"all_reduce", sim::Collective::kAllReduce},
-                                                        {"reduce_scatter", sim::Collective::kReduceScatter},
-                                                        {"all_gather", sim::Collective::kAllGather},
-                                                        {"send_recv", sim::Collective::kSendRecv}};
-  c.provenance = provenance(f, ranks);
-  for (const auto& [key, points] : grouped) {
-    const auto& [name, level, n] = key;
-    const sim::RegimeFit regimes = sim::fit_alpha_beta_regimes(kinds.at(name), n, points);
-    for (const auto& r : regimes.regimes)
-      c.collective_fits.push_back({name, level, n, r.ab.alpha_s, r.ab.bus_bandwidth_bytes_per_s, r.ab.r2, r.min_bytes, r.max_bytes});
-    const sim::AlphaBeta one_line = sim::fit_alpha_beta(kinds.at(name), n, points);
-    c.provenance[fmt::format("alpha_beta_r2_{}_{}_{}", name, level, n)] = fmt::format("{:.5f}", regimes.r2);
-    c.provenance[fmt::format("alpha_beta_r2_one_line_{}_{}_{}", name, level, n)] = fmt::format("{:.5f}", one_line.r2);
-    if (name == "send_recv") {
-      // Pipeline sends without measured points fall back to the link figures: one line for all sizes.
-      LinkSpec link{one_line.bus_bandwidth_bytes_per_s, one_line.alpha_s};
-      (level == "intra_node" ? c.intra_node : c.inter_node) = link;
-      if (level == "intra_node" && c.max_nodes <= 1) c.inter_node = link;  // one host: no other link exists
-    }
-  }
-  c.provenance["memory_bound_fit_r2"] = fmt::format("{:.4f}", mb.r2);
-
-  extra = Json::object();
-  Json ops = Json::array();
-  for (const auto& op : k.memory_ops) ops.push_back({{"op", op.op}, {"bytes", op.bytes}, {"seconds", op.seconds}});
-  ops.push_back({{"op", "optimizer"}, {"bytes", optimizer_bytes(k)}, {"seconds", k.optimizer_s}, {"params", k.optimizer_params}});
-  extra["memory_bound_ops"] = ops;
-  Json gemms = Json::array();
-  for (const auto& g : k.gemms)
-    gemms.push_back({{"op", g.shape.op}, {"m", g.shape.m}, {"n", g.shape.n}, {"k", g.shape.k}, {"calls", g.shape.calls},
-                     {"trans_a", g.shape.trans_a}, {"trans_b", g.shape.trans_b}, {"seconds", g.seconds}});
-  extra["gemms"] = gemms;
-  extra["stream_bandwidth_bytes_per_s"] = k.stream_bytes_per_s;
-  return c;
+// The cost file: measured tables (exec/profile), provenance, then the cost model fitted to them (planner).
+Json cost_file(const exec::profile::MeasuredMachine& machine, const ProfileFlags& f, double cpu_share, ClusterSpec& c) {
+  c = exec::profile::measured_cost_file(machine);
+  c.provenance = provenance(f, machine.ranks);
+  fit_measured_tables(c);
+  c.provenance["cpu_share_rank0"] = fmt::format("{:.2f}", cpu_share);
+  Json file = to_json(c);
+  file["measurements"] = exec::profile::measurements_json(*machine.kernels, machine.optimizer_bytes_per_param);
+  return file;
 }
 
 std::string tables(const ClusterSpec& c, const KernelResults& k, const std::vector<exec::profile::CollectiveTiming>& coll) {
@@ -337,7 +229,7 @@ int run_profile(const ProfileFlags& f) {
   const int rank = runtime.world_rank();
   std::string problem;
   if (f.backend != "cpu") problem = fmt::format("--backend: '{}' is not built into this binary (cpu)", f.backend);
-  else if (f.format != "table" && f.format != "json") problem = fmt::format("--format: unknown format '{}' (table, json)", f.format);
+  else if (Status s = check_format(f.format, {"table", "json"}); !s) problem = s.error().message;
   else if (f.min_bytes < 4 || f.max_bytes < f.min_bytes) problem = "--min-bytes/--max-bytes: need 4 <= min <= max";
   else if (f.out.empty()) problem = "--out: give the cost file to write";
   else if (rank == 0) {
@@ -374,11 +266,11 @@ int run_profile(const ProfileFlags& f) {
   }
   std::vector<exec::profile::CollectiveTiming> coll;
   if (runtime.world_size() > 1) {
-    std::unique_ptr<ProgressBar> bar = rank == 0 ? std::make_unique<ProgressBar>("collectives") : nullptr;
+    ProgressBar bar("collectives", rank == 0);
     const std::int64_t max_bytes = f.quick ? std::min<std::int64_t>(f.max_bytes, 1 << 20) : f.max_bytes;
     coll = exec::profile::time_collectives(runtime, *backend, exec::profile::message_sizes(f.min_bytes, max_bytes, f.factor),
                                            f.quick ? 0.005 : f.collective_time_s,
-                                           [&](std::size_t d, std::size_t t) { if (bar) bar->update(d, t); });
+                                           [&](std::size_t d, std::size_t t) { bar.update(d, t); });
   }
   // Rank 0's CPU time over its wall time: below 1 when other work on the host took its core.
   rusage self{};
@@ -386,14 +278,13 @@ int run_profile(const ProfileFlags& f) {
   const double cpu_s = self.ru_utime.tv_sec + self.ru_stime.tv_sec + 1e-6 * (self.ru_utime.tv_usec + self.ru_stime.tv_usec);
   const double cpu_share = cpu_s / (f.threads * std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
   if (rank != 0) return kExitOk;
-  add_softmax_points(kernels, validation_model());
-  if (alone) add_softmax_points(*alone, validation_model());
-  Json extra;
-  ClusterSpec cluster =
-      build_cost_file(kernels, alone ? &*alone : nullptr, coll, f, runtime.world_size(), runtime.local_size(), extra);
-  cluster.provenance["cpu_share_rank0"] = fmt::format("{:.2f}", cpu_share);
-  Json file = to_json(cluster);
-  file["measurements"] = extra;
+  exec::profile::add_softmax_points(kernels, validation_model());
+  if (alone) exec::profile::add_softmax_points(*alone, validation_model());
+  exec::profile::MeasuredMachine machine{&kernels, alone ? &*alone : nullptr, &coll, runtime.world_size(),
+                                         runtime.local_size(), f.threads, optimizer_bytes_per_param(), {}};
+  for (const auto& [op, weight] : layer_memory_op_weights()) machine.layer_ops.push_back(op);
+  ClusterSpec cluster;
+  const Json file = cost_file(machine, f, cpu_share, cluster);
   write_output(f.out, file.dump(2) + "\n");
   write_output("", f.format == "json" ? file.dump(2) + "\n" : tables(cluster, kernels, coll));
   return kExitOk;

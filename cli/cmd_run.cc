@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/output.h"
 #include "cli/spec_flags.h"
 #include "core/json_io.h"
 #include "exec/checkpoint.h"
@@ -80,22 +81,21 @@ void check_model_states_fit(const exec::TrainerOptions& t, const exec::Runtime& 
 void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   exec::TrainerOptions& t = r.trainer;
   if (!o.plan.empty()) {
-    auto json = read_json_file(o.plan);
-    if (!json) throw InputError(json.error().message);
-    auto plan = plan_from_json(*json);
-    if (!plan) throw InputError(fmt::format("{}: {}", o.plan, plan.error().message));
+    const Json json = value_or_exit(read_json_file(o.plan));
+    auto plan = plan_from_json(json);
+    if (!plan) fail(prefix_error(o.plan + ": ", plan.error()));
     t.model = plan->model;
     t.training = plan->training;
     t.config = plan->config;
     if (t.training.seq_len == 0) t.training.seq_len = t.model.seq_len;
   } else {
-    if (o.spec.gpus == 0) o.spec.gpus = runtime.world_size();
-    const bool batch_given = o.spec.global_batch > 0;
-    if (!batch_given) o.spec.global_batch = 1;  // replaced below once the layout is known
+    if (o.spec.inputs.gpus == 0) o.spec.inputs.gpus = runtime.world_size();
+    const bool batch_given = o.spec.inputs.global_batch > 0;
+    if (!batch_given) o.spec.inputs.global_batch = 1;  // replaced below once the layout is known
     Specs specs = o.spec.resolve();
     t.model = specs.model;
     t.training = specs.training;
-    t.config = o.config.single(static_cast<int>(o.spec.gpus));
+    t.config = o.config.single(static_cast<int>(o.spec.inputs.gpus));
     if (!batch_given) t.training.global_batch = static_cast<std::int64_t>(t.config.dp) * t.config.micro_batch * t.config.pp;
   }
   const ParallelConfig& c = t.config;
@@ -121,29 +121,13 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   std::string backend_error;
   r.backend = exec::make_backend(o.backend, &backend_error);
   if (!r.backend) throw InputError(backend_error);
-  auto data = exec::TokenFile::open(o.data, t.model.vocab, t.training.seq_len);
-  if (!data) throw InputError(data.error().message);
-  r.data.emplace(std::move(*data));
-  if (o.resume) {
-    auto manifest = exec::find_resumable_checkpoint(o.checkpoint_dir, t.model, c);
-    if (!manifest) throw InputError(manifest.error().message);
-  }
+  r.data.emplace(value_or_exit(exec::TokenFile::open(o.data, t.model.vocab, t.training.seq_len)));
+  if (o.resume) (void)value_or_exit(exec::find_resumable_checkpoint(o.checkpoint_dir, t.model, c));
   o.optimizer.decay_steps = o.optimizer.decay_steps > 0 ? o.optimizer.decay_steps : o.steps;
   t.optimizer = o.optimizer;
   t.seed = static_cast<std::uint64_t>(o.seed);
   if (o.dropout >= 1.0f) throw InputError(fmt::format("--dropout: {} must be below 1", o.dropout));
   t.dropout = o.dropout;
-}
-
-// "[=========>          ] 12/50 steps, 3.1 s left" on stderr, redrawn in place, when it is a terminal.
-void draw_progress(int done, int total, double seconds_per_step) {
-  constexpr int kWidth = 30;
-  const int filled = total > 0 ? done * kWidth / total : kWidth;
-  std::string bar(static_cast<std::size_t>(filled), '=');
-  if (filled < kWidth) bar += '>' + std::string(static_cast<std::size_t>(kWidth - filled - 1), ' ');
-  std::fprintf(stderr, "\r[%s] %d/%d steps, %.1f s left%s", bar.c_str(), done, total, seconds_per_step * (total - done),
-               done == total ? "\n" : "");
-  std::fflush(stderr);
 }
 
 std::string rank_path(const std::string& path, int rank, int world) {
@@ -185,13 +169,15 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
                r.trainer.model.name, world, describe(r.trainer.config), r.trainer.training.global_batch, trainer.seq(),
                trainer.micro_batches(), r.trainer.dropout_probability(), r.backend->name(), exec::cpu_gemm_library());
   exec::StepMetrics last;
-  const bool progress_bar = rank == 0 && isatty(STDERR_FILENO) != 0 && isatty(STDOUT_FILENO) == 0;
+  // Beside the step lines only when those go to a file or a pipe.
+  ProgressBar bar("training", rank == 0 && isatty(STDOUT_FILENO) == 0);
   while (trainer.completed_steps() < o.steps) {
     last = trainer.step();
     if (rank == 0) {
       fmt::print("{}\n", exec::step_line(last, o.steps));
       std::fflush(stdout);
-      if (progress_bar) draw_progress(last.step, o.steps, last.step_time_s);
+      bar.update(static_cast<std::size_t>(last.step), static_cast<std::size_t>(o.steps),
+                 fmt::format(" steps, {:.1f} s left", last.step_time_s * (o.steps - last.step)));
       if (log) log << exec::step_record(last).dump() << "\n" << std::flush;
     }
     if (o.save_every > 0 && last.step % o.save_every == 0) {

@@ -76,22 +76,19 @@ std::string table_text(const Specs& specs, const ParallelConfig& c, const sim::S
 }
 
 int run_sim(const SimFlags& f) {
-  if (f.format != "table" && f.format != "json")
-    throw InputError(fmt::format("--format: unknown format '{}' (table, json)", f.format));
+  check(check_format(f.format, {"table", "json"}));
   const Specs specs = f.specs.resolve();
   const ParallelConfig config = f.config.single(specs.training.gpus);
-  if (Status ok = check_config(specs.model, specs.training, specs.cluster, config); !ok)
-    throw InputError(ok.error().message);
+  check(check_config(specs.model, specs.training, specs.cluster, config));
   const MemoryReport memory = estimate_memory(specs.model, specs.training, config, specs.cluster);
 
   const sim::SimOptions options = f.trace.empty() ? sim::SimOptions{} : detailed_sim_options(memory, config);
-  auto result = sim::simulate(specs.model, specs.training, config, specs.cluster, options);
-  if (!result) throw InputError(result.error().message);
+  const sim::SimResult result = value_or_exit(sim::simulate(specs.model, specs.training, config, specs.cluster, options));
 
-  if (!f.trace.empty()) write_output(f.trace, sim::chrome_trace_json(*result, specs.model.name + " " + describe(config)));
+  if (!f.trace.empty()) write_output(f.trace, sim::chrome_trace_json(result, specs.model.name + " " + describe(config)));
 
   if (f.format == "json") {
-    Json j = plan_row_json(plan_row(*result, memory, specs.training), 1);
+    Json j = plan_row_json(plan_row(result, memory, specs.training), 1);
     j.erase("rank");
     Json stages = Json::array();
     for (const auto& s : memory.stages)
@@ -102,16 +99,16 @@ int run_sim(const SimFlags& f) {
                         {"activations", bytes_to_gib(s.activations_bytes)},
                         {"buffers", bytes_to_gib(s.buffers_bytes + s.reserve_bytes)},
                         {"total", bytes_to_gib(s.total_bytes())},
-                        {"busy_s", result->stages[s.stage].busy_s}});
+                        {"busy_s", result.stages[s.stage].busy_s}});
     j["memory_per_stage_gib"] = stages;
     Json path = Json::array();
-    for (const auto& step : result->critical_path)
+    for (const auto& step : result.critical_path)
       path.push_back({{"name", step.name}, {"stage", step.stage}, {"start_s", step.start_s},
                       {"contribution_s", step.contribution_s}});
     j["critical_path"] = path;
     write_output(f.out, j.dump(2) + "\n");
   } else {
-    write_output(f.out, table_text(specs, config, *result, memory));
+    write_output(f.out, table_text(specs, config, result, memory));
   }
   return kExitOk;
 }
@@ -122,8 +119,7 @@ std::function<int()> add_sim(CLI::App& root) {
   flags->specs.add_to(*app, "", "dgx-a100-80gb", true);
   flags->config.add_to(*app, false);
   app->add_option("--trace", flags->trace, "write a Chrome/Perfetto trace of the step to FILE");
-  app->add_option("--format", flags->format, "table or json")->capture_default_str();
-  app->add_option("--out", flags->out, "write to FILE instead of stdout");
+  add_output_flags(*app, flags->format, flags->out, "table or json");
   return [flags] { return run_sim(*flags); };
 }
 

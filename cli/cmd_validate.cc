@@ -15,6 +15,7 @@
 #include "cli/validate_matrix.h"
 #include "core/json_io.h"
 #include "core/presets.h"
+#include "core/stats.h"
 #include "planner/published.h"
 
 namespace loom::cli {
@@ -35,22 +36,20 @@ struct ValidateFlags {
 };
 
 int run_published(const ValidateFlags& f) {
-  auto cluster = load_cluster(f.cluster);
-  if (!cluster) throw InputError(cluster.error().message);
-  auto rows = reproduce_korthikanti_table5(f.validation_dir + "/korthikanti2022.json", *cluster);
-  if (!rows) throw InputError(rows.error().message);
+  const ClusterSpec cluster = value_or_exit(load_cluster(f.cluster));
+  const auto rows = value_or_exit(reproduce_korthikanti_table5(f.validation_dir + "/korthikanti2022.json", cluster));
   double sum = 0, worst = 0;
-  for (const auto& r : *rows) {
+  for (const auto& r : rows) {
     sum += std::abs(r.error());
     worst = std::max(worst, std::abs(r.error()));
   }
-  const double mean = rows->empty() ? 0.0 : sum / rows->size();
+  const double mean = rows.empty() ? 0.0 : sum / rows.size();
   if (f.format == "json") {
     Json out;
     out["source"] = "Korthikanti et al. 2022, Table 5";
-    out["cluster"] = cluster->name;
+    out["cluster"] = cluster.name;
     Json list = Json::array();
-    for (const auto& r : *rows)
+    for (const auto& r : rows)
       list.push_back({{"model", r.model}, {"setting", r.setting}, {"config", to_json(r.config)},
                       {"published_s", r.published_s}, {"predicted_s", r.predicted_s}, {"error", r.error()}});
     out["rows"] = list;
@@ -59,10 +58,10 @@ int run_published(const ValidateFlags& f) {
     write_output("", out.dump(2) + "\n");
     return kExitOk;
   }
-  std::string text = fmt::format("# Korthikanti et al. 2022, Table 5: iteration time on DGX A100 ({})\n", cluster->name);
+  std::string text = fmt::format("# Korthikanti et al. 2022, Table 5: iteration time on DGX A100 ({})\n", cluster.name);
   text += fmt::format("{:<6} {:<34} {:>4} {:>4} {:>5} {:>4} {:>12} {:>12} {:>8}\n", "model", "setting", "GPUs", "TP",
                       "PP", "VPP", "published_s", "predicted_s", "error%");
-  for (const auto& r : *rows)
+  for (const auto& r : rows)
     text += fmt::format("{:<6} {:<34} {:>4} {:>4} {:>5} {:>4} {:>12.2f} {:>12.2f} {:>+8.2f}\n", r.model, r.setting,
                         r.gpus, r.config.tp, r.config.pp, r.config.vpp, r.published_s, r.predicted_s, 100.0 * r.error());
   text += fmt::format("# mean |error| {:.2f} %, max |error| {:.2f} %\n", 100.0 * mean, 100.0 * worst);
@@ -94,15 +93,8 @@ std::string own_binary() {
   return ec ? std::string("loom") : path.string();
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int run_matrix(const ValidateFlags& f) {
-  auto cluster = load_cluster(f.profile);
-  if (!cluster) throw InputError(cluster.error().message);
+  const ClusterSpec cluster = value_or_exit(load_cluster(f.profile));
   const std::vector<MatrixConfig> configs = chosen_configs(f.configs);
   if (f.steps <= f.warmup) throw InputError(fmt::format("--steps {} must exceed --warmup {}", f.steps, f.warmup));
   if (f.rounds < 1 || f.rounds > 100) throw InputError(fmt::format("--rounds {}: must be 1..100", f.rounds));
@@ -113,7 +105,7 @@ int run_matrix(const ValidateFlags& f) {
   o.warmup_steps = f.warmup;
   o.work_dir = !f.work_dir.empty() ? f.work_dir
                                    : (std::filesystem::temp_directory_path() / fmt::format("loom_validate_{}", getpid())).string();
-  if (Status s = prepare_matrix_inputs(o); !s) throw InputError(s.error().message);
+  check(prepare_matrix_inputs(o));
   // Whole rounds over the configurations, each configuration keeping its fastest round: on a
   // shared host a slow spell then spoils one round of every configuration, not all rounds of one
   // (the profile keeps its fastest timings for the same reason).
@@ -122,7 +114,7 @@ int run_matrix(const ValidateFlags& f) {
     ProgressBar bar("validate");
     for (int round = 0; round < f.rounds; ++round) {
       for (std::size_t i = 0; i < configs.size(); ++i) {
-        auto row = run_matrix_config(configs[i], *cluster, o);
+        auto row = run_matrix_config(configs[i], cluster, o);
         if (!row) {
           std::fprintf(stderr, "loom: %s\n", row.error().message.c_str());
           return kExitFailure;
@@ -142,7 +134,7 @@ int run_matrix(const ValidateFlags& f) {
     memory_errors.push_back(r.memory_error());
     min_share = std::min(min_share, r.cpu_share);
   }
-  const double median_step = median_of(step_errors);
+  const double median_step = median(step_errors);
   const double max_step = *std::max_element(step_errors.begin(), step_errors.end());
   const double max_memory = *std::max_element(memory_errors.begin(), memory_errors.end());
   if (f.format == "json") {
@@ -219,8 +211,7 @@ std::function<int()> add_validate(CLI::App& root) {
   app->add_option("--rounds", flags->rounds, "run the matrix this many times, interleaved; keep each configuration's fastest")
       ->capture_default_str();
   return [flags]() -> int {
-    if (flags->format != "table" && flags->format != "json")
-      throw InputError(fmt::format("--format: unknown format '{}' (table, json)", flags->format));
+    check(check_format(flags->format, {"table", "json"}));
     if (flags->published) return run_published(*flags);
     if (!flags->profile.empty()) return run_matrix(*flags);
     throw InputError("validate: give --published or --profile FILE (a cost file measured on this machine)");

@@ -8,12 +8,36 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/result.h"
+
 namespace loom::cli {
 
 // Thrown for bad input anywhere below main(); main prints the message on one line, exits 2.
 struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// Thrown for a failure that is Loom's own fault (an engine deadlock, a broken invariant); main
+// says so, asks for a report, and exits 1.
+struct InternalError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The one way from an Error to the exit: throws InputError or InternalError by the error's kind.
+[[noreturn]] inline void fail(const Error& error) {
+  if (error.internal()) throw InternalError(error.message);
+  throw InputError(error.message);
+}
+
+inline void check(const Status& status) {
+  if (!status) fail(status.error());
+}
+
+template <typename T>
+T value_or_exit(Result<T> result) {
+  if (!result) fail(result.error());
+  return std::move(result).value();
+}
 
 // Exit codes shared by every subcommand.
 inline constexpr int kExitOk = 0;

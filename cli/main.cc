@@ -1,5 +1,5 @@
 // The `loom` binary: parses the command line, dispatches to the chosen subcommand and turns bad
-// input into one clear line on stderr with exit status 2.
+// input into one clear line on stderr with exit status 2, and Loom's own failures into exit 1.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -72,8 +72,8 @@ int main(int argc, char** argv) {
   } catch (const InputError& e) {
     std::fprintf(stderr, "loom: %s\n", e.what());
     return kExitBadInput;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "loom: internal error: %s\n", e.what());
+  } catch (const std::exception& e) {  // InternalError, or anything a library threw
+    std::fprintf(stderr, "loom: internal error (a bug in Loom; please report it with the command line): %s\n", e.what());
     return kExitFailure;
   }
   return kExitBadInput;

@@ -12,11 +12,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "core/json_io.h"
+#include "core/parallel_for.h"
+#include "core/stats.h"
 #include "core/units.h"
 #include "exec/data_loader.h"
 #include "planner/memory_model.h"
@@ -148,7 +149,7 @@ Result<MatrixRow> run_matrix_config(const MatrixConfig& c, const ClusterSpec& cl
   const ModelSpec model = validation_model();
   const TrainingSpec training = executor_training(model, c);
   auto sim = sim::simulate(model, training, c.config, cluster);
-  if (!sim) return make_error(fmt::format("{}: simulator: {}", c.name, sim.error().message));
+  if (!sim) return prefix_error(c.name + ": simulator: ", sim.error());
   row.predicted_step_time_s = sim->step_time_s;
   const MemoryReport memory = estimate_memory(model, training, c.config, cluster);
 
@@ -171,17 +172,14 @@ Result<MatrixRow> run_matrix_config(const MatrixConfig& c, const ClusterSpec& cl
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     auto record = parse_json(line, log);
-    if (!record) return make_error(record.error().message);
+    if (!record) return record.error();
     if (record->contains("event") && (*record)["event"] == "memory_peaks") peaks = *record;
     else if ((*record)["step"].get<int>() > o.warmup_steps)
       row.measured_step_times_s.push_back((*record)["step_time_s"].get<double>());
   }
   if (row.measured_step_times_s.empty() || peaks.is_null())
     return make_error(fmt::format("{}: {} has no steps after warm-up or no memory peaks", c.name, log));
-  std::vector<double> sorted = row.measured_step_times_s;
-  std::sort(sorted.begin(), sorted.end());
-  const std::size_t n = sorted.size();
-  row.measured_step_time_s = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  row.measured_step_time_s = median(row.measured_step_times_s);
 
   for (const Json& r : peaks["ranks"]) {
     RankMemory m;
@@ -195,7 +193,7 @@ Result<MatrixRow> run_matrix_config(const MatrixConfig& c, const ClusterSpec& cl
     row.measured_peak_memory_gib = std::max(row.measured_peak_memory_gib, m.measured_gib);
     row.ranks.push_back(m);
   }
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = thread_count(0);
   row.oversubscribed = static_cast<unsigned>(c.ranks() * o.threads_per_rank) > cores;
   return row;
 }

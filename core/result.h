@@ -1,5 +1,6 @@
-// Errors as values: Result<T> holds either a value or an Error with a one-line message.
-// Library code returns these; only the CLI/GUI boundary turns an Error into exit status 2.
+// Errors as values: Result<T> holds either a value or an Error with a one-line message and a kind.
+// Library code returns these; only the CLI/GUI boundary turns an Error into an exit status: bad
+// input exits 2, an internal failure (Loom's own fault) exits 1.
 #pragma once
 
 #include <string>
@@ -8,8 +9,14 @@
 
 namespace loom {
 
+// Bad input is the caller's to fix (a malformed file, an impossible size); an internal error is a
+// bug in Loom (an engine deadlock, a broken invariant) and is reported as such.
+enum class ErrorKind { kBadInput, kInternal };
+
 struct Error {
   std::string message;
+  ErrorKind kind = ErrorKind::kBadInput;
+  bool internal() const { return kind == ErrorKind::kInternal; }
 };
 
 template <typename T>
@@ -49,6 +56,11 @@ class [[nodiscard]] Status {
   bool ok_ = true;
 };
 
-inline Error make_error(std::string message) { return Error{std::move(message)}; }
+inline Error make_error(std::string message) { return Error{std::move(message), ErrorKind::kBadInput}; }
+inline Error make_internal_error(std::string message) { return Error{std::move(message), ErrorKind::kInternal}; }
+// The same kind of error with more context in front ("model.json: " + message).
+inline Error prefix_error(const std::string& prefix, const Error& error) {
+  return Error{prefix + error.message, error.kind};
+}
 
 }  // namespace loom

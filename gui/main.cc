@@ -10,19 +10,23 @@
 #include <QTimer>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "cli/command.h"
-#include "cli/spec_flags.h"
 #include "gui/main_window.h"
 
 namespace {
 
+// loom-gui's exit statuses, as `loom`'s.
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitBadInput = 2;
+
 struct GuiFlags {
-  loom::cli::SpecFlags specs;
-  loom::cli::ConfigFlags config;
+  loom::SpecInputs specs;
+  loom::ConfigText config;
   std::string screenshot;
   std::string size = "1680x1050";
   int threads = 0;
@@ -30,6 +34,21 @@ struct GuiFlags {
   std::string chart = "pareto";
   int timeout_s = 600;
 };
+
+// The spec and restriction flags of `loom plan`, from the same tables.
+void add_plan_flags(CLI::App& cli, GuiFlags& flags) {
+  flags.specs.model = "llama2-7b";
+  flags.specs.cluster = "dgx-a100-80gb";
+  flags.specs.gpus = 16;
+  flags.specs.global_batch = 64;
+  loom::for_each_spec_flag(flags.specs, [&](const char* flag, auto& value, const char* help, bool) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, bool>) cli.add_flag(flag, value, help);
+    else cli.add_option(flag, value, help)->capture_default_str();
+  });
+  loom::for_each_config_flag(flags.config, true, [&](const char* flag, std::string& value, const std::string& help) {
+    cli.add_option(flag, value, help);
+  });
+}
 
 bool wants_screenshot(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
@@ -51,19 +70,19 @@ int take_screenshot(loom::gui::MainWindow& window, const GuiFlags& flags) {
   int width = 0, height = 0;
   if (std::sscanf(flags.size.c_str(), "%dx%d", &width, &height) != 2 || width < 320 || height < 240) {
     fmt::print(stderr, "loom-gui: --size: '{}' is not WIDTHxHEIGHT (at least 320x240)\n", flags.size);
-    return loom::cli::kExitBadInput;
+    return kExitBadInput;
   }
   window.resize(width, height);
   window.chart_tabs()->setCurrentIndex(flags.chart == "heatmap" ? 1 : 0);
   window.show();
-  int status = loom::cli::kExitOk;
+  int status = kExitOk;
   bool selected = false;
   auto finish = [&] {
     QApplication::processEvents();
     const QImage image = window.grab().toImage();
     if (!save_png(image, QString::fromStdString(flags.screenshot))) {
       fmt::print(stderr, "loom-gui: cannot write {}\n", flags.screenshot);
-      status = loom::cli::kExitBadInput;
+      status = kExitBadInput;
     }
     QApplication::exit(status);
   };
@@ -74,7 +93,7 @@ int take_screenshot(loom::gui::MainWindow& window, const GuiFlags& flags) {
                  outcome.ok() ? fmt::format("no configuration of {} on {} GPUs fits", outcome.specs.model.name,
                                             outcome.specs.training.gpus)
                               : outcome.error);
-      status = loom::cli::kExitFailure;
+      status = kExitFailure;
       finish();
       return;
     }
@@ -88,7 +107,7 @@ int take_screenshot(loom::gui::MainWindow& window, const GuiFlags& flags) {
   }, Qt::QueuedConnection);
   QTimer::singleShot(flags.timeout_s * 1000, &window, [&] {
     fmt::print(stderr, "loom-gui: --screenshot: the search did not finish within {} s\n", flags.timeout_s);
-    QApplication::exit(loom::cli::kExitFailure);
+    QApplication::exit(kExitFailure);
   });
   loom::gui::PlanRequest request{flags.specs, flags.config, flags.threads};
   window.set_request(request);
@@ -117,10 +136,7 @@ int main(int argc, char** argv) {
 
   GuiFlags flags;
   CLI::App cli{"loom-gui: explore parallel training configurations (table, memory, pipeline Gantt, Pareto)"};
-  flags.specs.add_to(cli, "llama2-7b", "dgx-a100-80gb", false);
-  flags.specs.gpus = 16;
-  flags.specs.global_batch = 64;
-  flags.config.add_to(cli, true);
+  add_plan_flags(cli, flags);
   cli.add_option("--screenshot", flags.screenshot, "render the main window for these inputs to a PNG and exit");
   cli.add_option("--size", flags.size, "window size for --screenshot, WIDTHxHEIGHT")->capture_default_str();
   cli.add_option("--select", flags.select_rank, "for --screenshot: the rank of the plan to show")
@@ -135,15 +151,12 @@ int main(int argc, char** argv) {
     return cli.exit(e);
   } catch (const CLI::ParseError& e) {
     fmt::print(stderr, "loom-gui: {}\n", e.what());
-    return loom::cli::kExitBadInput;
+    return kExitBadInput;
   }
   // Bad input ends here with one line, as in `loom plan`, before any window opens.
-  try {
-    (void)flags.specs.resolve();
-    (void)flags.config.lists();
-  } catch (const loom::cli::InputError& e) {
-    fmt::print(stderr, "loom-gui: {}\n", e.what());
-    return loom::cli::kExitBadInput;
+  if (loom::Status s = loom::gui::check_request({flags.specs, flags.config, flags.threads}); !s) {
+    fmt::print(stderr, "loom-gui: {}\n", s.error().message);
+    return kExitBadInput;
   }
 
   loom::gui::MainWindow window;

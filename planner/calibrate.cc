@@ -1,16 +1,16 @@
 #include "planner/calibrate.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "core/json_io.h"
+#include "core/parallel_for.h"
+#include "core/stats.h"
 #include "sim/simulator.h"
 
 namespace loom {
@@ -69,22 +69,14 @@ FitQuality evaluate_fit(const std::vector<MeasuredRun>& runs, const ClusterSpec&
   std::vector<double> log_error(runs.size(), 0.0);
   if (predicted_s) predicted_s->assign(runs.size(), 0.0);
   std::vector<char> valid(runs.size(), 0);
-  std::atomic<std::size_t> next{0};
   const sim::CollectiveModel collectives(cluster);
-  auto worker = [&] {
-    for (std::size_t i = next++; i < runs.size(); i = next++) {
-      auto sim = sim::simulate(runs[i].model, runs[i].training, runs[i].config, cluster, collectives);
-      if (!sim) continue;
-      log_error[i] = std::log(sim->step_time_s / runs[i].measured_s);
-      if (predicted_s) (*predicted_s)[i] = sim->step_time_s;
-      valid[i] = 1;
-    }
-  };
-  const unsigned n = threads > 0 ? static_cast<unsigned>(threads) : std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < n; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  parallel_for(runs.size(), threads, [&](std::size_t i) {
+    auto sim = sim::simulate(runs[i].model, runs[i].training, runs[i].config, cluster, collectives);
+    if (!sim) return;
+    log_error[i] = std::log(sim->step_time_s / runs[i].measured_s);
+    if (predicted_s) (*predicted_s)[i] = sim->step_time_s;
+    valid[i] = 1;
+  });
   FitQuality q;
   double sum_sq = 0, sum_abs = 0;
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -153,36 +145,32 @@ LineFit fit_relative_line(const std::vector<std::pair<double, double>>& x_second
   if (x_seconds.size() < 2 || std::abs(det) < 1e-300) return fit;
   fit.intercept = (r0 * s11 - r1 * s01) / det;
   fit.slope = (s00 * r1 - s01 * r0) / det;
-  double mean = 0;
-  for (const auto& p : x_seconds) mean += p.second;
-  mean /= static_cast<double>(x_seconds.size());
-  double ss_res = 0, ss_tot = 0;
+  std::vector<double> measured, fitted;
   for (const auto& [x, t] : x_seconds) {
-    ss_res += std::pow(fit.intercept + fit.slope * x - t, 2);
-    ss_tot += std::pow(t - mean, 2);
+    measured.push_back(t);
+    fitted.push_back(fit.intercept + fit.slope * x);
   }
-  fit.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
+  fit.r2 = r_squared(measured, fitted);
   return fit;
 }
 
 MemoryBoundFit fit_memory_bound(const std::vector<MemoryOpPoint>& points, double bandwidth_bytes_per_s) {
   MemoryBoundFit fit;
-  double weighted_bytes = 0, weighted_seconds = 0, mean = 0;
+  double weighted_bytes = 0, weighted_seconds = 0;
   for (const auto& p : points) {
     weighted_bytes += p.weight * p.bytes;
     weighted_seconds += p.weight * p.seconds;
-    mean += p.seconds / static_cast<double>(points.size());
   }
   if (weighted_seconds <= 0 || bandwidth_bytes_per_s <= 0) return fit;
   // CPU "kernels" are function calls: no launch latency to fit (OpenMP start-up is inside the op times).
   fit.kernel_launch_s = 0;
   fit.memory_bound_efficiency = weighted_bytes / (bandwidth_bytes_per_s * weighted_seconds);
-  double ss_res = 0, ss_tot = 0;
+  std::vector<double> measured, fitted;
   for (const auto& p : points) {
-    ss_res += std::pow(p.bytes / (bandwidth_bytes_per_s * fit.memory_bound_efficiency) - p.seconds, 2);
-    ss_tot += std::pow(p.seconds - mean, 2);
+    measured.push_back(p.seconds);
+    fitted.push_back(p.bytes / (bandwidth_bytes_per_s * fit.memory_bound_efficiency));
   }
-  fit.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
+  fit.r2 = r_squared(measured, fitted);
   return fit;
 }
 
@@ -202,12 +190,6 @@ GemmCurveFit fit_gemm_curve(const std::vector<GemmPoint>& table, double peak_flo
 }
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Predicted passes of a traced run, in the order rows are compared: forward and backward of every
 // traced chunk, then the optimizer.
@@ -258,38 +240,6 @@ double mean_abs_error(const std::vector<TraceRun>& runs, const ClusterSpec& clus
 }
 
 }  // namespace
-
-Result<TracePassTimes> read_executor_trace(const std::string& path) {
-  auto json = read_json_file(path);
-  if (!json) return json.error();
-  return read_executor_trace(*json, path);
-}
-
-Result<TracePassTimes> read_executor_trace(const Json& trace, const std::string& path) {
-  const Json* json = &trace;
-  if (!json->contains("traceEvents") || !(*json)["traceEvents"].is_array())
-    return make_error(fmt::format("{}: not a Chrome trace (no traceEvents array)", path));
-  std::map<int, std::vector<double>> forward, backward;
-  std::vector<double> optimizer;
-  TracePassTimes t;
-  for (const auto& e : (*json)["traceEvents"]) {
-    if (e.value("ph", "") != "X" || !e.contains("dur")) continue;
-    const std::string name = e.value("name", "");
-    const double seconds = e["dur"].get<double>() * 1e-6;  // Chrome traces count microseconds
-    int chunk = 0;
-    long long mb = 0;
-    if (std::sscanf(name.c_str(), "F%d mb%lld", &chunk, &mb) == 2) forward[chunk].push_back(seconds);
-    else if (std::sscanf(name.c_str(), "B%d mb%lld", &chunk, &mb) == 2) backward[chunk].push_back(seconds);
-    else if (name == "optimizer") optimizer.push_back(seconds);
-    else continue;
-    ++t.slices;
-  }
-  if (forward.empty()) return make_error(fmt::format("{}: no forward slices ('F<chunk> mb<i>')", path));
-  for (auto& [chunk, v] : forward) t.forward_s[chunk] = median(v);
-  for (auto& [chunk, v] : backward) t.backward_s[chunk] = median(v);
-  t.optimizer_s = median(optimizer);
-  return t;
-}
 
 Result<CostCorrection> fit_trace_corrections(const std::vector<TraceRun>& runs, const ClusterSpec& cluster) {
   if (runs.empty()) return make_error("calibrate: no traced runs");

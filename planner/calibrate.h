@@ -14,6 +14,7 @@
 #include "core/parallel_config.h"
 #include "core/result.h"
 #include "core/training_spec.h"
+#include "planner/search_space.h"
 
 namespace loom {
 
@@ -82,6 +83,16 @@ struct GemmCurveFit {
 };
 GemmCurveFit fit_gemm_curve(const std::vector<GemmPoint>& table, double peak_flops);
 
+// The memory-bound ops the cost model charges per transformer layer (forward and backward), with
+// how often each runs: the ops `loom profile` keeps in a cost file, and their weights in its fit.
+const std::map<std::string, double>& layer_memory_op_weights();
+
+// A measured cost file's parameters fitted to its own tables (`loom profile`): the GEMM curve and
+// the memory-bound efficiency from the timings with the most ranks at once (the device's bandwidth
+// raised when the layer's ops beat STREAM), α–β lines per collective, level and group size, the
+// links from the send/recv lines; the fits' R² go into the provenance.
+void fit_measured_tables(ClusterSpec& cluster);
+
 // One rank's Chrome trace from `loom run --trace` (slice names of core/trace_names.h): the median
 // duration of its forward and backward passes per model chunk, and of its optimizer step, over
 // every step and micro-batch in the trace (the median drops the first, warming-up step).
@@ -100,7 +111,26 @@ struct TraceRun {
   ParallelConfig config;
   int stage = 0;  // pipeline stage of the traced rank
   TracePassTimes measured;
+  int rank = 0;       // the traced rank (from the file name's ".rankR")
+  std::string label;  // the trace's file name
 };
+
+// The run of traces that do not describe it themselves (older traces): `loom calibrate`'s
+// --model, --gpus, --global-batch and config flags.
+struct TraceFallback {
+  std::string model = "gpt-tiny";
+  ConfigText config;
+  int gpus = 1;
+  long long global_batch = 0;  // 0: dp × micro-batch
+};
+
+// Every trace read and paired with its run, in the executor's precision (fp32, unfused attention).
+Result<std::vector<TraceRun>> read_trace_runs(const std::vector<std::string>& paths, const TraceFallback& fallback);
+
+// Several traces of one run (same model, layout, batch and rank), e.g. repeated minutes apart on a
+// shared host: the fastest of each kept, in order — as the profile keeps its fastest timings and
+// validate its fastest round; a slow spell would otherwise scale every corrected time.
+std::vector<TraceRun> keep_fastest_repeats(const std::vector<TraceRun>& runs);
 
 // The corrections a cost file can carry, fitted to traced passes by least squares on relative
 // residuals: a factor on every GEMM-table time (the table was timed hot and alone; inside a layer

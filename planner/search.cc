@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
-#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
 
+#include "core/json_io.h"
+#include "core/parallel_for.h"
 #include "core/units.h"
 
 namespace loom {
@@ -53,6 +54,18 @@ PlanRow plan_row(const sim::SimResult& sim, const MemoryReport& memory, const Tr
   if (training.tokens > 0) row.days_to_train = training.tokens / sim.tokens_per_s / 86400.0;
   return row;
 }
+
+Plan make_plan(const Specs& specs, const PlanRow& row) {
+  Plan plan;
+  plan.model = specs.model;
+  plan.cluster = specs.cluster_name;
+  plan.training = specs.training;
+  plan.config = row.config;
+  plan.predicted = row.metrics;
+  return plan;
+}
+
+std::string plan_file_text(const Specs& specs, const PlanRow& row) { return to_json(make_plan(specs, row)).dump(2) + "\n"; }
 
 sim::SimOptions detailed_sim_options(const MemoryReport& memory, const ParallelConfig& config) {
   sim::SimOptions options;
@@ -110,27 +123,19 @@ Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& trai
 
   std::vector<std::optional<PlanRow>> rows(fitting.size());
   std::vector<std::string> errors(fitting.size());
-  std::atomic<std::size_t> next{0}, done{0};
+  std::atomic<std::size_t> done{0};
   std::mutex progress_mutex;
   const sim::CollectiveModel collectives(cluster);
-  auto worker = [&] {
-    for (std::size_t i = next++; i < fitting.size(); i = next++) {
-      auto row = evaluate_config(model, training, cluster, collectives, fitting[i].first, fitting[i].second);
-      if (row) rows[i] = std::move(*row);
-      else errors[i] = row.error().message;
-      const std::size_t finished = ++done;
-      if (options.progress && (finished % 64 == 0 || finished == fitting.size())) {
-        std::lock_guard<std::mutex> lock(progress_mutex);
-        options.progress(finished, fitting.size());
-      }
+  parallel_for(fitting.size(), options.threads, [&](std::size_t i) {
+    auto row = evaluate_config(model, training, cluster, collectives, fitting[i].first, fitting[i].second);
+    if (row) rows[i] = std::move(*row);
+    else errors[i] = row.error().message;
+    const std::size_t finished = ++done;
+    if (options.progress && (finished % 64 == 0 || finished == fitting.size())) {
+      std::lock_guard<std::mutex> lock(progress_mutex);
+      options.progress(finished, fitting.size());
     }
-  };
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const unsigned threads = options.threads > 0 ? static_cast<unsigned>(options.threads) : hw;
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < std::min<unsigned>(threads, static_cast<unsigned>(fitting.size())); ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  });
 
   for (std::size_t i = 0; i < fitting.size(); ++i) {
     if (rows[i]) result.plans.push_back(std::move(*rows[i]));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/plan.h"
+#include "core/spec_inputs.h"
 #include "planner/enumerate.h"
 #include "planner/memory_model.h"
 #include "sim/simulator.h"
@@ -59,6 +60,11 @@ sim::SimOptions detailed_sim_options(const MemoryReport& memory, const ParallelC
 // Indices (into `plans`) of the plans on the throughput/memory Pareto front among `candidates`:
 // no other candidate is at least as fast with no more memory per GPU. Sorted by memory.
 std::vector<int> pareto_front(const std::vector<PlanRow>& plans, const std::vector<int>& candidates);
+
+// The plan `loom run --plan` takes for one row of a search over `specs`, and its file text
+// (to_json(Plan).dump(2) plus a newline), as `loom plan --emit-plan` and the GUI write it.
+Plan make_plan(const Specs& specs, const PlanRow& row);
+std::string plan_file_text(const Specs& specs, const PlanRow& row);
 
 // Config ordering used to break ties deterministically.
 bool config_less(const ParallelConfig& a, const ParallelConfig& b);

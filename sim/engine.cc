@@ -91,8 +91,8 @@ Result<Timeline> run_engine(const StepGraph& g) {
     for (int s = 0; s < streams; ++s) {
       if (head[s] >= 0) {
         const Op& stuck = g.op(head[s]);
-        return make_error(fmt::format("schedule deadlocks: {} of stage {} micro-batch {} can never start",
-                                      to_string(stuck.kind), stuck.stage, stuck.micro_batch));
+        return make_internal_error(fmt::format("schedule deadlocks: {} of stage {} micro-batch {} can never start",
+                                               to_string(stuck.kind), stuck.stage, stuck.micro_batch));
       }
     }
   }

@@ -6,7 +6,7 @@
 
 namespace loom::gui {
 
-Result<PlanDetail> simulate_detail(const cli::Specs& specs, const ParallelConfig& config) {
+Result<PlanDetail> simulate_detail(const Specs& specs, const ParallelConfig& config) {
   PlanDetail d;
   d.config = config;
   d.memory = estimate_memory(specs.model, specs.training, config, specs.cluster);
@@ -20,7 +20,7 @@ Result<PlanDetail> simulate_detail(const cli::Specs& specs, const ParallelConfig
   return d;
 }
 
-std::string trace_json(const cli::Specs& specs, const PlanDetail& detail) {
+std::string trace_json(const Specs& specs, const PlanDetail& detail) {
   return sim::chrome_trace_json(detail.sim, specs.model.name + " " + describe(detail.config));
 }
 

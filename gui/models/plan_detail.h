@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/spec_flags.h"
+#include "core/spec_inputs.h"
 #include "core/result.h"
 #include "planner/memory_model.h"
 #include "sim/simulator.h"
@@ -22,9 +22,9 @@ struct PlanDetail {
   std::vector<bool> on_critical_path;      // per op
 };
 
-Result<PlanDetail> simulate_detail(const cli::Specs& specs, const ParallelConfig& config);
+Result<PlanDetail> simulate_detail(const Specs& specs, const ParallelConfig& config);
 
 // Chrome/Perfetto trace of the detail's step, exactly as `loom sim --trace` writes it.
-std::string trace_json(const cli::Specs& specs, const PlanDetail& detail);
+std::string trace_json(const Specs& specs, const PlanDetail& detail);
 
 }  // namespace loom::gui

@@ -2,45 +2,41 @@
 
 #include <exception>
 
-#include "cli/command.h"
-#include "core/json_io.h"
-
 namespace loom::gui {
+
+Status check_request(const PlanRequest& request) {
+  if (auto specs = resolve_specs(request.specs); !specs) return specs.error();
+  if (auto space = parse_search_space(request.config); !space) return space.error();
+  return {};
+}
 
 PlanOutcome run_plan_request(const PlanRequest& request, const ProgressFn& progress) {
   PlanOutcome out;
   try {
-    out.specs = request.specs.resolve();
-    const SearchSpace space = cli::to_search_space(request.config.lists());
+    auto specs = resolve_specs(request.specs);
+    if (!specs) {
+      out.error = specs.error().message;
+      return out;
+    }
+    out.specs = std::move(*specs);
+    auto space = parse_search_space(request.config);
+    if (!space) {
+      out.error = space.error().message;
+      return out;
+    }
     PlanOptions options;
     options.threads = request.threads;
     options.progress = progress;
-    auto result = search_plans(out.specs.model, out.specs.training, out.specs.cluster, space, options);
+    auto result = search_plans(out.specs.model, out.specs.training, out.specs.cluster, *space, options);
     if (!result) {
       out.error = result.error().message;
       return out;
     }
     out.result = std::move(*result);
-  } catch (const cli::InputError& e) {
-    out.error = e.what();
   } catch (const std::exception& e) {
     out.error = std::string("unexpected error: ") + e.what();
   }
   return out;
-}
-
-Plan make_plan(const cli::Specs& specs, const PlanRow& row) {
-  Plan plan;
-  plan.model = specs.model;
-  plan.cluster = specs.cluster_name;
-  plan.training = specs.training;
-  plan.config = row.config;
-  plan.predicted = row.metrics;
-  return plan;
-}
-
-std::string plan_file_text(const cli::Specs& specs, const PlanRow& row) {
-  return to_json(make_plan(specs, row)).dump(2) + "\n";
 }
 
 }  // namespace loom::gui

@@ -1,26 +1,27 @@
-// What the GUI asks the planner for: the same spec and config flags as `loom plan` (so both
-// programs read input identically), resolved and searched off the UI thread, and the plan file
-// of one chosen row in the form `loom run --plan` takes.
+// What the GUI asks the planner for: the same spec inputs and config restrictions as `loom plan`
+// (so both programs read input identically), resolved and searched off the UI thread. The plan
+// file of a chosen row is planner/search.h's plan_file_text.
 #pragma once
 
 #include <cstddef>
 #include <functional>
 #include <string>
 
-#include "cli/spec_flags.h"
+#include "core/spec_inputs.h"
 #include "planner/search.h"
+#include "planner/search_space.h"
 
 namespace loom::gui {
 
 struct PlanRequest {
-  cli::SpecFlags specs;
-  cli::ConfigFlags config;
-  int threads = 0;  // search threads; 0: one per hardware thread
+  SpecInputs specs;
+  ConfigText config;  // the restriction lists, as typed
+  int threads = 0;    // search threads; 0: one per hardware thread
 };
 
 // One finished search. `error` is set (one line) when the input was bad or nothing could be laid out.
 struct PlanOutcome {
-  cli::Specs specs;
+  Specs specs;
   PlanResult result;
   std::string error;
   bool ok() const { return error.empty(); }
@@ -28,12 +29,11 @@ struct PlanOutcome {
 
 using ProgressFn = std::function<void(std::size_t done, std::size_t total)>;
 
+// The request's inputs resolved and its restrictions parsed, or the first error: what bad input
+// the GUI reports (and `loom-gui` rejects at start-up) before any search.
+Status check_request(const PlanRequest& request);
 
-// Resolves the flags and runs search_plans. Never throws; safe to call from any thread.
+// Resolves the inputs and runs search_plans. Never throws; safe to call from any thread.
 PlanOutcome run_plan_request(const PlanRequest& request, const ProgressFn& progress = {});
-
-// The plan file `loom plan --emit-plan` writes for `row`: to_json(Plan).dump(2) plus a newline.
-Plan make_plan(const cli::Specs& specs, const PlanRow& row);
-std::string plan_file_text(const cli::Specs& specs, const PlanRow& row);
 
 }  // namespace loom::gui

@@ -183,6 +183,7 @@ TEST(Engine, DeadlockIsReportedNotHung) {
   auto t = run_engine(g);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.error().message.find("deadlock"), std::string::npos);
+  EXPECT_TRUE(t.error().internal()) << "a deadlock is a bug in Loom, not bad input";
 }
 
 }  // namespace

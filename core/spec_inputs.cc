@@ -1,0 +1,55 @@
+#include "core/spec_inputs.h"
+
+#include <fmt/format.h>
+
+#include "core/presets.h"
+
+namespace loom {
+
+namespace {
+
+Status check_sizes(const SpecInputs& in, const ClusterSpec& cluster) {
+  if (in.gpus < 1) return make_error(fmt::format("--gpus: {} must be at least 1", in.gpus));
+  if (in.gpus > (1LL << 20)) return make_error(fmt::format("--gpus: {} is more GPUs than any cluster has", in.gpus));
+  if (in.global_batch < 1) return make_error(fmt::format("--global-batch: {} must be at least 1", in.global_batch));
+  if (in.global_batch > (1LL << 30))
+    return make_error(fmt::format("--global-batch: {} is absurdly large", in.global_batch));
+  if (in.seq < 0) return make_error(fmt::format("--seq: {} must be positive", in.seq));
+  if (in.seq > (1LL << 24)) return make_error(fmt::format("--seq: {} is absurdly long", in.seq));
+  if (in.tokens < 0) return make_error(fmt::format("--tokens: {} must not be negative", in.tokens));
+  const long long nodes = (in.gpus + cluster.gpus_per_node - 1) / cluster.gpus_per_node;
+  if (cluster.max_nodes > 0 && nodes > cluster.max_nodes)
+    return make_error(fmt::format("--gpus: {} GPUs need {} nodes but cluster '{}' has {}", in.gpus, nodes, cluster.name,
+                                  cluster.max_nodes));
+  if (in.grad_bytes != 0 && in.grad_bytes != 2 && in.grad_bytes != 4) return make_error("--grad-bytes: must be 2 or 4");
+  if (in.attention != "flash" && in.attention != "unfused")
+    return make_error(fmt::format("--attention: unknown kernel '{}' (flash, unfused)", in.attention));
+  return {};
+}
+
+}  // namespace
+
+Result<Specs> resolve_specs(const SpecInputs& in) {
+  Specs specs;
+  auto model = load_model(in.model);
+  if (!model) return model.error();
+  specs.model = std::move(*model);
+  auto cluster = load_cluster(in.cluster);
+  if (!cluster) return cluster.error();
+  specs.cluster = std::move(*cluster);
+  specs.cluster_name = in.cluster;
+  if (Status s = check_sizes(in, specs.cluster); !s) return s.error();
+
+  TrainingSpec& t = specs.training;
+  t.gpus = static_cast<int>(in.gpus);
+  t.global_batch = in.global_batch;
+  t.seq_len = in.seq > 0 ? static_cast<int>(in.seq) : specs.model.seq_len;
+  t.tokens = in.tokens;
+  t.allow_cross_node_tp = in.allow_cross_node_tp;
+  t.pipeline_sends_block = in.sync_pipeline_sends;
+  if (in.grad_bytes != 0) t.grad_bytes = in.grad_bytes;
+  t.attention = in.attention == "unfused" ? AttentionKernel::kUnfused : AttentionKernel::kFlash;
+  return specs;
+}
+
+}  // namespace loom

@@ -1,0 +1,55 @@
+// The inputs every command that takes specs shares (model, cluster, GPUs, batch, ...) as plain
+// values, resolved into the model, cluster and training specs with one clear line on bad input.
+// `loom` and `loom-gui` bind the same flags to these through for_each_spec_flag.
+#pragma once
+
+#include <string>
+
+#include "core/cluster_spec.h"
+#include "core/model_spec.h"
+#include "core/result.h"
+#include "core/training_spec.h"
+
+namespace loom {
+
+struct SpecInputs {
+  std::string model;    // preset name, Loom model JSON, or Hugging Face config.json
+  std::string cluster;  // preset name or cluster/cost file
+  long long gpus = 0;
+  long long global_batch = 0;
+  long long seq = 0;    // 0: the model's
+  double tokens = 0;    // token budget, for days to train; 0: none
+  std::string attention = "flash";
+  bool allow_cross_node_tp = false;
+  int grad_bytes = 0;   // 0: the default of TrainingSpec
+  bool sync_pipeline_sends = false;
+};
+
+struct Specs {
+  ModelSpec model;
+  ClusterSpec cluster;
+  TrainingSpec training;
+  std::string cluster_name;  // as given (preset name or path)
+};
+
+// Loads model and cluster and checks the sizes; errors name the flag ("--gpus: 0 must be at least 1").
+Result<Specs> resolve_specs(const SpecInputs& inputs);
+
+// Calls visit(flag, field, help, required) for every input in the order the help lists them;
+// `required` marks the inputs a command that needs specs cannot default (--model, --gpus, --global-batch).
+template <typename Visit>
+void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
+  visit("--model", in.model, "model preset, Loom model JSON, or Hugging Face config.json", true);
+  visit("--gpus", in.gpus, "number of GPUs (ranks)", true);
+  visit("--global-batch", in.global_batch, "sequences per optimizer step", true);
+  visit("--cluster", in.cluster, "cluster preset or cost file (JSON)", false);
+  visit("--seq", in.seq, "sequence length (default: the model's)", false);
+  visit("--tokens", in.tokens, "token budget, for days to train", false);
+  visit("--attention", in.attention, "attention kernel: flash or unfused", false);
+  visit("--allow-cross-node-tp", in.allow_cross_node_tp, "let tensor parallelism span nodes", false);
+  visit("--grad-bytes", in.grad_bytes, "bytes per gradient element (2 = bf16, 4 = fp32 main grads)", false);
+  visit("--sync-pipeline-sends", in.sync_pipeline_sends,
+        "a stage waits for its pipeline send before its next pass (Megatron-LM's batch_p2p_sync)", false);
+}
+
+}  // namespace loom

@@ -1,0 +1,97 @@
+#include "exec/profile/cost_file.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/presets.h"
+
+namespace loom::exec::profile {
+
+void add_softmax_points(KernelResults& k, const ModelSpec& model) {
+  std::vector<MemoryOpTiming> softmax;
+  for (const auto& op : k.memory_ops) {
+    if (op.op != "attention_core" && op.op != "attention_core_bwd") continue;
+    const bool bwd = op.op == "attention_core_bwd";
+    const double tokens = op.bytes / ((bwd ? 3.0 : 2.0) * 4.0 * model.heads * model.seq_len);
+    double matmuls = 0;
+    for (const auto& g : k.gemms)
+      if ((g.shape.op == "attention_qk" || g.shape.op == "attention_av") && g.shape.m == tokens &&
+          (g.shape.n == model.hidden || g.shape.k == model.hidden))
+        matmuls += (bwd ? 2.0 : 1.0) * g.seconds;  // the simulator charges 2 of each in the backward
+    if (matmuls > 0 && op.seconds > matmuls) softmax.push_back({bwd ? "softmax_bwd" : "softmax", op.bytes, op.seconds - matmuls});
+  }
+  k.memory_ops.insert(k.memory_ops.end(), softmax.begin(), softmax.end());
+}
+
+namespace {
+
+// The fastest GEMM measured is the device's peak; one rank is one device on its share of the host.
+void describe_device(ClusterSpec& c, const MeasuredMachine& m) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  c.name = fmt::format("measured-{}", host);
+  c.description = fmt::format("measured by loom profile: {} rank(s) × {} thread(s), one rank = one device", m.ranks,
+                              m.threads_per_rank);
+  c.gpus_per_node = static_cast<int>(std::max<unsigned>(cores, static_cast<unsigned>(m.local_ranks)));
+  c.max_nodes = m.ranks / std::max(1, m.local_ranks);
+  c.device.name = fmt::format("cpu-rank ({} thread(s))", m.threads_per_rank);
+  c.device.memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / cores;
+  double best = 0;
+  for (const auto& g : m.kernels->gemms) best = std::max(best, g.flops_per_s());
+  c.device.peak_flops = best;
+  c.device.memory_bandwidth_bytes_per_s = m.kernels->stream_bytes_per_s;
+}
+
+// One set of kernel timings into the tables, tagged with the ranks that ran at once.
+void add_kernel_tables(ClusterSpec& c, const MeasuredMachine& m, const KernelResults& k, int ranks_together) {
+  for (const auto& g : k.gemms) c.gemm_table.push_back({g.shape.m, g.shape.n, g.shape.k, g.seconds, ranks_together});
+  for (const auto& op : k.memory_ops)
+    if (std::find(m.layer_ops.begin(), m.layer_ops.end(), op.op) != m.layer_ops.end())
+      c.memory_op_table.push_back({op.op, op.bytes, op.seconds, ranks_together});
+  c.memory_op_table.push_back(
+      {"optimizer", m.optimizer_bytes_per_param * static_cast<double>(k.optimizer_params), k.optimizer_s, ranks_together});
+}
+
+}  // namespace
+
+ClusterSpec measured_cost_file(const MeasuredMachine& m) {
+  ClusterSpec c = *cluster_preset("local-cpu");  // schema defaults; every measured field is replaced
+  describe_device(c, m);
+  c.gemm_table.clear();
+  c.memory_op_table.clear();
+  // Ranks share a host's caches and memory bandwidth: a plan with one rank per node runs its
+  // element-wise ops and optimizer 1.2-1.7x faster than the all-ranks timings say (GEMMs barely
+  // change), so those plans read the timings of rank 0 alone.
+  add_kernel_tables(c, m, *m.kernels, m.alone != nullptr ? std::max(2, m.local_ranks) : 0);
+  if (m.alone != nullptr) add_kernel_tables(c, m, *m.alone, 1);
+  c.framework_reserve_bytes = 0;  // the CPU executor allocates nothing outside its tracked tensors
+  c.collective_points.clear();
+  c.collective_fits.clear();
+  for (const auto& t : *m.collectives) c.collective_points.push_back({t.collective, t.level, t.group_size, t.bytes, t.seconds});
+  return c;
+}
+
+Json measurements_json(const KernelResults& k, double optimizer_bytes_per_param) {
+  Json extra = Json::object();
+  Json ops = Json::array();
+  for (const auto& op : k.memory_ops) ops.push_back({{"op", op.op}, {"bytes", op.bytes}, {"seconds", op.seconds}});
+  ops.push_back({{"op", "optimizer"},
+                 {"bytes", optimizer_bytes_per_param * static_cast<double>(k.optimizer_params)},
+                 {"seconds", k.optimizer_s},
+                 {"params", k.optimizer_params}});
+  extra["memory_bound_ops"] = ops;
+  Json gemms = Json::array();
+  for (const auto& g : k.gemms)
+    gemms.push_back({{"op", g.shape.op}, {"m", g.shape.m}, {"n", g.shape.n}, {"k", g.shape.k}, {"calls", g.shape.calls},
+                     {"trans_a", g.shape.trans_a}, {"trans_b", g.shape.trans_b}, {"seconds", g.seconds}});
+  extra["gemms"] = gemms;
+  extra["stream_bandwidth_bytes_per_s"] = k.stream_bytes_per_s;
+  return extra;
+}
+
+}  // namespace loom::exec::profile

@@ -1,0 +1,51 @@
+// The measured half of a loom-cost/1 file, as `loom profile` assembles it on rank 0: the device
+// (the fastest GEMM as its peak, STREAM bandwidth), the GEMM, memory-bound-op and collective
+// tables tagged with how many ranks ran at once, and the raw measurements. Fitting the cost
+// model's parameters to these tables is the planner's (planner/calibrate.h: fit_measured_tables).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/json_io.h"
+#include "core/model_spec.h"
+#include "exec/profile/collective_profile.h"
+#include "exec/profile/kernel_profile.h"
+
+namespace loom::exec::profile {
+
+// Kernel timings taken by one set of ranks at once.
+struct KernelResults {
+  std::vector<GemmTiming> gemms;
+  std::vector<MemoryOpTiming> memory_ops;
+  double stream_bytes_per_s = 0;
+  double optimizer_s = 0;
+  std::int64_t optimizer_params = 0;
+};
+
+// The softmax of unfused attention, as its own points: the whole attention core minus its
+// per-head matmuls (which `k` timed as GEMMs).
+void add_softmax_points(KernelResults& k, const ModelSpec& model);
+
+struct MeasuredMachine {
+  const KernelResults* kernels = nullptr;  // every rank at once
+  const KernelResults* alone = nullptr;    // rank 0 with the others idle; null for one rank
+  const std::vector<CollectiveTiming>* collectives = nullptr;
+  int ranks = 1;                           // launched
+  int local_ranks = 1;                     // on this host
+  int threads_per_rank = 1;
+  double optimizer_bytes_per_param = 0;    // as the simulator charges the executor's optimizer step
+  // The memory-bound ops the cost model charges per layer: only these go into the table.
+  std::vector<std::string> layer_ops;
+};
+
+// Name, device and tables of the cost file (schema defaults from the local-cpu preset elsewhere);
+// the fitted parameters are left for fit_measured_tables.
+ClusterSpec measured_cost_file(const MeasuredMachine& machine);
+
+// Every kernel timing as measured (the file's "measurements"), for plots and re-fits.
+Json measurements_json(const KernelResults& k, double optimizer_bytes_per_param);
+
+}  // namespace loom::exec::profile

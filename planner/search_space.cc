@@ -1,0 +1,117 @@
+#include "planner/search_space.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace loom {
+
+namespace {
+
+// Each item parser returns the value or the error naming `flag`.
+Result<int> parse_int(const std::string& item, const char* flag) {
+  int value = 0;
+  auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+  if (ec != std::errc() || ptr != item.data() + item.size())
+    return make_error(fmt::format("{}: '{}' is not an integer", flag, item));
+  if (value < 0) return make_error(fmt::format("{}: {} must not be negative", flag, value));
+  return value;
+}
+
+Result<int> parse_positive(const std::string& item, const char* flag) {
+  auto value = parse_int(item, flag);
+  if (!value) return value;
+  if (*value < 1) return make_error(fmt::format("{}: {} must be at least 1", flag, *value));
+  if (*value > (1 << 24)) return make_error(fmt::format("{}: {} is absurdly large", flag, *value));
+  return value;
+}
+
+Result<int> parse_zero(const std::string& item, const char* flag) {
+  auto value = parse_int(item, flag);
+  if (value && *value > 3)
+    return make_error(fmt::format("{}: ZeRO stage {} does not exist (0, 1, 2 or 3)", flag, *value));
+  return value;
+}
+
+Result<Recompute> parse_recompute_item(const std::string& item, const char* flag) {
+  if (auto r = parse_recompute(item)) return *r;
+  return make_error(fmt::format("{}: unknown value '{}' (none, selective, full)", flag, item));
+}
+
+Result<bool> parse_sp_item(const std::string& item, const char* flag) {
+  if (item == "on" || item == "true" || item == "1") return true;
+  if (item == "off" || item == "false" || item == "0") return false;
+  return make_error(fmt::format("{}: unknown value '{}' (on, off)", flag, item));
+}
+
+Result<Schedule> parse_schedule_item(const std::string& item, const char* flag) {
+  if (auto s = parse_schedule(item)) return *s;
+  return make_error(fmt::format("{}: unknown schedule '{}' (gpipe, 1f1b, interleaved, zb)", flag, item));
+}
+
+// "4,8" into its items, each parsed; an empty text is an empty list (no restriction).
+template <typename T>
+Status split_list(const std::string& text, const char* flag, Result<T> (*parse_one)(const std::string&, const char*),
+                  std::vector<T>& values) {
+  if (text.empty()) return {};
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) return make_error(fmt::format("{}: empty value in list '{}'", flag, text));
+    auto value = parse_one(item, flag);
+    if (!value) return value.error();
+    values.push_back(*value);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return {};
+}
+
+template <typename T>
+Status single_value(const std::vector<T>& values, const char* flag, T fallback, T& out) {
+  if (values.size() > 1) return make_error(fmt::format("{} takes one value here, not a list", flag));
+  out = values.empty() ? fallback : values.front();
+  return {};
+}
+
+}  // namespace
+
+Result<SearchSpace> parse_search_space(const ConfigText& c) {
+  SearchSpace s;
+  for (Status status : {split_list<int>(c.tp, "--tp", parse_positive, s.tp),
+                        split_list<int>(c.pp, "--pp", parse_positive, s.pp),
+                        split_list<int>(c.dp, "--dp", parse_positive, s.dp),
+                        split_list<int>(c.zero, "--zero", parse_zero, s.zero),
+                        split_list<int>(c.micro_batch, "--micro-batch", parse_positive, s.micro_batch),
+                        split_list<int>(c.vpp, "--vpp", parse_positive, s.vpp),
+                        split_list<Recompute>(c.recompute, "--recompute", parse_recompute_item, s.recompute),
+                        split_list<bool>(c.sp, "--sp", parse_sp_item, s.sequence_parallel),
+                        split_list<Schedule>(c.schedule, "--schedule", parse_schedule_item, s.schedule)})
+    if (!status) return status.error();
+  return s;
+}
+
+Result<ParallelConfig> parse_parallel_config(const ConfigText& text, int gpus) {
+  auto space = parse_search_space(text);
+  if (!space) return space.error();
+  const SearchSpace& l = *space;
+  ParallelConfig c;
+  for (Status s : {single_value(l.tp, "--tp", 1, c.tp), single_value(l.pp, "--pp", 1, c.pp)})
+    if (!s) return s.error();
+  const int model_parallel = c.tp * c.pp;
+  const int dp = model_parallel > 0 && gpus % model_parallel == 0 ? gpus / model_parallel : 0;
+  for (Status s : {single_value(l.dp, "--dp", dp, c.dp), single_value(l.zero, "--zero", 0, c.zero),
+                   single_value(l.micro_batch, "--micro-batch", 1, c.micro_batch), single_value(l.vpp, "--vpp", 1, c.vpp),
+                   single_value(l.recompute, "--recompute", Recompute::kNone, c.recompute),
+                   single_value(l.sequence_parallel, "--sp", false, c.sequence_parallel)})
+    if (!s) return s.error();
+  const Schedule schedule = c.vpp > 1 ? Schedule::kInterleaved : Schedule::k1F1B;
+  if (Status s = single_value(l.schedule, "--schedule", schedule, c.schedule); !s) return s.error();
+  if (c.world_size() != gpus)
+    return make_error(fmt::format("tp {} × pp {} × dp {} = {} but --gpus is {}", c.tp, c.pp, c.dp,
+                                  static_cast<long long>(c.tp) * c.pp * c.dp, gpus));
+  return c;
+}
+
+}  // namespace loom

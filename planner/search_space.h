@@ -1,0 +1,39 @@
+// The parallel-config inputs (--tp ... --schedule) as the text a user types: one value or a comma
+// list each. Parsed into the planner's search restrictions, or into one configuration, with one
+// clear line naming the flag on bad input. `loom` and `loom-gui` read them identically.
+#pragma once
+
+#include <string>
+
+#include "core/parallel_config.h"
+#include "core/result.h"
+#include "planner/enumerate.h"
+
+namespace loom {
+
+struct ConfigText {
+  std::string tp, pp, dp, zero, micro_batch, vpp, recompute, sp, schedule;  // empty: not restricted
+};
+
+Result<SearchSpace> parse_search_space(const ConfigText& text);
+
+// One configuration: each field one value; unset ones default (tp, pp 1; dp gpus/(tp·pp); zero 0;
+// micro-batch 1; vpp 1; no recompute; no SP; 1F1B, or interleaved when vpp > 1). tp·pp·dp must be `gpus`.
+Result<ParallelConfig> parse_parallel_config(const ConfigText& text, int gpus);
+
+// Calls visit(flag, field, help) for every field; `lists` says each takes a comma list (`loom plan`).
+template <typename Visit>
+void for_each_config_flag(ConfigText& c, bool lists, Visit&& visit) {
+  const std::string each = lists ? " (one value or a comma list)" : "";
+  visit("--tp", c.tp, "tensor-parallel size" + each);
+  visit("--pp", c.pp, "pipeline-parallel size" + each);
+  visit("--dp", c.dp, "data-parallel size" + each);
+  visit("--zero", c.zero, "ZeRO stage 0-3" + each);
+  visit("--micro-batch", c.micro_batch, "sequences per micro-batch" + each);
+  visit("--vpp", c.vpp, "virtual pipeline chunks per stage" + each);
+  visit("--recompute", c.recompute, "none, selective or full" + each);
+  visit("--sp", c.sp, "sequence parallelism on or off" + each);
+  visit("--schedule", c.schedule, "gpipe, 1f1b, interleaved or zb" + each);
+}
+
+}  // namespace loom

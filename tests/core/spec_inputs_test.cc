@@ -1,0 +1,80 @@
+// core/spec_inputs.h: the spec inputs of every command resolved below the CLI, with the flag named
+// in every error.
+#include <gtest/gtest.h>
+
+#include "core/spec_inputs.h"
+
+namespace loom {
+namespace {
+
+SpecInputs llama_on_a100s() {
+  SpecInputs in;
+  in.model = "llama2-7b";
+  in.cluster = "dgx-a100-80gb";
+  in.gpus = 16;
+  in.global_batch = 64;
+  return in;
+}
+
+TEST(ResolveSpecs, LoadsPresetsAndFillsTheTrainingSpec) {
+  SpecInputs in = llama_on_a100s();
+  in.seq = 2048;
+  in.tokens = 1e12;
+  in.attention = "unfused";
+  in.grad_bytes = 4;
+  in.sync_pipeline_sends = true;
+  auto specs = resolve_specs(in);
+  ASSERT_TRUE(specs) << specs.error().message;
+  EXPECT_EQ(specs->model.name, "llama2-7b");
+  EXPECT_EQ(specs->cluster_name, "dgx-a100-80gb");
+  EXPECT_EQ(specs->training.gpus, 16);
+  EXPECT_EQ(specs->training.global_batch, 64);
+  EXPECT_EQ(specs->training.seq_len, 2048);
+  EXPECT_DOUBLE_EQ(specs->training.tokens, 1e12);
+  EXPECT_EQ(specs->training.attention, AttentionKernel::kUnfused);
+  EXPECT_EQ(specs->training.grad_bytes, 4);
+  EXPECT_TRUE(specs->training.pipeline_sends_block);
+}
+
+TEST(ResolveSpecs, SequenceDefaultsToTheModels) {
+  auto specs = resolve_specs(llama_on_a100s());
+  ASSERT_TRUE(specs) << specs.error().message;
+  EXPECT_EQ(specs->training.seq_len, specs->model.seq_len);
+}
+
+TEST(ResolveSpecs, BadInputNamesTheFlagOnOneLine) {
+  struct Case {
+    void (*spoil)(SpecInputs&);
+    std::string expected;  // contained in the message
+  };
+  const Case cases[] = {
+      {[](SpecInputs& in) { in.gpus = 0; }, "--gpus: 0 must be at least 1"},
+      {[](SpecInputs& in) { in.global_batch = 0; }, "--global-batch: 0 must be at least 1"},
+      {[](SpecInputs& in) { in.attention = "paged"; }, "--attention: unknown kernel 'paged' (flash, unfused)"},
+      {[](SpecInputs& in) { in.grad_bytes = 3; }, "--grad-bytes: must be 2 or 4"},
+      {[](SpecInputs& in) { in.model = "llama2-7"; }, "did you mean 'llama2-7b'"},
+  };
+  for (const Case& c : cases) {
+    SpecInputs in = llama_on_a100s();
+    c.spoil(in);
+    auto specs = resolve_specs(in);
+    ASSERT_FALSE(specs.ok()) << c.expected;
+    EXPECT_FALSE(specs.error().internal());
+    EXPECT_NE(specs.error().message.find(c.expected), std::string::npos) << specs.error().message;
+    EXPECT_EQ(specs.error().message.find('\n'), std::string::npos);
+  }
+}
+
+TEST(SpecFlagTable, NamesEveryInputOnceAndMarksTheThreeACommandCannotDefault) {
+  SpecInputs in;
+  std::vector<std::string> flags, required;
+  for_each_spec_flag(in, [&](const char* flag, auto&, const char*, bool needed) {
+    flags.push_back(flag);
+    if (needed) required.push_back(flag);
+  });
+  EXPECT_EQ(flags.size(), 10u);
+  EXPECT_EQ(required, (std::vector<std::string>{"--model", "--gpus", "--global-batch"}));
+}
+
+}  // namespace
+}  // namespace loom
