@@ -10,7 +10,7 @@
 #include "core/parallel_config.h"
 #include "core/training_spec.h"
 #include "sim/cost_model.h"
-#include "sim/schedule.h"
+#include "core/schedule.h"
 #include "sim/step_graph.h"
 
 namespace loom::sim {
