@@ -192,15 +192,11 @@ std::string tables(const ClusterSpec& c, const KernelResults& k, const std::vect
                      "time", "algbw", "busbw");
     t += fmt::format("{:>14} {:>5} {:>10} {:>12} {:>11} {:>11} {:>8} {:>8}\n", "", "", "", "(B)", "(elements)", "(us)", "(GB/s)",
                      "(GB/s)");
-    const std::map<std::string, sim::Collective> kinds = {{"all_reduce", sim::Collective::kAllReduce},
-                                                          {"reduce_scatter", sim::Collective::kReduceScatter},
-                                                          {"all_gather", sim::Collective::kAllGather},
-                                                          {"send_recv", sim::Collective::kSendRecv}};
     for (const auto& x : coll) {
       const double algbw = x.bytes / x.seconds / 1e9;
       t += fmt::format("{:>14} {:>5} {:>10} {:>12.0f} {:>11.0f} {:>11.2f} {:>8.3f} {:>8.3f}\n", x.collective, x.group_size,
                        x.level, x.bytes, x.bytes / 4, x.seconds * 1e6, algbw,
-                       algbw * sim::bus_factor(kinds.at(x.collective), x.group_size));
+                       algbw * sim::bus_factor(collective_named(x.collective), x.group_size));
     }
     t += "#\n# α–β fits (least squares on relative residuals), one line per size regime (protocol, cache or DRAM):\n"
          "#   t = steps(n)·α + bus_factor(n)·S / busbw\n";

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -98,6 +99,13 @@ inline std::optional<PositionEmbedding> parse_position_embedding(std::string_vie
 }
 inline std::optional<AttentionKernel> parse_attention_kernel(std::string_view s) {
   return parse_in<AttentionKernel>(kAttentionKernelNames, s);
+}
+
+// A collective name that a reader has already checked (a cost file's points and fits): an unknown
+// one here is a broken invariant, a bug in Loom, not bad input.
+inline Collective collective_named(std::string_view s) {
+  if (auto c = parse_collective(s)) return *c;
+  throw std::logic_error("collective name '" + std::string(s) + "' was not checked when its file was read");
 }
 
 }  // namespace loom

@@ -55,24 +55,20 @@ void fit_kernels(ClusterSpec& c) {
 void fit_collectives(ClusterSpec& c) {
   std::map<std::tuple<std::string, std::string, int>, std::vector<std::pair<double, double>>> grouped;
   for (const auto& t : c.collective_points) grouped[{t.collective, t.level, t.group_size}].emplace_back(t.bytes, t.seconds);
-  const std::map<std::string, sim::Collective> kinds = {{"all_reduce", sim::Collective::kAllReduce},
-                                                        {"reduce_scatter", sim::Collective::kReduceScatter},
-                                                        {"all_gather", sim::Collective::kAllGather},
-                                                        {"send_recv", sim::Collective::kSendRecv}};
   c.collective_fits.clear();
   for (const auto& [key, points] : grouped) {
     const auto& [name, level, n] = key;
-    const sim::RegimeFit regimes = sim::fit_alpha_beta_regimes(kinds.at(name), n, points);
+    const sim::RegimeFit regimes = sim::fit_alpha_beta_regimes(collective_named(name), n, points);
     for (const auto& r : regimes.regimes)
       c.collective_fits.push_back({name, level, n, r.ab.alpha_s, r.ab.bus_bandwidth_bytes_per_s, r.ab.r2, r.min_bytes, r.max_bytes});
-    const sim::AlphaBeta one_line = sim::fit_alpha_beta(kinds.at(name), n, points);
+    const sim::AlphaBeta one_line = sim::fit_alpha_beta(collective_named(name), n, points);
     c.provenance[fmt::format("alpha_beta_r2_{}_{}_{}", name, level, n)] = fmt::format("{:.5f}", regimes.r2);
     c.provenance[fmt::format("alpha_beta_r2_one_line_{}_{}_{}", name, level, n)] = fmt::format("{:.5f}", one_line.r2);
-    if (name == "send_recv") {
+    if (collective_named(name) == Collective::kSendRecv) {
       // Pipeline sends without measured points fall back to the link figures: one line for all sizes.
       LinkSpec link{one_line.bus_bandwidth_bytes_per_s, one_line.alpha_s};
-      (level == "intra_node" ? c.intra_node : c.inter_node) = link;
-      if (level == "intra_node" && c.max_nodes <= 1) c.inter_node = link;  // one host: no other link exists
+      (level == to_string(LinkLevel::kIntraNode) ? c.intra_node : c.inter_node) = link;
+      if (level == to_string(LinkLevel::kIntraNode) && c.max_nodes <= 1) c.inter_node = link;  // one host: no other link exists
     }
   }
 }
