@@ -113,13 +113,10 @@ Result<ParallelConfig> config_from_json(const Json& json) {
   if (!r.ok()) return make_error(r.error());
   auto recompute = parse_recompute(rc);
   if (!recompute)
-    return make_error(fmt::format("config: unknown recompute '{}' ({}, {}, {})", rc, to_string(Recompute::kNone),
-                                  to_string(Recompute::kSelective), to_string(Recompute::kFull)));
+    return make_error(fmt::format("config: unknown recompute '{}' ({})", rc, recompute_names()));
   auto schedule = parse_schedule(sched);
   if (!schedule)
-    return make_error(fmt::format("config: unknown schedule '{}' ({}, {}, {}, {})", sched, to_string(Schedule::kGPipe),
-                                  to_string(Schedule::k1F1B), to_string(Schedule::kInterleaved),
-                                  to_string(Schedule::kZeroBubble)));
+    return make_error(fmt::format("config: unknown schedule '{}' ({})", sched, schedule_names()));
   c.recompute = *recompute;
   c.schedule = *schedule;
   return c;

@@ -31,6 +31,9 @@ const char* to_string(Schedule schedule) { return name_in<Schedule>(kScheduleNam
 std::optional<Recompute> parse_recompute(std::string_view text) { return parse_in<Recompute>(kRecomputeNames, text); }
 std::optional<Schedule> parse_schedule(std::string_view text) { return parse_in<Schedule>(kScheduleNames, text); }
 
+std::string recompute_names() { return one_of<Recompute>(kRecomputeNames); }
+std::string schedule_names() { return one_of<Schedule>(kScheduleNames); }
+
 std::string describe(const ParallelConfig& c) {
   return fmt::format("tp{} pp{} dp{} zero{} mb{} vpp{} recompute={} sp={} {}", c.tp, c.pp, c.dp, c.zero,
                      c.micro_batch, c.vpp, to_string(c.recompute), c.sequence_parallel ? "on" : "off",

@@ -47,6 +47,9 @@ const char* to_string(Recompute recompute);
 const char* to_string(Schedule schedule);
 std::optional<Recompute> parse_recompute(std::string_view text);
 std::optional<Schedule> parse_schedule(std::string_view text);
+// The canonical names, for error messages: "none, selective or full".
+std::string recompute_names();
+std::string schedule_names();
 
 // "tp8 pp16 dp8 z1 mb1 v1 sel sp 1f1b": compact one-line label used in logs and explanations.
 std::string describe(const ParallelConfig& config);

@@ -22,8 +22,8 @@ Status check_sizes(const SpecInputs& in, const ClusterSpec& cluster) {
     return make_error(fmt::format("--gpus: {} GPUs need {} nodes but cluster '{}' has {}", in.gpus, nodes, cluster.name,
                                   cluster.max_nodes));
   if (in.grad_bytes != 0 && in.grad_bytes != 2 && in.grad_bytes != 4) return make_error("--grad-bytes: must be 2 or 4");
-  if (in.attention != "flash" && in.attention != "unfused")
-    return make_error(fmt::format("--attention: unknown kernel '{}' (flash, unfused)", in.attention));
+  if (!parse_attention_kernel(in.attention))
+    return make_error(fmt::format("--attention: unknown kernel '{}' ({})", in.attention, one_of<AttentionKernel>()));
   return {};
 }
 
@@ -48,7 +48,7 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
   t.allow_cross_node_tp = in.allow_cross_node_tp;
   t.pipeline_sends_block = in.sync_pipeline_sends;
   if (in.grad_bytes != 0) t.grad_bytes = in.grad_bytes;
-  t.attention = in.attention == "unfused" ? AttentionKernel::kUnfused : AttentionKernel::kFlash;
+  t.attention = *parse_attention_kernel(in.attention);
   return specs;
 }
 

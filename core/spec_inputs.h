@@ -19,7 +19,7 @@ struct SpecInputs {
   long long global_batch = 0;
   long long seq = 0;    // 0: the model's
   double tokens = 0;    // token budget, for days to train; 0: none
-  std::string attention = "flash";
+  std::string attention = to_string(AttentionKernel::kFlash);
   bool allow_cross_node_tp = false;
   int grad_bytes = 0;   // 0: the default of TrainingSpec
   bool sync_pipeline_sends = false;

@@ -87,7 +87,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   tokens_b_->setToolTip(tr("token budget, for days to train"));
   form->addRow(tr("Budget"), tokens_b_);
   attention_ = new QComboBox;
-  attention_->addItems({"flash", "unfused"});
+  attention_->addItems({to_string(AttentionKernel::kFlash), to_string(AttentionKernel::kUnfused)});
   form->addRow(tr("Attention"), attention_);
   cross_node_tp_ = new QCheckBox(tr("allow TP across nodes"));
   form->addRow(QString(), cross_node_tp_);

@@ -35,7 +35,7 @@ Result<int> parse_zero(const std::string& item, const char* flag) {
 
 Result<Recompute> parse_recompute_item(const std::string& item, const char* flag) {
   if (auto r = parse_recompute(item)) return *r;
-  return make_error(fmt::format("{}: unknown value '{}' (none, selective, full)", flag, item));
+  return make_error(fmt::format("{}: unknown value '{}' ({})", flag, item, recompute_names()));
 }
 
 Result<bool> parse_sp_item(const std::string& item, const char* flag) {
@@ -46,7 +46,7 @@ Result<bool> parse_sp_item(const std::string& item, const char* flag) {
 
 Result<Schedule> parse_schedule_item(const std::string& item, const char* flag) {
   if (auto s = parse_schedule(item)) return *s;
-  return make_error(fmt::format("{}: unknown schedule '{}' (gpipe, 1f1b, interleaved, zb)", flag, item));
+  return make_error(fmt::format("{}: unknown schedule '{}' ({})", flag, item, schedule_names()));
 }
 
 // "4,8" into its items, each parsed; an empty text is an empty list (no restriction).

@@ -50,7 +50,7 @@ TEST(ResolveSpecs, BadInputNamesTheFlagOnOneLine) {
   const Case cases[] = {
       {[](SpecInputs& in) { in.gpus = 0; }, "--gpus: 0 must be at least 1"},
       {[](SpecInputs& in) { in.global_batch = 0; }, "--global-batch: 0 must be at least 1"},
-      {[](SpecInputs& in) { in.attention = "paged"; }, "--attention: unknown kernel 'paged' (flash, unfused)"},
+      {[](SpecInputs& in) { in.attention = "paged"; }, "--attention: unknown kernel 'paged' (flash or unfused)"},
       {[](SpecInputs& in) { in.grad_bytes = 3; }, "--grad-bytes: must be 2 or 4"},
       {[](SpecInputs& in) { in.model = "llama2-7"; }, "did you mean 'llama2-7b'"},
   };
