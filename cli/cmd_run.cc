@@ -106,13 +106,6 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
                                                           : std::string("this loom was built without MPI")));
   if (Status legal = exec::check_runnable(t.model, t.training, c); !legal)
     throw InputError(fmt::format("layout {}: {}", describe(c), legal.error().message));
-  const std::int64_t per_step = static_cast<std::int64_t>(c.dp) * c.micro_batch;
-  if (t.training.global_batch % per_step != 0)
-    throw InputError(fmt::format("global batch {} is not a multiple of dp {} × micro-batch {}", t.training.global_batch,
-                                 c.dp, c.micro_batch));
-  const std::int64_t micro_batches = t.training.global_batch / per_step;
-  if (c.schedule == Schedule::kInterleaved && micro_batches % c.pp != 0)
-    throw InputError(fmt::format("the interleaved schedule needs micro-batches ({}) divisible by pp ({})", micro_batches, c.pp));
   if (o.steps < 1) throw InputError(fmt::format("--steps: {} must be at least 1", o.steps));
   if (o.save_every < 0) throw InputError("--save-every must not be negative");
   if ((o.save_every > 0 || o.resume) && o.checkpoint_dir.empty())

@@ -20,7 +20,7 @@ Result<std::vector<StageProgram>> make_schedule(Schedule schedule, int pp, int m
                                       micro_batches, pp));
       return interleaved_schedule(pp, micro_batches, vpp);
   }
-  return make_error("unknown schedule");
+  return make_internal_error("make_schedule: a Schedule value with no generator");
 }
 
 std::string format_program(const StageProgram& program) {

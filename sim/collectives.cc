@@ -8,6 +8,8 @@
 
 #include <Eigen/Dense>
 
+#include "core/stats.h"
+
 namespace loom::sim {
 
 double alpha_beta_time(const AlphaBeta& ab, Collective c, int n, double bytes) {
@@ -34,6 +36,18 @@ double bus_factor(Collective c, int n) {
   return 1.0;
 }
 
+namespace {
+
+// R² of predicted seconds against the measured (bytes, seconds) points.
+double r2_of(const std::vector<std::pair<double, double>>& points, const std::vector<double>& predicted) {
+  std::vector<double> measured;
+  measured.reserve(points.size());
+  for (const auto& point : points) measured.push_back(point.second);
+  return r_squared(measured, predicted);
+}
+
+}  // namespace
+
 AlphaBeta fit_alpha_beta(Collective c, int n, const std::vector<std::pair<double, double>>& points) {
   // t = steps·α + factor·S·(1/B): linear in (α, 1/B). Relative residuals, so that the small
   // messages (latency-bound) count as much as the large ones (bandwidth-bound).
@@ -51,34 +65,12 @@ AlphaBeta fit_alpha_beta(Collective c, int n, const std::vector<std::pair<double
   ab.alpha_s = std::max(0.0, x(0));
   ab.bus_bandwidth_bytes_per_s = x(1) > 0 ? 1.0 / x(1) : 1e30;
   // R² of the fitted times against the measured ones.
-  double mean = 0;
-  for (const auto& p : points) mean += p.second;
-  mean /= static_cast<double>(points.size());
-  double ss_res = 0, ss_tot = 0;
-  for (const auto& [bytes, seconds] : points) {
-    const double predicted = alpha_beta_time(ab, c, n, bytes);
-    ss_res += (seconds - predicted) * (seconds - predicted);
-    ss_tot += (seconds - mean) * (seconds - mean);
-  }
-  ab.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
+  std::vector<double> predicted;
+  predicted.reserve(points.size());
+  for (const auto& point : points) predicted.push_back(alpha_beta_time(ab, c, n, point.first));
+  ab.r2 = r2_of(points, predicted);
   return ab;
 }
-
-namespace {
-
-double r2_of(const std::vector<std::pair<double, double>>& points, const std::vector<double>& predicted) {
-  double mean = 0;
-  for (const auto& p : points) mean += p.second;
-  mean /= static_cast<double>(points.size());
-  double ss_res = 0, ss_tot = 0;
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    ss_res += (points[i].second - predicted[i]) * (points[i].second - predicted[i]);
-    ss_tot += (points[i].second - mean) * (points[i].second - mean);
-  }
-  return ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
-}
-
-}  // namespace
 
 RegimeFit fit_alpha_beta_regimes(Collective c, int n, std::vector<std::pair<double, double>> points, int max_regimes,
                                  int min_points) {
