@@ -28,20 +28,6 @@ struct Case {
   const char* model = "micro";
 };
 
-ParallelConfig make(int tp, int pp, int dp, int zero, Recompute recompute = Recompute::kNone, bool sp = false,
-                    Schedule schedule = Schedule::k1F1B, int vpp = 1) {
-  ParallelConfig c;
-  c.tp = tp;
-  c.pp = pp;
-  c.dp = dp;
-  c.zero = zero;
-  c.recompute = recompute;
-  c.sequence_parallel = sp;
-  c.schedule = schedule;
-  c.vpp = vpp;
-  return c;
-}
-
 constexpr int kGlobalBatch = 8;
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -62,15 +48,14 @@ void check_against_memory_model(const Case& c) {
   auto model = read_json_file(test_model(c.model));
   ASSERT_TRUE(model.ok());
   const ModelSpec spec = *model_from_json(*model);
-  TrainingSpec training;
-  training.gpus = c.ranks;
-  training.global_batch = kGlobalBatch;
-  training.seq_len = spec.seq_len;
-  training.param_bytes = 4;
-  training.grad_bytes = 4;
-  training.optimizer_bytes = 8;
-  training.activation_bytes = 4;
-  training.attention = AttentionKernel::kUnfused;
+  TrainingSpec training{.gpus = c.ranks,
+                        .global_batch = kGlobalBatch,
+                        .seq_len = spec.seq_len,
+                        .param_bytes = 4,
+                        .grad_bytes = 4,
+                        .optimizer_bytes = 8,
+                        .activation_bytes = 4,
+                        .attention = AttentionKernel::kUnfused};
   const MemoryReport estimate = estimate_memory(spec, training, c.config, *cluster_preset("local-cpu"));
 
   for (const Json& rank : peaks["ranks"]) {
@@ -113,33 +98,33 @@ TEST_P(ExecMemoryModel, MeasuredPeaksMatchEstimate) { check_against_memory_model
 
 INSTANTIATE_TEST_SUITE_P(
     Configs, ExecMemoryModel,
-    ::testing::Values(Case{"SingleRank", 1, "", make(1, 1, 1, 0)},
-                      Case{"DP2_ZeRO1", 2, "--dp 2 --zero 1", make(1, 1, 2, 1)},
-                      Case{"DP2_ZeRO2", 2, "--dp 2 --zero 2", make(1, 1, 2, 2)},
-                      Case{"DP2_ZeRO3", 2, "--dp 2 --zero 3", make(1, 1, 2, 3)},
-                      Case{"TP2", 2, "--tp 2", make(2, 1, 1, 0)},
-                      Case{"TP2_SP", 2, "--tp 2 --sp on", make(2, 1, 1, 0, Recompute::kNone, true)},
-                      Case{"PP2_1F1B", 2, "--pp 2", make(1, 2, 1, 0)},
+    ::testing::Values(Case{"SingleRank", 1, "", ParallelConfig{}},
+                      Case{"DP2_ZeRO1", 2, "--dp 2 --zero 1", ParallelConfig{.dp = 2, .zero = 1}},
+                      Case{"DP2_ZeRO2", 2, "--dp 2 --zero 2", ParallelConfig{.dp = 2, .zero = 2}},
+                      Case{"DP2_ZeRO3", 2, "--dp 2 --zero 3", ParallelConfig{.dp = 2, .zero = 3}},
+                      Case{"TP2", 2, "--tp 2", ParallelConfig{.tp = 2}},
+                      Case{"TP2_SP", 2, "--tp 2 --sp on", ParallelConfig{.tp = 2, .sequence_parallel = true}},
+                      Case{"PP2_1F1B", 2, "--pp 2", ParallelConfig{.pp = 2}},
                       Case{"PP2_GPipe", 2, "--pp 2 --schedule gpipe",
-                           make(1, 2, 1, 0, Recompute::kNone, false, Schedule::kGPipe)},
+                           ParallelConfig{.pp = 2, .schedule = Schedule::kGPipe}},
                       Case{"PP2_VPP2_Interleaved", 2, "--pp 2 --vpp 2 --schedule interleaved",
-                           make(1, 2, 1, 0, Recompute::kNone, false, Schedule::kInterleaved, 2)},
-                      Case{"Selective", 1, "--recompute selective", make(1, 1, 1, 0, Recompute::kSelective)},
-                      Case{"TP2xPP2xDP2_ZeRO1", 8, "--tp 2 --pp 2 --dp 2 --zero 1", make(2, 2, 2, 1)},
+                           ParallelConfig{.pp = 2, .vpp = 2, .schedule = Schedule::kInterleaved}},
+                      Case{"Selective", 1, "--recompute selective", ParallelConfig{.recompute = Recompute::kSelective}},
+                      Case{"TP2xPP2xDP2_ZeRO1", 8, "--tp 2 --pp 2 --dp 2 --zero 1", ParallelConfig{.tp = 2, .pp = 2, .dp = 2, .zero = 1}},
                       // Dropout masks (1 byte per value) and the dropped softmax output.
-                      Case{"Dropout", 1, "", make(1, 1, 1, 0), "micro_dropout"},
+                      Case{"Dropout", 1, "", ParallelConfig{}, "micro_dropout"},
                       Case{"Dropout_TP2_SP_PP2", 4, "--tp 2 --sp on --pp 2",
-                           make(2, 2, 1, 0, Recompute::kNone, true), "micro_dropout"},
+                           ParallelConfig{.tp = 2, .pp = 2, .sequence_parallel = true}, "micro_dropout"},
                       // The softmax output rebuilt in the backward, with its dropout mask and output.
-                      Case{"Dropout_Selective", 1, "--recompute selective", make(1, 1, 1, 0, Recompute::kSelective),
+                      Case{"Dropout_Selective", 1, "--recompute selective", ParallelConfig{.recompute = Recompute::kSelective},
                            "micro_dropout"},
                       // Middle stages: activations sent on, gradients received and sent back.
-                      Case{"PP4", 4, "--pp 4", make(1, 4, 1, 0)},
+                      Case{"PP4", 4, "--pp 4", ParallelConfig{.pp = 4}},
                       // SwiGLU, GQA, untied head: the layer's backward holds the most.
-                      Case{"Llama_DP2_ZeRO3", 2, "--dp 2 --zero 3", make(1, 1, 2, 3), "micro_llama"},
+                      Case{"Llama_DP2_ZeRO3", 2, "--dp 2 --zero 3", ParallelConfig{.dp = 2, .zero = 3}, "micro_llama"},
                       // A vocabulary larger than a layer: the embedding's forward (stage 0) and the
                       // untied head's backward (stage 1) gather and reduce the most.
-                      Case{"WideVocab_PP2xDP2_ZeRO3", 4, "--pp 2 --dp 2 --zero 3", make(1, 2, 2, 3),
+                      Case{"WideVocab_PP2xDP2_ZeRO3", 4, "--pp 2 --dp 2 --zero 3", ParallelConfig{.pp = 2, .dp = 2, .zero = 3},
                            "micro_wide_vocab"}),
     [](const auto& info) { return std::string(info.param.name); });
 
@@ -149,7 +134,7 @@ INSTANTIATE_TEST_SUITE_P(
 class ExecMemoryModelFullRecompute : public ::testing::TestWithParam<Case> {};
 TEST_P(ExecMemoryModelFullRecompute, MeasuredPeaksMatchEstimate) { check_against_memory_model(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Configs, ExecMemoryModelFullRecompute,
-                         ::testing::Values(Case{"Full", 1, "--recompute full", make(1, 1, 1, 0, Recompute::kFull)}),
+                         ::testing::Values(Case{"Full", 1, "--recompute full", ParallelConfig{.recompute = Recompute::kFull}}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

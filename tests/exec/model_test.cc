@@ -40,8 +40,7 @@ TEST_P(ExecReferenceModel, MatchesPyTorch) {
   ASSERT_TRUE(model.ok()) << model.error().message;
   const int batch = ref["batch"].get<int>(), seq = model->seq_len;
 
-  ParallelConfig config;
-  config.micro_batch = batch;
+  ParallelConfig config{.micro_batch = batch};
   ProcessGroups groups = single_rank_groups(config);
   CpuBackend backend;
   StageLayout layout = make_stage_layout(*model, config, 0, 0);

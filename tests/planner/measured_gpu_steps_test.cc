@@ -34,8 +34,7 @@ TEST(MeasuredGpuSteps, SimulatorAgreesWithH100AndH200Steps) {
     t.seq_len = model->seq_len;
     t.grad_bytes = 4;
     t.attention = AttentionKernel::kUnfused;
-    ParallelConfig c;
-    c.micro_batch = static_cast<int>(t.global_batch);
+    ParallelConfig c{.micro_batch = static_cast<int>(t.global_batch)};
     auto sim = sim::simulate(*model, t, c, cluster);
     ASSERT_TRUE(sim.ok()) << name << ": " << sim.error().message;
     const double measured_s = (*json)["step_ms"].get<double>() / 1e3;

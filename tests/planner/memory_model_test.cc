@@ -50,11 +50,7 @@ struct Korthikanti {
   ModelSpec model(const std::string& name) const {
     for (const auto& c : file["configs"]) {
       if (c["model"] != name) continue;
-      ModelSpec m;
-      m.name = name;
-      m.layers = c["layers"];
-      m.hidden = c["hidden"];
-      m.heads = c["heads"];
+      ModelSpec m{.name = name, .layers = c["layers"], .hidden = c["hidden"], .heads = c["heads"]};
       m.kv_heads = m.heads;
       m.ffn_hidden = 4 * m.hidden;
       m.vocab = file["common"]["vocab"];
@@ -152,9 +148,7 @@ TEST(MemoryModel, KorthikantiFigure7Ratios) {
 }
 
 TEST(MemoryModel, MicroBatchesInFlightPerSchedule) {
-  ParallelConfig c;
-  c.pp = 4;
-  c.schedule = Schedule::kGPipe;
+  ParallelConfig c{.pp = 4, .schedule = Schedule::kGPipe};
   EXPECT_DOUBLE_EQ(micro_batches_in_flight(c, 0, 16), 16);
   c.schedule = Schedule::k1F1B;
   EXPECT_DOUBLE_EQ(micro_batches_in_flight(c, 0, 16), 4);
@@ -169,12 +163,8 @@ TEST(MemoryModel, MicroBatchesInFlightPerSchedule) {
 TEST(MemoryModel, ZeroStagesShardWhatTheySay) {
   const ModelSpec m = *model_preset("llama2-7b");
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
-  TrainingSpec t;
-  t.gpus = 8;
-  t.global_batch = 64;
-  t.seq_len = 4096;
-  ParallelConfig c;
-  c.dp = 8;
+  TrainingSpec t{.gpus = 8, .global_batch = 64, .seq_len = 4096};
+  ParallelConfig c{.dp = 8};
   double previous_total = 1e30;
   for (int zero = 0; zero <= 3; ++zero) {
     c.zero = zero;
@@ -193,8 +183,7 @@ TEST(MemoryModel, GqaAndSwigluCountRealShapes) {
   const ModelSpec gqa = *model_preset("llama2-70b");
   ModelSpec mha = gqa;
   mha.kv_heads = mha.heads;
-  TrainingSpec t;
-  t.seq_len = 4096;
+  TrainingSpec t{.seq_len = 4096};
   ParallelConfig c;
   const double s = 4096, h = gqa.hidden;
   const double saved = activation_bytes_per_layer(mha, t, c) - activation_bytes_per_layer(gqa, t, c);
@@ -204,13 +193,8 @@ TEST(MemoryModel, GqaAndSwigluCountRealShapes) {
 TEST(MemoryModel, FirstAndLastStagesCarryEmbeddingAndHead) {
   const ModelSpec m = *model_preset("llama3-8b");
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
-  TrainingSpec t;
-  t.gpus = 4;
-  t.global_batch = 8;
-  t.seq_len = 8192;
-  ParallelConfig c;
-  c.pp = 4;
-  c.micro_batch = 1;
+  TrainingSpec t{.gpus = 4, .global_batch = 8, .seq_len = 8192};
+  ParallelConfig c{.pp = 4, .micro_batch = 1};
   const MemoryReport r = estimate_memory(m, t, c, cluster);
   ASSERT_EQ(r.stages.size(), 4u);
   EXPECT_GT(r.stages[0].param_count, r.stages[1].param_count);
@@ -225,13 +209,8 @@ TEST(MemoryModel, FirstAndLastStagesCarryEmbeddingAndHead) {
 // terms against the executor's measured peaks.
 TEST(MemoryModel, ZeroBuffersHoldGatheredUnitsAndUnshardedGradients) {
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
-  TrainingSpec t;
-  t.gpus = 8;
-  t.global_batch = 64;
-  t.seq_len = 4096;
-  ParallelConfig c;
-  c.dp = 8;
-  c.zero = 3;
+  TrainingSpec t{.gpus = 8, .global_batch = 64, .seq_len = 4096};
+  ParallelConfig c{.dp = 8, .zero = 3};
   const ModelSpec llama2 = *model_preset("llama2-7b");  // a layer (202 M) outweighs the head (131 M)
   const double layer = layer_params_per_tp_rank(llama2, 1);
   EXPECT_DOUBLE_EQ(estimate_memory(llama2, t, c, cluster).stages[0].buffers_bytes, 2.0 * layer * 2 + layer * 2);
@@ -246,12 +225,8 @@ TEST(MemoryModel, ZeroBuffersHoldGatheredUnitsAndUnshardedGradients) {
 
 TEST(MemoryModel, PipelineBuffersPerStage) {
   const ModelSpec m = *model_preset("llama2-7b");
-  TrainingSpec t;
-  t.gpus = 4;
-  t.global_batch = 16;
-  t.seq_len = 4096;
-  ParallelConfig c;
-  c.pp = 4;
+  TrainingSpec t{.gpus = 4, .global_batch = 16, .seq_len = 4096};
+  ParallelConfig c{.pp = 4};
   const MemoryReport r = estimate_memory(m, t, c, *cluster_preset("dgx-a100-80gb"));
   const double message = 2.0 * 4096 * m.hidden;  // one micro-batch's [s·b, h] at 2 bytes
   // Activations sent on and the gradient received (not on the last stage), gradients sent back
@@ -265,8 +240,7 @@ TEST(MemoryModel, PipelineBuffersPerStage) {
 
 TEST(MemoryModel, WorkspaceIsTheMlpBackwardsTemporaries) {
   const ModelSpec m = *model_preset("llama2-7b");
-  TrainingSpec t;
-  t.seq_len = 4096;
+  TrainingSpec t{.seq_len = 4096};
   ParallelConfig c;
   // Output and residual gradients (h each), SwiGLU's input gradient (2f) beside its output's (f).
   const double per_token = 2.0 * m.hidden + 3.0 * m.ffn_hidden;

@@ -14,10 +14,7 @@ namespace {
 TEST(Search, RanksByStepTimeAndEveryRowFits) {
   const ModelSpec m = *model_preset("llama2-7b");
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
-  TrainingSpec t;
-  t.gpus = 16;
-  t.global_batch = 64;
-  t.seq_len = 4096;
+  TrainingSpec t{.gpus = 16, .global_batch = 64, .seq_len = 4096};
   auto r = search_plans(m, t, cluster, {});
   ASSERT_TRUE(r.ok()) << r.error().message;
   ASSERT_FALSE(r->plans.empty());
@@ -37,11 +34,7 @@ TEST(Search, APlanRowFromADetailedSimulationIsTheSearchsRow) {
   // `loom sim` simulates once, keeping the graph for its trace, and makes its row from that.
   const ModelSpec m = *model_preset("llama2-7b");
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
-  TrainingSpec t;
-  t.gpus = 16;
-  t.global_batch = 64;
-  t.seq_len = 4096;
-  t.tokens = 1e12;
+  TrainingSpec t{.gpus = 16, .global_batch = 64, .seq_len = 4096, .tokens = 1e12};
   ParallelConfig c;
   c.tp = 2, c.pp = 2, c.dp = 4, c.zero = 1, c.micro_batch = 1, c.schedule = Schedule::k1F1B;
   const MemoryReport memory = estimate_memory(m, t, c, cluster);
@@ -60,10 +53,7 @@ TEST(Search, APlanRowFromADetailedSimulationIsTheSearchsRow) {
 TEST(Search, OutOfMemoryIsExplained) {
   const ModelSpec m = *model_preset("gpt3-175b");
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
-  TrainingSpec t;
-  t.gpus = 8;
-  t.global_batch = 8;
-  t.seq_len = 2048;
+  TrainingSpec t{.gpus = 8, .global_batch = 8, .seq_len = 2048};
   auto r = search_plans(m, t, cluster, {});
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_TRUE(r->plans.empty());  // 175B needs ~2.8 TB of model states: never fits on 8 GPUs
@@ -78,10 +68,7 @@ TEST(Search, OutOfMemoryIsExplained) {
 TEST(Search, JsonHasTheDesignFields) {
   const ModelSpec m = *model_preset("llama2-7b");
   const ClusterSpec cluster = *cluster_preset("dgx-h100");
-  TrainingSpec t;
-  t.gpus = 8;
-  t.global_batch = 32;
-  t.seq_len = 4096;
+  TrainingSpec t{.gpus = 8, .global_batch = 32, .seq_len = 4096};
   auto r = search_plans(m, t, cluster, {});
   ASSERT_TRUE(r.ok());
   const Json j = format_json(*r, 3);

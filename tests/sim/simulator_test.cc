@@ -36,10 +36,7 @@ std::vector<Case> cases() {
 }
 
 TrainingSpec training_for(const Case& c, const ModelSpec& m) {
-  TrainingSpec t;
-  t.gpus = c.config.world_size();
-  t.global_batch = c.global_batch;
-  t.seq_len = m.seq_len;
+  TrainingSpec t{.gpus = c.config.world_size(), .global_batch = c.global_batch, .seq_len = m.seq_len};
   return t;
 }
 
@@ -84,18 +81,12 @@ TEST(Simulator, MoreBandwidthOrFlopsIsNeverSlower) {
 TEST(Simulator, MoreMicroBatchesNeverRaiseTheBubble) {
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
   const ModelSpec m = *model_preset("llama2-13b");
-  ParallelConfig c;
-  c.tp = 2;
-  c.pp = 4;
-  c.dp = 1;
+  ParallelConfig c{.tp = 2, .pp = 4, .dp = 1};
   for (Schedule s : {Schedule::kGPipe, Schedule::k1F1B, Schedule::kZeroBubble}) {
     c.schedule = s;
     double previous = 1.0;
     for (long long m_count : {4, 8, 16, 32, 64}) {
-      TrainingSpec t;
-      t.gpus = 8;
-      t.global_batch = m_count;
-      t.seq_len = 4096;
+      TrainingSpec t{.gpus = 8, .global_batch = m_count, .seq_len = 4096};
       auto r = simulate(m, t, c, cluster);
       ASSERT_TRUE(r.ok()) << r.error().message;
       EXPECT_LE(r->bubble_fraction, previous + 1e-12) << to_string(s) << " m=" << m_count;
@@ -107,12 +98,8 @@ TEST(Simulator, MoreMicroBatchesNeverRaiseTheBubble) {
 TEST(Simulator, RecomputeCostsTimeAndMetricsAreConsistent) {
   const ClusterSpec cluster = *cluster_preset("dgx-h100");
   const ModelSpec m = *model_preset("llama3-8b");
-  TrainingSpec t;
-  t.gpus = 8;
-  t.global_batch = 16;
-  t.seq_len = 8192;
-  ParallelConfig c;
-  c.tp = 8;
+  TrainingSpec t{.gpus = 8, .global_batch = 16, .seq_len = 8192};
+  ParallelConfig c{.tp = 8};
   auto none = simulate(m, t, c, cluster);
   c.recompute = Recompute::kFull;
   auto full = simulate(m, t, c, cluster);
@@ -129,10 +116,7 @@ TEST(Simulator, RecomputeCostsTimeAndMetricsAreConsistent) {
 TEST(Simulator, ThroughputCountsCoresModelFlopsAsLoomRunDoes) {
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
   const ModelSpec m = *model_preset("gpt3-175b");  // vocabulary 50257: TP padding would show
-  TrainingSpec t;
-  t.gpus = 64;
-  t.global_batch = 32;
-  t.seq_len = 2048;
+  TrainingSpec t{.gpus = 64, .global_batch = 32, .seq_len = 2048};
   ParallelConfig c;
   c.tp = 8, c.pp = 8, c.recompute = Recompute::kSelective;
   auto r = simulate(m, t, c, cluster);
@@ -146,12 +130,8 @@ TEST(Simulator, ThroughputCountsCoresModelFlopsAsLoomRunDoes) {
 TEST(Simulator, ZeroStagesTradeCommunication) {
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
   const ModelSpec m = *model_preset("llama2-7b");
-  TrainingSpec t;
-  t.gpus = 64;
-  t.global_batch = 64;
-  t.seq_len = 4096;
-  ParallelConfig c;
-  c.dp = 64;
+  TrainingSpec t{.gpus = 64, .global_batch = 64, .seq_len = 4096};
+  ParallelConfig c{.dp = 64};
   std::vector<SimResult> r;
   for (int zero = 0; zero <= 3; ++zero) {
     c.zero = zero;
@@ -179,17 +159,11 @@ TEST(Simulator, ZeroStagesTradeCommunication) {
 TEST(Simulator, BlockingPipelineSendsHoldTheStagesNextPass) {
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
   const ModelSpec m = *model_preset("llama2-13b");
-  TrainingSpec t;
-  t.gpus = 16;
-  t.global_batch = 16;
-  t.seq_len = 4096;
+  TrainingSpec t{.gpus = 16, .global_batch = 16, .seq_len = 4096};
   SimOptions keep;
   keep.keep_graph = true;
   for (Schedule schedule : {Schedule::kGPipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZeroBubble}) {
-    ParallelConfig c;
-    c.tp = 4;
-    c.pp = 4;
-    c.schedule = schedule;
+    ParallelConfig c{.tp = 4, .pp = 4, .schedule = schedule};
     c.vpp = schedule == Schedule::kInterleaved ? 2 : 1;
     bool overlapped[2] = {false, false};
     double step[2] = {0, 0};
@@ -222,12 +196,8 @@ TEST(Simulator, BlockingPipelineSendsHoldTheStagesNextPass) {
 TEST(Simulator, BadShapesAreErrorsNotCrashes) {
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
   const ModelSpec m = *model_preset("llama2-7b");
-  TrainingSpec t;
-  t.gpus = 8;
-  t.global_batch = 10;
-  t.seq_len = 4096;
-  ParallelConfig c;
-  c.dp = 8;
+  TrainingSpec t{.gpus = 8, .global_batch = 10, .seq_len = 4096};
+  ParallelConfig c{.dp = 8};
   EXPECT_FALSE(simulate(m, t, c, cluster).ok());  // 10 sequences over 8 replicas
   c.dp = 1;
   c.pp = 8;
@@ -250,13 +220,8 @@ TEST(CostModel, WeightGradientsAccumulateIntoTheMainGradBuffer) {
   const ModelSpec m = *model_preset("llama2-7b");
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
   const CollectiveModel collectives(cluster);
-  ParallelConfig c;
-  c.tp = 2;
-  TrainingSpec fp32_grads;
-  fp32_grads.gpus = 2;
-  fp32_grads.global_batch = 1;
-  fp32_grads.seq_len = m.seq_len;
-  fp32_grads.grad_bytes = 4;
+  ParallelConfig c{.tp = 2};
+  TrainingSpec fp32_grads{.gpus = 2, .global_batch = 1, .seq_len = m.seq_len, .grad_bytes = 4};
   TrainingSpec bf16_grads = fp32_grads;
   bf16_grads.grad_bytes = 2;
   const ChunkCost a = CostModel(m, fp32_grads, c, cluster, collectives).chunk(0, 0, false);
@@ -293,9 +258,7 @@ TEST(CostModel, MeasuredMemoryOpsAreInterpolatedByName) {
   EXPECT_DOUBLE_EQ(reread->memory_op_table[1].seconds, 3e-3);
 
   const CollectiveModel collectives(*reread);
-  TrainingSpec t;
-  t.gpus = 1;
-  t.global_batch = 1;
+  TrainingSpec t{.gpus = 1, .global_batch = 1};
   const CostModel cost(m, t, ParallelConfig{}, *reread, collectives);
   EXPECT_DOUBLE_EQ(cost.memory_s("norm", 1.5e6), 2e-3);
   EXPECT_DOUBLE_EQ(cost.memory_s("final_norm", 1e6), 1e-3);
@@ -327,9 +290,7 @@ TEST(CostModel, MemoryOpsWithTheirOwnEfficiencyUseIt) {
   EXPECT_DOUBLE_EQ(reread->compute.memory_op_efficiency.at("softmax"), 0.5);
 
   const CollectiveModel collectives(*reread);
-  TrainingSpec t;
-  t.gpus = 1;
-  t.global_batch = 1;
+  TrainingSpec t{.gpus = 1, .global_batch = 1};
   const double bw = reread->device.memory_bandwidth_bytes_per_s, launch = reread->compute.kernel_launch_s;
   {
     const CostModel cost(m, t, ParallelConfig{}, *reread, collectives);
@@ -361,9 +322,7 @@ TEST(CostModel, GemmsAreNeverFasterThanTheirBytes) {
   ClusterSpec cluster = *cluster_preset("dgx-h100");
   cluster.compute.gemm_half_saturation_flops = 1e6;  // a curve that alone would call everything fast
   const CollectiveModel collectives(cluster);
-  TrainingSpec t;
-  t.gpus = 1;
-  t.global_batch = 1;
+  TrainingSpec t{.gpus = 1, .global_batch = 1};
   const CostModel cost(m, t, ParallelConfig{}, cluster, collectives);
   const auto& e = cluster.compute;
   const double bw = cluster.device.memory_bandwidth_bytes_per_s * e.memory_bound_efficiency;
@@ -382,10 +341,7 @@ TEST(CostModel, FlashAttentionEfficiencyFallsOnSmallShards) {
   const ModelSpec m = *model_preset("gpt-tiny");
   ClusterSpec constant = *cluster_preset("dgx-h100");
   constant.compute.flash_attention_half_saturation_flops = 0;
-  TrainingSpec t;
-  t.gpus = 1;
-  t.global_batch = 1;
-  t.attention = AttentionKernel::kFlash;
+  TrainingSpec t{.gpus = 1, .global_batch = 1, .attention = AttentionKernel::kFlash};
   const double seq = m.seq_len, forward_flops = 2.0 * seq * seq * m.hidden;  // causal half of QK^T and AV
   ClusterSpec curve = constant;
   curve.compute.flash_attention_half_saturation_flops = 3.5 * forward_flops;
@@ -410,12 +366,8 @@ TEST(CostModel, CollectivesOverlappedWithGemmsTakeTheirShareOfTheSms) {
   const ModelSpec m = *model_preset("gpt3-175b");
   auto [free_overlap, shared] = overlap_free_and_shared();
   ASSERT_DOUBLE_EQ(cluster_from_json(to_json(shared))->compute.collective_sm_fraction, 0.25);
-  TrainingSpec t;
-  t.gpus = 8;
-  t.global_batch = 1;
-  t.seq_len = m.seq_len;
-  ParallelConfig c;
-  c.tp = 8;
+  TrainingSpec t{.gpus = 8, .global_batch = 1, .seq_len = m.seq_len};
+  ParallelConfig c{.tp = 8};
   const double act_bytes = static_cast<double>(m.seq_len) * m.hidden * t.activation_bytes;
   for (bool sp : {false, true}) {
     c.sequence_parallel = sp;
@@ -467,14 +419,8 @@ TEST(Simulator, DataParallelCollectivesBesideComputeTakeTheirShareOfTheSms) {
   SimOptions keep;
   keep.keep_graph = true;
   for (int zero : {0, 3}) {
-    ParallelConfig c;
-    c.dp = 8;
-    c.zero = zero;
-    c.micro_batch = 1;
-    TrainingSpec t;
-    t.gpus = 8;
-    t.global_batch = 32;
-    t.seq_len = m.seq_len;
+    ParallelConfig c{.dp = 8, .zero = zero, .micro_batch = 1};
+    TrainingSpec t{.gpus = 8, .global_batch = 32, .seq_len = m.seq_len};
     auto a = simulate(m, t, c, free_overlap, keep);
     auto b = simulate(m, t, c, shared, keep);
     ASSERT_TRUE(a.ok() && b.ok());
@@ -519,8 +465,7 @@ TEST(CostModel, KernelTimingsFollowTheRanksSharingANode) {
   cluster.gemm_table = {{128, 128, 128, 1e-3, 1}, {128, 128, 128, 3e-3, 2}};
   cluster.memory_op_table = {{"gelu", 1e6, 1e-3, 1}, {"gelu", 1e6, 2e-3, 2}};
   const CollectiveModel collectives(cluster);
-  TrainingSpec t;
-  t.global_batch = 2;
+  TrainingSpec t{.global_batch = 2};
   ParallelConfig one, two;
   two.dp = 2;
   t.gpus = 1;
@@ -532,8 +477,7 @@ TEST(CostModel, KernelTimingsFollowTheRanksSharingANode) {
   EXPECT_DOUBLE_EQ(alone.memory_s("gelu", 1e6), 1e-3);
   EXPECT_DOUBLE_EQ(together.memory_s("gelu", 1e6), 2e-3);
   // More ranks than were timed together: the largest concurrency measured.
-  ParallelConfig four;
-  four.dp = 4;
+  ParallelConfig four{.dp = 4};
   t.gpus = 4;
   cluster.gpus_per_node = 4;
   const CostModel crowded(m, t, four, cluster, collectives);

@@ -14,16 +14,8 @@ namespace {
 std::string trace_of(Schedule schedule, int vpp) {
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
   const ModelSpec m = *model_preset("llama2-7b");
-  TrainingSpec t;
-  t.gpus = 16;
-  t.global_batch = 16;
-  t.seq_len = 4096;
-  ParallelConfig c;
-  c.tp = 2;
-  c.pp = 4;
-  c.dp = 2;
-  c.vpp = vpp;
-  c.schedule = schedule;
+  TrainingSpec t{.gpus = 16, .global_batch = 16, .seq_len = 4096};
+  ParallelConfig c{.tp = 2, .pp = 4, .dp = 2, .vpp = vpp, .schedule = schedule};
   SimOptions o;
   o.keep_graph = true;
   o.record_segments = true;
