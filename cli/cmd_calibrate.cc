@@ -40,26 +40,28 @@ int run_trace_calibration(const CalibrateFlags& f) {
   std::vector<std::string> labels;
   for (const TraceRun& r : runs) labels.push_back(r.label);
   const CostCorrection fit = value_or_exit(fit_trace_corrections(runs, cluster));
-  std::string text = fmt::format("# calibrating {} against {} traced passes ({} trace file(s){})\n", cluster.name, fit.passes,
-                                 f.traces.size(),
-                                 runs.size() < f.traces.size()
-                                     ? fmt::format("; the fastest of each repeated run kept: {}", fmt::join(labels, ", "))
-                                     : "");
+  std::string text = fmt::format(
+      "# calibrating {} against {} traced passes ({} trace file(s){})\n", cluster.name, fit.passes, f.traces.size(),
+      runs.size() < f.traces.size()
+          ? fmt::format("; the fastest of each repeated run kept: {}", fmt::join(labels, ", "))
+          : "");
   text += fmt::format("before: GEMM table ×1, memory_bound_efficiency {:.4f}: mean |pass error| {:.2f} %\n",
                       cluster.compute.memory_bound_efficiency, 100 * fit.mean_abs_error_before);
   text += fmt::format("after:  GEMM table ×{:.4f}, memory_bound_efficiency {:.4f}: mean |pass error| {:.2f} %\n",
                       fit.gemm_scale, fit.memory_bound_efficiency, 100 * fit.mean_abs_error_after);
   if (fit.groups.size() > 1)
     for (const auto& g : fit.groups)
-      text += fmt::format("        timings with {} rank(s) per node: GEMM table ×{:.4f}, memory-bound ops at efficiency {:.4f} "
-                          "({} traced passes)\n",
-                          g.ranks, g.gemm_scale, g.memory_bound_efficiency, g.passes);
-  text += fmt::format("{:>30} {:>12} {:>12} {:>12}\n{:>30} {:>12} {:>12} {:>12}\n", "pass", "measured", "before", "after", "",
-                      "(ms)", "(ms)", "(ms)");
+      text += fmt::format(
+          "        timings with {} rank(s) per node: GEMM table ×{:.4f}, memory-bound ops at efficiency {:.4f} "
+          "({} traced passes)\n",
+          g.ranks, g.gemm_scale, g.memory_bound_efficiency, g.passes);
+  text += fmt::format("{:>30} {:>12} {:>12} {:>12}\n{:>30} {:>12} {:>12} {:>12}\n", "pass", "measured", "before",
+                      "after", "", "(ms)", "(ms)", "(ms)");
   for (const auto& p : fit.rows) {
     // Several traces: name each pass by its file.
     const std::string name = runs.size() > 1 ? fmt::format("{} {}", labels[p.run], p.name) : p.name;
-    text += fmt::format("{:>30} {:>12.3f} {:>12.3f} {:>12.3f}\n", name, 1e3 * p.measured_s, 1e3 * p.before_s, 1e3 * p.after_s);
+    text += fmt::format("{:>30} {:>12.3f} {:>12.3f} {:>12.3f}\n", name, 1e3 * p.measured_s, 1e3 * p.before_s,
+                        1e3 * p.after_s);
   }
   write_output("", text);
   if (!f.out.empty()) {
@@ -85,18 +87,20 @@ int run_calibrate(const CalibrateFlags& f) {
   const ClusterSpec cluster = value_or_exit(load_cluster(f.cluster));
   const std::vector<MeasuredRun> runs = value_or_exit(read_vtrain_csv(f.vtrain));
   const FitQuality before = evaluate_fit(runs, cluster, f.threads);
-  const ComputeFit fit = f.check_only ? ComputeFit{cluster.compute.gemm_max_efficiency,
-                                                   cluster.compute.gemm_half_saturation_flops, before}
-                                      : value_or_exit(fit_compute_efficiency(runs, cluster, f.threads, f.fit_ceiling));
+  const ComputeFit fit =
+      f.check_only ? ComputeFit{cluster.compute.gemm_max_efficiency, cluster.compute.gemm_half_saturation_flops, before}
+                   : value_or_exit(fit_compute_efficiency(runs, cluster, f.threads, f.fit_ceiling));
   std::string text;
   text += fmt::format("# calibrating {} against {} measured runs ({})\n", cluster.name, runs.size(), f.vtrain);
-  text += fmt::format("before: gemm_max_efficiency {:.4f}, half-saturation {:.4g} FLOP: mean |error| {:.2f} %, max {:.2f} %\n",
-                      cluster.compute.gemm_max_efficiency, cluster.compute.gemm_half_saturation_flops,
-                      100 * before.mean_abs_error, 100 * before.max_abs_error);
+  text += fmt::format(
+      "before: gemm_max_efficiency {:.4f}, half-saturation {:.4g} FLOP: mean |error| {:.2f} %, max {:.2f} %\n",
+      cluster.compute.gemm_max_efficiency, cluster.compute.gemm_half_saturation_flops, 100 * before.mean_abs_error,
+      100 * before.max_abs_error);
   if (!f.check_only)
-    text += fmt::format("after:  gemm_max_efficiency {:.4f}, half-saturation {:.4g} FLOP: mean |error| {:.2f} %, max {:.2f} %\n",
-                        fit.gemm_max_efficiency, fit.gemm_half_saturation_flops, 100 * fit.quality.mean_abs_error,
-                        100 * fit.quality.max_abs_error);
+    text += fmt::format(
+        "after:  gemm_max_efficiency {:.4f}, half-saturation {:.4g} FLOP: mean |error| {:.2f} %, max {:.2f} %\n",
+        fit.gemm_max_efficiency, fit.gemm_half_saturation_flops, 100 * fit.quality.mean_abs_error,
+        100 * fit.quality.max_abs_error);
   write_output("", text);
   if (!f.residuals.empty()) {
     const ClusterSpec calibrated = with_compute_fit(cluster, fit);
@@ -105,10 +109,10 @@ int run_calibrate(const CalibrateFlags& f) {
     std::string csv = "gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,measured_s,predicted_s,error\n";
     for (std::size_t i = 0; i < runs.size(); ++i) {
       const MeasuredRun& r = runs[i];
-      csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:+.4f}\n", r.training.gpus, r.training.global_batch,
-                         r.config.micro_batch, r.model.hidden, r.model.heads, r.model.layers, r.model.seq_len,
-                         r.config.tp, r.config.dp, r.config.pp, r.measured_s, predicted[i],
-                         predicted[i] / r.measured_s - 1.0);
+      csv +=
+          fmt::format("{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:+.4f}\n", r.training.gpus, r.training.global_batch,
+                      r.config.micro_batch, r.model.hidden, r.model.heads, r.model.layers, r.model.seq_len, r.config.tp,
+                      r.config.dp, r.config.pp, r.measured_s, predicted[i], predicted[i] / r.measured_s - 1.0);
     }
     write_output(f.residuals, csv);
   }
@@ -134,7 +138,8 @@ std::function<int()> add_calibrate(CLI::App& root) {
                 "constrain the ceiling poorly)");
   app->add_option("--threads", flags->threads, "simulation threads");
   app->add_option("--trace", flags->traces, "Chrome trace(s) of `loom run --trace` (one per rank) to fit --cluster to");
-  app->add_option("--model", flags->model, "the traced run's model (preset or JSON), for traces that do not carry their run")
+  app->add_option("--model", flags->model,
+                  "the traced run's model (preset or JSON), for traces that do not carry their run")
       ->capture_default_str();
   app->add_option("--gpus", flags->gpus, "the traced run's ranks")->capture_default_str();
   app->add_option("--global-batch", flags->global_batch, "the traced run's global batch");

@@ -37,10 +37,14 @@ int run_plan(const PlanFlags& f) {
 
   ReportContext ctx{&specs.model, &specs.cluster, &specs.training, specs.cluster_name};
   std::string text;
-  if (f.format == "table") text = format_table(ctx, result, f.top);
-  else if (f.format == "csv") text = format_csv(ctx, result, f.top);
-  else if (f.format == "md") text = format_markdown(ctx, result, f.top);
-  else text = format_json(result, f.top).dump(2) + "\n";
+  if (f.format == "table")
+    text = format_table(ctx, result, f.top);
+  else if (f.format == "csv")
+    text = format_csv(ctx, result, f.top);
+  else if (f.format == "md")
+    text = format_markdown(ctx, result, f.top);
+  else
+    text = format_json(result, f.top).dump(2) + "\n";
   if (f.explain && f.format != "json") text += format_rejections(result, 3);
 
   if (!f.emit_plan.empty()) {

@@ -28,9 +28,9 @@
 #include "exec/profile/collective_profile.h"
 #include "exec/profile/cost_file.h"
 #include "exec/profile/kernel_profile.h"
-#include "sim/cost_model.h"
 #include "planner/calibrate.h"
 #include "sim/collectives.h"
+#include "sim/cost_model.h"
 #ifdef LOOM_EXEC_MPI
 #include <mpi.h>
 #endif
@@ -45,8 +45,8 @@ struct ProfileFlags {
   std::int64_t min_bytes = 1 << 10;    // 1 KiB: latency-bound
   std::int64_t max_bytes = 256 << 20;  // 256 MiB: bandwidth-bound, as nccl-tests' usual sweep ends
   int factor = 2;
-  double collective_time_s = 0.05;     // per point: enough iterations that timer and jitter average out
-  int threads = 1;                     // per rank: the cost file's device is one rank on one core
+  double collective_time_s = 0.05;  // per point: enough iterations that timer and jitter average out
+  int threads = 1;                  // per rank: the cost file's device is one rank on one core
   bool quick = false;
 };
 
@@ -111,7 +111,8 @@ std::vector<exec::profile::GemmCase> gemm_cases(bool quick) {
   for (auto& c : exec::profile::grid_gemm_cases(64, quick ? 256 : 1024)) cases.push_back(c);
   std::vector<exec::profile::GemmCase> unique;
   for (const auto& c : cases)
-    if (std::none_of(unique.begin(), unique.end(), [&](const auto& u) { return u.m == c.m && u.n == c.n && u.k == c.k; }))
+    if (std::none_of(unique.begin(), unique.end(),
+                     [&](const auto& u) { return u.m == c.m && u.n == c.n && u.k == c.k; }))
       unique.push_back(c);
   return unique;
 }
@@ -142,8 +143,8 @@ KernelResults measure_kernels(exec::Backend& backend, const ProfileFlags& f, boo
                                         [&](std::size_t d, std::size_t t) { bar.update(d, t); });
   }
   const ModelSpec model = validation_model();
-  k.memory_ops = exec::profile::time_memory_ops(backend, model, model.seq_len,
-                                                f.quick ? std::vector<int>{1, 8} : std::vector<int>{1, 2, 4, 8}, budget);
+  k.memory_ops = exec::profile::time_memory_ops(
+      backend, model, model.seq_len, f.quick ? std::vector<int>{1, 8} : std::vector<int>{1, 2, 4, 8}, budget);
   // 64 MiB per array: far past any cache of a CPU of today, so DRAM is measured.
   k.stream_bytes_per_s = exec::profile::stream_bandwidth_bytes_per_s(backend, f.quick ? 16 << 20 : 64 << 20, budget);
   // The validation model's parameters: the size the optimizer steps in the matrix.
@@ -163,56 +164,67 @@ Json cost_file(const exec::profile::MeasuredMachine& machine, const ProfileFlags
   return file;
 }
 
-std::string tables(const ClusterSpec& c, const KernelResults& k, const std::vector<exec::profile::CollectiveTiming>& coll) {
+std::string tables(const ClusterSpec& c, const KernelResults& k,
+                   const std::vector<exec::profile::CollectiveTiming>& coll) {
   std::string t = fmt::format("# loom profile: {}\n# {}\n", c.description, c.provenance.at("cpu"));
   if (std::stod(c.provenance.at("cpu_share_rank0")) < 0.9)
-    t += fmt::format("# warning: rank 0 ran {:.0f} % of the time (load average {}): other work shares this host, so the "
-                     "timings below are inflated and noisy\n", 100 * std::stod(c.provenance.at("cpu_share_rank0")),
-                     c.provenance.count("load_average_1min") ? c.provenance.at("load_average_1min") : "unknown");
-  t += fmt::format("# device peak (best GEMM) {:.2f} GFLOP/s, STREAM bandwidth {:.2f} GB/s\n", c.device.peak_flops / 1e9,
-                   c.device.memory_bandwidth_bytes_per_s / 1e9);
+    t += fmt::format(
+        "# warning: rank 0 ran {:.0f} % of the time (load average {}): other work shares this host, so the "
+        "timings below are inflated and noisy\n",
+        100 * std::stod(c.provenance.at("cpu_share_rank0")),
+        c.provenance.count("load_average_1min") ? c.provenance.at("load_average_1min") : "unknown");
+  t += fmt::format("# device peak (best GEMM) {:.2f} GFLOP/s, STREAM bandwidth {:.2f} GB/s\n",
+                   c.device.peak_flops / 1e9, c.device.memory_bandwidth_bytes_per_s / 1e9);
   t += "#\n# GEMM (fp32), as the simulator asks for it (m, n, k) and as the executor runs it (calls, transposes)\n";
-  t += fmt::format("{:>16} {:>6} {:>6} {:>6} {:>5} {:>3} {:>11} {:>9}\n", "op", "m", "n", "k", "calls", "op", "time", "rate");
+  t += fmt::format("{:>16} {:>6} {:>6} {:>6} {:>5} {:>3} {:>11} {:>9}\n", "op", "m", "n", "k", "calls", "op", "time",
+                   "rate");
   t += fmt::format("{:>16} {:>6} {:>6} {:>6} {:>5} {:>3} {:>11} {:>9}\n", "", "", "", "", "", "", "(us)", "(GFLOP/s)");
   for (const auto& g : k.gemms)
-    t += fmt::format("{:>16} {:>6} {:>6} {:>6} {:>5} {:>3} {:>11.2f} {:>9.2f}\n", g.shape.op, g.shape.m, g.shape.n, g.shape.k,
-                     g.shape.calls, fmt::format("{}{}", g.shape.trans_a ? 'T' : 'N', g.shape.trans_b ? 'T' : 'N'),
-                     g.seconds * 1e6, g.flops_per_s() / 1e9);
+    t += fmt::format("{:>16} {:>6} {:>6} {:>6} {:>5} {:>3} {:>11.2f} {:>9.2f}\n", g.shape.op, g.shape.m, g.shape.n,
+                     g.shape.k, g.shape.calls,
+                     fmt::format("{}{}", g.shape.trans_a ? 'T' : 'N', g.shape.trans_b ? 'T' : 'N'), g.seconds * 1e6,
+                     g.flops_per_s() / 1e9);
   t += "#\n# memory-bound ops (bytes as the cost model charges them)\n";
-  t += fmt::format("{:>20} {:>12} {:>11} {:>8}\n{:>20} {:>12} {:>11} {:>8}\n", "op", "size", "time", "bw", "", "(B)", "(us)", "(GB/s)");
+  t += fmt::format("{:>20} {:>12} {:>11} {:>8}\n{:>20} {:>12} {:>11} {:>8}\n", "op", "size", "time", "bw", "", "(B)",
+                   "(us)", "(GB/s)");
   for (const auto& op : k.memory_ops)
-    t += fmt::format("{:>20} {:>12.0f} {:>11.2f} {:>8.2f}\n", op.op, op.bytes, op.seconds * 1e6, op.bytes / op.seconds / 1e9);
+    t += fmt::format("{:>20} {:>12.0f} {:>11.2f} {:>8.2f}\n", op.op, op.bytes, op.seconds * 1e6,
+                     op.bytes / op.seconds / 1e9);
   t += fmt::format("{:>20} {:>12.0f} {:>11.2f} {:>8.2f}\n", "optimizer", optimizer_bytes(k), k.optimizer_s * 1e6,
                    optimizer_bytes(k) / k.optimizer_s / 1e9);
-  t += fmt::format("# fit: memory_bound_efficiency {:.3f}, kernel_launch_s {:.3g}, R² {}\n", c.compute.memory_bound_efficiency,
-                   c.compute.kernel_launch_s, c.provenance.at("memory_bound_fit_r2"));
+  t +=
+      fmt::format("# fit: memory_bound_efficiency {:.3f}, kernel_launch_s {:.3g}, R² {}\n",
+                  c.compute.memory_bound_efficiency, c.compute.kernel_launch_s, c.provenance.at("memory_bound_fit_r2"));
   if (!coll.empty()) {
     t += "#\n# collectives (slowest rank of the group; busbw as nccl-tests: ×2(n−1)/n all-reduce, ×(n−1)/n RS/AG)\n";
-    t += fmt::format("{:>14} {:>5} {:>10} {:>12} {:>11} {:>11} {:>8} {:>8}\n", "collective", "group", "level", "size", "count",
-                     "time", "algbw", "busbw");
-    t += fmt::format("{:>14} {:>5} {:>10} {:>12} {:>11} {:>11} {:>8} {:>8}\n", "", "", "", "(B)", "(elements)", "(us)", "(GB/s)",
-                     "(GB/s)");
+    t += fmt::format("{:>14} {:>5} {:>10} {:>12} {:>11} {:>11} {:>8} {:>8}\n", "collective", "group", "level", "size",
+                     "count", "time", "algbw", "busbw");
+    t += fmt::format("{:>14} {:>5} {:>10} {:>12} {:>11} {:>11} {:>8} {:>8}\n", "", "", "", "(B)", "(elements)", "(us)",
+                     "(GB/s)", "(GB/s)");
     for (const auto& x : coll) {
       const double algbw = x.bytes / x.seconds / 1e9;
-      t += fmt::format("{:>14} {:>5} {:>10} {:>12.0f} {:>11.0f} {:>11.2f} {:>8.3f} {:>8.3f}\n", x.collective, x.group_size,
-                       x.level, x.bytes, x.bytes / 4, x.seconds * 1e6, algbw,
+      t += fmt::format("{:>14} {:>5} {:>10} {:>12.0f} {:>11.0f} {:>11.2f} {:>8.3f} {:>8.3f}\n", x.collective,
+                       x.group_size, x.level, x.bytes, x.bytes / 4, x.seconds * 1e6, algbw,
                        algbw * sim::bus_factor(collective_named(x.collective), x.group_size));
     }
     t += "#\n# α–β fits (least squares on relative residuals), one line per size regime (protocol, cache or DRAM):\n"
          "#   t = steps(n)·α + bus_factor(n)·S / busbw\n";
-    t += fmt::format("{:>14} {:>5} {:>10} {:>21} {:>10} {:>8} {:>8}\n{:>14} {:>5} {:>10} {:>21} {:>10} {:>8} {:>8}\n", "collective",
-                     "group", "level", "sizes", "alpha", "busbw", "R2", "", "", "", "(B)", "(us)", "(GB/s)", "");
+    t += fmt::format("{:>14} {:>5} {:>10} {:>21} {:>10} {:>8} {:>8}\n{:>14} {:>5} {:>10} {:>21} {:>10} {:>8} {:>8}\n",
+                     "collective", "group", "level", "sizes", "alpha", "busbw", "R2", "", "", "", "(B)", "(us)",
+                     "(GB/s)", "");
     for (const auto& fit : c.collective_fits)
-      t += fmt::format("{:>14} {:>5} {:>10} {:>10.0f}-{:<10.0f} {:>10.3f} {:>8.3f} {:>8.5f}\n", fit.collective, fit.group_size,
-                       fit.level, fit.min_bytes, fit.max_bytes, fit.alpha_s * 1e6, fit.bus_bandwidth_bytes_per_s / 1e9, fit.r2);
+      t += fmt::format("{:>14} {:>5} {:>10} {:>10.0f}-{:<10.0f} {:>10.3f} {:>8.3f} {:>8.5f}\n", fit.collective,
+                       fit.group_size, fit.level, fit.min_bytes, fit.max_bytes, fit.alpha_s * 1e6,
+                       fit.bus_bandwidth_bytes_per_s / 1e9, fit.r2);
     for (const auto& [key, value] : c.provenance) {
       const std::string prefix = "alpha_beta_r2_all_reduce_";
       if (key.rfind(prefix, 0) != 0) continue;
       const double r2 = std::stod(value);
       const std::string group = key.substr(prefix.size());
-      t += fmt::format("# all_reduce ({}): R² {:.4f} over every size with its regimes' lines ({} the 0.99 bar); one line for "
-                       "all sizes: R² {}\n",
-                       group, r2, r2 >= 0.99 ? "meets" : "misses", c.provenance.at("alpha_beta_r2_one_line_all_reduce_" + group));
+      t += fmt::format(
+          "# all_reduce ({}): R² {:.4f} over every size with its regimes' lines ({} the 0.99 bar); one line for "
+          "all sizes: R² {}\n",
+          group, r2, r2 >= 0.99 ? "meets" : "misses", c.provenance.at("alpha_beta_r2_one_line_all_reduce_" + group));
     }
   } else {
     t += "# collectives: not measured (one rank; launch with mpirun -np N to measure groups of 2..N)\n";
@@ -224,20 +236,27 @@ int run_profile(const ProfileFlags& f) {
   exec::Runtime runtime;
   const int rank = runtime.world_rank();
   std::string problem;
-  if (f.backend != "cpu") problem = fmt::format("--backend: '{}' is not built into this binary (cpu)", f.backend);
-  else if (Status s = check_format(f.format, {"table", "json"}); !s) problem = s.error().message;
-  else if (f.min_bytes < 4 || f.max_bytes < f.min_bytes) problem = "--min-bytes/--max-bytes: need 4 <= min <= max";
-  else if (f.out.empty()) problem = "--out: give the cost file to write";
+  if (f.backend != "cpu")
+    problem = fmt::format("--backend: '{}' is not built into this binary (cpu)", f.backend);
+  else if (Status s = check_format(f.format, {"table", "json"}); !s)
+    problem = s.error().message;
+  else if (f.min_bytes < 4 || f.max_bytes < f.min_bytes)
+    problem = "--min-bytes/--max-bytes: need 4 <= min <= max";
+  else if (f.out.empty())
+    problem = "--out: give the cost file to write";
   else if (rank == 0) {
     // Checked before minutes of measuring: the file must be creatable (written atomically at the end).
     const std::string probe = f.out + ".probe";
     std::FILE* file = std::fopen(probe.c_str(), "w");
-    if (file == nullptr) problem = fmt::format("--out: cannot write '{}'", f.out);
-    else std::fclose(file), std::remove(probe.c_str());
+    if (file == nullptr)
+      problem = fmt::format("--out: cannot write '{}'", f.out);
+    else
+      std::fclose(file), std::remove(probe.c_str());
   }
   const auto [failed, rank0_failed] = runtime.agree_on_failure(!problem.empty());
   if (failed > 0) {
-    if (rank == 0) std::fprintf(stderr, "loom: %s\n", rank0_failed ? problem.c_str() : "a rank could not start profiling");
+    if (rank == 0)
+      std::fprintf(stderr, "loom: %s\n", rank0_failed ? problem.c_str() : "a rank could not start profiling");
     return kExitBadInput;
   }
   exec::set_cpu_threads(f.threads);
@@ -264,20 +283,23 @@ int run_profile(const ProfileFlags& f) {
   if (runtime.world_size() > 1) {
     ProgressBar bar("collectives", rank == 0);
     const std::int64_t max_bytes = f.quick ? std::min<std::int64_t>(f.max_bytes, 1 << 20) : f.max_bytes;
-    coll = exec::profile::time_collectives(runtime, *backend, exec::profile::message_sizes(f.min_bytes, max_bytes, f.factor),
-                                           f.quick ? 0.005 : f.collective_time_s,
-                                           [&](std::size_t d, std::size_t t) { bar.update(d, t); });
+    coll = exec::profile::time_collectives(
+        runtime, *backend, exec::profile::message_sizes(f.min_bytes, max_bytes, f.factor),
+        f.quick ? 0.005 : f.collective_time_s, [&](std::size_t d, std::size_t t) { bar.update(d, t); });
   }
   // Rank 0's CPU time over its wall time: below 1 when other work on the host took its core.
   rusage self{};
   getrusage(RUSAGE_SELF, &self);
-  const double cpu_s = self.ru_utime.tv_sec + self.ru_stime.tv_sec + 1e-6 * (self.ru_utime.tv_usec + self.ru_stime.tv_usec);
-  const double cpu_share = cpu_s / (f.threads * std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
+  const double cpu_s =
+      self.ru_utime.tv_sec + self.ru_stime.tv_sec + 1e-6 * (self.ru_utime.tv_usec + self.ru_stime.tv_usec);
+  const double cpu_share =
+      cpu_s / (f.threads * std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
   if (rank != 0) return kExitOk;
   exec::profile::add_softmax_points(kernels, validation_model());
   if (alone) exec::profile::add_softmax_points(*alone, validation_model());
-  exec::profile::MeasuredMachine machine{&kernels, alone ? &*alone : nullptr, &coll, runtime.world_size(),
-                                         runtime.local_size(), f.threads, optimizer_bytes_per_param(), {}};
+  exec::profile::MeasuredMachine machine{
+      &kernels,  alone ? &*alone : nullptr,   &coll, runtime.world_size(), runtime.local_size(),
+      f.threads, optimizer_bytes_per_param(), {}};
   for (const auto& [op, weight] : layer_memory_op_weights()) machine.layer_ops.push_back(op);
   ClusterSpec cluster;
   const Json file = cost_file(machine, f, cpu_share, cluster);

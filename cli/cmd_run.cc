@@ -73,9 +73,10 @@ void check_model_states_fit(const exec::TrainerOptions& t, const exec::Runtime& 
   if (available_kib <= 0) return;  // not Linux: let the allocator decide
   const double per_rank = available_kib * 1024.0 / runtime.local_size();
   if (bytes > per_rank)
-    throw InputError(fmt::format("{} under {} needs {:.1f} GiB per rank for parameters, gradients and optimizer "
-                                 "states, but this node has {:.1f} GiB available per rank",
-                                 t.model.name, describe(t.config), bytes / (1 << 30), per_rank / (1 << 30)));
+    throw InputError(
+        fmt::format("{} under {} needs {:.1f} GiB per rank for parameters, gradients and optimizer "
+                    "states, but this node has {:.1f} GiB available per rank",
+                    t.model.name, describe(t.config), bytes / (1 << 30), per_rank / (1 << 30)));
 }
 
 void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
@@ -96,12 +97,13 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
     t.model = specs.model;
     t.training = specs.training;
     t.config = o.config.single(static_cast<int>(o.spec.inputs.gpus));
-    if (!batch_given) t.training.global_batch = static_cast<std::int64_t>(t.config.dp) * t.config.micro_batch * t.config.pp;
+    if (!batch_given)
+      t.training.global_batch = static_cast<std::int64_t>(t.config.dp) * t.config.micro_batch * t.config.pp;
   }
   const ParallelConfig& c = t.config;
   if (c.world_size() != runtime.world_size())
-    throw InputError(fmt::format("the plan needs tp {} × pp {} × dp {} = {} ranks but {} were launched ({})", c.tp, c.pp,
-                                 c.dp, c.world_size(), runtime.world_size(),
+    throw InputError(fmt::format("the plan needs tp {} × pp {} × dp {} = {} ranks but {} were launched ({})", c.tp,
+                                 c.pp, c.dp, c.world_size(), runtime.world_size(),
                                  exec::Runtime::has_mpi() ? fmt::format("mpirun -np {}", c.world_size())
                                                           : std::string("this loom was built without MPI")));
   if (Status legal = exec::check_runnable(t.model, t.training, c); !legal)
@@ -127,7 +129,8 @@ std::string rank_path(const std::string& path, int rank, int world) {
   if (world == 1) return path;
   const auto dot = path.find_last_of('.');
   const auto slash = path.find_last_of('/');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return fmt::format("{}.rank{}", path, rank);
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    return fmt::format("{}.rank{}", path, rank);
   return fmt::format("{}.rank{}{}", path.substr(0, dot), rank, path.substr(dot));
 }
 
@@ -148,7 +151,9 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
     double failed = s ? 0.0 : 1.0;
     groups.world->all_reduce(&failed, 1, exec::ReduceOp::kSum);
     if (failed > 0) {
-      if (rank == 0) std::fprintf(stderr, "loom: %s\n", s ? "a rank could not read its checkpoint shard" : s.error().message.c_str());
+      if (rank == 0)
+        std::fprintf(stderr, "loom: %s\n",
+                     s ? "a rank could not read its checkpoint shard" : s.error().message.c_str());
       return kExitBadInput;
     }
   }
@@ -158,9 +163,10 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
     if (!log) std::fprintf(stderr, "loom: cannot write --log '%s'; continuing without it\n", o.log.c_str());
   }
   if (rank == 0)
-    fmt::print("loom run: {} on {} rank(s), {} | global batch {} × seq {} | {} micro-batches | dropout {} | backend {} ({})\n",
-               r.trainer.model.name, world, describe(r.trainer.config), r.trainer.training.global_batch, trainer.seq(),
-               trainer.micro_batches(), r.trainer.dropout_probability(), r.backend->name(), exec::cpu_gemm_library());
+    fmt::print(
+        "loom run: {} on {} rank(s), {} | global batch {} × seq {} | {} micro-batches | dropout {} | backend {} ({})\n",
+        r.trainer.model.name, world, describe(r.trainer.config), r.trainer.training.global_batch, trainer.seq(),
+        trainer.micro_batches(), r.trainer.dropout_probability(), r.backend->name(), exec::cpu_gemm_library());
   exec::StepMetrics last;
   // Beside the step lines only when those go to a file or a pipe.
   ProgressBar bar("training", rank == 0 && isatty(STDOUT_FILENO) == 0);
@@ -197,8 +203,9 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
 
 int run_command(RunOptions& o) {
   exec::Runtime runtime;
-  const int threads = o.threads > 0 ? o.threads
-                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / runtime.local_size());
+  const int threads = o.threads > 0
+                          ? o.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / runtime.local_size());
   exec::set_cpu_threads(threads);
   Resolved resolved;
   std::string problem;
@@ -209,9 +216,12 @@ int run_command(RunOptions& o) {
   }
   const auto [failed, rank0_failed] = runtime.agree_on_failure(!problem.empty());
   if (failed > 0) {
-    if (runtime.world_rank() == 0 && rank0_failed) std::fprintf(stderr, "loom: %s\n", problem.c_str());
-    else if (runtime.world_rank() == 0) std::fprintf(stderr, "loom: %d rank(s) could not start (see their messages)\n", failed);
-    else if (!rank0_failed && !problem.empty()) std::fprintf(stderr, "loom: rank %d: %s\n", runtime.world_rank(), problem.c_str());
+    if (runtime.world_rank() == 0 && rank0_failed)
+      std::fprintf(stderr, "loom: %s\n", problem.c_str());
+    else if (runtime.world_rank() == 0)
+      std::fprintf(stderr, "loom: %d rank(s) could not start (see their messages)\n", failed);
+    else if (!rank0_failed && !problem.empty())
+      std::fprintf(stderr, "loom: rank %d: %s\n", runtime.world_rank(), problem.c_str());
     return kExitBadInput;
   }
   try {
@@ -239,13 +249,15 @@ std::function<int()> add_run_command(CLI::App& root) {
   cmd->add_option("--trace", o->trace, "Chrome trace per rank (FILE, or FILE.rankR.json with several ranks)");
   cmd->add_option("--threads", o->threads, "CPU threads per rank (default: cores / ranks on the node)");
   cmd->add_option("--lr", o->optimizer.learning_rate, "peak learning rate")->capture_default_str();
-  cmd->add_option("--min-lr-fraction", o->optimizer.min_lr_fraction, "cosine floor as a fraction of --lr")->capture_default_str();
+  cmd->add_option("--min-lr-fraction", o->optimizer.min_lr_fraction, "cosine floor as a fraction of --lr")
+      ->capture_default_str();
   cmd->add_option("--warmup", o->optimizer.warmup_steps, "linear warm-up steps")->capture_default_str();
   cmd->add_option("--decay-steps", o->optimizer.decay_steps, "length of the cosine schedule (default: --steps)");
   cmd->add_option("--weight-decay", o->optimizer.weight_decay, "AdamW weight decay")->capture_default_str();
   cmd->add_option("--grad-clip", o->optimizer.grad_clip, "global gradient-norm clip (0: off)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "initialisation and dropout seed")->capture_default_str();
-  cmd->add_option("--dropout", o->dropout, "dropout probability (default: 0.1 if the model trains with dropout, else 0)");
+  cmd->add_option("--dropout", o->dropout,
+                  "dropout probability (default: 0.1 if the model trains with dropout, else 0)");
   return [o] { return run_command(*o); };
 }
 

@@ -83,9 +83,11 @@ int run_sim(const SimFlags& f) {
   const MemoryReport memory = estimate_memory(specs.model, specs.training, config, specs.cluster);
 
   const sim::SimOptions options = f.trace.empty() ? sim::SimOptions{} : detailed_sim_options(memory, config);
-  const sim::SimResult result = value_or_exit(sim::simulate(specs.model, specs.training, config, specs.cluster, options));
+  const sim::SimResult result =
+      value_or_exit(sim::simulate(specs.model, specs.training, config, specs.cluster, options));
 
-  if (!f.trace.empty()) write_output(f.trace, sim::chrome_trace_json(result, specs.model.name + " " + describe(config)));
+  if (!f.trace.empty())
+    write_output(f.trace, sim::chrome_trace_json(result, specs.model.name + " " + describe(config)));
 
   if (f.format == "json") {
     Json j = plan_row_json(plan_row(result, memory, specs.training), 1);
@@ -103,7 +105,9 @@ int run_sim(const SimFlags& f) {
     j["memory_per_stage_gib"] = stages;
     Json path = Json::array();
     for (const auto& step : result.critical_path)
-      path.push_back({{"name", step.name}, {"stage", step.stage}, {"start_s", step.start_s},
+      path.push_back({{"name", step.name},
+                      {"stage", step.stage},
+                      {"start_s", step.start_s},
                       {"contribution_s", step.contribution_s}});
     j["critical_path"] = path;
     write_output(f.out, j.dump(2) + "\n");

@@ -50,8 +50,12 @@ int run_published(const ValidateFlags& f) {
     out["cluster"] = cluster.name;
     Json list = Json::array();
     for (const auto& r : rows)
-      list.push_back({{"model", r.model}, {"setting", r.setting}, {"config", to_json(r.config)},
-                      {"published_s", r.published_s}, {"predicted_s", r.predicted_s}, {"error", r.error()}});
+      list.push_back({{"model", r.model},
+                      {"setting", r.setting},
+                      {"config", to_json(r.config)},
+                      {"published_s", r.published_s},
+                      {"predicted_s", r.predicted_s},
+                      {"error", r.error()}});
     out["rows"] = list;
     out["mean_abs_error"] = mean;
     out["max_abs_error"] = worst;
@@ -62,8 +66,9 @@ int run_published(const ValidateFlags& f) {
   text += fmt::format("{:<6} {:<34} {:>4} {:>4} {:>5} {:>4} {:>12} {:>12} {:>8}\n", "model", "setting", "GPUs", "TP",
                       "PP", "VPP", "published_s", "predicted_s", "error%");
   for (const auto& r : rows)
-    text += fmt::format("{:<6} {:<34} {:>4} {:>4} {:>5} {:>4} {:>12.2f} {:>12.2f} {:>+8.2f}\n", r.model, r.setting,
-                        r.gpus, r.config.tp, r.config.pp, r.config.vpp, r.published_s, r.predicted_s, 100.0 * r.error());
+    text +=
+        fmt::format("{:<6} {:<34} {:>4} {:>4} {:>5} {:>4} {:>12.2f} {:>12.2f} {:>+8.2f}\n", r.model, r.setting, r.gpus,
+                    r.config.tp, r.config.pp, r.config.vpp, r.published_s, r.predicted_s, 100.0 * r.error());
   text += fmt::format("# mean |error| {:.2f} %, max |error| {:.2f} %\n", 100.0 * mean, 100.0 * worst);
   write_output("", text);
   return kExitOk;
@@ -103,8 +108,9 @@ int run_matrix(const ValidateFlags& f) {
   o.mpirun = f.mpirun;
   o.steps = f.steps;
   o.warmup_steps = f.warmup;
-  o.work_dir = !f.work_dir.empty() ? f.work_dir
-                                   : (std::filesystem::temp_directory_path() / fmt::format("loom_validate_{}", getpid())).string();
+  o.work_dir = !f.work_dir.empty()
+                   ? f.work_dir
+                   : (std::filesystem::temp_directory_path() / fmt::format("loom_validate_{}", getpid())).string();
   check(prepare_matrix_inputs(o));
   // Whole rounds over the configurations, each configuration keeping its fastest round: on a
   // shared host a slow spell then spoils one round of every configuration, not all rounds of one
@@ -142,54 +148,75 @@ int run_matrix(const ValidateFlags& f) {
     for (const auto& r : rows) {
       Json ranks = Json::array();
       for (const auto& m : r.ranks)
-        ranks.push_back({{"rank", m.rank}, {"predicted_peak_memory_gib", m.predicted_gib}, {"measured_peak_memory_gib", m.measured_gib}});
-      list.push_back({{"name", r.config.name}, {"config", to_json(r.config.config)}, {"ranks", r.config.ranks()},
-                      {"global_batch", r.config.global_batch}, {"predicted_step_time_s", r.predicted_step_time_s},
-                      {"measured_step_time_s", r.measured_step_time_s}, {"measured_step_times_s", r.measured_step_times_s},
+        ranks.push_back({{"rank", m.rank},
+                         {"predicted_peak_memory_gib", m.predicted_gib},
+                         {"measured_peak_memory_gib", m.measured_gib}});
+      list.push_back({{"name", r.config.name},
+                      {"config", to_json(r.config.config)},
+                      {"ranks", r.config.ranks()},
+                      {"global_batch", r.config.global_batch},
+                      {"predicted_step_time_s", r.predicted_step_time_s},
+                      {"measured_step_time_s", r.measured_step_time_s},
+                      {"measured_step_times_s", r.measured_step_times_s},
                       {"round_step_times_s", r.round_step_times_s},
-                      {"step_time_error", r.step_error()}, {"predicted_peak_memory_gib", r.predicted_peak_memory_gib},
-                      {"measured_peak_memory_gib", r.measured_peak_memory_gib}, {"memory_error", r.memory_error()},
+                      {"step_time_error", r.step_error()},
+                      {"predicted_peak_memory_gib", r.predicted_peak_memory_gib},
+                      {"measured_peak_memory_gib", r.measured_peak_memory_gib},
+                      {"memory_error", r.memory_error()},
                       {"per_rank", ranks},
-                      {"oversubscribed", r.oversubscribed}, {"cpu_share", r.cpu_share}});
+                      {"oversubscribed", r.oversubscribed},
+                      {"cpu_share", r.cpu_share}});
     }
-    Json out = {{"profile", f.profile}, {"model", to_json(validation_model())}, {"rows", list},
-                {"median_abs_step_time_error", median_step}, {"max_abs_step_time_error", max_step},
+    Json out = {{"profile", f.profile},
+                {"model", to_json(validation_model())},
+                {"rows", list},
+                {"median_abs_step_time_error", median_step},
+                {"max_abs_step_time_error", max_step},
                 {"max_abs_memory_error", max_memory},
                 {"min_cpu_share", min_share}};
     write_output("", out.dump(2) + "\n");
     return kExitOk;
   }
-  std::string t = fmt::format("# loom validate: simulator with {} vs loom run under mpirun ({} threads/rank), model {}\n",
-                              f.profile, o.threads_per_rank, validation_model().name);
-  t += fmt::format("# step time: median of steps {}..{}{}; memory: peak per rank (worst rank's error)\n", f.warmup + 1, f.steps,
-                   f.rounds > 1 ? fmt::format(", the fastest of {} interleaved rounds", f.rounds) : "");
-  const char* header = "{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>8} {:>5}\n";
-  t += fmt::format(fmt::runtime(header), "config", "ranks", "tp", "pp", "dp", "zero", "mb", "sched", "recompute", "predicted",
-                   "measured", "error", "pred_mem", "meas_mem", "error", "oversub", "cpu");
-  t += fmt::format(fmt::runtime(header), "", "", "", "", "", "", "", "", "", "(s)", "(s)", "(%)", "(MiB)", "(MiB)", "(%)", "", "(%)");
+  std::string t =
+      fmt::format("# loom validate: simulator with {} vs loom run under mpirun ({} threads/rank), model {}\n",
+                  f.profile, o.threads_per_rank, validation_model().name);
+  t += fmt::format("# step time: median of steps {}..{}{}; memory: peak per rank (worst rank's error)\n", f.warmup + 1,
+                   f.steps, f.rounds > 1 ? fmt::format(", the fastest of {} interleaved rounds", f.rounds) : "");
+  const char* header =
+      "{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>8} {:>5}\n";
+  t += fmt::format(fmt::runtime(header), "config", "ranks", "tp", "pp", "dp", "zero", "mb", "sched", "recompute",
+                   "predicted", "measured", "error", "pred_mem", "meas_mem", "error", "oversub", "cpu");
+  t += fmt::format(fmt::runtime(header), "", "", "", "", "", "", "", "", "", "(s)", "(s)", "(%)", "(MiB)", "(MiB)",
+                   "(%)", "", "(%)");
   for (const auto& r : rows) {
     const ParallelConfig& p = r.config.config;
-    t += fmt::format("{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10.4f} {:>10.4f} {:>+7.2f} {:>9.2f} {:>9.2f} {:>7.2f} "
-                     "{:>8} {:>5.0f}\n",
-                     r.config.name, r.config.ranks(), p.tp, p.pp, p.dp, p.zero, p.micro_batch, to_string(p.schedule),
-                     to_string(p.recompute), r.predicted_step_time_s, r.measured_step_time_s, 100 * r.step_error(),
-                     r.predicted_peak_memory_gib * 1024, r.measured_peak_memory_gib * 1024, 100 * r.memory_error(),
-                     r.oversubscribed ? "yes" : "no", 100 * r.cpu_share);
+    t += fmt::format(
+        "{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10.4f} {:>10.4f} {:>+7.2f} {:>9.2f} {:>9.2f} "
+        "{:>7.2f} "
+        "{:>8} {:>5.0f}\n",
+        r.config.name, r.config.ranks(), p.tp, p.pp, p.dp, p.zero, p.micro_batch, to_string(p.schedule),
+        to_string(p.recompute), r.predicted_step_time_s, r.measured_step_time_s, 100 * r.step_error(),
+        r.predicted_peak_memory_gib * 1024, r.measured_peak_memory_gib * 1024, 100 * r.memory_error(),
+        r.oversubscribed ? "yes" : "no", 100 * r.cpu_share);
   }
-  t += fmt::format("# step time |error|: median {:.2f} % (bar 5 %), max {:.2f} % (bar 10 %); peak memory |error| max {:.2f} % (bar 5 %)\n",
-                   100 * median_step, 100 * max_step, 100 * max_memory);
+  t += fmt::format(
+      "# step time |error|: median {:.2f} % (bar 5 %), max {:.2f} % (bar 10 %); peak memory |error| max {:.2f} % (bar "
+      "5 %)\n",
+      100 * median_step, 100 * max_step, 100 * max_memory);
   if (f.rounds > 1) {
     double spread = 0;
     for (const auto& r : rows) {
       const auto [lo, hi] = std::minmax_element(r.round_step_times_s.begin(), r.round_step_times_s.end());
       spread = std::max(spread, *hi / *lo - 1.0);
     }
-    t += fmt::format("# host noise: a configuration's slowest round took up to {:.1f} % longer than its fastest\n", 100 * spread);
+    t += fmt::format("# host noise: a configuration's slowest round took up to {:.1f} % longer than its fastest\n",
+                     100 * spread);
   }
   // CPU time over wall time of the whole mpirun, launch and MPI start-up included: ranks waiting on
   // each other there (or in a blocking receive) lower it as much as other work on the host does.
-  t += fmt::format("# least CPU share a run's ranks received over the whole run (launch and waits included): {:.0f} %\n",
-                   100 * min_share);
+  t +=
+      fmt::format("# least CPU share a run's ranks received over the whole run (launch and waits included): {:.0f} %\n",
+                  100 * min_share);
   t += fmt::format("# bars: {}\n", median_step <= 0.05 && max_step <= 0.10 && max_memory <= 0.05 ? "met" : "NOT met");
   write_output("", t);
   return kExitOk;
@@ -199,7 +226,8 @@ std::function<int()> add_validate(CLI::App& root) {
   auto flags = std::make_shared<ValidateFlags>();
   CLI::App* app = root.add_subcommand("validate", "compare the simulator with measured step times");
   app->add_flag("--published", flags->published, "reproduce published measurements (Korthikanti et al. 2022, Table 5)");
-  app->add_option("--validation-dir", flags->validation_dir, "folder with the published numbers")->capture_default_str();
+  app->add_option("--validation-dir", flags->validation_dir, "folder with the published numbers")
+      ->capture_default_str();
   app->add_option("--cluster", flags->cluster, "cluster preset or cost file for --published")->capture_default_str();
   app->add_option("--profile", flags->profile, "cost file measured on this machine (runs the on-machine matrix)");
   app->add_option("--format", flags->format, "table or json")->capture_default_str();
@@ -208,7 +236,8 @@ std::function<int()> add_validate(CLI::App& root) {
   app->add_option("--mpirun", flags->mpirun, "MPI launcher")->capture_default_str();
   app->add_option("--steps", flags->steps, "steps per run")->capture_default_str();
   app->add_option("--warmup", flags->warmup, "steps dropped before the median")->capture_default_str();
-  app->add_option("--rounds", flags->rounds, "run the matrix this many times, interleaved; keep each configuration's fastest")
+  app->add_option("--rounds", flags->rounds,
+                  "run the matrix this many times, interleaved; keep each configuration's fastest")
       ->capture_default_str();
   return [flags]() -> int {
     check(check_format(flags->format, {"table", "json"}));

@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "loom: %s\n", e.what());
     return kExitBadInput;
   } catch (const std::exception& e) {  // InternalError, or anything a library threw
-    std::fprintf(stderr, "loom: internal error (a bug in Loom; please report it with the command line): %s\n", e.what());
+    std::fprintf(stderr, "loom: internal error (a bug in Loom; please report it with the command line): %s\n",
+                 e.what());
     return kExitFailure;
   }
   return kExitBadInput;

@@ -1,8 +1,8 @@
 #include "cli/output.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <cstdio>
-#include <unistd.h>
 
 #include <fmt/format.h>
 

@@ -28,14 +28,14 @@ namespace loom::cli {
 ModelSpec validation_model() {
   ModelSpec m;
   m.name = "gpt-validate";
-  m.layers = 4;        // divisible by PP 2
+  m.layers = 4;  // divisible by PP 2
   m.hidden = 192;
-  m.heads = 6;         // head_dim 32; divisible by TP 2
+  m.heads = 6;  // head_dim 32; divisible by TP 2
   m.kv_heads = 6;
   m.ffn_hidden = 768;  // 4·hidden, as GPT
   m.vocab = 256;       // byte-level, as `loom data prepare` writes
   m.seq_len = 160;
-  m.dropout = false;   // the executor's layouts compute the same losses without dropout masks
+  m.dropout = false;  // the executor's layouts compute the same losses without dropout masks
   return m;
 }
 
@@ -163,8 +163,7 @@ Result<MatrixRow> run_matrix_config(const MatrixConfig& c, const ClusterSpec& cl
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   row.cpu_share = (children_cpu_s() - cpu_before) / (wall_s * c.ranks() * o.threads_per_rank);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (code != 0)
-    return make_error(fmt::format("{}: loom run exited with {}: {}", c.name, code, read_last_line(err)));
+  if (code != 0) return make_error(fmt::format("{}: loom run exited with {}: {}", c.name, code, read_last_line(err)));
 
   std::ifstream in(log);
   std::string line;
@@ -173,7 +172,8 @@ Result<MatrixRow> run_matrix_config(const MatrixConfig& c, const ClusterSpec& cl
     if (line.empty()) continue;
     auto record = parse_json(line, log);
     if (!record) return record.error();
-    if (record->contains("event") && (*record)["event"] == "memory_peaks") peaks = *record;
+    if (record->contains("event") && (*record)["event"] == "memory_peaks")
+      peaks = *record;
     else if ((*record)["step"].get<int>() > o.warmup_steps)
       row.measured_step_times_s.push_back((*record)["step_time_s"].get<double>());
   }

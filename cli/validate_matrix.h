@@ -35,12 +35,12 @@ std::vector<MatrixConfig> validation_matrix();
 TrainingSpec executor_training(const ModelSpec& model, const MatrixConfig& c);
 
 struct MatrixOptions {
-  std::string loom_binary;      // this program
+  std::string loom_binary;  // this program
   std::string mpirun = "mpirun";
-  std::string work_dir;         // model JSON, token file, logs
+  std::string work_dir;  // model JSON, token file, logs
   int steps = 8;
-  int warmup_steps = 3;         // dropped before the median
-  int threads_per_rank = 1;     // the cost file's device is one core
+  int warmup_steps = 3;      // dropped before the median
+  int threads_per_rank = 1;  // the cost file's device is one core
   int timeout_s = 600;
 };
 

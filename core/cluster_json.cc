@@ -37,8 +37,8 @@ Json link_to_json(const LinkSpec& link) {
 // Loom's collective) would otherwise leave its measurements unused without a word.
 Status check_collective_names(const std::string& collective, const std::string& level, const std::string& where) {
   if (!parse_collective(collective))
-    return make_error(fmt::format("cost file: {}.collective '{}' is not a collective Loom knows ({})", where, collective,
-                                  one_of<Collective>()));
+    return make_error(fmt::format("cost file: {}.collective '{}' is not a collective Loom knows ({})", where,
+                                  collective, one_of<Collective>()));
   if (!parse_link_level(level))
     return make_error(
         fmt::format("cost file: {}.level '{}' is not a link level Loom knows ({})", where, level, one_of<LinkLevel>()));
@@ -115,12 +115,14 @@ Result<ClusterSpec> cluster_from_json(const Json& json) {
   c.compute.memory_bound_efficiency = comp.number("memory_bound_efficiency", std::nullopt, 1e-6, 1.0);
   c.compute.kernel_launch_s = comp.number("kernel_launch_s", 0.0, 0.0, 1.0);
   c.compute.flash_attention_efficiency = comp.number("flash_attention_efficiency", 0.0, 0.0, 1.0);
-  c.compute.flash_attention_half_saturation_flops = comp.number("flash_attention_half_saturation_flops", 0.0, 0.0, kHuge);
+  c.compute.flash_attention_half_saturation_flops =
+      comp.number("flash_attention_half_saturation_flops", 0.0, 0.0, kHuge);
   c.compute.collective_sm_fraction = comp.number("collective_sm_fraction", 0.0, 0.0, 0.9);
   if (!comp.ok()) return make_error(comp.error());
   if (json["compute"].contains("memory_op_efficiency")) {
     const Json& ops = json["compute"]["memory_op_efficiency"];
-    if (!ops.is_object()) return make_error("cost file: compute.memory_op_efficiency must be an object of op: fraction");
+    if (!ops.is_object())
+      return make_error("cost file: compute.memory_op_efficiency must be an object of op: fraction");
     for (const auto& [op, value] : ops.items()) {
       if (!value.is_number() || value.get<double>() <= 0.0 || value.get<double>() > 1.0)
         return make_error(fmt::format("cost file: compute.memory_op_efficiency.{} must be a number in (0, 1]", op));
@@ -211,15 +213,22 @@ Json to_json(const ClusterSpec& c) {
   }
   Json fits = Json::array();
   for (const auto& f : c.collective_fits) {
-    Json fit = {{"collective", f.collective}, {"level", f.level}, {"group_size", f.group_size},
-                {"alpha_s", f.alpha_s}, {"bus_bandwidth_bytes_per_s", f.bus_bandwidth_bytes_per_s}, {"r2", f.r2}};
+    Json fit = {{"collective", f.collective},
+                {"level", f.level},
+                {"group_size", f.group_size},
+                {"alpha_s", f.alpha_s},
+                {"bus_bandwidth_bytes_per_s", f.bus_bandwidth_bytes_per_s},
+                {"r2", f.r2}};
     if (f.max_bytes > 0) fit["min_bytes"] = f.min_bytes, fit["max_bytes"] = f.max_bytes;
     fits.push_back(fit);
   }
   Json points = Json::array();
   for (const auto& p : c.collective_points)
-    points.push_back({{"collective", p.collective}, {"level", p.level}, {"group_size", p.group_size},
-                      {"bytes", p.bytes}, {"seconds", p.seconds}});
+    points.push_back({{"collective", p.collective},
+                      {"level", p.level},
+                      {"group_size", p.group_size},
+                      {"bytes", p.bytes},
+                      {"seconds", p.seconds}});
   j["collectives"] = {{"fits", fits}, {"points", points}};
   Json prov = Json::object();
   for (const auto& [k, v] : c.provenance) prov[k] = v;

@@ -12,8 +12,8 @@ namespace loom {
 
 struct DeviceSpec {
   std::string name;
-  double memory_bytes = 0;              // usable device memory
-  double peak_flops = 0;                // dense bf16/fp16 tensor-core FLOP/s (fp32 on CPUs)
+  double memory_bytes = 0;  // usable device memory
+  double peak_flops = 0;    // dense bf16/fp16 tensor-core FLOP/s (fp32 on CPUs)
   double memory_bandwidth_bytes_per_s = 0;
 };
 
@@ -23,8 +23,8 @@ struct DeviceSpec {
 struct ComputeEfficiency {
   double gemm_max_efficiency = 1.0;
   double gemm_half_saturation_flops = 0.0;
-  double memory_bound_efficiency = 1.0;   // fraction of peak memory bandwidth element-wise kernels reach
-  double kernel_launch_s = 0.0;           // per kernel
+  double memory_bound_efficiency = 1.0;     // fraction of peak memory bandwidth element-wise kernels reach
+  double kernel_launch_s = 0.0;             // per kernel
   double flash_attention_efficiency = 0.0;  // fraction of peak for fused attention; 0 → use GEMM curve
   // Fused attention's efficiency falls on small shards (few heads per GPU): with this > 0 it is
   // flash_attention_efficiency · w / (w + this), w = the layer's attention FLOPs, forward + backward.

@@ -46,8 +46,8 @@ RuleStatus check_tp(const ModelSpec& model, int tp) {
   if (model.heads % tp != 0)
     return broken(rule::kHeadsTp, fmt::format("heads {} not divisible by tp {}", model.heads, tp));
   if (model.kv_heads % tp != 0)
-    return broken(rule::kKvHeadsTp,
-                  fmt::format("kv_heads {} not divisible by tp {} (query groups must split evenly)", model.kv_heads, tp));
+    return broken(rule::kKvHeadsTp, fmt::format("kv_heads {} not divisible by tp {} (query groups must split evenly)",
+                                                model.kv_heads, tp));
   if (model.ffn_hidden % tp != 0)
     return broken(rule::kFfnTp, fmt::format("ffn_hidden {} not divisible by tp {}", model.ffn_hidden, tp));
   return {};
@@ -89,21 +89,25 @@ RuleStatus check_schedule(const ModelSpec& model, const ParallelConfig& c, std::
     return broken(rule::kVppNeedsInterleaved,
                   fmt::format("vpp {} needs the interleaved schedule, not {}", c.vpp, to_string(c.schedule)));
   // One stage has nothing to interleave with (Megatron-LM asserts pp > 1 for it too).
-  if (interleaved && c.pp < 2) return broken(rule::kInterleavedNeedsPp, "the interleaved schedule needs pp of at least 2");
+  if (interleaved && c.pp < 2)
+    return broken(rule::kInterleavedNeedsPp, "the interleaved schedule needs pp of at least 2");
   if (split == StageSplit::kEven && model.layers % (c.pp * c.vpp) != 0)
-    return broken(rule::kLayersPpVpp, fmt::format("layers {} not divisible by pp {} × vpp {}", model.layers, c.pp, c.vpp));
+    return broken(rule::kLayersPpVpp,
+                  fmt::format("layers {} not divisible by pp {} × vpp {}", model.layers, c.pp, c.vpp));
   if (split == StageSplit::kUneven && c.pp * c.vpp > model.layers)
     return broken(rule::kChunksExceedLayers, fmt::format("pp {} × vpp {} is more model chunks than the {} layers of {}",
                                                          c.pp, c.vpp, model.layers, model.name));
   // Micro-batches advance through the model chunks in groups of pp (Narayanan et al. 2021, §2.2.2).
   if (interleaved && micro_batches % c.pp != 0)
-    return broken(rule::kInterleavedMicroBatches,
-                  fmt::format("interleaved schedule needs micro-batches ({}) divisible by pp ({})", micro_batches, c.pp));
+    return broken(
+        rule::kInterleavedMicroBatches,
+        fmt::format("interleaved schedule needs micro-batches ({}) divisible by pp ({})", micro_batches, c.pp));
   return {};
 }
 
 RuleStatus check_zero(const ParallelConfig& c) {
-  if (c.zero < 0 || c.zero > 3) return broken(rule::kZeroStage, fmt::format("ZeRO stage {} does not exist (0 to 3)", c.zero));
+  if (c.zero < 0 || c.zero > 3)
+    return broken(rule::kZeroStage, fmt::format("ZeRO stage {} does not exist (0 to 3)", c.zero));
   return {};
 }
 

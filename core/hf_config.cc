@@ -7,9 +7,8 @@
 namespace loom {
 
 bool looks_like_hf_config(const Json& json) {
-  return json.is_object() &&
-         (json.contains("model_type") || json.contains("architectures") || json.contains("n_embd") ||
-          json.contains("num_hidden_layers"));
+  return json.is_object() && (json.contains("model_type") || json.contains("architectures") ||
+                              json.contains("n_embd") || json.contains("num_hidden_layers"));
 }
 
 namespace {
@@ -62,8 +61,8 @@ Result<ModelSpec> from_llama(const Json& json, const std::string& name) {
   m.linear_bias = bias || type == "qwen2";
   m.dropout = json.value("attention_dropout", 0.0) > 0.0 || json.value("hidden_dropout", 0.0) > 0.0;
   if (m.hidden % m.heads != 0)
-    return make_error(fmt::format("config.json: hidden_size {} is not divisible by num_attention_heads {}", m.hidden,
-                                  m.heads));
+    return make_error(
+        fmt::format("config.json: hidden_size {} is not divisible by num_attention_heads {}", m.hidden, m.heads));
   if (m.heads % m.kv_heads != 0)
     return make_error(fmt::format("config.json: num_attention_heads {} is not divisible by num_key_value_heads {}",
                                   m.heads, m.kv_heads));

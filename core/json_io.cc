@@ -1,11 +1,11 @@
 #include "core/json_io.h"
 
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <system_error>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -60,15 +60,17 @@ Result<ModelSpec> model_from_json(const Json& json) {
   m.tied_embeddings = r.boolean("tied_embeddings", true);
   if (!r.ok()) return make_error(r.error());
   const auto activation = parse_activation(act);
-  if (!activation) return make_error(fmt::format("model JSON: 'activation' must be {}, not '{}'", one_of<Activation>(), act));
+  if (!activation)
+    return make_error(fmt::format("model JSON: 'activation' must be {}, not '{}'", one_of<Activation>(), act));
   const auto norm_kind = parse_norm(norm);
   if (!norm_kind) return make_error(fmt::format("model JSON: 'norm' must be {}, not '{}'", one_of<Norm>(), norm));
   m.activation = *activation;
   m.norm = *norm_kind;
   // LLaMA-style models (RMSNorm) use rotary positions and no biases unless told otherwise.
   const bool llama_style = m.norm == Norm::kRMSNorm;
-  const std::string pos = r.string(
-      "position_embedding", std::string(to_string(llama_style ? PositionEmbedding::kRotary : PositionEmbedding::kLearned)));
+  const std::string pos =
+      r.string("position_embedding",
+               std::string(to_string(llama_style ? PositionEmbedding::kRotary : PositionEmbedding::kLearned)));
   m.linear_bias = r.boolean("linear_bias", !llama_style);
   m.dropout = r.boolean("dropout", !llama_style);
   if (!r.ok()) return make_error(r.error());
@@ -112,11 +114,9 @@ Result<ParallelConfig> config_from_json(const Json& json) {
   const std::string sched = r.string("schedule", std::string("1f1b"));
   if (!r.ok()) return make_error(r.error());
   auto recompute = parse_recompute(rc);
-  if (!recompute)
-    return make_error(fmt::format("config: unknown recompute '{}' ({})", rc, recompute_names()));
+  if (!recompute) return make_error(fmt::format("config: unknown recompute '{}' ({})", rc, recompute_names()));
   auto schedule = parse_schedule(sched);
-  if (!schedule)
-    return make_error(fmt::format("config: unknown schedule '{}' ({})", sched, schedule_names()));
+  if (!schedule) return make_error(fmt::format("config: unknown schedule '{}' ({})", sched, schedule_names()));
   c.recompute = *recompute;
   c.schedule = *schedule;
   return c;
@@ -245,15 +245,16 @@ Result<Plan> plan_from_json(const Json& json) {
     plan.predicted = *metrics;
   }
   if (plan.config.world_size() != plan.training.gpus)
-    return make_error(fmt::format("plan: tp·pp·dp = {} but training.gpus = {}", plan.config.world_size(),
-                                  plan.training.gpus));
+    return make_error(
+        fmt::format("plan: tp·pp·dp = {} but training.gpus = {}", plan.config.world_size(), plan.training.gpus));
   return plan;
 }
 
 Status check_format_tag(const Json& json, const char* key, const char* expected, const std::string& what) {
   if (!json.is_object() || !json.contains(key)) return {};
   const Json& tag = json[key];
-  if (!tag.is_string()) return make_error(fmt::format("{}: '{}' must be a format name such as '{}'", what, key, expected));
+  if (!tag.is_string())
+    return make_error(fmt::format("{}: '{}' must be a format name such as '{}'", what, key, expected));
   if (tag.get<std::string>() != expected)
     return make_error(
         fmt::format("{}: format '{}' is not one this Loom reads ({})", what, tag.get<std::string>(), expected));

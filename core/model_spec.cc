@@ -23,9 +23,7 @@ std::int64_t ModelSpec::norm_params() const {
   return norm == Norm::kLayerNorm ? 2LL * hidden : static_cast<std::int64_t>(hidden);
 }
 
-std::int64_t ModelSpec::params_per_layer() const {
-  return attention_params() + mlp_params() + 2 * norm_params();
-}
+std::int64_t ModelSpec::params_per_layer() const { return attention_params() + mlp_params() + 2 * norm_params(); }
 
 std::int64_t ModelSpec::embedding_params(int padded) const {
   std::int64_t params = static_cast<std::int64_t>(padded) * hidden;

@@ -41,12 +41,30 @@ inline constexpr NameEntry<AttentionKernel> kAttentionKernelNames[] = {{Attentio
 // The table of an enum's names, for code generic over enums (tests, error messages).
 template <typename E>
 constexpr std::span<const NameEntry<E>> name_table();
-template <> constexpr std::span<const NameEntry<Collective>> name_table<Collective>() { return kCollectiveNames; }
-template <> constexpr std::span<const NameEntry<LinkLevel>> name_table<LinkLevel>() { return kLinkLevelNames; }
-template <> constexpr std::span<const NameEntry<Activation>> name_table<Activation>() { return kActivationNames; }
-template <> constexpr std::span<const NameEntry<Norm>> name_table<Norm>() { return kNormNames; }
-template <> constexpr std::span<const NameEntry<PositionEmbedding>> name_table<PositionEmbedding>() { return kPositionEmbeddingNames; }
-template <> constexpr std::span<const NameEntry<AttentionKernel>> name_table<AttentionKernel>() { return kAttentionKernelNames; }
+template <>
+constexpr std::span<const NameEntry<Collective>> name_table<Collective>() {
+  return kCollectiveNames;
+}
+template <>
+constexpr std::span<const NameEntry<LinkLevel>> name_table<LinkLevel>() {
+  return kLinkLevelNames;
+}
+template <>
+constexpr std::span<const NameEntry<Activation>> name_table<Activation>() {
+  return kActivationNames;
+}
+template <>
+constexpr std::span<const NameEntry<Norm>> name_table<Norm>() {
+  return kNormNames;
+}
+template <>
+constexpr std::span<const NameEntry<PositionEmbedding>> name_table<PositionEmbedding>() {
+  return kPositionEmbeddingNames;
+}
+template <>
+constexpr std::span<const NameEntry<AttentionKernel>> name_table<AttentionKernel>() {
+  return kAttentionKernelNames;
+}
 
 // The canonical name of `value` in `table` ("?" if the table lacks it, which a test rules out).
 template <typename E>
@@ -90,9 +108,13 @@ inline const char* to_string(Norm n) { return name_in<Norm>(kNormNames, n); }
 inline const char* to_string(PositionEmbedding p) { return name_in<PositionEmbedding>(kPositionEmbeddingNames, p); }
 inline const char* to_string(AttentionKernel k) { return name_in<AttentionKernel>(kAttentionKernelNames, k); }
 
-inline std::optional<Collective> parse_collective(std::string_view s) { return parse_in<Collective>(kCollectiveNames, s); }
+inline std::optional<Collective> parse_collective(std::string_view s) {
+  return parse_in<Collective>(kCollectiveNames, s);
+}
 inline std::optional<LinkLevel> parse_link_level(std::string_view s) { return parse_in<LinkLevel>(kLinkLevelNames, s); }
-inline std::optional<Activation> parse_activation(std::string_view s) { return parse_in<Activation>(kActivationNames, s); }
+inline std::optional<Activation> parse_activation(std::string_view s) {
+  return parse_in<Activation>(kActivationNames, s);
+}
 inline std::optional<Norm> parse_norm(std::string_view s) { return parse_in<Norm>(kNormNames, s); }
 inline std::optional<PositionEmbedding> parse_position_embedding(std::string_view s) {
   return parse_in<PositionEmbedding>(kPositionEmbeddingNames, s);

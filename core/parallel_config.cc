@@ -35,9 +35,8 @@ std::string recompute_names() { return one_of<Recompute>(kRecomputeNames); }
 std::string schedule_names() { return one_of<Schedule>(kScheduleNames); }
 
 std::string describe(const ParallelConfig& c) {
-  return fmt::format("tp{} pp{} dp{} zero{} mb{} vpp{} recompute={} sp={} {}", c.tp, c.pp, c.dp, c.zero,
-                     c.micro_batch, c.vpp, to_string(c.recompute), c.sequence_parallel ? "on" : "off",
-                     to_string(c.schedule));
+  return fmt::format("tp{} pp{} dp{} zero{} mb{} vpp{} recompute={} sp={} {}", c.tp, c.pp, c.dp, c.zero, c.micro_batch,
+                     c.vpp, to_string(c.recompute), c.sequence_parallel ? "on" : "off", to_string(c.schedule));
 }
 
 }  // namespace loom

@@ -54,7 +54,8 @@ ModelSpec llama(std::string name, int layers, int hidden, int heads, int kv_head
 //   Megatron 22B/530B/1T: Korthikanti et al. 2022, Table 3 (vocab padded to 51200 there).
 const std::map<std::string, std::function<ModelSpec()>>& model_table() {
   static const std::map<std::string, std::function<ModelSpec()>> table = {
-      {"gpt-tiny", [] {
+      {"gpt-tiny",
+       [] {
          // Small enough to train on one CPU core; byte-level vocabulary (loom data prepare); no
          // dropout so every parallel layout computes bit-comparable losses.
          ModelSpec m = gpt("gpt-tiny", 4, 128, 4, 256, 128);

@@ -6,8 +6,8 @@ namespace loom {
 
 Result<std::vector<StageProgram>> make_schedule(Schedule schedule, int pp, int micro_batches, int vpp) {
   if (pp < 1 || micro_batches < 1 || vpp < 1)
-    return make_error(fmt::format("schedule needs pp, micro-batches and vpp >= 1 (got {}, {}, {})", pp,
-                                  micro_batches, vpp));
+    return make_error(
+        fmt::format("schedule needs pp, micro-batches and vpp >= 1 (got {}, {}, {})", pp, micro_batches, vpp));
   if (schedule != Schedule::kInterleaved && vpp != 1)
     return make_error(fmt::format("vpp {} needs the interleaved schedule", vpp));
   switch (schedule) {
@@ -16,8 +16,8 @@ Result<std::vector<StageProgram>> make_schedule(Schedule schedule, int pp, int m
     case Schedule::kZeroBubble: return zero_bubble_h1_schedule(pp, micro_batches);
     case Schedule::kInterleaved:
       if (micro_batches % pp != 0)
-        return make_error(fmt::format("interleaved schedule needs micro-batches ({}) divisible by pp ({})",
-                                      micro_batches, pp));
+        return make_error(
+            fmt::format("interleaved schedule needs micro-batches ({}) divisible by pp ({})", micro_batches, pp));
       return interleaved_schedule(pp, micro_batches, vpp);
   }
   return make_internal_error("make_schedule: a Schedule value with no generator");

@@ -16,7 +16,7 @@ enum class Pass : unsigned char { kF, kB, kW };
 
 struct PipelineOp {
   Pass pass = Pass::kF;
-  int chunk = 0;        // local model chunk on this stage, 0..vpp-1
+  int chunk = 0;  // local model chunk on this stage, 0..vpp-1
   int micro_batch = 0;
   bool operator==(const PipelineOp&) const = default;
 };

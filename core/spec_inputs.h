@@ -17,11 +17,11 @@ struct SpecInputs {
   std::string cluster;  // preset name or cluster/cost file
   long long gpus = 0;
   long long global_batch = 0;
-  long long seq = 0;    // 0: the model's
-  double tokens = 0;    // token budget, for days to train; 0: none
+  long long seq = 0;  // 0: the model's
+  double tokens = 0;  // token budget, for days to train; 0: none
   std::string attention = to_string(AttentionKernel::kFlash);
   bool allow_cross_node_tp = false;
-  int grad_bytes = 0;   // 0: the default of TrainingSpec
+  int grad_bytes = 0;  // 0: the default of TrainingSpec
   bool sync_pipeline_sends = false;
 };
 

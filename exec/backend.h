@@ -14,10 +14,10 @@
 namespace loom::exec {
 
 struct AttentionShape {
-  int batch = 0;      // sequences in the micro-batch
-  int seq = 0;        // tokens per sequence
-  int heads = 0;      // query heads held by this rank
-  int kv_heads = 0;   // key/value heads held by this rank (GQA when fewer than heads)
+  int batch = 0;     // sequences in the micro-batch
+  int seq = 0;       // tokens per sequence
+  int heads = 0;     // query heads held by this rank
+  int kv_heads = 0;  // key/value heads held by this rank (GQA when fewer than heads)
   int head_dim = 0;
   std::int64_t qkv_cols() const { return static_cast<std::int64_t>(heads + 2 * kv_heads) * head_dim; }
   std::int64_t probs_numel() const { return static_cast<std::int64_t>(batch) * heads * seq * seq; }
@@ -68,11 +68,10 @@ class Backend {
   virtual double sum_squares(const float* x, std::int64_t n) = 0;
 
   // Normalisation over rows of `cols` values; the backward accumulates into dw/db and writes dx.
-  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w,
-                                 const float* b, std::int64_t rows, std::int64_t cols) = 0;
-  virtual void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x,
-                                  const float* w, const float* mean, const float* rstd, std::int64_t rows,
-                                  std::int64_t cols) = 0;
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                                 std::int64_t rows, std::int64_t cols) = 0;
+  virtual void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w,
+                                  const float* mean, const float* rstd, std::int64_t rows, std::int64_t cols) = 0;
   virtual void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, std::int64_t rows,
                                std::int64_t cols) = 0;
   virtual void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
@@ -82,8 +81,7 @@ class Backend {
   virtual void gelu_forward(float* out, const float* in, std::int64_t n) = 0;
   virtual void gelu_backward(float* din, const float* in, const float* dout, std::int64_t n) = 0;
   virtual void swiglu_forward(float* out, const float* in, std::int64_t rows, std::int64_t f) = 0;
-  virtual void swiglu_backward(float* din, const float* in, const float* dout, std::int64_t rows,
-                               std::int64_t f) = 0;
+  virtual void swiglu_backward(float* din, const float* in, const float* dout, std::int64_t rows, std::int64_t f) = 0;
 
   // Causal attention over a packed [tokens, q|k|v] matrix (tokens ordered sequence-major).
   // probs [batch·heads·seq·seq] holds the softmax output kept for the backward.
@@ -99,7 +97,8 @@ class Backend {
   virtual void attention_backward(float* dqkv, const float* dctx, const float* probs, const float* dropped,
                                   const std::uint8_t* mask, float keep_scale, const float* qkv,
                                   const AttentionShape& s) = 0;
-  void attention_backward(float* dqkv, const float* dctx, const float* probs, const float* qkv, const AttentionShape& s) {
+  void attention_backward(float* dqkv, const float* dctx, const float* probs, const float* qkv,
+                          const AttentionShape& s) {
     attention_backward(dqkv, dctx, probs, nullptr, nullptr, 1.0f, qkv, s);
   }
 
@@ -115,18 +114,18 @@ class Backend {
   // [vocab_start, vocab_start + cols) of which the first `valid_cols` are real tokens.
   virtual void row_max(float* out, const float* logits, std::int64_t rows, std::int64_t cols,
                        std::int64_t valid_cols) = 0;
-  virtual void row_sum_exp(float* out, const float* logits, const float* max, std::int64_t rows,
-                           std::int64_t cols, std::int64_t valid_cols) = 0;
-  virtual void target_logit(float* out, const float* logits, const int* targets, std::int64_t rows,
-                            std::int64_t cols, std::int64_t vocab_start) = 0;
+  virtual void row_sum_exp(float* out, const float* logits, const float* max, std::int64_t rows, std::int64_t cols,
+                           std::int64_t valid_cols) = 0;
+  virtual void target_logit(float* out, const float* logits, const int* targets, std::int64_t rows, std::int64_t cols,
+                            std::int64_t vocab_start) = 0;
   // logits ← scale · (softmax − onehot(target)), in place; padded columns get zero.
   virtual void cross_entropy_grad(float* logits, const float* max, const float* sum_exp, const int* targets,
                                   std::int64_t rows, std::int64_t cols, std::int64_t valid_cols,
                                   std::int64_t vocab_start, float scale) = 0;
 
   // Token embedding rows [vocab_start, vocab_start + rows_held) of `table`; others left unchanged.
-  virtual void embedding_forward(float* out, const float* table, const int* tokens, std::int64_t n,
-                                 std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) = 0;
+  virtual void embedding_forward(float* out, const float* table, const int* tokens, std::int64_t n, std::int64_t cols,
+                                 std::int64_t vocab_start, std::int64_t rows_held) = 0;
   virtual void embedding_backward(float* dtable, const float* dout, const int* tokens, std::int64_t n,
                                   std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) = 0;
 

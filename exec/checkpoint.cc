@@ -73,7 +73,8 @@ Status Trainer::save_checkpoint(const std::string& dir) {
   ok = ok && std::rename((path + ".tmp").c_str(), path.c_str()) == 0;
   double failures = ok ? 0.0 : 1.0;
   groups_.world->all_reduce(&failures, 1, ReduceOp::kSum);
-  if (failures > 0) return make_error(fmt::format("checkpoint: {} rank(s) could not write under '{}'", failures, step_dir));
+  if (failures > 0)
+    return make_error(fmt::format("checkpoint: {} rank(s) could not write under '{}'", failures, step_dir));
   if (groups_.world_rank == 0) {
     Json manifest = {{"format", "loom-checkpoint-1"},
                      {"step", step},
@@ -105,7 +106,8 @@ Result<std::vector<std::vector<float>>> read_shard(const std::string& path, int 
   for (auto& a : arrays) {
     std::int64_t n = 0;
     in.read(reinterpret_cast<char*>(&n), sizeof(n));
-    if (!in || n < 0 || n > (std::int64_t{1} << 40)) return make_error(fmt::format("checkpoint shard '{}' is corrupt", path));
+    if (!in || n < 0 || n > (std::int64_t{1} << 40))
+      return make_error(fmt::format("checkpoint shard '{}' is corrupt", path));
     a.resize(static_cast<std::size_t>(n));
     in.read(reinterpret_cast<char*>(a.data()), static_cast<std::streamsize>(n * sizeof(float)));
     if (!in) return make_error(fmt::format("checkpoint shard '{}' is truncated", path));
@@ -146,7 +148,8 @@ Result<std::array<ParameterStore::FullTensors, 3>> read_full_checkpoint(const st
             for (const RowBlock& b : slot.row_blocks)
               for (std::int64_t r = 0; r < b.count; ++r)
                 for (std::int64_t c = 0; c < slot.cols; ++c) {
-                  const std::size_t index = static_cast<std::size_t>((b.full_row + r) * slot.full_cols + slot.col_offset + c);
+                  const std::size_t index =
+                      static_cast<std::size_t>((b.full_row + r) * slot.full_cols + slot.col_offset + c);
                   if (dst.size() <= index) dst.resize(index + 1, 0.0f);
                   dst[index] = values[static_cast<std::size_t>(slot.offset + (b.local_row + r) * slot.cols + c)];
                 }
@@ -181,8 +184,8 @@ Status Trainer::load_checkpoint(const std::string& dir) {
   auto state = params_->state();
   if (!in || std::memcmp(header.magic, kShardMagic, sizeof(kShardMagic)) != 0 || header.step != step ||
       header.rank != groups_.world_rank || header.tensors != static_cast<std::int64_t>(state.size()))
-    return make_error(fmt::format("checkpoint shard '{}' is not a shard of step {} for rank {}", path, step,
-                                  groups_.world_rank));
+    return make_error(
+        fmt::format("checkpoint shard '{}' is not a shard of step {} for rank {}", path, step, groups_.world_rank));
   for (Tensor* t : state) {
     std::int64_t n = 0;
     in.read(reinterpret_cast<char*>(&n), sizeof(n));

@@ -37,15 +37,16 @@ Result<TokenFile> TokenFile::open(const std::string& path, int vocab, int seq) {
   if (fstat(fd, &st) != 0 || pread(fd, header, sizeof(header), 0) != static_cast<ssize_t>(sizeof(header)))
     return make_error(fmt::format("data file '{}': shorter than the 1024-byte header", path));
   if (header[0] != kTokenFileMagic)
-    return make_error(fmt::format("data file '{}': bad magic {} (expected {}, llm.c .bin format)", path, header[0],
-                                  kTokenFileMagic));
+    return make_error(
+        fmt::format("data file '{}': bad magic {} (expected {}, llm.c .bin format)", path, header[0], kTokenFileMagic));
   if (header[1] != kTokenFileVersion)
     return make_error(fmt::format("data file '{}': version {} is not 1 (uint16 tokens)", path, header[1]));
   const std::int64_t n = header[2];
   const std::int64_t need = static_cast<std::int64_t>(sizeof(header)) + 2 * n;
   if (n <= 0 || st.st_size < need)
-    return make_error(fmt::format("data file '{}': truncated: header says {} tokens ({} bytes) but the file has {} bytes",
-                                  path, n, need, static_cast<long long>(st.st_size)));
+    return make_error(
+        fmt::format("data file '{}': truncated: header says {} tokens ({} bytes) but the file has {} bytes", path, n,
+                    need, static_cast<long long>(st.st_size)));
   if (n < seq + 1)
     return make_error(fmt::format("data file '{}': {} tokens is fewer than one sequence of {} + 1", path, n, seq));
   file.num_tokens_ = n;

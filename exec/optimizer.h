@@ -8,10 +8,10 @@ struct OptimizerSettings {
   float learning_rate = 1e-3f;
   float min_lr_fraction = 0.1f;  // the cosine ends at learning_rate · this
   int warmup_steps = 0;
-  int decay_steps = 0;           // steps of the whole schedule (usually --steps)
+  int decay_steps = 0;  // steps of the whole schedule (usually --steps)
   float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
   float weight_decay = 0.1f;
-  float grad_clip = 1.0f;        // 0: no clipping
+  float grad_clip = 1.0f;  // 0: no clipping
 };
 
 // Learning rate of step `step` (counting from 1).

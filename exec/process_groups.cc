@@ -77,8 +77,9 @@ ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& 
     g.pp = world->split(c.tp_rank + config.tp * c.dp_rank, c.pp_rank, "pp");
     const bool edge = c.pp_rank == 0 || c.pp_rank == config.pp - 1;
     MPI_Comm embedding = MPI_COMM_NULL;
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, edge && config.pp > 1 && tied_embeddings ? c.tp_rank + config.tp * c.dp_rank : MPI_UNDEFINED,
-                             c.pp_rank, &embedding));
+    MPI_CHECK(MPI_Comm_split(
+        MPI_COMM_WORLD, edge && config.pp > 1 && tied_embeddings ? c.tp_rank + config.tp * c.dp_rank : MPI_UNDEFINED,
+        c.pp_rank, &embedding));
     if (embedding != MPI_COMM_NULL) g.embedding = std::make_unique<MpiCommunicator>(embedding, "embedding");
     g.world = std::move(world);
     return g;

@@ -35,7 +35,8 @@ Json step_record(const StepMetrics& m) {
 std::string step_line(const StepMetrics& m, int total_steps) {
   auto mib = [&](MemoryCategory c) { return static_cast<double>(m.peak_bytes[static_cast<int>(c)]) / (1 << 20); };
   return fmt::format(
-      "step {:>5}/{} | loss {:.6f} | norm {:.4f} | lr {:.3e} | {:.3f} s | {:.0f} tok/s | {:.3f} TFLOP/s/rank | peak MiB "
+      "step {:>5}/{} | loss {:.6f} | norm {:.4f} | lr {:.3e} | {:.3f} s | {:.0f} tok/s | {:.3f} TFLOP/s/rank | peak "
+      "MiB "
       "params {:.1f} grads {:.1f} optimizer {:.1f} activations {:.1f} buffers {:.1f} workspace {:.1f}",
       m.step, total_steps, m.loss, m.grad_norm, m.learning_rate, m.step_time_s, m.tokens_per_s, m.tflops_per_gpu,
       mib(MemoryCategory::kParams), mib(MemoryCategory::kGrads), mib(MemoryCategory::kOptimizer),
@@ -46,8 +47,9 @@ Json ranks_memory_record(const std::vector<double>& values, int world_size) {
   Json ranks = Json::array();
   const int stride = kMemoryCategories + 1;
   for (int r = 0; r < world_size; ++r)
-    ranks.push_back({{"rank", r},
-                     {"memory_peak_gib", peaks_object(values.data() + r * stride, values[r * stride + kMemoryCategories])}});
+    ranks.push_back(
+        {{"rank", r},
+         {"memory_peak_gib", peaks_object(values.data() + r * stride, values[r * stride + kMemoryCategories])}});
   return {{"event", "memory_peaks"}, {"ranks", ranks}};
 }
 

@@ -65,7 +65,8 @@ class TraceScope {
 // and opens the next one; end() closes it (before communication, traced on its own lane).
 class OpSlices {
  public:
-  OpSlices(Tracer* tracer, int lane) : tracer_(tracer != nullptr && tracer->enabled() ? tracer : nullptr), lane_(lane) {}
+  OpSlices(Tracer* tracer, int lane)
+      : tracer_(tracer != nullptr && tracer->enabled() ? tracer : nullptr), lane_(lane) {}
   ~OpSlices() { end(); }
   OpSlices(const OpSlices&) = delete;
   OpSlices& operator=(const OpSlices&) = delete;

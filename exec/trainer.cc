@@ -10,7 +10,10 @@ namespace loom::exec {
 
 Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& backend, const TokenFile& data,
                  Tracer* tracer)
-    : options_(options), groups_(groups), backend_(backend), tracer_(tracer),
+    : options_(options),
+      groups_(groups),
+      backend_(backend),
+      tracer_(tracer),
       seq_(options.training.seq_len > 0 ? options.training.seq_len : options.model.seq_len),
       micro_batches_(static_cast<int>(options.config.micro_batches(options.training.global_batch))),
       layout_(make_rank_layout(options.model, options.config, groups.coords.tp_rank, groups.coords.pp_rank)),
@@ -22,8 +25,8 @@ Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& 
   std::vector<GptStage*> chunks;
   for (std::size_t c = 0; c < layout_.chunks.size(); ++c) {
     chunk_params_.push_back(std::make_unique<ChunkParameters>(*params_, layout_.unit_offset[c]));
-    chunks_.push_back(std::make_unique<GptStage>(options_.model, options_.config, layout_.chunks[c], seq_, backend_, tp_,
-                                                 *chunk_params_.back(), dropout, tracer_));
+    chunks_.push_back(std::make_unique<GptStage>(options_.model, options_.config, layout_.chunks[c], seq_, backend_,
+                                                 tp_, *chunk_params_.back(), dropout, tracer_));
     chunks.push_back(chunks_.back().get());
   }
   pipeline_ = std::make_unique<PipelineRunner>(std::move(chunks), groups_, backend_, tracer_);

@@ -23,8 +23,11 @@ void SummaryView::set_plan(int rank, const PlanDetail& detail) {
   QString html = QStringLiteral("<h3 style='margin:0'>Plan #%1</h3><table cellspacing='0' cellpadding='2'>").arg(rank);
   for (const auto& line : plan_summary(detail))
     html += QStringLiteral("<tr><td style='color:#555;padding-right:10px' valign='top'>%1</td><td>%2</td></tr>")
-                .arg(QString::fromStdString(line.label).toHtmlEscaped(), QString::fromStdString(line.value).toHtmlEscaped());
-  html += QStringLiteral("</table><p style='margin:6px 0 2px 0;color:#555'>critical path (longest runs per stage)</p><pre style='margin:0'>");
+                .arg(QString::fromStdString(line.label).toHtmlEscaped(),
+                     QString::fromStdString(line.value).toHtmlEscaped());
+  html += QStringLiteral(
+      "</table><p style='margin:6px 0 2px 0;color:#555'>critical path (longest runs per stage)</p><pre "
+      "style='margin:0'>");
   for (const auto& run : critical_path_runs(detail.sim, 6)) html += QString::fromStdString(run).toHtmlEscaped() + "\n";
   html += QStringLiteral("</pre>");
   setHtml(html);
@@ -49,7 +52,8 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
 void CompareView::set_plans(std::optional<std::pair<int, PlanRow>> a, std::optional<std::pair<int, PlanRow>> b) {
   table_->setRowCount(0);
   if (!a || !b) {
-    hint_->setText(tr("Pin a plan (toolbar: Pin for comparison), then select another plan to compare them side by side."));
+    hint_->setText(
+        tr("Pin a plan (toolbar: Pin for comparison), then select another plan to compare them side by side."));
     hint_->show();
     return;
   }
@@ -65,7 +69,8 @@ void CompareView::set_plans(std::optional<std::pair<int, PlanRow>> a, std::optio
                              QString::fromStdString(l.delta)};
     for (int c = 0; c < 4; ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
-      if (c > 0) item->setTextAlignment(Qt::AlignVCenter | (c == 3 || l.delta != "differs" ? Qt::AlignRight : Qt::AlignLeft));
+      if (c > 0)
+        item->setTextAlignment(Qt::AlignVCenter | (c == 3 || l.delta != "differs" ? Qt::AlignRight : Qt::AlignLeft));
       if (l.better != 0 && (c == 1 || c == 2)) item->setBackground((c == 2) == (l.better > 0) ? better : worse);
       table_->setItem(i, c, item);
     }

@@ -57,8 +57,7 @@ void GanttView::set_detail(std::shared_ptr<const PlanDetail> detail) {
 
 void GanttView::rebuild_rows() {
   data_ = detail_ ? build_gantt(*detail_) : GanttData{};
-  if (!show_communication_)
-    std::erase_if(data_.rows, [](const GanttRow& row) { return !row.is_compute(); });
+  if (!show_communication_) std::erase_if(data_.rows, [](const GanttRow& row) { return !row.is_compute(); });
   layout_rows();
 }
 
@@ -182,7 +181,8 @@ void GanttView::paint_row(QPainter& p, const GanttRow& row, const RowGeometry& g
   // Bubbles: hatched idle time before the pipeline ends.
   for (const auto& b : row.bubbles) {
     if (!axis_.visible(b.start_s, b.end_s)) continue;
-    const QRectF r(QPointF(axis_.to_px(b.start_s), g.top + inset), QPointF(axis_.to_px(b.end_s), g.top + g.height - inset));
+    const QRectF r(QPointF(axis_.to_px(b.start_s), g.top + inset),
+                   QPointF(axis_.to_px(b.end_s), g.top + g.height - inset));
     p.fillRect(r, QColor(225, 228, 232));
     p.fillRect(r, QBrush(QColor(170, 175, 182), Qt::BDiagPattern));
   }
@@ -210,8 +210,9 @@ void GanttView::paint_row(QPainter& p, const GanttRow& row, const RowGeometry& g
     if (row.is_compute() && r.width() > 60 && g.height >= 14) paint_kernels(p, it->op, r, c);
     if (show_critical_path_ && it->op < static_cast<std::int32_t>(detail_->on_critical_path.size()) &&
         detail_->on_critical_path[it->op])
-      p.fillRect(QRectF(r.left(), r.bottom() - std::max(1.5, g.height * 0.12), r.width(), std::max(1.5, g.height * 0.12)),
-                 QColor(20, 20, 20));
+      p.fillRect(
+          QRectF(r.left(), r.bottom() - std::max(1.5, g.height * 0.12), r.width(), std::max(1.5, g.height * 0.12)),
+          QColor(20, 20, 20));
     if (row.is_compute() && g.height >= 12) {
       const QString label = QString::fromStdString(sim::op_label(op));
       const QFontMetricsF fm(font());
@@ -255,7 +256,8 @@ void GanttView::paint_legend(QPainter& p) {
   };
   std::vector<Item> items = {{"forward", kind_colour(sim::OpKind::kForward)},
                              {"backward", kind_colour(sim::OpKind::kBackward)}};
-  if (detail_->config.schedule == Schedule::kZeroBubble) items.push_back({"weight grad", kind_colour(sim::OpKind::kWeightGrad)});
+  if (detail_->config.schedule == Schedule::kZeroBubble)
+    items.push_back({"weight grad", kind_colour(sim::OpKind::kWeightGrad)});
   items.push_back({"pp send", kind_colour(sim::OpKind::kPipeSend)});
   items.push_back({"dp comm", kind_colour(sim::OpKind::kDataParallel)});
   items.push_back({"optimizer", kind_colour(sim::OpKind::kOptimizer)});
@@ -337,7 +339,9 @@ bool GanttView::event(QEvent* e) {
       for (const auto& b : data_.rows[row].bubbles)
         if (t >= b.start_s && t <= b.end_s) {
           QToolTip::showText(help->globalPos(),
-                             tr("bubble: stage %1 idle for %2 ms").arg(data_.rows[row].stage).arg((b.end_s - b.start_s) * 1e3, 0, 'f', 2),
+                             tr("bubble: stage %1 idle for %2 ms")
+                                 .arg(data_.rows[row].stage)
+                                 .arg((b.end_s - b.start_s) * 1e3, 0, 'f', 2),
                              this);
           return true;
         }

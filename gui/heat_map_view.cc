@@ -90,7 +90,8 @@ void HeatMapView::paintEvent(QPaintEvent*) {
   }
   for (std::size_t pi = 0; pi < map_.pp_values.size(); ++pi) {
     const QRectF r = cell_rect(0, pi);
-    p.drawText(QRectF(20, r.top(), 32, r.height()), Qt::AlignRight | Qt::AlignVCenter, QString::number(map_.pp_values[pi]));
+    p.drawText(QRectF(20, r.top(), 32, r.height()), Qt::AlignRight | Qt::AlignVCenter,
+               QString::number(map_.pp_values[pi]));
   }
   p.drawText(QRectF(g.left(), g.bottom() + 16, g.width(), 16), Qt::AlignCenter, tr("tensor parallel (TP)"));
   p.save();
@@ -116,7 +117,10 @@ bool HeatMapView::event(QEvent* e) {
       QToolTip::showText(help->globalPos(),
                          c.best_plan < 0 ? tr("tp %1 × pp %2: nothing fits (see Rejected)").arg(c.tp).arg(c.pp)
                                          : tr("tp %1 × pp %2: %3 plans, best %4 tokens/s (click to select)")
-                                               .arg(c.tp).arg(c.pp).arg(c.plans).arg(c.best_tokens_per_s, 0, 'f', 0),
+                                               .arg(c.tp)
+                                               .arg(c.pp)
+                                               .arg(c.plans)
+                                               .arg(c.best_tokens_per_s, 0, 'f', 0),
                          this);
     } else {
       QToolTip::hideText();

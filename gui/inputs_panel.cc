@@ -57,8 +57,10 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   model_->setToolTip(tr("preset name, Loom model JSON, or Hugging Face config.json"));
   cluster_ = preset_box(cluster_preset_names(), "cluster");
   cluster_->setToolTip(tr("cluster preset or cost file (JSON)"));
-  form->addRow(tr("Model"), with_open_button(model_, this, SLOT(open_model_file()), tr("Open a model JSON or config.json")));
-  form->addRow(tr("Cluster"), with_open_button(cluster_, this, SLOT(open_cluster_file()), tr("Open a cluster cost file")));
+  form->addRow(tr("Model"),
+               with_open_button(model_, this, SLOT(open_model_file()), tr("Open a model JSON or config.json")));
+  form->addRow(tr("Cluster"),
+               with_open_button(cluster_, this, SLOT(open_cluster_file()), tr("Open a cluster cost file")));
 
   gpus_ = new QSpinBox;
   gpus_->setObjectName("gpus");
@@ -92,8 +94,9 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   cross_node_tp_ = new QCheckBox(tr("allow TP across nodes"));
   form->addRow(QString(), cross_node_tp_);
   sync_sends_ = new QCheckBox(tr("synchronous pipeline sends"));
-  sync_sends_->setToolTip(tr("a stage waits for its pipeline send before its next pass, as Megatron-LM does by "
-                             "default (batch_p2p_sync); `loom plan --sync-pipeline-sends`"));
+  sync_sends_->setToolTip(
+      tr("a stage waits for its pipeline send before its next pass, as Megatron-LM does by "
+         "default (batch_p2p_sync); `loom plan --sync-pipeline-sends`"));
   form->addRow(QString(), sync_sends_);
   outer->addWidget(specs);
 
@@ -197,13 +200,14 @@ void InputsPanel::set_error(const QString& message) {
 }
 
 void InputsPanel::open_model_file() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open model"), QString(),
-                                                    tr("Model JSON or Hugging Face config.json (*.json);;All files (*)"));
+  const QString path = QFileDialog::getOpenFileName(
+      this, tr("Open model"), QString(), tr("Model JSON or Hugging Face config.json (*.json);;All files (*)"));
   if (!path.isEmpty()) model_->setCurrentText(path);
 }
 
 void InputsPanel::open_cluster_file() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open cluster"), QString(), tr("Cost files (*.json);;All files (*)"));
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Open cluster"), QString(), tr("Cost files (*.json);;All files (*)"));
   if (!path.isEmpty()) cluster_->setCurrentText(path);
 }
 

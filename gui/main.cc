@@ -12,8 +12,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "gui/main_window.h"
 
@@ -42,8 +42,10 @@ void add_plan_flags(CLI::App& cli, GuiFlags& flags) {
   flags.specs.gpus = 16;
   flags.specs.global_batch = 64;
   loom::for_each_spec_flag(flags.specs, [&](const char* flag, auto& value, const char* help, bool) {
-    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, bool>) cli.add_flag(flag, value, help);
-    else cli.add_option(flag, value, help)->capture_default_str();
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, bool>)
+      cli.add_flag(flag, value, help);
+    else
+      cli.add_option(flag, value, help)->capture_default_str();
   });
   loom::for_each_config_flag(flags.config, true, [&](const char* flag, std::string& value, const std::string& help) {
     cli.add_option(flag, value, help);
@@ -86,25 +88,28 @@ int take_screenshot(loom::gui::MainWindow& window, const GuiFlags& flags) {
     }
     QApplication::exit(status);
   };
-  QObject::connect(&window, &loom::gui::MainWindow::idle, &window, [&] {
-    const auto& outcome = window.outcome();
-    if (!outcome.ok() || outcome.result.plans.empty()) {
-      fmt::print(stderr, "loom-gui: {}\n",
-                 outcome.ok() ? fmt::format("no configuration of {} on {} GPUs fits", outcome.specs.model.name,
-                                            outcome.specs.training.gpus)
-                              : outcome.error);
-      status = kExitFailure;
-      finish();
-      return;
-    }
-    const int wanted = std::min<int>(flags.select_rank, static_cast<int>(outcome.result.plans.size())) - 1;
-    if (!selected && window.selected_plan() != wanted) {
-      selected = true;
-      window.select_plan(wanted);
-      return;  // idle again once its simulation is shown
-    }
-    finish();
-  }, Qt::QueuedConnection);
+  QObject::connect(
+      &window, &loom::gui::MainWindow::idle, &window,
+      [&] {
+        const auto& outcome = window.outcome();
+        if (!outcome.ok() || outcome.result.plans.empty()) {
+          fmt::print(stderr, "loom-gui: {}\n",
+                     outcome.ok() ? fmt::format("no configuration of {} on {} GPUs fits", outcome.specs.model.name,
+                                                outcome.specs.training.gpus)
+                                  : outcome.error);
+          status = kExitFailure;
+          finish();
+          return;
+        }
+        const int wanted = std::min<int>(flags.select_rank, static_cast<int>(outcome.result.plans.size())) - 1;
+        if (!selected && window.selected_plan() != wanted) {
+          selected = true;
+          window.select_plan(wanted);
+          return;  // idle again once its simulation is shown
+        }
+        finish();
+      },
+      Qt::QueuedConnection);
   QTimer::singleShot(flags.timeout_s * 1000, &window, [&] {
     fmt::print(stderr, "loom-gui: --screenshot: the search did not finish within {} s\n", flags.timeout_s);
     QApplication::exit(kExitFailure);
@@ -140,11 +145,14 @@ int main(int argc, char** argv) {
   cli.add_option("--screenshot", flags.screenshot, "render the main window for these inputs to a PNG and exit");
   cli.add_option("--size", flags.size, "window size for --screenshot, WIDTHxHEIGHT")->capture_default_str();
   cli.add_option("--select", flags.select_rank, "for --screenshot: the rank of the plan to show")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cli.add_option("--chart", flags.chart, "for --screenshot: the frontier view to show, pareto or heatmap")
-      ->check(CLI::IsMember({"pareto", "heatmap"}))->capture_default_str();
+      ->check(CLI::IsMember({"pareto", "heatmap"}))
+      ->capture_default_str();
   cli.add_option("--threads", flags.threads, "search threads (default: all hardware threads)");
-  cli.add_option("--timeout", flags.timeout_s, "for --screenshot: give up after this many seconds")->capture_default_str();
+  cli.add_option("--timeout", flags.timeout_s, "for --screenshot: give up after this many seconds")
+      ->capture_default_str();
   try {
     cli.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

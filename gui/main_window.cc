@@ -82,16 +82,20 @@ void MainWindow::start_search() {
   request.threads = threads_;
   progress_->setRange(0, 0);
   progress_->show();
-  status_->setText(tr("searching %1 on %2 GPUs …").arg(QString::fromStdString(request.specs.model)).arg(request.specs.gpus));
+  status_->setText(
+      tr("searching %1 on %2 GPUs …").arg(QString::fromStdString(request.specs.model)).arg(request.specs.gpus));
   auto last_permille = std::make_shared<std::atomic<int>>(-1);
   QProgressBar* bar = progress_;
   ProgressFn progress = [bar, last_permille](std::size_t done, std::size_t total) {
     const int permille = total ? static_cast<int>(1000 * done / total) : 0;
     if (last_permille->exchange(permille) == permille) return;
-    QMetaObject::invokeMethod(bar, [bar, permille] {
-      bar->setRange(0, 1000);
-      bar->setValue(permille);
-    }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        bar,
+        [bar, permille] {
+          bar->setRange(0, 1000);
+          bar->setValue(permille);
+        },
+        Qt::QueuedConnection);
   };
   search_running_ = true;
   search_.setFuture(QtConcurrent::run([request, progress] { return run_plan_request(request, progress); }));
@@ -147,8 +151,8 @@ void MainWindow::on_search_finished() {
                   .arg(QString::fromStdString(rule).toHtmlEscaped());
     search_info_->setText(info + "</table>");
     if (outcome_.result.plans.empty()) {
-      summary_->show_message(tr("No configuration fits in %1 GiB; the Rejected tab says why.")
-                                 .arg(s.cluster.gpu_memory_gib(), 0, 'f', 0));
+      summary_->show_message(
+          tr("No configuration fits in %1 GiB; the Rejected tab says why.").arg(s.cluster.gpu_memory_gib(), 0, 'f', 0));
     } else {
       select_plan(0);
     }
@@ -202,8 +206,10 @@ void MainWindow::start_detail() {
     out.search = search;
     out.plan_index = plan;
     auto d = simulate_detail(specs, config);
-    if (d) out.detail = std::make_shared<const PlanDetail>(std::move(*d));
-    else out.error = d.error().message;
+    if (d)
+      out.detail = std::make_shared<const PlanDetail>(std::move(*d));
+    else
+      out.error = d.error().message;
     return out;
   }));
 }

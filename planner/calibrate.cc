@@ -244,8 +244,8 @@ double mean_abs_error(const std::vector<TraceRun>& runs, const ClusterSpec& clus
 Result<CostCorrection> fit_trace_corrections(const std::vector<TraceRun>& runs, const ClusterSpec& cluster) {
   if (runs.empty()) return make_error("calibrate: no traced runs");
   if (cluster.gemm_table.empty() || cluster.compute.memory_bound_efficiency <= 0)
-    return make_error(fmt::format("calibrate: cost file '{}' has no measured GEMM table (run `loom profile` first)",
-                                  cluster.name));
+    return make_error(
+        fmt::format("calibrate: cost file '{}' has no measured GEMM table (run `loom profile` first)", cluster.name));
   // The two directions the correction moves along, taken from the cost model itself: every GEMM
   // twice as slow, and memory-bound ops at half the efficiency.
   ClusterSpec slow_gemm = cluster, slow_memory = cluster;
@@ -281,8 +281,8 @@ Result<CostCorrection> fit_trace_corrections(const std::vector<TraceRun>& runs, 
     g.memory_bound_efficiency = cluster.compute.memory_bound_efficiency / (1.0 + b);
     g.passes = rows;
     if (g.gemm_scale <= 0 || g.memory_bound_efficiency <= 0)
-      return make_error(fmt::format("calibrate: the fit{} is unphysical (GEMM ×{:.3f}, memory efficiency {:.3f})", which,
-                                    g.gemm_scale, g.memory_bound_efficiency));
+      return make_error(fmt::format("calibrate: the fit{} is unphysical (GEMM ×{:.3f}, memory efficiency {:.3f})",
+                                    which, g.gemm_scale, g.memory_bound_efficiency));
     c.groups.push_back(g);
     c.passes += rows;
   }
@@ -296,8 +296,7 @@ Result<CostCorrection> fit_trace_corrections(const std::vector<TraceRun>& runs, 
   for (std::size_t k = 0; k < runs.size(); ++k) {
     const TraceRun& r = runs[k];
     const auto names = pass_names(r);
-    const auto m = measured_passes(r), before = predicted_passes(r, cluster),
-               after = predicted_passes(r, corrected);
+    const auto m = measured_passes(r), before = predicted_passes(r, cluster), after = predicted_passes(r, corrected);
     for (std::size_t i = 0; i < m.size(); ++i)
       c.rows.push_back({fmt::format("stage {} {}", r.stage, names[i]), m[i], before[i], after[i], k});
   }
@@ -322,7 +321,8 @@ ClusterSpec apply_correction(const ClusterSpec& cluster, const CostCorrection& c
     op.seconds *= cluster.compute.memory_bound_efficiency / group_for(op.ranks).memory_bound_efficiency;
   // Ops with their own efficiency move by the same factor as the plain ones.
   for (auto& [op, efficiency] : c.compute.memory_op_efficiency)
-    efficiency = std::min(1.0, efficiency * correction.memory_bound_efficiency / cluster.compute.memory_bound_efficiency);
+    efficiency =
+        std::min(1.0, efficiency * correction.memory_bound_efficiency / cluster.compute.memory_bound_efficiency);
   // A fraction of the stated bandwidth: a fit above 1 (a run whose small working sets stayed in
   // cache, against a profile taken while the host was busy) still moves the measured ops by all
   // of it, but the file states at most the full bandwidth, as a cost file must.

@@ -35,10 +35,14 @@ Result<TracePassTimes> read_executor_trace(const Json& trace, const std::string&
     const double seconds = e["dur"].get<double>() * 1e-6;  // Chrome traces count microseconds
     int chunk = 0;
     long long mb = 0;
-    if (std::sscanf(name.c_str(), "F%d mb%lld", &chunk, &mb) == 2) forward[chunk].push_back(seconds);
-    else if (std::sscanf(name.c_str(), "B%d mb%lld", &chunk, &mb) == 2) backward[chunk].push_back(seconds);
-    else if (name == "optimizer") optimizer.push_back(seconds);
-    else continue;
+    if (std::sscanf(name.c_str(), "F%d mb%lld", &chunk, &mb) == 2)
+      forward[chunk].push_back(seconds);
+    else if (std::sscanf(name.c_str(), "B%d mb%lld", &chunk, &mb) == 2)
+      backward[chunk].push_back(seconds);
+    else if (name == "optimizer")
+      optimizer.push_back(seconds);
+    else
+      continue;
     ++t.slices;
   }
   if (forward.empty()) return make_error(fmt::format("{}: no forward slices ('F<chunk> mb<i>')", path));
@@ -83,7 +87,8 @@ Result<TraceRun> fallback_run(const TraceFallback& f) {
   auto config = parse_parallel_config(f.config, f.gpus);
   if (!config) return config.error();
   r.config = *config;
-  r.training.global_batch = f.global_batch > 0 ? f.global_batch : static_cast<long long>(r.config.dp) * r.config.micro_batch;
+  r.training.global_batch =
+      f.global_batch > 0 ? f.global_batch : static_cast<long long>(r.config.dp) * r.config.micro_batch;
   r.training.seq_len = r.model.seq_len;
   return r;
 }

@@ -100,7 +100,8 @@ void Enumerator::for_micro_batch(ParallelConfig c, long long m) {
     const std::vector<Recompute> recomputes =
         space_.recompute.empty() ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
                                  : space_.recompute;
-    const std::vector<bool> sps = space_.sequence_parallel.empty() ? std::vector<bool>{false, true} : space_.sequence_parallel;
+    const std::vector<bool> sps =
+        space_.sequence_parallel.empty() ? std::vector<bool>{false, true} : space_.sequence_parallel;
     for (Recompute rc : recomputes) {
       c.recompute = rc;
       // FlashAttention already recomputes the attention core in its backward: selective

@@ -25,9 +25,9 @@ struct SearchSpace {
 };
 
 struct Rejection {
-  ParallelConfig config;   // fields past the level where the rule applies keep their defaults
-  std::string reason;      // "heads 96 not divisible by tp 64"
-  std::string rule;        // the reason's rule, for grouping (a rule:: key of core/config_rules.h, or the search's)
+  ParallelConfig config;  // fields past the level where the rule applies keep their defaults
+  std::string reason;     // "heads 96 not divisible by tp 64"
+  std::string rule;       // the reason's rule, for grouping (a rule:: key of core/config_rules.h, or the search's)
 };
 
 struct Enumeration {
@@ -36,7 +36,7 @@ struct Enumeration {
 };
 
 // Fails only when no (tp, pp, dp) layout can use the GPUs at all.
-Result<Enumeration> enumerate_configs(const ModelSpec& model, const TrainingSpec& training,
-                                      const ClusterSpec& cluster, const SearchSpace& space);
+Result<Enumeration> enumerate_configs(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
+                                      const SearchSpace& space);
 
 }  // namespace loom

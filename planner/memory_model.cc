@@ -14,7 +14,7 @@ namespace {
 // outputs, dropout masks): replicated across TP ranks unless sequence parallelism splits them.
 double replicated_activation_bytes(const ModelSpec& m, double sbh, double ab) {
   const double norm_inputs = 2.0 * ab * sbh;
-  const double norm_outputs = 2.0 * ab * sbh;  // inputs of the QKV and MLP-up projections
+  const double norm_outputs = 2.0 * ab * sbh;                // inputs of the QKV and MLP-up projections
   const double dropout_masks = m.dropout ? 2.0 * sbh : 0.0;  // 1 byte per element
   return norm_inputs + norm_outputs + dropout_masks;
 }
@@ -67,7 +67,8 @@ double zero_buffer_bytes(const ModelSpec& m, const TrainingSpec& t, const Parall
   if (stage == 0) {
     // The embedding's forward (positions or the first layer prefetched, then the positions with
     // the first layer) and its gradient.
-    if (gather) peak = std::max({peak, (embedding + (positions > 0 ? positions : layer)) * pb, (positions + layer) * pb});
+    if (gather)
+      peak = std::max({peak, (embedding + (positions > 0 ? positions : layer)) * pb, (positions + layer) * pb});
     peak = std::max(peak, std::max(embedding, positions) * gb);
   }
   return peak;
@@ -146,10 +147,8 @@ double activation_bytes_per_layer(const ModelSpec& m, const TrainingSpec& t, con
 double micro_batches_in_flight(const ParallelConfig& c, int stage, long long micro_batches) {
   const double m = static_cast<double>(micro_batches);
   switch (c.schedule) {
-    case Schedule::kGPipe:
-      return m;  // every forward finishes before the first backward
-    case Schedule::k1F1B:
-      return std::min<double>(c.pp - stage, m);
+    case Schedule::kGPipe: return m;  // every forward finishes before the first backward
+    case Schedule::k1F1B: return std::min<double>(c.pp - stage, m);
     case Schedule::kZeroBubble:
       // ZB-H1 defers up to s weight-gradient passes on stage s, whose inputs stay alive: every
       // stage holds p micro-batches, the first stage's 1F1B peak (Qi et al. 2024, §3.1).

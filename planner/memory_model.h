@@ -17,18 +17,18 @@ namespace loom {
 
 struct StageMemory {
   int stage = 0;
-  int layers = 0;                    // transformer layers held by this stage (all its chunks)
-  double param_count = 0;            // parameters held before ZeRO-3 sharding
+  int layers = 0;          // transformer layers held by this stage (all its chunks)
+  double param_count = 0;  // parameters held before ZeRO-3 sharding
   double params_bytes = 0;
   double grads_bytes = 0;
   double optimizer_bytes = 0;
   double activations_bytes = 0;
-  double buffers_bytes = 0;          // ZeRO's unsharded gradients and gathered units, p2p and SP buffers
-  double p2p_bytes = 0;              // the pipeline's send/receive buffers, part of buffers_bytes
-  double workspace_bytes = 0;        // temporaries of one layer's backward, part of reserve_bytes
-  double reserve_bytes = 0;          // framework reserve plus the workspace (inside buffers in the GiB view)
-  double activation_bytes_per_layer = 0;   // one micro-batch, one layer
-  double micro_batches_in_flight = 0;      // in units of the stage's full set of layers
+  double buffers_bytes = 0;               // ZeRO's unsharded gradients and gathered units, p2p and SP buffers
+  double p2p_bytes = 0;                   // the pipeline's send/receive buffers, part of buffers_bytes
+  double workspace_bytes = 0;             // temporaries of one layer's backward, part of reserve_bytes
+  double reserve_bytes = 0;               // framework reserve plus the workspace (inside buffers in the GiB view)
+  double activation_bytes_per_layer = 0;  // one micro-batch, one layer
+  double micro_batches_in_flight = 0;     // in units of the stage's full set of layers
   double total_bytes() const {
     return params_bytes + grads_bytes + optimizer_bytes + activations_bytes + buffers_bytes + reserve_bytes;
   }

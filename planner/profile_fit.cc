@@ -14,8 +14,9 @@ namespace loom {
 
 const std::map<std::string, double>& layer_memory_op_weights() {
   // sim/cost_model.cc: two norms and two residual adds, one GELU, one softmax per pass.
-  static const std::map<std::string, double> weights = {{"norm", 2}, {"norm_bwd", 2}, {"residual", 2}, {"residual_bwd", 2},
-                                                        {"gelu", 1}, {"gelu_bwd", 1}, {"softmax", 1}, {"softmax_bwd", 1}};
+  static const std::map<std::string, double> weights = {{"norm", 2},         {"norm_bwd", 2},   {"residual", 2},
+                                                        {"residual_bwd", 2}, {"gelu", 1},       {"gelu_bwd", 1},
+                                                        {"softmax", 1},      {"softmax_bwd", 1}};
   return weights;
 }
 
@@ -54,13 +55,15 @@ void fit_kernels(ClusterSpec& c) {
 
 void fit_collectives(ClusterSpec& c) {
   std::map<std::tuple<std::string, std::string, int>, std::vector<std::pair<double, double>>> grouped;
-  for (const auto& t : c.collective_points) grouped[{t.collective, t.level, t.group_size}].emplace_back(t.bytes, t.seconds);
+  for (const auto& t : c.collective_points)
+    grouped[{t.collective, t.level, t.group_size}].emplace_back(t.bytes, t.seconds);
   c.collective_fits.clear();
   for (const auto& [key, points] : grouped) {
     const auto& [name, level, n] = key;
     const sim::RegimeFit regimes = sim::fit_alpha_beta_regimes(collective_named(name), n, points);
     for (const auto& r : regimes.regimes)
-      c.collective_fits.push_back({name, level, n, r.ab.alpha_s, r.ab.bus_bandwidth_bytes_per_s, r.ab.r2, r.min_bytes, r.max_bytes});
+      c.collective_fits.push_back(
+          {name, level, n, r.ab.alpha_s, r.ab.bus_bandwidth_bytes_per_s, r.ab.r2, r.min_bytes, r.max_bytes});
     const sim::AlphaBeta one_line = sim::fit_alpha_beta(collective_named(name), n, points);
     c.provenance[fmt::format("alpha_beta_r2_{}_{}_{}", name, level, n)] = fmt::format("{:.5f}", regimes.r2);
     c.provenance[fmt::format("alpha_beta_r2_one_line_{}_{}_{}", name, level, n)] = fmt::format("{:.5f}", one_line.r2);
@@ -68,7 +71,8 @@ void fit_collectives(ClusterSpec& c) {
       // Pipeline sends without measured points fall back to the link figures: one line for all sizes.
       LinkSpec link{one_line.bus_bandwidth_bytes_per_s, one_line.alpha_s};
       (level == to_string(LinkLevel::kIntraNode) ? c.intra_node : c.inter_node) = link;
-      if (level == to_string(LinkLevel::kIntraNode) && c.max_nodes <= 1) c.inter_node = link;  // one host: no other link exists
+      if (level == to_string(LinkLevel::kIntraNode) && c.max_nodes <= 1)
+        c.inter_node = link;  // one host: no other link exists
     }
   }
 }

@@ -27,7 +27,8 @@ TrainingSpec paper_training(int gpus, long long global_batch, int seq) {
 
 }  // namespace
 
-Result<std::vector<PublishedRow>> reproduce_korthikanti_table5(const std::string& json_path, const ClusterSpec& cluster) {
+Result<std::vector<PublishedRow>> reproduce_korthikanti_table5(const std::string& json_path,
+                                                               const ClusterSpec& cluster) {
   auto json = read_json_file(json_path);
   if (!json) return json.error();
   const Json& j = *json;

@@ -13,8 +13,8 @@
 namespace loom {
 
 struct PublishedRow {
-  std::string model;        // "22B", "175B", ...
-  std::string setting;      // "full_recompute" | "sequence_parallel_plus_selective"
+  std::string model;    // "22B", "175B", ...
+  std::string setting;  // "full_recompute" | "sequence_parallel_plus_selective"
   ParallelConfig config;
   int gpus = 0;
   long long global_batch = 0;
@@ -24,6 +24,7 @@ struct PublishedRow {
 };
 
 // Reads korthikanti2022.json and simulates each row on `cluster`.
-Result<std::vector<PublishedRow>> reproduce_korthikanti_table5(const std::string& json_path, const ClusterSpec& cluster);
+Result<std::vector<PublishedRow>> reproduce_korthikanti_table5(const std::string& json_path,
+                                                               const ClusterSpec& cluster);
 
 }  // namespace loom

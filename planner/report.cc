@@ -17,11 +17,11 @@ struct Column {
 };
 
 std::vector<Column> columns(bool with_days) {
-  std::vector<Column> c = {{"rank", true},     {"TP", true},         {"PP", true},          {"DP", true},
-                           {"ZeRO", true},     {"MB", true},         {"VPP", true},         {"recompute", false},
-                           {"SP", false},      {"schedule", false},  {"mem_GiB", true},     {"params", true},
-                           {"grads", true},    {"optim", true},      {"act", true},         {"buf", true},
-                           {"step_s", true},   {"tokens/s", true},   {"TFLOP/s/GPU", true}, {"MFU%", true},
+  std::vector<Column> c = {{"rank", true},   {"TP", true},        {"PP", true},          {"DP", true},
+                           {"ZeRO", true},   {"MB", true},        {"VPP", true},         {"recompute", false},
+                           {"SP", false},    {"schedule", false}, {"mem_GiB", true},     {"params", true},
+                           {"grads", true},  {"optim", true},     {"act", true},         {"buf", true},
+                           {"step_s", true}, {"tokens/s", true},  {"TFLOP/s/GPU", true}, {"MFU%", true},
                            {"bubble%", true}};
   if (with_days) c.push_back({"days", true});
   return c;
@@ -30,18 +30,27 @@ std::vector<Column> columns(bool with_days) {
 std::vector<std::string> cells(const PlanRow& r, std::size_t rank, bool with_days) {
   const ParallelConfig& c = r.config;
   const MemoryBreakdownGiB& m = r.metrics.memory_gib;
-  std::vector<std::string> v = {
-      fmt::format("{}", rank),          fmt::format("{}", c.tp),
-      fmt::format("{}", c.pp),          fmt::format("{}", c.dp),
-      fmt::format("{}", c.zero),        fmt::format("{}", c.micro_batch),
-      fmt::format("{}", c.vpp),         to_string(c.recompute),
-      c.sequence_parallel ? "on" : "off", to_string(c.schedule),
-      fmt::format("{:.1f}", m.total),   fmt::format("{:.1f}", m.params),
-      fmt::format("{:.1f}", m.grads),   fmt::format("{:.1f}", m.optimizer),
-      fmt::format("{:.1f}", m.activations), fmt::format("{:.1f}", m.buffers),
-      fmt::format("{:.3f}", r.metrics.step_time_s), fmt::format("{:.0f}", r.metrics.tokens_per_s),
-      fmt::format("{:.1f}", r.metrics.tflops_per_gpu), fmt::format("{:.1f}", 100.0 * r.metrics.mfu),
-      fmt::format("{:.1f}", 100.0 * r.metrics.bubble_fraction)};
+  std::vector<std::string> v = {fmt::format("{}", rank),
+                                fmt::format("{}", c.tp),
+                                fmt::format("{}", c.pp),
+                                fmt::format("{}", c.dp),
+                                fmt::format("{}", c.zero),
+                                fmt::format("{}", c.micro_batch),
+                                fmt::format("{}", c.vpp),
+                                to_string(c.recompute),
+                                c.sequence_parallel ? "on" : "off",
+                                to_string(c.schedule),
+                                fmt::format("{:.1f}", m.total),
+                                fmt::format("{:.1f}", m.params),
+                                fmt::format("{:.1f}", m.grads),
+                                fmt::format("{:.1f}", m.optimizer),
+                                fmt::format("{:.1f}", m.activations),
+                                fmt::format("{:.1f}", m.buffers),
+                                fmt::format("{:.3f}", r.metrics.step_time_s),
+                                fmt::format("{:.0f}", r.metrics.tokens_per_s),
+                                fmt::format("{:.1f}", r.metrics.tflops_per_gpu),
+                                fmt::format("{:.1f}", 100.0 * r.metrics.mfu),
+                                fmt::format("{:.1f}", 100.0 * r.metrics.bubble_fraction)};
   if (with_days) v.push_back(fmt::format("{:.1f}", r.days_to_train));
   return v;
 }
@@ -57,28 +66,33 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
   const ClusterSpec& c = *ctx.cluster;
   const TrainingSpec& t = *ctx.training;
   std::vector<std::string> lines;
-  lines.push_back(fmt::format("model {}: {:.2f} B parameters, {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}, "
-                              "{}, {}",
-                              m.name, m.total_params() / 1e9, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden,
-                              m.vocab, to_string(m.activation), to_string(m.norm)));
-  lines.push_back(fmt::format("cluster {} ({}): {} x {} per node, {:.0f} GiB, {:.0f} TFLOP/s peak, {:.0f} GB/s NVLink, "
-                              "{:.0f} GB/s per GPU between nodes",
-                              c.name, ctx.cluster_source, c.gpus_per_node, c.device.name, c.gpu_memory_gib(),
-                              c.device.peak_flops / 1e12, c.intra_node.bandwidth_bytes_per_s / 1e9,
-                              c.inter_node.bandwidth_bytes_per_s / 1e9));
+  lines.push_back(
+      fmt::format("model {}: {:.2f} B parameters, {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}, "
+                  "{}, {}",
+                  m.name, m.total_params() / 1e9, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, m.vocab,
+                  to_string(m.activation), to_string(m.norm)));
+  lines.push_back(fmt::format(
+      "cluster {} ({}): {} x {} per node, {:.0f} GiB, {:.0f} TFLOP/s peak, {:.0f} GB/s NVLink, "
+      "{:.0f} GB/s per GPU between nodes",
+      c.name, ctx.cluster_source, c.gpus_per_node, c.device.name, c.gpu_memory_gib(), c.device.peak_flops / 1e12,
+      c.intra_node.bandwidth_bytes_per_s / 1e9, c.inter_node.bandwidth_bytes_per_s / 1e9));
   lines.push_back(fmt::format("training: {} GPUs, global batch {} x {} tokens{}", t.gpus, t.global_batch, t.seq_len,
                               t.tokens > 0 ? fmt::format(", token budget {:.3g}", t.tokens) : ""));
-  lines.push_back(fmt::format("precision: {}-byte params, {}-byte grads, {}-byte optimizer states per parameter (mixed "
-                              "precision Adam), {}-byte activations; {} attention",
-                              t.param_bytes, t.grad_bytes, t.optimizer_bytes, t.activation_bytes, to_string(t.attention)));
-  lines.push_back(fmt::format("memory: most loaded pipeline stage; buf = communication buffers + one layer's backward "
-                              "workspace + {:.1f} GiB framework reserve; fits if total <= {:.1f} GiB",
-                              bytes_to_gib(c.framework_reserve_bytes), c.gpu_memory_gib()));
-  lines.push_back(fmt::format("search: {} legal configurations, {} fit in memory and were simulated, {} rejected "
-                              "(--explain lists why)",
-                              result.enumerated, result.simulated, result.rejected.size()));
-  lines.push_back("times: simulated step (discrete-event, 1 pipeline, DP replicas symmetric); TFLOP/s and MFU count "
-                  "model FLOPs without recompute");
+  lines.push_back(
+      fmt::format("precision: {}-byte params, {}-byte grads, {}-byte optimizer states per parameter (mixed "
+                  "precision Adam), {}-byte activations; {} attention",
+                  t.param_bytes, t.grad_bytes, t.optimizer_bytes, t.activation_bytes, to_string(t.attention)));
+  lines.push_back(
+      fmt::format("memory: most loaded pipeline stage; buf = communication buffers + one layer's backward "
+                  "workspace + {:.1f} GiB framework reserve; fits if total <= {:.1f} GiB",
+                  bytes_to_gib(c.framework_reserve_bytes), c.gpu_memory_gib()));
+  lines.push_back(
+      fmt::format("search: {} legal configurations, {} fit in memory and were simulated, {} rejected "
+                  "(--explain lists why)",
+                  result.enumerated, result.simulated, result.rejected.size()));
+  lines.push_back(
+      "times: simulated step (discrete-event, 1 pipeline, DP replicas symmetric); TFLOP/s and MFU count "
+      "model FLOPs without recompute");
   return lines;
 }
 
@@ -98,7 +112,8 @@ std::string format_table(const ReportContext& ctx, const PlanResult& result, std
     std::string line;
     for (std::size_t j = 0; j < values.size(); ++j) {
       if (j) line += "  ";
-      line += cols[j].right_aligned ? fmt::format("{:>{}}", values[j], width[j]) : fmt::format("{:<{}}", values[j], width[j]);
+      line += cols[j].right_aligned ? fmt::format("{:>{}}", values[j], width[j])
+                                    : fmt::format("{:<{}}", values[j], width[j]);
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
@@ -170,7 +185,8 @@ std::string format_rejections(const PlanResult& result, std::size_t examples_per
   std::map<std::string, std::vector<const Rejection*>> by_rule;
   for (const auto& r : result.rejected) by_rule[r.rule].push_back(&r);
   std::vector<std::pair<std::string, std::vector<const Rejection*>>> groups(by_rule.begin(), by_rule.end());
-  std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
   std::string out = fmt::format("# rejected: {} configurations\n", result.rejected.size());
   for (const auto& [rule, list] : groups) {
     out += fmt::format("{} ({}):\n", rule, list.size());

@@ -65,7 +65,9 @@ Plan make_plan(const Specs& specs, const PlanRow& row) {
   return plan;
 }
 
-std::string plan_file_text(const Specs& specs, const PlanRow& row) { return to_json(make_plan(specs, row)).dump(2) + "\n"; }
+std::string plan_file_text(const Specs& specs, const PlanRow& row) {
+  return to_json(make_plan(specs, row)).dump(2) + "\n";
+}
 
 sim::SimOptions detailed_sim_options(const MemoryReport& memory, const ParallelConfig& config) {
   sim::SimOptions options;
@@ -116,8 +118,8 @@ Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& trai
       fitting.emplace_back(c, std::move(memory));
     } else {
       const double over = bytes_to_gib(memory.most_loaded_total_bytes() - memory.capacity_bytes);
-      result.rejected.push_back({c, fmt::format("OOM by {:.1f} GiB on stage {}", over, memory.most_loaded_stage),
-                                 "out of memory"});
+      result.rejected.push_back(
+          {c, fmt::format("OOM by {:.1f} GiB on stage {}", over, memory.most_loaded_stage), "out of memory"});
     }
   }
 
@@ -128,8 +130,10 @@ Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& trai
   const sim::CollectiveModel collectives(cluster);
   parallel_for(fitting.size(), options.threads, [&](std::size_t i) {
     auto row = evaluate_config(model, training, cluster, collectives, fitting[i].first, fitting[i].second);
-    if (row) rows[i] = std::move(*row);
-    else errors[i] = row.error().message;
+    if (row)
+      rows[i] = std::move(*row);
+    else
+      errors[i] = row.error().message;
     const std::size_t finished = ++done;
     if (options.progress && (finished % 64 == 0 || finished == fitting.size())) {
       std::lock_guard<std::mutex> lock(progress_mutex);
@@ -138,8 +142,10 @@ Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& trai
   });
 
   for (std::size_t i = 0; i < fitting.size(); ++i) {
-    if (rows[i]) result.plans.push_back(std::move(*rows[i]));
-    else result.rejected.push_back({fitting[i].first, errors[i], "cannot be scheduled"});
+    if (rows[i])
+      result.plans.push_back(std::move(*rows[i]));
+    else
+      result.rejected.push_back({fitting[i].first, errors[i], "cannot be scheduled"});
   }
   result.simulated = result.plans.size();
   std::stable_sort(result.plans.begin(), result.plans.end(), [](const PlanRow& a, const PlanRow& b) {

@@ -17,17 +17,17 @@ namespace loom {
 struct PlanRow {
   ParallelConfig config;
   PlanMetrics metrics;
-  StageMemory memory;             // the most loaded stage
+  StageMemory memory;  // the most loaded stage
   sim::ExposedComm exposed;
   long long micro_batches = 0;
-  double days_to_train = 0;       // 0 when no token budget was given
+  double days_to_train = 0;  // 0 when no token budget was given
   std::string limited_by;
 };
 
 struct PlanResult {
-  std::vector<PlanRow> plans;     // fastest first
+  std::vector<PlanRow> plans;  // fastest first
   std::vector<Rejection> rejected;
-  std::size_t enumerated = 0;     // legal configurations considered
+  std::size_t enumerated = 0;  // legal configurations considered
   std::size_t simulated = 0;
 };
 

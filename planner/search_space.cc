@@ -79,15 +79,14 @@ Status single_value(const std::vector<T>& values, const char* flag, T fallback, 
 
 Result<SearchSpace> parse_search_space(const ConfigText& c) {
   SearchSpace s;
-  for (Status status : {split_list<int>(c.tp, "--tp", parse_positive, s.tp),
-                        split_list<int>(c.pp, "--pp", parse_positive, s.pp),
-                        split_list<int>(c.dp, "--dp", parse_positive, s.dp),
-                        split_list<int>(c.zero, "--zero", parse_zero, s.zero),
-                        split_list<int>(c.micro_batch, "--micro-batch", parse_positive, s.micro_batch),
-                        split_list<int>(c.vpp, "--vpp", parse_positive, s.vpp),
-                        split_list<Recompute>(c.recompute, "--recompute", parse_recompute_item, s.recompute),
-                        split_list<bool>(c.sp, "--sp", parse_sp_item, s.sequence_parallel),
-                        split_list<Schedule>(c.schedule, "--schedule", parse_schedule_item, s.schedule)})
+  for (Status status :
+       {split_list<int>(c.tp, "--tp", parse_positive, s.tp), split_list<int>(c.pp, "--pp", parse_positive, s.pp),
+        split_list<int>(c.dp, "--dp", parse_positive, s.dp), split_list<int>(c.zero, "--zero", parse_zero, s.zero),
+        split_list<int>(c.micro_batch, "--micro-batch", parse_positive, s.micro_batch),
+        split_list<int>(c.vpp, "--vpp", parse_positive, s.vpp),
+        split_list<Recompute>(c.recompute, "--recompute", parse_recompute_item, s.recompute),
+        split_list<bool>(c.sp, "--sp", parse_sp_item, s.sequence_parallel),
+        split_list<Schedule>(c.schedule, "--schedule", parse_schedule_item, s.schedule)})
     if (!status) return status.error();
   return s;
 }
@@ -101,10 +100,11 @@ Result<ParallelConfig> parse_parallel_config(const ConfigText& text, int gpus) {
     if (!s) return s.error();
   const int model_parallel = c.tp * c.pp;
   const int dp = model_parallel > 0 && gpus % model_parallel == 0 ? gpus / model_parallel : 0;
-  for (Status s : {single_value(l.dp, "--dp", dp, c.dp), single_value(l.zero, "--zero", 0, c.zero),
-                   single_value(l.micro_batch, "--micro-batch", 1, c.micro_batch), single_value(l.vpp, "--vpp", 1, c.vpp),
-                   single_value(l.recompute, "--recompute", Recompute::kNone, c.recompute),
-                   single_value(l.sequence_parallel, "--sp", false, c.sequence_parallel)})
+  for (Status s :
+       {single_value(l.dp, "--dp", dp, c.dp), single_value(l.zero, "--zero", 0, c.zero),
+        single_value(l.micro_batch, "--micro-batch", 1, c.micro_batch), single_value(l.vpp, "--vpp", 1, c.vpp),
+        single_value(l.recompute, "--recompute", Recompute::kNone, c.recompute),
+        single_value(l.sequence_parallel, "--sp", false, c.sequence_parallel)})
     if (!s) return s.error();
   const Schedule schedule = c.vpp > 1 ? Schedule::kInterleaved : Schedule::k1F1B;
   if (Status s = single_value(l.schedule, "--schedule", schedule, c.schedule); !s) return s.error();

@@ -157,7 +157,9 @@ CollectiveModel::CollectiveModel(const ClusterSpec& cluster) : cluster_(&cluster
   for (const auto& f : cluster.collective_fits) {
     auto c = parse_collective(f.collective);
     auto l = parse_link_level(f.level);
-    if (c && l) fits_[{*c, *l, f.group_size}].push_back({{f.alpha_s, f.bus_bandwidth_bytes_per_s, f.r2}, f.min_bytes, f.max_bytes});
+    if (c && l)
+      fits_[{*c, *l, f.group_size}].push_back(
+          {{f.alpha_s, f.bus_bandwidth_bytes_per_s, f.r2}, f.min_bytes, f.max_bytes});
   }
   for (auto& [key, regimes] : fits_)
     std::sort(regimes.begin(), regimes.end(), [](const auto& a, const auto& b) { return a.min_bytes < b.min_bytes; });
@@ -203,7 +205,8 @@ double CollectiveModel::flat_time_s(Collective c, double bytes, int n, LinkLevel
   double t = alpha_beta_time(ab, c, n, bytes);
   if (c == Collective::kAllReduce && level == LinkLevel::kInterNode) {
     // NCCL's double binary tree: logarithmic latency at the same bus bandwidth.
-    const double tree = 2.0 * std::ceil(std::log2(n)) * ab.alpha_s + bus_factor(c, n) * bytes / ab.bus_bandwidth_bytes_per_s;
+    const double tree =
+        2.0 * std::ceil(std::log2(n)) * ab.alpha_s + bus_factor(c, n) * bytes / ab.bus_bandwidth_bytes_per_s;
     t = std::min(t, tree);
   }
   return t;
@@ -226,8 +229,7 @@ double CollectiveModel::time_s(Collective c, double bytes, GroupPlacement g) con
     case Collective::kAllGather:
       return flat_time_s(c, bytes, per_node, LinkLevel::kIntraNode) +
              flat_time_s(c, shard, nodes, LinkLevel::kInterNode);
-    case Collective::kSendRecv:
-      return send_recv_s(bytes, LinkLevel::kInterNode);
+    case Collective::kSendRecv: return send_recv_s(bytes, LinkLevel::kInterNode);
   }
   return 0.0;
 }

@@ -33,7 +33,7 @@ double ring_steps(Collective c, int n);
 double bus_factor(Collective c, int n);
 
 struct AlphaBeta {
-  double alpha_s = 0;               // per ring step
+  double alpha_s = 0;  // per ring step
   double bus_bandwidth_bytes_per_s = 0;
   double r2 = 1.0;
 };
@@ -48,7 +48,7 @@ AlphaBeta fit_alpha_beta(Collective c, int n, const std::vector<std::pair<double
 // `max_regimes`) minimises the Bayesian information criterion of the relative residuals, so a
 // regime is only added where it explains the data, not the noise.
 struct AlphaBetaRegime {
-  AlphaBeta ab;               // ab.r2: of this regime's points
+  AlphaBeta ab;                         // ab.r2: of this regime's points
   double min_bytes = 0, max_bytes = 0;  // measured sizes the regime covers
 };
 struct RegimeFit {
@@ -57,8 +57,8 @@ struct RegimeFit {
 };
 // The regime whose sizes hold `bytes` (the nearest one outside them).
 const AlphaBeta& regime_for(const std::vector<AlphaBetaRegime>& regimes, double bytes);
-RegimeFit fit_alpha_beta_regimes(Collective c, int n, std::vector<std::pair<double, double>> points, int max_regimes = 3,
-                                 int min_points = 4);
+RegimeFit fit_alpha_beta_regimes(Collective c, int n, std::vector<std::pair<double, double>> points,
+                                 int max_regimes = 3, int min_points = 4);
 double alpha_beta_time(const AlphaBeta& ab, Collective c, int n, double bytes);
 
 class CollectiveModel {

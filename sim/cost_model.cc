@@ -17,7 +17,8 @@ namespace {
 const char* tp_name(Collective c) {
   static const auto names = [] {
     std::array<std::string, std::size(kCollectiveNames)> n;
-    for (const auto& [value, name] : kCollectiveNames) n[static_cast<std::size_t>(value)] = trace_names::collective(value, "tp");
+    for (const auto& [value, name] : kCollectiveNames)
+      n[static_cast<std::size_t>(value)] = trace_names::collective(value, "tp");
     return n;
   }();
   return names[static_cast<std::size_t>(c)].c_str();
@@ -124,9 +125,7 @@ double CostModel::wgrad_s(double out, double in, double tokens) const {
          accumulate_bytes / (cluster_->device.memory_bandwidth_bytes_per_s * e.memory_bound_efficiency);
 }
 
-GroupPlacement CostModel::tp_group() const {
-  return {config_.tp, std::min(config_.tp, cluster_->gpus_per_node)};
-}
+GroupPlacement CostModel::tp_group() const { return {config_.tp, std::min(config_.tp, cluster_->gpus_per_node)}; }
 
 GroupPlacement CostModel::dp_group() const {
   // Ranks of a DP group are tp apart: a node of g GPUs holds max(1, g / tp) of them.
@@ -143,8 +142,8 @@ double CostModel::pipe_send_s(int from_stage, int to_stage) const {
   // Megatron sends the b·s·h activation; with sequence parallelism (or its scatter-gather
   // optimisation) each TP rank sends only its 1/t slice.
   const double bytes = tokens_ * model_.hidden * training_.activation_bytes / config_.tp;
-  return collectives_.send_recv_s(bytes, stages_share_node(from_stage, to_stage) ? LinkLevel::kIntraNode
-                                                                                 : LinkLevel::kInterNode);
+  return collectives_.send_recv_s(
+      bytes, stages_share_node(from_stage, to_stage) ? LinkLevel::kIntraNode : LinkLevel::kInterNode);
 }
 
 double CostModel::optimizer_bytes_per_param(const TrainingSpec& t) {
@@ -278,8 +277,10 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
   p.append(attention_core_forward());
   p.add("attn_out", gemm_s(tokens_, d.hidden, d.hidden / d.tp), 2.0 * tokens_ * d.hidden * d.hidden / d.tp);
   if (comm) {
-    if (d.sp) p.add_comm(tp_name(Collective::kReduceScatter), tp_comm_s(Collective::kReduceScatter, d.activation_bytes));
-    else p.add_comm(tp_name(Collective::kAllReduce), tp_comm_s(Collective::kAllReduce, d.activation_bytes));
+    if (d.sp)
+      p.add_comm(tp_name(Collective::kReduceScatter), tp_comm_s(Collective::kReduceScatter, d.activation_bytes));
+    else
+      p.add_comm(tp_name(Collective::kAllReduce), tp_comm_s(Collective::kAllReduce, d.activation_bytes));
   }
   add_memory(p, "residual", residual_bytes);
   add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
@@ -289,8 +290,10 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
              (model_.activation == Activation::kSwiGLU ? 3.0 : 2.0) * d.element_bytes * tokens_ * d.ffn / d.tp);
   p.add("mlp_down", gemm_s(tokens_, d.hidden, d.ffn / d.tp), 2.0 * tokens_ * d.hidden * d.ffn / d.tp);
   if (comm) {
-    if (d.sp) p.add_comm(tp_name(Collective::kReduceScatter), tp_comm_s(Collective::kReduceScatter, d.activation_bytes));
-    else p.add_comm(tp_name(Collective::kAllReduce), tp_comm_s(Collective::kAllReduce, d.activation_bytes));
+    if (d.sp)
+      p.add_comm(tp_name(Collective::kReduceScatter), tp_comm_s(Collective::kReduceScatter, d.activation_bytes));
+    else
+      p.add_comm(tp_name(Collective::kAllReduce), tp_comm_s(Collective::kAllReduce, d.activation_bytes));
   }
   add_memory(p, "residual", residual_bytes);
   return p;
@@ -346,7 +349,8 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
   };
   auto row_parallel = [&](const char* name, double in_features) {
     // The backward of the forward's reduce-scatter is an all-gather of the output gradient.
-    if (comm && d.sp) in.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
+    if (comm && d.sp)
+      in.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
     in.add(name, gemm_s(tokens_, in_features / d.tp, d.hidden) + bias_grad_s(d.rank_tokens, d.hidden),
            2.0 * tokens_ * d.hidden * in_features / d.tp);
     w.add(name, wgrad_s(d.hidden, in_features / d.tp, tokens_), 2.0 * tokens_ * d.hidden * in_features / d.tp);
@@ -388,8 +392,10 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
   // Megatron's scatter-gather pipeline transfer: without SP each TP rank sends and receives 1/t of
   // the activation (pipe_send_s) and the receiver all-gathers it over TP before it can compute.
   const bool gather_received = config_.tp > 1 && !sp;
-  if (gather_received && !first) c.forward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
-  if (gather_received && !last) c.backward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
+  if (gather_received && !first)
+    c.forward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
+  if (gather_received && !last)
+    c.backward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
   const PassCost fwd = layer_forward(true);
   c.forward.append(fwd, layers);
 
@@ -401,7 +407,8 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     // Vocab-parallel cross-entropy in fp32: max, sum of exponentials and target logit are
     // all-reduced over TP (b·s floats each).
     add_memory(c.forward, "cross_entropy", tokens_ * v / t * (ab + 4.0 + 4.0));
-    if (config_.tp > 1) c.forward.add_comm(tp_name(Collective::kAllReduce), 3.0 * tp_comm_s(Collective::kAllReduce, tokens_ * 4.0));
+    if (config_.tp > 1)
+      c.forward.add_comm(tp_name(Collective::kAllReduce), 3.0 * tp_comm_s(Collective::kAllReduce, tokens_ * 4.0));
     add_memory(c.backward, "cross_entropy_bwd", tokens_ * v / t * (4.0 + ab));
     c.backward.add("lm_head_bwd", gemm_s(tokens_, h, v / t), 2.0 * tokens_ * h * v / t);
     const double wgrad = wgrad_s(h, v / t, tokens_);
@@ -410,12 +417,15 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     const Overlap r = split_weight_grad ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);
     weight->add("lm_head_bwd", r.compute_s, 2.0 * tokens_ * h * v / t);
     weight->sm_shared_s += r.compute_s - wgrad;
-    if (r.exposed_s > 0) c.backward.add_comm(tp_name(sp ? Collective::kReduceScatter : Collective::kAllReduce), r.exposed_s);
+    if (r.exposed_s > 0)
+      c.backward.add_comm(tp_name(sp ? Collective::kReduceScatter : Collective::kAllReduce), r.exposed_s);
     add_memory(c.backward, "final_norm_bwd", 3.0 * ab * tokens_sp * h);
   }
   PassCost layer_in = new_pass(), layer_w = new_pass();
-  if (split_weight_grad) layer_backward(layer_in, layer_w);
-  else layer_backward(layer_in, layer_in);
+  if (split_weight_grad)
+    layer_backward(layer_in, layer_w);
+  else
+    layer_backward(layer_in, layer_in);
   c.backward.append(layer_in, layers);
   if (split_weight_grad) c.weight.append(layer_w, layers);
   if (first) add_memory(c.backward, "embedding_bwd", tokens_ * h * (ab + 4.0));

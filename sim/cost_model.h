@@ -26,11 +26,11 @@ struct Segment {
 // One pass (forward, input-gradient backward, or weight-gradient backward) of one model chunk
 // for one micro-batch.
 struct PassCost {
-  double seconds = 0;          // compute + exposed TP communication
+  double seconds = 0;  // compute + exposed TP communication
   double tp_comm_exposed_s = 0;
-  double sm_shared_s = 0;      // of `seconds`: GEMM time added by the SMs collectives beside it held
-  double flops = 0;            // hardware FLOPs executed (recompute included)
-  bool record = true;          // keep the per-kernel segments (traces); off when only totals matter
+  double sm_shared_s = 0;  // of `seconds`: GEMM time added by the SMs collectives beside it held
+  double flops = 0;        // hardware FLOPs executed (recompute included)
+  bool record = true;      // keep the per-kernel segments (traces); off when only totals matter
   std::vector<Segment> segments;
   void add(const char* name, double s, double f = 0) {
     seconds += s;
@@ -101,14 +101,14 @@ class CostModel {
  private:
   // The widths and byte sizes of one layer for one micro-batch, as one TP rank sees them.
   struct LayerDims {
-    double tp = 1;            // tensor-parallel degree (the widths below are whole, not per rank)
+    double tp = 1;  // tensor-parallel degree (the widths below are whole, not per rank)
     double hidden = 0;
-    double kv_width = 0;      // of K (and of V): kv_heads · head_dim
-    double ffn = 0;           // MLP inner width
-    double mlp_up_width = 0;  // the up projection's output: 2·ffn for SwiGLU (gate and up), else ffn
-    double element_bytes = 0; // bytes of one activation element
-    bool sp = false;          // sequence parallelism in effect (SP on and tp > 1)
-    double rank_tokens = 0;   // tokens this rank's norms, dropouts and residuals see: b·s, or b·s/tp under SP
+    double kv_width = 0;          // of K (and of V): kv_heads · head_dim
+    double ffn = 0;               // MLP inner width
+    double mlp_up_width = 0;      // the up projection's output: 2·ffn for SwiGLU (gate and up), else ffn
+    double element_bytes = 0;     // bytes of one activation element
+    bool sp = false;              // sequence parallelism in effect (SP on and tp > 1)
+    double rank_tokens = 0;       // tokens this rank's norms, dropouts and residuals see: b·s, or b·s/tp under SP
     double activation_bytes = 0;  // one b·s·h activation: the payload of the TP collectives
   };
   LayerDims dims() const;
@@ -139,10 +139,10 @@ class CostModel {
   ParallelConfig config_;
   const ClusterSpec* cluster_;
   const CollectiveModel& collectives_;
-  double tokens_ = 0;      // b·s per micro-batch
+  double tokens_ = 0;  // b·s per micro-batch
   double seq_ = 0;
   double layer_params_ = 0;
-  int vocab_ = 0;          // padded for TP
+  int vocab_ = 0;  // padded for TP
   // Which measured kernel timings apply: those taken with this many ranks of a node running at
   // once (0: every entry; cost files without the tag).
   int table_ranks_ = 0;

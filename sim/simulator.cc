@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "core/flops.h"
 #include "core/config_rules.h"
+#include "core/flops.h"
 #include "core/trace_names.h"
 #include "core/units.h"
 #include "sim/step_builder.h"
@@ -35,7 +35,8 @@ void share_sms_with_dp_collectives(StepGraph& g, const Timeline& t, double fract
   for (std::int32_t i = 0; i < static_cast<std::int32_t>(g.size()); ++i) {
     const Op& op = g.op(i);
     const Interval iv{t.start[i], t.end(g, i), i};
-    if (op.kind == OpKind::kDataParallel) collectives[op.stage].push_back(iv);
+    if (op.kind == OpKind::kDataParallel)
+      collectives[op.stage].push_back(iv);
     else if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward || op.kind == OpKind::kWeightGrad)
       passes[op.stage].push_back(iv);
   }

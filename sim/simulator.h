@@ -35,8 +35,8 @@ struct SimResult : StepStats {
   long long micro_batches = 0;
   double step_time_s = 0;
   double tokens_per_s = 0;
-  double model_flops = 0;      // per step, whole cluster (no recompute)
-  double hardware_flops = 0;   // per step, whole cluster (with recompute)
+  double model_flops = 0;     // per step, whole cluster (no recompute)
+  double hardware_flops = 0;  // per step, whole cluster (with recompute)
   double tflops_per_gpu = 0;
   double hw_tflops_per_gpu = 0;
   double mfu = 0;

@@ -16,7 +16,12 @@ TimeNs to_ns(double seconds) { return s_to_ns(seconds); }
 StepBuilder::StepBuilder(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
                          const CostModel& cost, const std::vector<StageProgram>& programs, long long micro_batches,
                          StepGraph& graph)
-    : model_(model), training_(training), c_(config), cost_(cost), programs_(programs), m_(micro_batches),
+    : model_(model),
+      training_(training),
+      c_(config),
+      cost_(cost),
+      programs_(programs),
+      m_(micro_batches),
       graph_(graph) {
   graph_.reset(config.pp);
 }
@@ -124,9 +129,12 @@ std::int32_t StepBuilder::add_gather(const Op& pass, int local_chunk, ComputeCur
 
 void StepBuilder::record_pass(int s, const PipelineOp& p, std::int32_t id) {
   const std::size_t slot = slot_of(s, p);
-  if (p.pass == Pass::kF) forward_[slot] = id;
-  else if (p.pass == Pass::kB) backward_[slot] = id;
-  else weight_[slot] = id;
+  if (p.pass == Pass::kF)
+    forward_[slot] = id;
+  else if (p.pass == Pass::kB)
+    backward_[slot] = id;
+  else
+    weight_[slot] = id;
   if (produces_grads(p)) last_grad_op_[s][p.chunk] = id;
 }
 
@@ -136,8 +144,8 @@ void StepBuilder::add_reduce_scatter(int stage, int chunk, std::int32_t producer
   op.stream = StepGraph::stream_of(stage, StreamKind::kDataParallel);
   op.stage = static_cast<std::int16_t>(stage);
   op.collective = Collective::kReduceScatter;
-  op.duration = to_ns(cost_.dp_collective_s(Collective::kReduceScatter,
-                                            cost_.chunk_params(stage, chunk) * training_.grad_bytes));
+  op.duration =
+      to_ns(cost_.dp_collective_s(Collective::kReduceScatter, cost_.chunk_params(stage, chunk) * training_.grad_bytes));
   graph_.depend(add(op), producer);
 }
 
@@ -164,8 +172,10 @@ void StepBuilder::add_stage_sends(int s, TimeNs to_next, TimeNs to_previous) {
       blocking = -1;
     }
     std::int32_t sent = -1;
-    if (p.pass == Pass::kF && vs < last_vs) sent = add_send(s, p, SendDirection::kForward, to_next);
-    else if (p.pass == Pass::kB && vs > 0) sent = add_send(s, p, SendDirection::kBackward, to_previous);
+    if (p.pass == Pass::kF && vs < last_vs)
+      sent = add_send(s, p, SendDirection::kForward, to_next);
+    else if (p.pass == Pass::kB && vs > 0)
+      sent = add_send(s, p, SendDirection::kBackward, to_previous);
     if (training_.pipeline_sends_block) blocking = sent;
   }
 }
@@ -194,8 +204,10 @@ void StepBuilder::link_passes_across_stages() {
     for (long long mb = 0; mb < m_; ++mb) {
       const std::size_t slot = index(vs, mb);
       if (vs > 0) graph_.depend(forward_[slot], send_forward_[index(vs - 1, mb)]);
-      if (vs < last_vs) graph_.depend(backward_[slot], send_backward_[index(vs + 1, mb)]);
-      else graph_.depend(backward_[slot], forward_[slot]);
+      if (vs < last_vs)
+        graph_.depend(backward_[slot], send_backward_[index(vs + 1, mb)]);
+      else
+        graph_.depend(backward_[slot], forward_[slot]);
       if (weight_[slot] >= 0) graph_.depend(weight_[slot], backward_[slot]);
     }
   }

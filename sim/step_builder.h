@@ -8,9 +8,9 @@
 
 #include "core/model_spec.h"
 #include "core/parallel_config.h"
+#include "core/schedule.h"
 #include "core/training_spec.h"
 #include "sim/cost_model.h"
-#include "core/schedule.h"
 #include "sim/step_graph.h"
 
 namespace loom::sim {
@@ -18,9 +18,8 @@ namespace loom::sim {
 class StepBuilder {
  public:
   // `graph` is emptied (keeping its storage) and filled by build().
-  StepBuilder(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
-              const CostModel& cost, const std::vector<StageProgram>& programs, long long micro_batches,
-              StepGraph& graph);
+  StepBuilder(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config, const CostModel& cost,
+              const std::vector<StageProgram>& programs, long long micro_batches, StepGraph& graph);
 
   // `chunks[stage][local chunk]`: the cost of each pass of that chunk for one micro-batch.
   void build(const std::vector<std::vector<ChunkCost>>& chunks);

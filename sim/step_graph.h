@@ -13,11 +13,11 @@
 namespace loom::sim {
 
 enum class OpKind : std::uint8_t {
-  kForward,      // F: forward of a model chunk for one micro-batch (TP communication included)
-  kBackward,     // B: backward (input grads; weight grads too unless the schedule splits them)
-  kWeightGrad,   // W: weight-gradient half of the backward (zero-bubble)
-  kPipeSend,     // activation or gradient to the neighbouring stage
-  kDataParallel, // gradient reduction, parameter gathers (ZeRO)
+  kForward,       // F: forward of a model chunk for one micro-batch (TP communication included)
+  kBackward,      // B: backward (input grads; weight grads too unless the schedule splits them)
+  kWeightGrad,    // W: weight-gradient half of the backward (zero-bubble)
+  kPipeSend,      // activation or gradient to the neighbouring stage
+  kDataParallel,  // gradient reduction, parameter gathers (ZeRO)
   kOptimizer,
 };
 
@@ -67,9 +67,7 @@ class StepGraph {
   }
   int stages() const { return stages_; }
   int streams() const { return stages_ * kStreamsPerStage; }
-  static int stream_of(int stage, StreamKind kind) {
-    return stage * kStreamsPerStage + static_cast<int>(kind);
-  }
+  static int stream_of(int stage, StreamKind kind) { return stage * kStreamsPerStage + static_cast<int>(kind); }
 
   // Appends an op to its stream; ops on one stream run in the order they were added.
   std::int32_t add(const Op& op) {
@@ -81,7 +79,10 @@ class StepGraph {
     edges_built_ = false;
     deps_.push_back({op, {predecessor, fraction}});
   }
-  void reserve(std::size_t ops) { ops_.reserve(ops); deps_.reserve(ops * 2); }
+  void reserve(std::size_t ops) {
+    ops_.reserve(ops);
+    deps_.reserve(ops * 2);
+  }
 
   std::size_t size() const { return ops_.size(); }
   const Op& op(std::int32_t i) const { return ops_[i]; }

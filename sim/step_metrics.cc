@@ -46,8 +46,7 @@ std::string op_label(const Op& op) {
     case OpKind::kPipeSend:
       return "send " + (op.direction == SendDirection::kForward ? trace_names::forward(op.chunk, op.micro_batch)
                                                                 : trace_names::backward(op.chunk, op.micro_batch));
-    case OpKind::kDataParallel:
-      return trace_names::collective(to_string(op.collective), "dp");
+    case OpKind::kDataParallel: return trace_names::collective(to_string(op.collective), "dp");
     case OpKind::kOptimizer: return trace_names::kOptimizer;
   }
   return "?";
@@ -66,7 +65,9 @@ double bubble_fraction_of(const std::vector<StageTiming>& stages, TimeNs makespa
 
 }  // namespace
 
-double bubble_fraction(const StepGraph& g, const Timeline& t) { return bubble_fraction_of(stage_timings(g, t), t.makespan); }
+double bubble_fraction(const StepGraph& g, const Timeline& t) {
+  return bubble_fraction_of(stage_timings(g, t), t.makespan);
+}
 
 StepStats step_stats(const StepGraph& g, const Timeline& t, const std::vector<std::vector<ChunkCost>>& chunks,
                      bool name_path) {
@@ -108,8 +109,9 @@ StepStats step_stats(const StepGraph& g, const Timeline& t, const std::vector<st
   const double step = ns_to_s(t.makespan);
   const auto pct = [&](double x) { return step > 0 ? 100.0 * x / step : 0.0; };
   const long crossed = std::count(stages_on_path.begin(), stages_on_path.end(), true);
-  const std::string shared =
-      sm_shared_s > 0 ? fmt::format(" (incl. {:.0f}% lost to SMs held by collectives)", pct(sm_shared_s)) : std::string();
+  const std::string shared = sm_shared_s > 0
+                                 ? fmt::format(" (incl. {:.0f}% lost to SMs held by collectives)", pct(sm_shared_s))
+                                 : std::string();
   st.limited_by = fmt::format(
       "compute {:.0f}%{}, TP comm {:.0f}%, PP sends {:.0f}%, DP comm {:.0f}%, optimizer {:.0f}% of the step; "
       "the path crosses {} of {} stages{}",

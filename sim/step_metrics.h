@@ -19,13 +19,13 @@ struct ExposedComm {
 };
 
 struct StageTiming {
-  double busy_s = 0;           // compute stream busy with F/B/W
+  double busy_s = 0;  // compute stream busy with F/B/W
   double optimizer_s = 0;
-  double pipeline_end_s = 0;   // end of its last F/B/W
+  double pipeline_end_s = 0;  // end of its last F/B/W
 };
 
 struct CriticalStep {
-  std::string name;   // "F3 mb7", "all_reduce dp", ...
+  std::string name;  // "F3 mb7", "all_reduce dp", ...
   int stage = 0;
   double start_s = 0;
   double contribution_s = 0;  // time this op adds to the step along the path

@@ -43,8 +43,9 @@ class TraceWriter {
     first_ = false;
   }
   std::string finish(const std::string& title) {
-    return fmt::format("{{\"displayTimeUnit\": \"ms\", \"otherData\": {{\"title\": \"{}\"}}, \"traceEvents\": [{}\n]}}\n",
-                       escape(title), out_);
+    return fmt::format(
+        "{{\"displayTimeUnit\": \"ms\", \"otherData\": {{\"title\": \"{}\"}}, \"traceEvents\": [{}\n]}}\n",
+        escape(title), out_);
   }
 
  private:
@@ -56,7 +57,8 @@ void write_metadata(TraceWriter& w, int stages) {
   static const char* kThreadNames[] = {"compute", "tp comm", "pp send/recv", "dp comm"};
   for (int s = 0; s < stages; ++s) {
     w.event(fmt::format(R"({{"ph": "M", "pid": {}, "name": "process_name", "args": {{"name": "stage {}"}}}})", s, s));
-    w.event(fmt::format(R"({{"ph": "M", "pid": {}, "name": "process_sort_index", "args": {{"sort_index": {}}}}})", s, s));
+    w.event(
+        fmt::format(R"({{"ph": "M", "pid": {}, "name": "process_sort_index", "args": {{"sort_index": {}}}}})", s, s));
     for (int t = 0; t < 4; ++t)
       w.event(fmt::format(R"({{"ph": "M", "pid": {}, "tid": {}, "name": "thread_name", "args": {{"name": "{}"}}}})", s,
                           t, kThreadNames[t]));
@@ -91,12 +93,15 @@ std::string chrome_trace_json(const SimResult& r, const std::string& title) {
   for (std::int32_t i = 0; i < static_cast<std::int32_t>(g.size()); ++i) {
     const Op& op = g.op(i);
     const std::string name = op_label(op);
-    w.event(fmt::format(R"({{"ph": "X", "pid": {}, "tid": {}, "ts": {}, "dur": {}, "name": "{}", "cat": "{}", "args": {{"micro_batch": {}, "chunk": {}}}}})",
-                        op.stage, thread_of(op), us(t.start[i]), us(op.duration), escape(name), to_string(op.kind),
-                        op.micro_batch, op.chunk));
+    w.event(fmt::format(
+        R"({{"ph": "X", "pid": {}, "tid": {}, "ts": {}, "dur": {}, "name": "{}", "cat": "{}", "args": {{"micro_batch": {}, "chunk": {}}}}})",
+        op.stage, thread_of(op), us(t.start[i]), us(op.duration), escape(name), to_string(op.kind), op.micro_batch,
+        op.chunk));
     if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward || op.kind == OpKind::kWeightGrad) {
       const ChunkCost& cc = r.chunk_costs[op.stage][op.local_chunk];
-      const PassCost& pass = op.kind == OpKind::kForward ? cc.forward : op.kind == OpKind::kBackward ? cc.backward : cc.weight;
+      const PassCost& pass = op.kind == OpKind::kForward    ? cc.forward
+                             : op.kind == OpKind::kBackward ? cc.backward
+                                                            : cc.weight;
       write_segments(w, pass, op.stage, t.start[i], op.duration);
     }
   }
@@ -117,10 +122,11 @@ std::string chrome_trace_json(const SimResult& r, const std::string& title) {
     if (it == consumers.end()) continue;
     const Op& to = g.op(it->second);
     ++flow_id;
-    w.event(fmt::format(R"({{"ph": "s", "id": {}, "pid": {}, "tid": {}, "ts": {}, "name": "p2p", "cat": "pp"}})", flow_id,
-                        op.stage, kPipe, us(t.start[i])));
-    w.event(fmt::format(R"({{"ph": "f", "bp": "e", "id": {}, "pid": {}, "tid": {}, "ts": {}, "name": "p2p", "cat": "pp"}})",
-                        flow_id, to.stage, kCompute, us(t.start[it->second])));
+    w.event(fmt::format(R"({{"ph": "s", "id": {}, "pid": {}, "tid": {}, "ts": {}, "name": "p2p", "cat": "pp"}})",
+                        flow_id, op.stage, kPipe, us(t.start[i])));
+    w.event(
+        fmt::format(R"({{"ph": "f", "bp": "e", "id": {}, "pid": {}, "tid": {}, "ts": {}, "name": "p2p", "cat": "pp"}})",
+                    flow_id, to.stage, kCompute, us(t.start[it->second])));
   }
 
   // Memory in use per stage: what the stage holds all step, plus the activations of each forward

@@ -62,7 +62,8 @@ void BM_PlanGpt3_1024(benchmark::State& state) {
     auto r = loom::search_plans(s.model, s.training, s.cluster, {}, options);
     simulated += r->simulated;
   }
-  state.counters["configs_simulated/s"] = benchmark::Counter(static_cast<double>(simulated), benchmark::Counter::kIsRate);
+  state.counters["configs_simulated/s"] =
+      benchmark::Counter(static_cast<double>(simulated), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PlanGpt3_1024)
     ->ArgNames({"threads", "sm_share"})

@@ -27,8 +27,12 @@ std::vector<StageProgram> interleaved_schedule(int pp, int micro_batches, int vp
     auto& program = programs[s];
     program.reserve(2 * total);
     const int warmup = std::min((pp - s - 1) * 2 + (vpp - 1) * pp, total);
-    auto forward = [&](int k) { program.push_back({Pass::kF, chunk_of(k, pp, vpp, true), micro_batch_of(k, pp, vpp)}); };
-    auto backward = [&](int k) { program.push_back({Pass::kB, chunk_of(k, pp, vpp, false), micro_batch_of(k, pp, vpp)}); };
+    auto forward = [&](int k) {
+      program.push_back({Pass::kF, chunk_of(k, pp, vpp, true), micro_batch_of(k, pp, vpp)});
+    };
+    auto backward = [&](int k) {
+      program.push_back({Pass::kB, chunk_of(k, pp, vpp, false), micro_batch_of(k, pp, vpp)});
+    };
     for (int k = 0; k < warmup; ++k) forward(k);
     for (int k = 0; k < total - warmup; ++k) {
       forward(warmup + k);

@@ -69,8 +69,8 @@ void CpuBackend::attention_context(float* ctx, const float* probs, const float* 
     for (int h = 0; h < s.heads; ++h) {
       const HeadView hv = head_view(s, b, h);
       float* out = ctx + static_cast<std::int64_t>(b) * s.seq * ctx_ld + static_cast<std::int64_t>(h) * s.head_dim;
-      gemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, probs_at(const_cast<float*>(probs), s, b, h), s.seq, qkv + hv.v,
-           static_cast<int>(hv.ld), 0.0f, out, ctx_ld);
+      gemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, probs_at(const_cast<float*>(probs), s, b, h), s.seq,
+           qkv + hv.v, static_cast<int>(hv.ld), 0.0f, out, ctx_ld);
     }
 }
 
@@ -88,10 +88,12 @@ void CpuBackend::attention_backward(float* dqkv, const float* dctx, const float*
       const float* p = probs_at(const_cast<float*>(probs), s, b, h);
       const float* pv = dropped != nullptr ? probs_at(const_cast<float*>(dropped), s, b, h) : p;
       const std::int64_t block = (static_cast<std::int64_t>(b) * s.heads + h) * s.seq * s.seq;
-      const float* dc = dctx + static_cast<std::int64_t>(b) * s.seq * ctx_ld + static_cast<std::int64_t>(h) * s.head_dim;
+      const float* dc =
+          dctx + static_cast<std::int64_t>(b) * s.seq * ctx_ld + static_cast<std::int64_t>(h) * s.head_dim;
       gemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, dc, ctx_ld, qkv + hv.v, ld, 0.0f, dp.data(), s.seq);
       gemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, pv, s.seq, dc, ctx_ld, 1.0f, dqkv + hv.v, ld);
-      if (mask != nullptr) apply_mask(dp.data(), dp.data(), mask + block, static_cast<std::int64_t>(s.seq) * s.seq, keep_scale);
+      if (mask != nullptr)
+        apply_mask(dp.data(), dp.data(), mask + block, static_cast<std::int64_t>(s.seq) * s.seq, keep_scale);
       for (int i = 0; i < s.seq; ++i) {
         const float* pr = p + static_cast<std::int64_t>(i) * s.seq;
         float* dr = dp.data() + static_cast<std::int64_t>(i) * s.seq;
@@ -129,7 +131,7 @@ void CpuBackend::rope(float* qkv, const AttentionShape& s, bool inverse) {
   const int half = s.head_dim / 2;
   const std::int64_t ld = s.qkv_cols();
   const int rotated_heads = s.heads + s.kv_heads;  // q and k, not v
-#pragma omp parallel for if (static_cast<std::int64_t>(s.batch) * s.seq * s.qkv_cols() > kParallelWork)
+#pragma omp parallel for if (static_cast <std::int64_t>(s.batch) * s.seq * s.qkv_cols() > kParallelWork)
   for (std::int64_t row = 0; row < static_cast<std::int64_t>(s.batch) * s.seq; ++row) {
     const int pos = static_cast<int>(row % s.seq);
     for (int h = 0; h < rotated_heads; ++h) {
@@ -155,8 +157,8 @@ void CpuBackend::row_max(float* out, const float* logits, std::int64_t rows, std
   }
 }
 
-void CpuBackend::row_sum_exp(float* out, const float* logits, const float* max, std::int64_t rows,
-                             std::int64_t cols, std::int64_t valid_cols) {
+void CpuBackend::row_sum_exp(float* out, const float* logits, const float* max, std::int64_t rows, std::int64_t cols,
+                             std::int64_t valid_cols) {
 #pragma omp parallel for if (rows * cols > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r) {
     float sum = 0;
@@ -165,8 +167,8 @@ void CpuBackend::row_sum_exp(float* out, const float* logits, const float* max, 
   }
 }
 
-void CpuBackend::target_logit(float* out, const float* logits, const int* targets, std::int64_t rows,
-                              std::int64_t cols, std::int64_t vocab_start) {
+void CpuBackend::target_logit(float* out, const float* logits, const int* targets, std::int64_t rows, std::int64_t cols,
+                              std::int64_t vocab_start) {
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t c = targets[r] - vocab_start;
     out[r] = (c >= 0 && c < cols) ? logits[r * cols + c] : 0.0f;
@@ -187,8 +189,8 @@ void CpuBackend::cross_entropy_grad(float* logits, const float* max, const float
   }
 }
 
-void CpuBackend::embedding_forward(float* out, const float* table, const int* tokens, std::int64_t n,
-                                   std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) {
+void CpuBackend::embedding_forward(float* out, const float* table, const int* tokens, std::int64_t n, std::int64_t cols,
+                                   std::int64_t vocab_start, std::int64_t rows_held) {
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t row = tokens[i] - vocab_start;
     if (row >= 0 && row < rows_held) copy(out + i * cols, table + row * cols, cols);

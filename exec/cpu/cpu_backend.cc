@@ -52,25 +52,31 @@ void set_cpu_threads(int threads) {
   Eigen::setNbThreads(threads);
 }
 
-void eigen_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-                 const float* b, int ldb, float beta, float* c, int ldc) {
+void eigen_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+                 int ldb, float beta, float* c, int ldc) {
   ConstMap A(a, trans_a ? k : m, trans_a ? m : k, Stride(lda));
   ConstMap B(b, trans_b ? n : k, trans_b ? k : n, Stride(ldb));
   Map C(c, m, n, Stride(ldc));
-  if (beta == 0.0f) C.setZero();
-  else if (beta != 1.0f) C *= beta;
-  if (trans_a && trans_b) C.noalias() += alpha * (A.transpose() * B.transpose());
-  else if (trans_a) C.noalias() += alpha * (A.transpose() * B);
-  else if (trans_b) C.noalias() += alpha * (A * B.transpose());
-  else C.noalias() += alpha * (A * B);
+  if (beta == 0.0f)
+    C.setZero();
+  else if (beta != 1.0f)
+    C *= beta;
+  if (trans_a && trans_b)
+    C.noalias() += alpha * (A.transpose() * B.transpose());
+  else if (trans_a)
+    C.noalias() += alpha * (A.transpose() * B);
+  else if (trans_b)
+    C.noalias() += alpha * (A * B.transpose());
+  else
+    C.noalias() += alpha * (A * B);
 }
 
 void CpuBackend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                       const float* b, int ldb, float beta, float* c, int ldc) {
   if (m == 0 || n == 0) return;
 #ifdef LOOM_EXEC_CBLAS
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
-              alpha, a, lda, b, ldb, beta, c, ldc);
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              a, lda, b, ldb, beta, c, ldc);
 #else
   eigen_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #endif
@@ -132,8 +138,8 @@ double CpuBackend::sum_squares(const float* x, std::int64_t n) {
   return s;
 }
 
-void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w,
-                                   const float* b, std::int64_t rows, std::int64_t cols) {
+void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                                   std::int64_t rows, std::int64_t cols) {
 #pragma omp parallel for if (rows * cols > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
@@ -151,9 +157,8 @@ void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const f
   }
 }
 
-void CpuBackend::layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x,
-                                    const float* w, const float* mean, const float* rstd, std::int64_t rows,
-                                    std::int64_t cols) {
+void CpuBackend::layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w,
+                                    const float* mean, const float* rstd, std::int64_t rows, std::int64_t cols) {
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     const float* d = dout + r * cols;
@@ -238,8 +243,7 @@ void CpuBackend::swiglu_forward(float* out, const float* in, std::int64_t rows, 
     }
 }
 
-void CpuBackend::swiglu_backward(float* din, const float* in, const float* dout, std::int64_t rows,
-                                 std::int64_t f) {
+void CpuBackend::swiglu_backward(float* din, const float* in, const float* dout, std::int64_t rows, std::int64_t f) {
 #pragma omp parallel for if (rows * f > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < f; ++c) {

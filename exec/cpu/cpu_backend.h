@@ -13,8 +13,8 @@ namespace loom::exec {
 // Which GEMM the CPU backend uses: "openblas" or "eigen" (chosen at build time).
 const char* cpu_gemm_library();
 // Eigen's GEMM, always compiled, so the benchmark can compare it with the BLAS one.
-void eigen_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-                 const float* b, int ldb, float beta, float* c, int ldc);
+void eigen_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+                 int ldb, float beta, float* c, int ldc);
 
 // Threads used by the BLAS and the OpenMP loops of this process.
 void set_cpu_threads(int threads);
@@ -27,8 +27,8 @@ class CpuBackend final : public Backend {
   void to_host(float* host, const float* src, std::int64_t n) override { copy(host, src, n); }
   void from_host(float* dst, const float* host, std::int64_t n) override { copy(dst, host, n); }
 
-  void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-            const float* b, int ldb, float beta, float* c, int ldc) override;
+  void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+            int ldb, float beta, float* c, int ldc) override;
 
   void zero(float* x, std::int64_t n) override;
   void copy(float* dst, const float* src, std::int64_t n) override;
@@ -45,8 +45,8 @@ class CpuBackend final : public Backend {
                           const float* mean, const float* rstd, std::int64_t rows, std::int64_t cols) override;
   void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, std::int64_t rows,
                        std::int64_t cols) override;
-  void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
-                        const float* rstd, std::int64_t rows, std::int64_t cols) override;
+  void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
+                        std::int64_t rows, std::int64_t cols) override;
 
   void gelu_forward(float* out, const float* in, std::int64_t n) override;
   void gelu_backward(float* din, const float* in, const float* dout, std::int64_t n) override;
@@ -63,22 +63,20 @@ class CpuBackend final : public Backend {
   void apply_mask(float* out, const float* in, const std::uint8_t* mask, std::int64_t n, float scale) override;
   void rope(float* qkv, const AttentionShape& s, bool inverse) override;
 
-  void row_max(float* out, const float* logits, std::int64_t rows, std::int64_t cols,
-               std::int64_t valid_cols) override;
+  void row_max(float* out, const float* logits, std::int64_t rows, std::int64_t cols, std::int64_t valid_cols) override;
   void row_sum_exp(float* out, const float* logits, const float* max, std::int64_t rows, std::int64_t cols,
                    std::int64_t valid_cols) override;
   void target_logit(float* out, const float* logits, const int* targets, std::int64_t rows, std::int64_t cols,
                     std::int64_t vocab_start) override;
-  void cross_entropy_grad(float* logits, const float* max, const float* sum_exp, const int* targets,
-                          std::int64_t rows, std::int64_t cols, std::int64_t valid_cols, std::int64_t vocab_start,
-                          float scale) override;
+  void cross_entropy_grad(float* logits, const float* max, const float* sum_exp, const int* targets, std::int64_t rows,
+                          std::int64_t cols, std::int64_t valid_cols, std::int64_t vocab_start, float scale) override;
   void embedding_forward(float* out, const float* table, const int* tokens, std::int64_t n, std::int64_t cols,
                          std::int64_t vocab_start, std::int64_t rows_held) override;
   void embedding_backward(float* dtable, const float* dout, const int* tokens, std::int64_t n, std::int64_t cols,
                           std::int64_t vocab_start, std::int64_t rows_held) override;
 
-  void adamw(float* param, const float* grad, float* m, float* v, std::int64_t n, float lr, float beta1,
-             float beta2, float eps, float weight_decay, int step) override;
+  void adamw(float* param, const float* grad, float* m, float* v, std::int64_t n, float lr, float beta1, float beta2,
+             float eps, float weight_decay, int step) override;
 
  protected:
   float* allocate_raw(std::int64_t bytes) override;

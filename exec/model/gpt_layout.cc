@@ -69,7 +69,8 @@ Unit make_layer_unit(const ModelSpec& m, const LocalDims& d, int layer) {
   const float std_in = 0.02f;
   const float std_out = 0.02f / std::sqrt(2.0f * static_cast<float>(m.layers));
   const std::int64_t hd = d.head_dim, r = d.tp_rank;
-  const std::int64_t q_rows = static_cast<std::int64_t>(d.heads) * hd, kv_rows = static_cast<std::int64_t>(d.kv_heads) * hd;
+  const std::int64_t q_rows = static_cast<std::int64_t>(d.heads) * hd,
+                     kv_rows = static_cast<std::int64_t>(d.kv_heads) * hd;
   const std::int64_t q_full = static_cast<std::int64_t>(m.heads) * hd, kv_full = m.kv_dim();
   const std::vector<RowBlock> qkv_blocks = {{0, r * q_rows, q_rows},
                                             {q_rows, q_full + r * kv_rows, kv_rows},
@@ -78,8 +79,8 @@ Unit make_layer_unit(const ModelSpec& m, const LocalDims& d, int layer) {
   if (m.activation == Activation::kSwiGLU) fc_blocks.push_back({d.ffn, m.ffn_hidden + r * d.ffn, d.ffn});
 
   add_norm(b, m, p + "ln1", layer_param_id(layer, 0), layer_param_id(layer, 1));
-  b.add(p + "attn.qkv.weight", layer_param_id(layer, 2), d.qkv_cols, m.hidden, ParamInit::kNormal, std_in, m.hidden,
-        0, qkv_blocks);
+  b.add(p + "attn.qkv.weight", layer_param_id(layer, 2), d.qkv_cols, m.hidden, ParamInit::kNormal, std_in, m.hidden, 0,
+        qkv_blocks);
   if (m.linear_bias)
     b.add(p + "attn.qkv.bias", layer_param_id(layer, 3), d.qkv_cols, 1, ParamInit::kZeros, 0, 1, 0, qkv_blocks);
   b.add(p + "attn.proj.weight", layer_param_id(layer, 4), m.hidden, q_rows, ParamInit::kNormal, std_out, q_full,
@@ -90,8 +91,8 @@ Unit make_layer_unit(const ModelSpec& m, const LocalDims& d, int layer) {
         fc_blocks);
   if (m.linear_bias)
     b.add(p + "mlp.fc.bias", layer_param_id(layer, 9), d.ffn_in, 1, ParamInit::kZeros, 0, 1, 0, fc_blocks);
-  b.add(p + "mlp.proj.weight", layer_param_id(layer, 10), m.hidden, d.ffn, ParamInit::kNormal, std_out,
-        m.ffn_hidden, r * d.ffn, {{0, 0, m.hidden}});
+  b.add(p + "mlp.proj.weight", layer_param_id(layer, 10), m.hidden, d.ffn, ParamInit::kNormal, std_out, m.ffn_hidden,
+        r * d.ffn, {{0, 0, m.hidden}});
   if (m.linear_bias) b.replicated(p + "mlp.proj.bias", layer_param_id(layer, 11), m.hidden, ParamInit::kZeros);
   return u;
 }
@@ -273,11 +274,13 @@ void initialize_slot(float* data, const ParamSlot& slot, std::uint64_t seed) {
       float* row = data + (block.local_row + i) * slot.cols;
       for (std::int64_t c = 0; c < slot.cols; ++c) {
         float v = 0;
-        if (slot.zero_from_full_row >= 0 && full_row >= slot.zero_from_full_row) v = 0;
-        else if (slot.init == ParamInit::kOnes) v = 1;
+        if (slot.zero_from_full_row >= 0 && full_row >= slot.zero_from_full_row)
+          v = 0;
+        else if (slot.init == ParamInit::kOnes)
+          v = 1;
         else if (slot.init == ParamInit::kNormal)
-          v = slot.init_std * initial_value(seed, slot.id,
-                                            static_cast<std::uint64_t>(full_row * slot.full_cols + slot.col_offset + c));
+          v = slot.init_std *
+              initial_value(seed, slot.id, static_cast<std::uint64_t>(full_row * slot.full_cols + slot.col_offset + c));
         row[c] = v;
       }
     }

@@ -56,8 +56,8 @@ struct Unit {
 struct LocalDims {
   int tp = 1, tp_rank = 0;
   int hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;  // heads/kv_heads/ffn: this rank's share
-  int ffn_in = 0;                // columns of the first MLP matrix (ffn, or 2·ffn for SwiGLU)
-  std::int64_t qkv_cols = 0;     // (heads + 2·kv_heads)·head_dim
+  int ffn_in = 0;             // columns of the first MLP matrix (ffn, or 2·ffn for SwiGLU)
+  std::int64_t qkv_cols = 0;  // (heads + 2·kv_heads)·head_dim
   int vocab = 0, vocab_padded = 0, vocab_local = 0, vocab_start = 0, vocab_valid_local = 0;
 };
 
@@ -66,9 +66,9 @@ struct StageLayout {
   int first_layer = 0, end_layer = 0;  // this stage's transformer layers [first, end)
   std::vector<Unit> units;             // in forward order
   int word_embedding_unit = -1, position_unit = -1, final_unit = -1, tied_head_unit = -1;
-  std::vector<int> layer_units;        // per local layer
+  std::vector<int> layer_units;  // per local layer
   std::int64_t total_padded() const;
-  std::int64_t total_params() const;   // values held (without padding)
+  std::int64_t total_params() const;  // values held (without padding)
 };
 
 // Layers of pipeline stage `stage` of `stages` (the first stages take one more when uneven).

@@ -13,9 +13,17 @@ constexpr MemoryCategory kWork = MemoryCategory::kWorkspace;
 }  // namespace
 
 GptStage::GptStage(const ModelSpec& model, const ParallelConfig& config, const StageLayout& layout, int seq,
-                   Backend& backend, TensorParallel& tp, ParameterSource& params, DropoutSettings dropout, Tracer* tracer)
-    : model_(model), config_(config), layout_(layout), seq_(seq), backend_(backend), tp_(tp), params_(params),
-      dropout_(dropout), layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout, tracer) {
+                   Backend& backend, TensorParallel& tp, ParameterSource& params, DropoutSettings dropout,
+                   Tracer* tracer)
+    : model_(model),
+      config_(config),
+      layout_(layout),
+      seq_(seq),
+      backend_(backend),
+      tp_(tp),
+      params_(params),
+      dropout_(dropout),
+      layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout, tracer) {
   const int head = layout_.final_unit >= 0 ? head_unit() : -1;
   if (layout_.word_embedding_unit >= 0) forward_order_.push_back(layout_.word_embedding_unit);
   if (layout_.position_unit >= 0) forward_order_.push_back(layout_.position_unit);
@@ -86,7 +94,8 @@ void GptStage::embed_backward(const MicroBatch& mb, const Tensor& d_out, Cache& 
   if (layout_.position_unit >= 0) {
     float* g = params_.gradients(layout_.position_unit);
     const std::int64_t first = tp_.first_local_token(T);
-    for (std::int64_t i = 0; i < dx.rows(); ++i) backend_.axpy(g + ((first + i) % seq_) * h, 1.0f, dx.data() + i * h, h);
+    for (std::int64_t i = 0; i < dx.rows(); ++i)
+      backend_.axpy(g + ((first + i) % seq_) * h, 1.0f, dx.data() + i * h, h);
     params_.gradients_ready(layout_.position_unit);
   }
   Tensor gathered;
@@ -144,8 +153,7 @@ Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float lo
   std::vector<float> host(static_cast<std::size_t>(3 * T));
   backend_.to_host(host.data(), stats.data(), 3 * T);
   double total = 0;
-  for (std::int64_t i = 0; i < T; ++i)
-    total += std::log(static_cast<double>(host[T + i])) + host[i] - host[2 * T + i];
+  for (std::int64_t i = 0; i < T; ++i) total += std::log(static_cast<double>(host[T + i])) + host[i] - host[2 * T + i];
   *loss_sum += total;
   backend_.cross_entropy_grad(logits, mx, sum, mb.targets, T, d.vocab_local, d.vocab_valid_local, d.vocab_start,
                               loss_scale);
@@ -181,8 +189,8 @@ Tensor GptStage::head_backward(Cache& c) {
   const float* w = fp + fu.param("lnf.weight").offset;
   float* gw = fg + fu.param("lnf.weight").offset;
   if (model_.norm == Norm::kLayerNorm)
-    backend_.layernorm_backward(dx.data(), gw, fg + fu.param("lnf.bias").offset, dxf_local.data(), c.final_in.data(),
-                                w, c.final_stats.data(), c.final_stats.data() + c.final_in.rows(), c.final_in.rows(), h);
+    backend_.layernorm_backward(dx.data(), gw, fg + fu.param("lnf.bias").offset, dxf_local.data(), c.final_in.data(), w,
+                                c.final_stats.data(), c.final_stats.data() + c.final_in.rows(), c.final_in.rows(), h);
   else
     backend_.rmsnorm_backward(dx.data(), gw, dxf_local.data(), c.final_in.data(), w, c.final_stats.data(),
                               c.final_in.rows(), h);

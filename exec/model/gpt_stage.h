@@ -46,8 +46,8 @@ class ChunkParameters final : public ParameterSource {
 };
 
 struct MicroBatch {
-  const int* tokens = nullptr;   // [batch·seq] inputs (first stage)
-  const int* targets = nullptr;  // [batch·seq] next tokens (last stage)
+  const int* tokens = nullptr;      // [batch·seq] inputs (first stage)
+  const int* targets = nullptr;     // [batch·seq] next tokens (last stage)
   std::int64_t first_sequence = 0;  // global index of its first sequence (keys the dropout masks)
 };
 

@@ -13,15 +13,16 @@ float* at(const Unit& unit, float* base, const char* suffix) {
 }  // namespace
 
 LayerTensors layer_tensors(const Unit& u, float* base) {
-  return {at(u, base, "ln1.weight"),       at(u, base, "ln1.bias"),       at(u, base, "attn.qkv.weight"),
-          at(u, base, "attn.qkv.bias"),    at(u, base, "attn.proj.weight"), at(u, base, "attn.proj.bias"),
-          at(u, base, "ln2.weight"),       at(u, base, "ln2.bias"),       at(u, base, "mlp.fc.weight"),
-          at(u, base, "mlp.fc.bias"),      at(u, base, "mlp.proj.weight"), at(u, base, "mlp.proj.bias")};
+  return {at(u, base, "ln1.weight"),    at(u, base, "ln1.bias"),         at(u, base, "attn.qkv.weight"),
+          at(u, base, "attn.qkv.bias"), at(u, base, "attn.proj.weight"), at(u, base, "attn.proj.bias"),
+          at(u, base, "ln2.weight"),    at(u, base, "ln2.bias"),         at(u, base, "mlp.fc.weight"),
+          at(u, base, "mlp.fc.bias"),   at(u, base, "mlp.proj.weight"),  at(u, base, "mlp.proj.bias")};
 }
 
 Tensor alloc_mask(Backend& backend, std::int64_t n) { return backend.empty((n + 3) / 4, 1, kAct); }
 
-Tensor TransformerLayer::row_mask(std::int64_t rows, std::int64_t cols, int layer, int site, std::int64_t first_sequence) {
+Tensor TransformerLayer::row_mask(std::int64_t rows, std::int64_t cols, int layer, int site,
+                                  std::int64_t first_sequence) {
   Tensor mask = alloc_mask(backend_, rows * cols);
   const std::int64_t first_token = first_sequence * seq_ + tp_.first_local_token(tokens());
   backend_.dropout_mask(mask_data(mask), rows * cols, dropout_.key(layer, site),
@@ -34,7 +35,8 @@ void TransformerLayer::attention_mask(LayerCache& c, int layer) {
   c.attn_mask = backend_.empty((s.probs_numel() + 3) / 4, 1, c.probs.category());
   const std::int64_t per_sequence = static_cast<std::int64_t>(s.heads) * s.seq * s.seq;
   for (int b = 0; b < s.batch; ++b) {
-    const std::int64_t global_head0 = (c.first_sequence + b) * model_.heads + static_cast<std::int64_t>(tp_.rank()) * s.heads;
+    const std::int64_t global_head0 =
+        (c.first_sequence + b) * model_.heads + static_cast<std::int64_t>(tp_.rank()) * s.heads;
     backend_.dropout_mask(mask_data(c.attn_mask) + b * per_sequence, per_sequence, dropout_.key(layer, 0),
                           static_cast<std::uint64_t>(global_head0 * s.seq * s.seq), dropout_.p);
   }
@@ -96,7 +98,8 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
   backend_.attention_probs(c.probs.data(), c.qkv.data(), attention_shape());
   if (dropout) attention_mask(c, layer);
   op.next("av");
-  backend_.attention_context(c.ctx.data(), dropout ? c.dropped.data() : c.probs.data(), c.qkv.data(), attention_shape());
+  backend_.attention_context(c.ctx.data(), dropout ? c.dropped.data() : c.probs.data(), c.qkv.data(),
+                             attention_shape());
   if (recompute == Recompute::kSelective) {
     c.probs.reset();
     c.dropped.reset();
@@ -133,19 +136,22 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
   if (w.fc_b != nullptr) backend_.add_bias(c.fc.data(), w.fc_b, T, dims_.ffn_in);
   op.next(model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu");
   c.act = backend_.empty(T, dims_.ffn, kAct);
-  if (model_.activation == Activation::kSwiGLU) backend_.swiglu_forward(c.act.data(), c.fc.data(), T, dims_.ffn);
-  else backend_.gelu_forward(c.act.data(), c.fc.data(), c.fc.numel());
+  if (model_.activation == Activation::kSwiGLU)
+    backend_.swiglu_forward(c.act.data(), c.fc.data(), T, dims_.ffn);
+  else
+    backend_.gelu_forward(c.act.data(), c.fc.data(), c.fc.numel());
   op.next("mlp_down");
   Tensor f2 = backend_.empty(T, h, kWork);
-  backend_.gemm(false, true, static_cast<int>(T), h, dims_.ffn, 1.0f, c.act.data(), dims_.ffn, w.fc2_w, dims_.ffn,
-                0.0f, f2.data(), h);
+  backend_.gemm(false, true, static_cast<int>(T), h, dims_.ffn, 1.0f, c.act.data(), dims_.ffn, w.fc2_w, dims_.ffn, 0.0f,
+                f2.data(), h);
   op.end();
   Tensor f2_local = tp_.reduce_rows(std::move(f2), kWork);
   op.next("residual");
   if (w.fc2_b != nullptr) backend_.add_bias(f2_local.data(), w.fc2_b, f2_local.rows(), h);
   if (dropout) {
     c.mlp_mask = row_mask(f2_local.rows(), h, layer, 2, first_sequence);
-    backend_.apply_mask(f2_local.data(), f2_local.data(), mask_data(c.mlp_mask), f2_local.numel(), dropout_.keep_scale());
+    backend_.apply_mask(f2_local.data(), f2_local.data(), mask_data(c.mlp_mask), f2_local.numel(),
+                        dropout_.keep_scale());
   }
   Tensor y = backend_.empty(c.x.rows(), h, kAct);
   backend_.add(y.data(), c.x2.data(), f2_local.data(), y.numel());

@@ -15,9 +15,8 @@ namespace loom::exec {
 
 // Pointers to one layer's parameters (or gradients) inside its unit; absent biases are null.
 struct LayerTensors {
-  float *ln1_w = nullptr, *ln1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *proj_w = nullptr,
-        *proj_b = nullptr, *ln2_w = nullptr, *ln2_b = nullptr, *fc_w = nullptr, *fc_b = nullptr,
-        *fc2_w = nullptr, *fc2_b = nullptr;
+  float *ln1_w = nullptr, *ln1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *proj_w = nullptr, *proj_b = nullptr,
+        *ln2_w = nullptr, *ln2_b = nullptr, *fc_w = nullptr, *fc_b = nullptr, *fc2_w = nullptr, *fc2_b = nullptr;
 };
 LayerTensors layer_tensors(const Unit& unit, float* base);
 
@@ -26,7 +25,9 @@ struct DropoutSettings {
   float p = 0;  // 0: no dropout
   std::uint64_t seed = 0;
   float keep_scale() const { return 1.0f / (1.0f - p); }
-  std::uint64_t key(int layer, int site) const { return seed * 0x2545F4914F6CDD1DULL + static_cast<std::uint64_t>(layer + 1) * 16 + site; }
+  std::uint64_t key(int layer, int site) const {
+    return seed * 0x2545F4914F6CDD1DULL + static_cast<std::uint64_t>(layer + 1) * 16 + site;
+  }
 };
 
 // A byte mask stored in a float tensor (charged as 1 byte per value, rounded up to 4).
@@ -34,16 +35,16 @@ Tensor alloc_mask(Backend& backend, std::int64_t n);
 inline std::uint8_t* mask_data(Tensor& t) { return reinterpret_cast<std::uint8_t*>(t.data()); }
 
 struct LayerCache {
-  Tensor x;            // block input = ln1 input [local tokens, h]
-  Tensor ln1, stats1;  // QKV input (local rows under SP) and its mean/rstd
-  Tensor qkv;          // Q, K, V after RoPE [tokens, qkv_cols]
-  Tensor probs;        // softmax output [batch·heads·seq·seq] (dropped by selective recomputation)
-  Tensor ctx;          // projection input [tokens, heads·head_dim]
-  Tensor x2, ln2, stats2;  // ln2 input (residual), MLP input, stats
-  Tensor fc;           // activation-function input [tokens, ffn_in]
-  Tensor act;          // activation-function output [tokens, ffn]
-  Tensor attn_mask, dropped;       // attention dropout: mask and dropped softmax output (fed to V)
-  Tensor proj_mask, mlp_mask;      // hidden dropout after the attention and MLP blocks
+  Tensor x;                         // block input = ln1 input [local tokens, h]
+  Tensor ln1, stats1;               // QKV input (local rows under SP) and its mean/rstd
+  Tensor qkv;                       // Q, K, V after RoPE [tokens, qkv_cols]
+  Tensor probs;                     // softmax output [batch·heads·seq·seq] (dropped by selective recomputation)
+  Tensor ctx;                       // projection input [tokens, heads·head_dim]
+  Tensor x2, ln2, stats2;           // ln2 input (residual), MLP input, stats
+  Tensor fc;                        // activation-function input [tokens, ffn_in]
+  Tensor act;                       // activation-function output [tokens, ffn]
+  Tensor attn_mask, dropped;        // attention dropout: mask and dropped softmax output (fed to V)
+  Tensor proj_mask, mlp_mask;       // hidden dropout after the attention and MLP blocks
   std::int64_t first_sequence = 0;  // global index of the micro-batch's first sequence (masks)
   bool complete() const { return !qkv.empty(); }
 };
@@ -53,7 +54,14 @@ class TransformerLayer {
   // `tracer` (optional): each op becomes a slice named like the simulator's kernels.
   TransformerLayer(const ModelSpec& model, const LocalDims& dims, int batch, int seq, Backend& backend,
                    TensorParallel& tp, DropoutSettings dropout = {}, Tracer* tracer = nullptr)
-      : model_(model), dims_(dims), batch_(batch), seq_(seq), backend_(backend), tp_(tp), dropout_(dropout), tracer_(tracer) {}
+      : model_(model),
+        dims_(dims),
+        batch_(batch),
+        seq_(seq),
+        backend_(backend),
+        tp_(tp),
+        dropout_(dropout),
+        tracer_(tracer) {}
 
   // Takes the block input, returns its output [local tokens, h] (activations). With `recompute`
   // kFull only the input is kept; kSelective drops the softmax output.

@@ -11,11 +11,10 @@
 
 // Reports file, line and MPI's own message, then aborts the job: an MPI error mid-collective leaves
 // peers waiting, so there is no safe way to continue.
-#define MPI_CHECK(call)                                                        \
-  do {                                                                         \
-    const int loom_mpi_status_ = (call);                                       \
-    if (loom_mpi_status_ != MPI_SUCCESS)                                       \
-      ::loom::exec::mpi_fail(loom_mpi_status_, #call, __FILE__, __LINE__);     \
+#define MPI_CHECK(call)                                                                                       \
+  do {                                                                                                        \
+    const int loom_mpi_status_ = (call);                                                                      \
+    if (loom_mpi_status_ != MPI_SUCCESS) ::loom::exec::mpi_fail(loom_mpi_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
 namespace loom::exec {

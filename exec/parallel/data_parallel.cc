@@ -15,7 +15,8 @@ void GradientBuckets::wait() {
   wait_all(requests_);
   // One slice from the first launch to the last completion: the buckets' all-reduce window.
   if (tracer_ != nullptr && first_launch_us_ >= 0)
-    tracer_->add(trace_names::collective(Collective::kAllReduce, "dp"), "comm", first_launch_us_, tracer_->now_us(), kCommLane);
+    tracer_->add(trace_names::collective(Collective::kAllReduce, "dp"), "comm", first_launch_us_, tracer_->now_us(),
+                 kCommLane);
   first_launch_us_ = -1;
 }
 

@@ -11,7 +11,9 @@ namespace loom::exec {
 namespace {
 // Messages are tagged by the edge between virtual stages e and e + 1 and the micro-batch.
 int activation_tag(int micro_batch, int edge, int virtual_stages) { return 2 * (micro_batch * virtual_stages + edge); }
-int gradient_tag(int micro_batch, int edge, int virtual_stages) { return activation_tag(micro_batch, edge, virtual_stages) + 1; }
+int gradient_tag(int micro_batch, int edge, int virtual_stages) {
+  return activation_tag(micro_batch, edge, virtual_stages) + 1;
+}
 }  // namespace
 
 Tensor PipelineRunner::receive(int peer, int tag, const std::string& what, MemoryCategory category) {
@@ -70,8 +72,8 @@ void PipelineRunner::forward(const PipelineOp& op, const MicroBatch& mb, float l
   const int v = virtual_stage(op.chunk, stage, stages), i = op.micro_batch;
   Tensor input;
   if (v > 0)
-    input = receive((stage + stages - 1) % stages, activation_tag(i, v - 1, virtual_stages), trace_names::forward(v - 1, i),
-                    MemoryCategory::kActivations);
+    input = receive((stage + stages - 1) % stages, activation_tag(i, v - 1, virtual_stages),
+                    trace_names::forward(v - 1, i), MemoryCategory::kActivations);
   Tensor out;
   {
     TraceScope scope(tracer_, trace_names::forward(v, i), "compute", kComputeLane);
@@ -95,8 +97,8 @@ void PipelineRunner::backward(const PipelineOp& op, const MicroBatch& mb) {
     din = chunks_[op.chunk]->backward(i, mb, dout);
   }  // the received gradient is freed before the one this stage sends is charged as a buffer
   if (v > 0)
-    send(std::move(din), (stage + stages - 1) % stages, gradient_tag(i, v - 1, virtual_stages), trace_names::backward(v, i),
-         true);
+    send(std::move(din), (stage + stages - 1) % stages, gradient_tag(i, v - 1, virtual_stages),
+         trace_names::backward(v, i), true);
 }
 
 }  // namespace loom::exec

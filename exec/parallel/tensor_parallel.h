@@ -21,7 +21,9 @@ class TensorParallel {
   Communicator& comm() { return tp_; }
   // Token rows this rank holds between the parallel regions, of `tokens` in the micro-batch.
   std::int64_t local_tokens(std::int64_t tokens) const { return sequence_parallel_ ? tokens / size() : tokens; }
-  std::int64_t first_local_token(std::int64_t tokens) const { return sequence_parallel_ ? rank() * (tokens / size()) : 0; }
+  std::int64_t first_local_token(std::int64_t tokens) const {
+    return sequence_parallel_ ? rank() * (tokens / size()) : 0;
+  }
 
   // Input of a column-parallel layer, all rows: `local` itself, or the all-gather of every rank's
   // rows into `scratch` (a buffer) under sequence parallelism.

@@ -11,8 +11,14 @@ constexpr MemoryCategory kBuf = MemoryCategory::kBuffers;
 }
 
 ParameterStore::ParameterStore(const StageLayout& layout, ProcessGroups& groups, Backend& backend, Tracer* tracer)
-    : layout_(layout), groups_(groups), backend_(backend), tracer_(tracer), zero_(groups.config.zero),
-      dp_(groups.config.dp), dp_rank_(groups.coords.dp_rank), buckets_(*groups.dp, tracer) {
+    : layout_(layout),
+      groups_(groups),
+      backend_(backend),
+      tracer_(tracer),
+      zero_(groups.config.zero),
+      dp_(groups.config.dp),
+      dp_rank_(groups.coords.dp_rank),
+      buckets_(*groups.dp, tracer) {
   std::int64_t full = 0, sharded = 0;
   for (const Unit& u : layout_.units) {
     offset_.push_back(full);
@@ -65,8 +71,8 @@ float* ParameterStore::acquire(int u) {
       prefetching_[u].reset();
       // One slice from the start of the gather to the moment the unit is needed.
       if (tracer_ != nullptr)
-        tracer_->add(trace_names::collective(Collective::kAllGather, "dp"), "comm", prefetch_start_us_[u], tracer_->now_us(),
-                     kCommLane);
+        tracer_->add(trace_names::collective(Collective::kAllGather, "dp"), "comm", prefetch_start_us_[u],
+                     tracer_->now_us(), kCommLane);
     } else {
       const Unit& unit = layout_.units[u];
       TraceScope scope(tracer_, trace_names::collective(Collective::kAllGather, "dp"), "comm", kCommLane);
@@ -121,8 +127,10 @@ void ParameterStore::finish_gradients() {
   // The tied word embedding lives on the first and the last stage; both copies take the sum.
   const int u = layout_.word_embedding_unit >= 0 ? layout_.word_embedding_unit : layout_.tied_head_unit;
   TraceScope scope(tracer_, trace_names::collective(Collective::kAllReduce, "embedding"), "comm", kCommLane);
-  if (zero_ < 2) groups_.embedding->all_reduce(grads_.data() + offset_[u], layout_.units[u].padded, ReduceOp::kSum);
-  else groups_.embedding->all_reduce(grads_.data() + shard_offset_[u], shard(layout_.units[u]), ReduceOp::kSum);
+  if (zero_ < 2)
+    groups_.embedding->all_reduce(grads_.data() + offset_[u], layout_.units[u].padded, ReduceOp::kSum);
+  else
+    groups_.embedding->all_reduce(grads_.data() + shard_offset_[u], shard(layout_.units[u]), ReduceOp::kSum);
 }
 
 ParameterStore::Range ParameterStore::owned(int u) const {
@@ -192,14 +200,12 @@ std::vector<float> ParameterStore::unit_values(int u) {
   return host;
 }
 
-
 std::vector<float> ParameterStore::unit_gradients(int u) {
   const Unit& unit = layout_.units[u];
   std::vector<float> host(static_cast<std::size_t>(unit.size), 0.0f);
   if (zero_ < 2) backend_.to_host(host.data(), grads_.data() + offset_[u], unit.size);
   return host;
 }
-
 
 void ParameterStore::import_full(const FullTensors& params, const FullTensors& m, const FullTensors& v) {
   Tensor* targets[3] = {&params_, &adam_m_, &adam_v_};
@@ -215,8 +221,10 @@ void ParameterStore::import_full(const FullTensors& params, const FullTensors& m
         for (const RowBlock& b : slot.row_blocks)
           for (std::int64_t r = 0; r < b.count; ++r)
             for (std::int64_t c = 0; c < slot.cols; ++c) {
-              const std::size_t index = static_cast<std::size_t>((b.full_row + r) * slot.full_cols + slot.col_offset + c);
-              if (index < full.size()) host[static_cast<std::size_t>(slot.offset + (b.local_row + r) * slot.cols + c)] = full[index];
+              const std::size_t index =
+                  static_cast<std::size_t>((b.full_row + r) * slot.full_cols + slot.col_offset + c);
+              if (index < full.size())
+                host[static_cast<std::size_t>(slot.offset + (b.local_row + r) * slot.cols + c)] = full[index];
             }
       }
       const bool sharded = k == 0 ? zero_ >= 3 : zero_ >= 1;

@@ -13,7 +13,8 @@ namespace loom::exec::profile {
 
 std::vector<std::int64_t> message_sizes(std::int64_t min_bytes, std::int64_t max_bytes, int factor) {
   std::vector<std::int64_t> sizes;
-  for (std::int64_t s = std::max<std::int64_t>(min_bytes, 4); s <= max_bytes; s *= std::max(2, factor)) sizes.push_back(s);
+  for (std::int64_t s = std::max<std::int64_t>(min_bytes, 4); s <= max_bytes; s *= std::max(2, factor))
+    sizes.push_back(s);
   return sizes;
 }
 

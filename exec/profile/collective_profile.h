@@ -17,8 +17,8 @@ struct CollectiveTiming {
   std::string collective;  // a name of core/names.h's kCollectiveNames
   std::string level;       // a name of kLinkLevelNames
   int group_size = 0;
-  double bytes = 0;        // nccl-tests "size": the full buffer (all-reduce), send (reduce-scatter), receive (all-gather)
-  double seconds = 0;      // slowest rank of the group, mean over the iterations
+  double bytes = 0;    // nccl-tests "size": the full buffer (all-reduce), send (reduce-scatter), receive (all-gather)
+  double seconds = 0;  // slowest rank of the group, mean over the iterations
 };
 
 // min, min·factor, … up to max (inclusive when it falls on the sequence).

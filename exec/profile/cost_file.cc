@@ -22,7 +22,8 @@ void add_softmax_points(KernelResults& k, const ModelSpec& model) {
       if ((g.shape.op == "attention_qk" || g.shape.op == "attention_av") && g.shape.m == tokens &&
           (g.shape.n == model.hidden || g.shape.k == model.hidden))
         matmuls += (bwd ? 2.0 : 1.0) * g.seconds;  // the simulator charges 2 of each in the backward
-    if (matmuls > 0 && op.seconds > matmuls) softmax.push_back({bwd ? "softmax_bwd" : "softmax", op.bytes, op.seconds - matmuls});
+    if (matmuls > 0 && op.seconds > matmuls)
+      softmax.push_back({bwd ? "softmax_bwd" : "softmax", op.bytes, op.seconds - matmuls});
   }
   k.memory_ops.insert(k.memory_ops.end(), softmax.begin(), softmax.end());
 }
@@ -53,8 +54,8 @@ void add_kernel_tables(ClusterSpec& c, const MeasuredMachine& m, const KernelRes
   for (const auto& op : k.memory_ops)
     if (std::find(m.layer_ops.begin(), m.layer_ops.end(), op.op) != m.layer_ops.end())
       c.memory_op_table.push_back({op.op, op.bytes, op.seconds, ranks_together});
-  c.memory_op_table.push_back(
-      {"optimizer", m.optimizer_bytes_per_param * static_cast<double>(k.optimizer_params), k.optimizer_s, ranks_together});
+  c.memory_op_table.push_back({"optimizer", m.optimizer_bytes_per_param * static_cast<double>(k.optimizer_params),
+                               k.optimizer_s, ranks_together});
 }
 
 }  // namespace
@@ -72,7 +73,8 @@ ClusterSpec measured_cost_file(const MeasuredMachine& m) {
   c.framework_reserve_bytes = 0;  // the CPU executor allocates nothing outside its tracked tensors
   c.collective_points.clear();
   c.collective_fits.clear();
-  for (const auto& t : *m.collectives) c.collective_points.push_back({t.collective, t.level, t.group_size, t.bytes, t.seconds});
+  for (const auto& t : *m.collectives)
+    c.collective_points.push_back({t.collective, t.level, t.group_size, t.bytes, t.seconds});
   return c;
 }
 
@@ -87,8 +89,14 @@ Json measurements_json(const KernelResults& k, double optimizer_bytes_per_param)
   extra["memory_bound_ops"] = ops;
   Json gemms = Json::array();
   for (const auto& g : k.gemms)
-    gemms.push_back({{"op", g.shape.op}, {"m", g.shape.m}, {"n", g.shape.n}, {"k", g.shape.k}, {"calls", g.shape.calls},
-                     {"trans_a", g.shape.trans_a}, {"trans_b", g.shape.trans_b}, {"seconds", g.seconds}});
+    gemms.push_back({{"op", g.shape.op},
+                     {"m", g.shape.m},
+                     {"n", g.shape.n},
+                     {"k", g.shape.k},
+                     {"calls", g.shape.calls},
+                     {"trans_a", g.shape.trans_a},
+                     {"trans_b", g.shape.trans_b},
+                     {"seconds", g.seconds}});
   extra["gemms"] = gemms;
   extra["stream_bandwidth_bytes_per_s"] = k.stream_bytes_per_s;
   return extra;

@@ -33,10 +33,10 @@ struct MeasuredMachine {
   const KernelResults* kernels = nullptr;  // every rank at once
   const KernelResults* alone = nullptr;    // rank 0 with the others idle; null for one rank
   const std::vector<CollectiveTiming>* collectives = nullptr;
-  int ranks = 1;                           // launched
-  int local_ranks = 1;                     // on this host
+  int ranks = 1;        // launched
+  int local_ranks = 1;  // on this host
   int threads_per_rank = 1;
-  double optimizer_bytes_per_param = 0;    // as the simulator charges the executor's optimizer step
+  double optimizer_bytes_per_param = 0;  // as the simulator charges the executor's optimizer step
   // The memory-bound ops the cost model charges per layer: only these go into the table.
   std::vector<std::string> layer_ops;
 };

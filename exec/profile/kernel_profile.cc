@@ -56,11 +56,11 @@ std::vector<GemmCase> transformer_gemm_cases(const ModelSpec& model, int seq, in
   // (m, n, k) as sim::CostModel asks: forward (T, out, in); input gradient (T, in, out); weight
   // gradient (out, in, T) for column-parallel layers and (h, in, T) for row-parallel ones.
   std::vector<GemmCase> c = {
-      nt("qkv", T, qkv, h),          nn("qkv_dgrad", T, h, qkv),          tn("qkv_wgrad", qkv, h, T),
-      nt("attn_out", T, h, ctx),     nn("attn_out_dgrad", T, ctx, h),     tn("attn_out_wgrad", h, ctx, T),
-      nt("mlp_up", T, up, h),        nn("mlp_up_dgrad", T, h, up),        tn("mlp_up_wgrad", up, h, T),
-      nt("mlp_down", T, h, f),       nn("mlp_down_dgrad", T, f, h),       tn("mlp_down_wgrad", h, f, T),
-      nt("lm_head", T, v, h),        nn("lm_head_dgrad", T, h, v)};
+      nt("qkv", T, qkv, h),      nn("qkv_dgrad", T, h, qkv),      tn("qkv_wgrad", qkv, h, T),
+      nt("attn_out", T, h, ctx), nn("attn_out_dgrad", T, ctx, h), tn("attn_out_wgrad", h, ctx, T),
+      nt("mlp_up", T, up, h),    nn("mlp_up_dgrad", T, h, up),    tn("mlp_up_wgrad", up, h, T),
+      nt("mlp_down", T, h, f),   nn("mlp_down_dgrad", T, f, h),   tn("mlp_down_wgrad", h, f, T),
+      nt("lm_head", T, v, h),    nn("lm_head_dgrad", T, h, v)};
   // The simulator asks for the LM head's weight gradient as (h, v, T); the executor computes its
   // transpose (v, h, T), which is what is timed.
   GemmCase head_wgrad = tn("lm_head_wgrad", h, v, T);
@@ -122,8 +122,18 @@ double stream_bandwidth_bytes_per_s(Backend& backend, std::int64_t bytes, const 
   Tensor a = backend.alloc(1, n, MemoryCategory::kWorkspace);
   Tensor b = backend.alloc(1, n, MemoryCategory::kWorkspace);
   Tensor c = backend.alloc(1, n, MemoryCategory::kWorkspace);
-  const double copy_s = best_seconds([&] { backend.copy(c.data(), a.data(), n); backend.synchronize(); }, budget);
-  const double add_s = best_seconds([&] { backend.add(c.data(), a.data(), b.data(), n); backend.synchronize(); }, budget);
+  const double copy_s = best_seconds(
+      [&] {
+        backend.copy(c.data(), a.data(), n);
+        backend.synchronize();
+      },
+      budget);
+  const double add_s = best_seconds(
+      [&] {
+        backend.add(c.data(), a.data(), b.data(), n);
+        backend.synchronize();
+      },
+      budget);
   return std::max(8.0 * n / copy_s, 12.0 * n / add_s);
 }
 
@@ -166,29 +176,50 @@ std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& m
     backend.from_host(w.data(), ones.data(), h);
     auto sync = [&] { backend.synchronize(); };
     // Byte counts as sim/cost_model.cc charges each op.
-    out.push_back({"norm", 2 * ab * T * h, best_seconds([&] {
-                     backend.layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), T, h);
-                     sync();
-                   }, budget)});
-    out.push_back({"norm_bwd", 3 * ab * T * h, best_seconds([&] {
-                     backend.layernorm_backward(dy.data(), dw.data(), db.data(), y.data(), x.data(), w.data(),
-                                                mean.data(), rstd.data(), T, h);
-                     sync();
-                   }, budget)});
-    out.push_back({"gelu", 2 * ab * T * f, best_seconds([&] { backend.gelu_forward(y.data(), x.data(), T * f); sync(); },
-                                                          budget)});
-    out.push_back({"gelu_bwd", 3 * ab * T * f, best_seconds([&] {
-                     backend.gelu_backward(dy.data(), x.data(), y.data(), T * f);
-                     sync();
-                   }, budget)});
-    out.push_back({"residual", 3 * ab * T * h, best_seconds([&] {
-                     backend.add(y.data(), x.data(), dy.data(), T * h);
-                     sync();
-                   }, budget)});
-    out.push_back({"residual_bwd", 3 * ab * T * h, best_seconds([&] {
-                     backend.axpy(y.data(), 1.0f, x.data(), T * h);
-                     sync();
-                   }, budget)});
+    out.push_back({"norm", 2 * ab * T * h,
+                   best_seconds(
+                       [&] {
+                         backend.layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(),
+                                                   T, h);
+                         sync();
+                       },
+                       budget)});
+    out.push_back({"norm_bwd", 3 * ab * T * h,
+                   best_seconds(
+                       [&] {
+                         backend.layernorm_backward(dy.data(), dw.data(), db.data(), y.data(), x.data(), w.data(),
+                                                    mean.data(), rstd.data(), T, h);
+                         sync();
+                       },
+                       budget)});
+    out.push_back({"gelu", 2 * ab * T * f,
+                   best_seconds(
+                       [&] {
+                         backend.gelu_forward(y.data(), x.data(), T * f);
+                         sync();
+                       },
+                       budget)});
+    out.push_back({"gelu_bwd", 3 * ab * T * f,
+                   best_seconds(
+                       [&] {
+                         backend.gelu_backward(dy.data(), x.data(), y.data(), T * f);
+                         sync();
+                       },
+                       budget)});
+    out.push_back({"residual", 3 * ab * T * h,
+                   best_seconds(
+                       [&] {
+                         backend.add(y.data(), x.data(), dy.data(), T * h);
+                         sync();
+                       },
+                       budget)});
+    out.push_back({"residual_bwd", 3 * ab * T * h,
+                   best_seconds(
+                       [&] {
+                         backend.axpy(y.data(), 1.0f, x.data(), T * h);
+                         sync();
+                       },
+                       budget)});
     // Whole unfused attention cores (matmuls + causal softmax): `loom profile` subtracts the
     // per-head matmuls timed by time_gemms to leave the softmax, charged as the simulator does.
     const AttentionShape shape{b, seq, model.heads, model.kv_heads, static_cast<int>(model.head_dim())};
@@ -197,14 +228,20 @@ std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& m
     Tensor ctx = backend.alloc(T, h, MemoryCategory::kWorkspace);
     Tensor probs = backend.alloc(1, shape.probs_numel(), MemoryCategory::kWorkspace);
     const double scores = static_cast<double>(shape.probs_numel());
-    out.push_back({"attention_core", 2 * ab * scores, best_seconds([&] {
-                     backend.attention_forward(ctx.data(), probs.data(), qkv.data(), shape);
-                     sync();
-                   }, budget)});
-    out.push_back({"attention_core_bwd", 3 * ab * scores, best_seconds([&] {
-                     backend.attention_backward(dqkv.data(), ctx.data(), probs.data(), qkv.data(), shape);
-                     sync();
-                   }, budget)});
+    out.push_back({"attention_core", 2 * ab * scores,
+                   best_seconds(
+                       [&] {
+                         backend.attention_forward(ctx.data(), probs.data(), qkv.data(), shape);
+                         sync();
+                       },
+                       budget)});
+    out.push_back({"attention_core_bwd", 3 * ab * scores,
+                   best_seconds(
+                       [&] {
+                         backend.attention_backward(dqkv.data(), ctx.data(), probs.data(), qkv.data(), shape);
+                         sync();
+                       },
+                       budget)});
   }
   return out;
 }

@@ -25,10 +25,10 @@ struct MemoryBars {
 MemoryBars memory_bars(const MemoryReport& memory);
 
 struct ParetoPoint {
-  double memory_gib = 0;    // the most loaded stage
+  double memory_gib = 0;  // the most loaded stage
   double tokens_per_s = 0;
-  int plan_index = 0;       // into PlanResult::plans
-  bool frontier = false;    // no other plan is both faster and smaller
+  int plan_index = 0;     // into PlanResult::plans
+  bool frontier = false;  // no other plan is both faster and smaller
 };
 
 // Points for every plan, or for the given plans (say, those the table's filter shows); frontier
@@ -40,8 +40,8 @@ std::vector<ParetoPoint> pareto_frontier(const std::vector<ParetoPoint>& points)
 
 struct HeatCell {
   int tp = 0, pp = 0;
-  int plans = 0;            // plans in this cell
-  int best_plan = -1;       // fastest plan in the cell, -1 when none fits
+  int plans = 0;       // plans in this cell
+  int best_plan = -1;  // fastest plan in the cell, -1 when none fits
   double best_tokens_per_s = 0;
 };
 
@@ -49,7 +49,7 @@ struct HeatMap {
   // Ascending: every size with a fitting plan, and the enumerated sizes between them, plus the
   // next larger size where nothing fits (so the map shows where feasibility ends).
   std::vector<int> tp_values, pp_values;
-  std::vector<HeatCell> cells;            // pp-major: cells[pp_i * tp_values.size() + tp_i]
+  std::vector<HeatCell> cells;  // pp-major: cells[pp_i * tp_values.size() + tp_i]
   double max_tokens_per_s = 0;
   const HeatCell& cell(std::size_t tp_i, std::size_t pp_i) const { return cells[pp_i * tp_values.size() + tp_i]; }
 };

@@ -107,8 +107,10 @@ std::string slice_tooltip(const PlanDetail& detail, std::int32_t index) {
     std::vector<std::pair<std::string, double>> by_name;
     for (const auto& seg : pass.segments) {
       auto it = std::find_if(by_name.begin(), by_name.end(), [&](const auto& p) { return p.first == seg.name; });
-      if (it == by_name.end()) by_name.push_back({seg.name, seg.seconds});
-      else it->second += seg.seconds;
+      if (it == by_name.end())
+        by_name.push_back({seg.name, seg.seconds});
+      else
+        it->second += seg.seconds;
     }
     std::stable_sort(by_name.begin(), by_name.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     for (std::size_t i = 0; i < by_name.size() && i < 5; ++i)

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/spec_inputs.h"
 #include "core/result.h"
+#include "core/spec_inputs.h"
 #include "planner/memory_model.h"
 #include "sim/simulator.h"
 

@@ -15,13 +15,16 @@ std::vector<SummaryLine> plan_summary(const PlanDetail& d) {
   const auto pct = [step](double s) { return 100.0 * s / step; };
   std::vector<SummaryLine> lines;
   lines.push_back({"config", describe(d.config)});
-  lines.push_back({"step time", fmt::format("{:.3f} s  ({} micro-batches per pipeline)", r.step_time_s, r.micro_batches)});
+  lines.push_back(
+      {"step time", fmt::format("{:.3f} s  ({} micro-batches per pipeline)", r.step_time_s, r.micro_batches)});
   lines.push_back({"throughput", fmt::format("{:.0f} tokens/s", r.tokens_per_s)});
-  lines.push_back({"TFLOP/s per GPU", fmt::format("{:.1f} model, {:.1f} hardware", r.tflops_per_gpu, r.hw_tflops_per_gpu)});
+  lines.push_back(
+      {"TFLOP/s per GPU", fmt::format("{:.1f} model, {:.1f} hardware", r.tflops_per_gpu, r.hw_tflops_per_gpu)});
   lines.push_back({"MFU", fmt::format("{:.1f} %", 100.0 * r.mfu)});
   lines.push_back({"bubble", fmt::format("{:.1f} % of the step", 100.0 * r.bubble_fraction)});
-  lines.push_back({"exposed comm", fmt::format("{:.3f} s ({:.1f} %): TP {:.3f}, PP {:.3f}, DP {:.3f} s", r.exposed.total(),
-                                               pct(r.exposed.total()), r.exposed.tp_s, r.exposed.pp_s, r.exposed.dp_s)});
+  lines.push_back(
+      {"exposed comm", fmt::format("{:.3f} s ({:.1f} %): TP {:.3f}, PP {:.3f}, DP {:.3f} s", r.exposed.total(),
+                                   pct(r.exposed.total()), r.exposed.tp_s, r.exposed.pp_s, r.exposed.dp_s)});
   const StageMemory& top = d.memory.most_loaded();
   lines.push_back({"memory", fmt::format("{:.1f} of {:.1f} GiB on stage {}{}", bytes_to_gib(top.total_bytes()),
                                          bytes_to_gib(d.memory.capacity_bytes), top.stage,

@@ -25,8 +25,8 @@ std::vector<std::string> critical_path_runs(const sim::SimResult& result, std::s
 struct CompareLine {
   std::string label;
   std::string a, b;
-  std::string delta;    // b relative to a ("+4.2 %"), empty where it means nothing
-  int better = 0;       // -1: a is better, +1: b is better, 0: equal or not comparable
+  std::string delta;  // b relative to a ("+4.2 %"), empty where it means nothing
+  int better = 0;     // -1: a is better, +1: b is better, 0: equal or not comparable
 };
 
 std::vector<CompareLine> compare_plans(const PlanRow& a, const PlanRow& b);

@@ -17,10 +17,30 @@ class PlanTableModel : public QAbstractTableModel {
  public:
   enum Column {
     // Config, then speed, then memory (the speed columns stay in view in a narrow window).
-    kRank, kTp, kPp, kDp, kZero, kMicroBatch, kVpp, kRecompute, kSp, kSchedule,
-    kStepTime, kTokensPerS, kTflopsPerGpu, kMfu, kBubble, kExposedComm,
-    kMemoryGib, kParamsGib, kGradsGib, kOptimizerGib, kActivationsGib, kBuffersGib,
-    kDaysToTrain, kLimitedBy,
+    kRank,
+    kTp,
+    kPp,
+    kDp,
+    kZero,
+    kMicroBatch,
+    kVpp,
+    kRecompute,
+    kSp,
+    kSchedule,
+    kStepTime,
+    kTokensPerS,
+    kTflopsPerGpu,
+    kMfu,
+    kBubble,
+    kExposedComm,
+    kMemoryGib,
+    kParamsGib,
+    kGradsGib,
+    kOptimizerGib,
+    kActivationsGib,
+    kBuffersGib,
+    kDaysToTrain,
+    kLimitedBy,
     kColumnCount
   };
   static constexpr int kSortRole = Qt::UserRole + 1;  // a number (or string) to sort by

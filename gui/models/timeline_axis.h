@@ -6,10 +6,10 @@
 namespace loom::gui {
 
 struct TimelineAxis {
-  double span_s = 1;     // the whole step (makespan)
-  double start_s = 0;    // visible window
+  double span_s = 1;   // the whole step (makespan)
+  double start_s = 0;  // visible window
   double end_s = 1;
-  double left_px = 0;    // where the time area starts (after the row labels)
+  double left_px = 0;  // where the time area starts (after the row labels)
   double width_px = 1;
 
   static TimelineAxis fit(double span_s, double left_px, double width_px);

@@ -30,7 +30,8 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   write(dir / "malformed.json", "{\"layers\": 2, \"hidden\": ");
   write(dir / "config.json", R"({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
       "num_hidden_layers": 32, "vocab_size": 32000, "max_position_embeddings": 4096})");
-  expect_bad_input("plan --model " + (dir / "malformed.json").string() + " --gpus 8 --global-batch 8", "malformed JSON");
+  expect_bad_input("plan --model " + (dir / "malformed.json").string() + " --gpus 8 --global-batch 8",
+                   "malformed JSON");
   expect_bad_input("plan --model " + (dir / "config.json").string() + " --gpus 8 --global-batch 8",
                    "missing field 'intermediate_size'");
   expect_bad_input("plan --model llama2-7 --gpus 8 --global-batch 8", "did you mean 'llama2-7b'");
@@ -98,8 +99,9 @@ TEST(Cli, EmitPlanWritesWhatRunReads) {
 
 TEST(Cli, SimJsonAndTrace) {
   const auto trace = scratch_dir() / "trace.json";
-  const auto r = run_loom(std::string("sim ") + kSpec + " --tp 2 --pp 2 --dp 4 --micro-batch 2 --schedule 1f1b --format json --trace " +
-                          trace.string());
+  const auto r =
+      run_loom(std::string("sim ") + kSpec +
+               " --tp 2 --pp 2 --dp 4 --micro-batch 2 --schedule 1f1b --format json --trace " + trace.string());
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   for (const char* k : {"config", "step_time_s", "tokens_per_s", "mfu", "bubble_fraction", "exposed_comm_s",

@@ -51,7 +51,13 @@ void expect_broken(const RuleStatus& status, std::string_view rule, const std::s
 TEST(ConfigRules, ALegalConfigurationPassesEveryRule) {
   Case c;
   EXPECT_TRUE(c.check().ok());
-  c.config = {.tp = 2, .pp = 2, .dp = 4, .zero = 3, .micro_batch = 2, .vpp = 2, .sequence_parallel = true,
+  c.config = {.tp = 2,
+              .pp = 2,
+              .dp = 4,
+              .zero = 3,
+              .micro_batch = 2,
+              .vpp = 2,
+              .sequence_parallel = true,
               .schedule = Schedule::kInterleaved};
   EXPECT_TRUE(c.check().ok()) << c.check().violation().message;
 }
@@ -157,8 +163,14 @@ struct GridCase {
 
 // What loom plan says about one configuration: legal, or the reason of its one rejection.
 RuleStatus planner_verdict(const GridCase& g, const ClusterSpec& cluster, const ParallelConfig& c) {
-  SearchSpace space{.tp = {c.tp}, .pp = {c.pp}, .dp = {c.dp}, .zero = {c.zero}, .micro_batch = {c.micro_batch},
-                    .vpp = {c.vpp}, .recompute = {c.recompute}, .sequence_parallel = {c.sequence_parallel},
+  SearchSpace space{.tp = {c.tp},
+                    .pp = {c.pp},
+                    .dp = {c.dp},
+                    .zero = {c.zero},
+                    .micro_batch = {c.micro_batch},
+                    .vpp = {c.vpp},
+                    .recompute = {c.recompute},
+                    .sequence_parallel = {c.sequence_parallel},
                     .schedule = {c.schedule}};
   auto e = enumerate_configs(g.model, g.training, cluster, space);
   if (e && e->legal.size() == 1 && e->legal.front() == c) return {};
@@ -193,7 +205,8 @@ void expect_agreement(const GridCase& g, const ClusterSpec& cluster, const Paral
   const RuleStatus run = exec::check_runnable(g.model, g.training, c);
   if (core) {
     legal++;
-    EXPECT_TRUE(run.ok() || (c.schedule == Schedule::kZeroBubble && run.violation().rule == exec::rule::kZeroBubbleSchedule))
+    EXPECT_TRUE(run.ok() ||
+                (c.schedule == Schedule::kZeroBubble && run.violation().rule == exec::rule::kZeroBubbleSchedule))
         << label << ": " << run.violation().message;
   } else if (!is_even_split_rule(core.violation().rule)) {
     ASSERT_FALSE(run.ok()) << label;
@@ -227,19 +240,32 @@ TEST(ConfigRules, PlannerSimulatorAndExecutorAgreeOnAGrid) {
             for (int vpp : {1, 2, 3})
               for (bool sp : {false, true})
                 for (Schedule s : {Schedule::kGPipe, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZeroBubble}) {
-                  const ParallelConfig c{.tp = tp, .pp = pp, .dp = g.training.gpus / (tp * pp), .zero = zero,
-                                         .micro_batch = mb, .vpp = vpp, .sequence_parallel = sp, .schedule = s};
+                  const ParallelConfig c{.tp = tp,
+                                         .pp = pp,
+                                         .dp = g.training.gpus / (tp * pp),
+                                         .zero = zero,
+                                         .micro_batch = mb,
+                                         .vpp = vpp,
+                                         .sequence_parallel = sp,
+                                         .schedule = s};
                   expect_agreement(g, cluster, c, legal, rules);
                 }
       }
     EXPECT_GT(legal, 100) << g.model.name;
   }
   // Every rule that does not need sizes below 1, a wrong GPU count or a ZeRO stage past 3 was broken somewhere.
-  const std::set<std::string> expected = {
-      std::string(rule::kHeadsTp),     std::string(rule::kKvHeadsTp),         std::string(rule::kFfnTp),
-      std::string(rule::kLayersPp),    std::string(rule::kBatchDp),           std::string(rule::kBatchMicroBatch),
-      std::string(rule::kLayersPpVpp), std::string(rule::kVppNeedsInterleaved), std::string(rule::kInterleavedNeedsPp),
-      std::string(rule::kInterleavedMicroBatches), std::string(rule::kSpNeedsTp), std::string(rule::kSpTokens)};
+  const std::set<std::string> expected = {std::string(rule::kHeadsTp),
+                                          std::string(rule::kKvHeadsTp),
+                                          std::string(rule::kFfnTp),
+                                          std::string(rule::kLayersPp),
+                                          std::string(rule::kBatchDp),
+                                          std::string(rule::kBatchMicroBatch),
+                                          std::string(rule::kLayersPpVpp),
+                                          std::string(rule::kVppNeedsInterleaved),
+                                          std::string(rule::kInterleavedNeedsPp),
+                                          std::string(rule::kInterleavedMicroBatches),
+                                          std::string(rule::kSpNeedsTp),
+                                          std::string(rule::kSpTokens)};
   EXPECT_EQ(rules, expected);
 }
 

@@ -36,9 +36,7 @@ TEST(Flops, SelectiveRecomputeRepeatsOnlyTheAttentionScores) {
   EXPECT_EQ(recompute_flops_per_step(g.model, 1536, g.model.seq_len, Recompute::kNone), 0.0);
 }
 
-TEST(Flops, TflopsPerGpuDividesByTimeAndGpus) {
-  EXPECT_DOUBLE_EQ(tflops_per_gpu(8e15, 2.0, 4), 1000.0);
-}
+TEST(Flops, TflopsPerGpuDividesByTimeAndGpus) { EXPECT_DOUBLE_EQ(tflops_per_gpu(8e15, 2.0, 4), 1000.0); }
 
 }  // namespace
 }  // namespace loom

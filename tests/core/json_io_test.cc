@@ -70,7 +70,8 @@ TEST(JsonIo, BadInputGivesOneClearLine) {
       {R"({"layers": 1e12, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32})", "out of range"},
       {R"({"layers": "two", "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32})", "'layers' must be an integer"},
       {R"({"layers": 2, "hidden": 65, "heads": 4, "vocab": 100, "seq_len": 32})", "not divisible by heads"},
-      {R"({"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 3, "vocab": 100, "seq_len": 32})", "not divisible by kv_heads"},
+      {R"({"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 3, "vocab": 100, "seq_len": 32})",
+       "not divisible by kv_heads"},
       {R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32, "activation": "relu"})", "'activation'"},
       {R"([1, 2])", "expected a JSON object"},
   };

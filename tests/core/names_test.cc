@@ -111,12 +111,16 @@ TEST(CostFile, UnknownCollectiveOrLinkNameIsBadInputNamingTheFieldAndTheKnownNam
   bad["collectives"]["points"][0]["level"] = "nvlink";
   c = cluster_from_json(bad);
   ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.error().message,
-            "cost file: collectives.points[0].level 'nvlink' is not a link level Loom knows (intra_node or inter_node)");
+  EXPECT_EQ(
+      c.error().message,
+      "cost file: collectives.points[0].level 'nvlink' is not a link level Loom knows (intra_node or inter_node)");
 
   bad = j;
-  bad["collectives"]["fits"] = Json::array({{{"collective", "broadcast"}, {"level", "intra_node"}, {"group_size", 2},
-                                             {"alpha_s", 1e-6}, {"bus_bandwidth_bytes_per_s", 1e9}}});
+  bad["collectives"]["fits"] = Json::array({{{"collective", "broadcast"},
+                                             {"level", "intra_node"},
+                                             {"group_size", 2},
+                                             {"alpha_s", 1e-6},
+                                             {"bus_bandwidth_bytes_per_s", 1e9}}});
   c = cluster_from_json(bad);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.error().message.find("collectives.fits[0].collective 'broadcast'"), std::string::npos)

@@ -125,7 +125,8 @@ TEST(Schedule, EveryGeneratorRunsEachPassOnceInDependencyOrderWithoutDeadlock) {
             for (int c = 0; c < vpp; ++c)
               for (int i = 0; i < m; ++i)
                 for (int p = 1; p < passes; ++p)
-                  EXPECT_LT(position.at({p - 1, c, i}), position.at({p, c, i})) << where << ": " << format_program(program);
+                  EXPECT_LT(position.at({p - 1, c, i}), position.at({p, c, i}))
+                      << where << ": " << format_program(program);
           }
           EXPECT_EQ(passes_left_after_running(*programs, pp), 0) << where;
           ++checked;

@@ -27,15 +27,14 @@ TEST(RSquared, IsOneForAPerfectFitAndZeroForTheMean) {
   EXPECT_DOUBLE_EQ(r_squared(measured, {1.5, 1.5, 3.5, 3.5}), 0.8);
 }
 
-TEST(RSquared, IsOneWhenTheMeasuredValuesDoNotVary) {
-  EXPECT_DOUBLE_EQ(r_squared({2, 2, 2}, {1, 2, 3}), 1.0);
-}
+TEST(RSquared, IsOneWhenTheMeasuredValuesDoNotVary) { EXPECT_DOUBLE_EQ(r_squared({2, 2, 2}, {1, 2, 3}), 1.0); }
 
 TEST(ParallelFor, CallsEveryIndexExactlyOnceOnAnyThreadCount) {
   for (int threads : {0, 1, 3, 64}) {
     std::vector<std::atomic<int>> calls(1000);
     parallel_for(calls.size(), threads, [&](std::size_t i) { ++calls[i]; });
-    for (std::size_t i = 0; i < calls.size(); ++i) ASSERT_EQ(calls[i].load(), 1) << "index " << i << ", " << threads << " threads";
+    for (std::size_t i = 0; i < calls.size(); ++i)
+      ASSERT_EQ(calls[i].load(), 1) << "index " << i << ", " << threads << " threads";
   }
 }
 

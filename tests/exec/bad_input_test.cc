@@ -69,14 +69,16 @@ TEST_F(ExecBadInput, TruncatedDataFile) {
   const std::string cut = dir_ + "/cut.bin";
   std::filesystem::copy_file(data_, cut, std::filesystem::copy_options::overwrite_existing);
   std::filesystem::resize_file(cut, 1024 + 2 * 1000);  // the header still says 5000 tokens
-  const ProcessResult r = run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1", loom_run(2), cut), 60);
+  const ProcessResult r =
+      run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1", loom_run(2), cut), 60);
   expect_one_clear_error(r, "truncated");
 }
 
 TEST_F(ExecBadInput, NotATokenFile) {
   const std::string junk = dir_ + "/junk.bin";
   std::ofstream(junk) << std::string(4096, 'x');
-  const ProcessResult r = run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1", loom_run(2), junk), 60);
+  const ProcessResult r =
+      run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1", loom_run(2), junk), 60);
   expect_one_clear_error(r, "bad magic");
 }
 
@@ -94,10 +96,10 @@ TEST_F(ExecBadInput, MorePipelineStagesThanLayers) {
 }
 
 TEST_F(ExecBadInput, ResumeWithoutCheckpoint) {
-  const ProcessResult r = run_shell(
-      fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1 --checkpoint-dir {}/empty --resume", loom_run(2),
-                  data_, dir_),
-      60);
+  const ProcessResult r =
+      run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1 --checkpoint-dir {}/empty --resume",
+                            loom_run(2), data_, dir_),
+                60);
   expect_one_clear_error(r, "no complete checkpoint");
 }
 

@@ -28,25 +28,26 @@ TEST_P(ExecResume, GivesBitwiseIdenticalLossCurve) {
   if (c.ranks > 1 && !have_mpirun()) GTEST_SKIP() << "built without MPI";
   const std::string dir = scratch_dir(std::string("resume_") + c.name);
   const std::string data = make_token_file(dir, 20000);
-  const std::string common = fmt::format("--model {} --data {} --global-batch 4 --threads 1 --lr 3e-3 {}",
-                                         test_model("micro"), data, c.flags);
+  const std::string common =
+      fmt::format("--model {} --data {} --global-batch 4 --threads 1 --lr 3e-3 {}", test_model("micro"), data, c.flags);
   const ProcessResult whole =
       run_shell(fmt::format("{} {} --steps 6 --log {}/whole.jsonl", loom_run(c.ranks), common, dir));
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
-  const ProcessResult first = run_shell(fmt::format("{} {} --steps 6 --checkpoint-dir {}/ckpt --save-every 3 --log {}/first.jsonl",
-                                                    loom_run(c.ranks), common, dir, dir));
+  const ProcessResult first =
+      run_shell(fmt::format("{} {} --steps 6 --checkpoint-dir {}/ckpt --save-every 3 --log {}/first.jsonl",
+                            loom_run(c.ranks), common, dir, dir));
   ASSERT_EQ(first.exit_code, 0) << first.err;
   // Keep only the step-3 checkpoint, as if the first run had died after saving it.
   std::filesystem::remove_all(dir + "/ckpt/step_00000006");
   std::ofstream(dir + "/ckpt/latest") << "step_00000003\n";
-  const ProcessResult resumed = run_shell(fmt::format("{} {} --steps 6 --checkpoint-dir {}/ckpt --resume --log {}/resumed.jsonl",
-                                                      loom_run(c.ranks), common, dir, dir));
+  const ProcessResult resumed = run_shell(fmt::format(
+      "{} {} --steps 6 --checkpoint-dir {}/ckpt --resume --log {}/resumed.jsonl", loom_run(c.ranks), common, dir, dir));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
 
   const std::vector<double> expected = losses(dir + "/whole.jsonl");
   const std::vector<double> got = losses(dir + "/resumed.jsonl");
   ASSERT_EQ(expected.size(), 6u);
-  ASSERT_EQ(got.size(), 3u);  // steps 4..6
+  ASSERT_EQ(got.size(), 3u);                                                           // steps 4..6
   for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i], expected[3 + i]) << "step " << 4 + i;  // exact, not near
   EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt/step_00000003/manifest.json"));
   for (int r = 0; r < c.ranks; ++r)
@@ -67,8 +68,9 @@ TEST(ExecResumeOtherLayout, TP2xPP2CheckpointContinuesUnderDP4AndSingleRank) {
   const std::string data = make_token_file(dir, 20000);
   const std::string common = fmt::format("--model {} --data {} --global-batch 4 --threads 1 --lr 3e-3 --steps 6",
                                          test_model("micro_llama"), data);
-  const ProcessResult whole = run_shell(fmt::format("{} {} --tp 2 --pp 2 --checkpoint-dir {}/ckpt --save-every 3 --log {}/whole.jsonl",
-                                                    loom_run(4), common, dir, dir));
+  const ProcessResult whole =
+      run_shell(fmt::format("{} {} --tp 2 --pp 2 --checkpoint-dir {}/ckpt --save-every 3 --log {}/whole.jsonl",
+                            loom_run(4), common, dir, dir));
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
   std::filesystem::remove_all(dir + "/ckpt/step_00000006");
   std::ofstream(dir + "/ckpt/latest") << "step_00000003\n";
@@ -76,12 +78,13 @@ TEST(ExecResumeOtherLayout, TP2xPP2CheckpointContinuesUnderDP4AndSingleRank) {
   ASSERT_EQ(expected.size(), 6u);
   for (const auto& [ranks, flags] : {std::pair{4, "--dp 4 --zero 3"}, std::pair{1, ""}}) {
     const std::string log = fmt::format("{}/resumed{}.jsonl", dir, ranks);
-    const ProcessResult resumed = run_shell(fmt::format("{} {} {} --checkpoint-dir {}/ckpt --resume --log {}", loom_run(ranks),
-                                                        common, flags, dir, log));
+    const ProcessResult resumed = run_shell(
+        fmt::format("{} {} {} --checkpoint-dir {}/ckpt --resume --log {}", loom_run(ranks), common, flags, dir, log));
     ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
     const std::vector<double> got = losses(log);
     ASSERT_EQ(got.size(), 3u);
-    for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], expected[3 + i], 1e-5 * expected[3 + i]) << flags << " step " << 4 + i;
+    for (int i = 0; i < 3; ++i)
+      EXPECT_NEAR(got[i], expected[3 + i], 1e-5 * expected[3 + i]) << flags << " step " << 4 + i;
   }
 }
 

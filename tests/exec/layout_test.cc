@@ -21,8 +21,9 @@ struct Layout {
 constexpr int kSteps = 10;
 
 std::string common_flags(const std::string& data, const std::string& model) {
-  return fmt::format("--model {} --data {} --steps {} --global-batch 8 --micro-batch 1 --threads 1 --lr 3e-3 --warmup 2",
-                     model, data, kSteps);
+  return fmt::format(
+      "--model {} --data {} --steps {} --global-batch 8 --micro-batch 1 --threads 1 --lr 3e-3 --warmup 2", model, data,
+      kSteps);
 }
 
 std::vector<double> train(const std::string& model_name, int ranks, const std::string& flags, const std::string& tag) {
@@ -61,19 +62,18 @@ TEST_P(ExecGptLayouts, MatchSingleRankLoss) { expect_same_curve("micro", GetPara
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, ExecGptLayouts,
-    ::testing::Values(Layout{"TP2", 2, "--tp 2"}, Layout{"TP2_SP", 2, "--tp 2 --sp on"},
-                      Layout{"PP2_GPipe", 2, "--pp 2 --schedule gpipe"}, Layout{"PP2_1F1B", 2, "--pp 2 --schedule 1f1b"},
-                      Layout{"DP2", 2, "--dp 2"}, Layout{"DP2_ZeRO1", 2, "--dp 2 --zero 1"},
-                      Layout{"DP2_ZeRO2", 2, "--dp 2 --zero 2"}, Layout{"DP2_ZeRO3", 2, "--dp 2 --zero 3"},
-                      Layout{"TP2xDP2", 4, "--tp 2 --dp 2"}, Layout{"TP2xPP2", 4, "--tp 2 --pp 2"},
-                      Layout{"PP2xDP2", 4, "--pp 2 --dp 2"}, Layout{"TP2xPP2xDP2", 8, "--tp 2 --pp 2 --dp 2"},
-                      Layout{"RecomputeFull", 1, "--recompute full"},
-                      Layout{"RecomputeSelective", 1, "--recompute selective"},
-                      Layout{"TP2xPP2xDP2_ZeRO3_SP_Selective", 8,
-                             "--tp 2 --pp 2 --dp 2 --zero 3 --sp on --recompute selective"},
-                      Layout{"PP2_VPP2_Interleaved", 2, "--pp 2 --vpp 2 --schedule interleaved"},
-                      Layout{"PP4_Interleaved", 4, "--pp 4 --schedule interleaved"},
-                      Layout{"TP2xPP2xDP2_VPP2_ZeRO3", 8, "--tp 2 --pp 2 --dp 2 --vpp 2 --schedule interleaved --zero 3"}),
+    ::testing::Values(
+        Layout{"TP2", 2, "--tp 2"}, Layout{"TP2_SP", 2, "--tp 2 --sp on"},
+        Layout{"PP2_GPipe", 2, "--pp 2 --schedule gpipe"}, Layout{"PP2_1F1B", 2, "--pp 2 --schedule 1f1b"},
+        Layout{"DP2", 2, "--dp 2"}, Layout{"DP2_ZeRO1", 2, "--dp 2 --zero 1"},
+        Layout{"DP2_ZeRO2", 2, "--dp 2 --zero 2"}, Layout{"DP2_ZeRO3", 2, "--dp 2 --zero 3"},
+        Layout{"TP2xDP2", 4, "--tp 2 --dp 2"}, Layout{"TP2xPP2", 4, "--tp 2 --pp 2"},
+        Layout{"PP2xDP2", 4, "--pp 2 --dp 2"}, Layout{"TP2xPP2xDP2", 8, "--tp 2 --pp 2 --dp 2"},
+        Layout{"RecomputeFull", 1, "--recompute full"}, Layout{"RecomputeSelective", 1, "--recompute selective"},
+        Layout{"TP2xPP2xDP2_ZeRO3_SP_Selective", 8, "--tp 2 --pp 2 --dp 2 --zero 3 --sp on --recompute selective"},
+        Layout{"PP2_VPP2_Interleaved", 2, "--pp 2 --vpp 2 --schedule interleaved"},
+        Layout{"PP4_Interleaved", 4, "--pp 4 --schedule interleaved"},
+        Layout{"TP2xPP2xDP2_VPP2_ZeRO3", 8, "--tp 2 --pp 2 --dp 2 --vpp 2 --schedule interleaved --zero 3"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // LLaMA-shaped: RMSNorm, SwiGLU, grouped-query attention, rotary positions, untied head.

@@ -37,8 +37,9 @@ void check_against_memory_model(const Case& c) {
   const std::string dir = scratch_dir(std::string("memory_") + c.name);
   const std::string data = make_token_file(dir, 20000);
   const std::string log = dir + "/log.jsonl";
-  const ProcessResult r = run_shell(fmt::format("{} --model {} --data {} --steps 2 --global-batch {} --threads 1 {} --log {}",
-                                                loom_run(c.ranks), test_model(c.model), data, kGlobalBatch, c.flags, log));
+  const ProcessResult r =
+      run_shell(fmt::format("{} --model {} --data {} --steps 2 --global-batch {} --threads 1 {} --log {}",
+                            loom_run(c.ranks), test_model(c.model), data, kGlobalBatch, c.flags, log));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<Json> records = read_jsonl(log);
   ASSERT_FALSE(records.empty());
@@ -86,10 +87,11 @@ void check_against_memory_model(const Case& c) {
       EXPECT_LE(buffers, 1.05 * expected.buffers_bytes) << where << "buffers";
       EXPECT_GE(buffers, 0.95 * (expected.buffers_bytes - expected.p2p_bytes + message)) << where << "buffers";
     }
-    std::printf("%-22s rank %d: buffers %7.0f (model %7.0f, p2p %5.0f)  workspace %6.0f (model %6.0f) = %4.1f %% of "
-                "activations\n",
-                c.name, rank["rank"].get<int>(), buffers, expected.buffers_bytes, expected.p2p_bytes, workspace,
-                expected.workspace_bytes, 100.0 * workspace / expected.activations_bytes);
+    std::printf(
+        "%-22s rank %d: buffers %7.0f (model %7.0f, p2p %5.0f)  workspace %6.0f (model %6.0f) = %4.1f %% of "
+        "activations\n",
+        c.name, rank["rank"].get<int>(), buffers, expected.buffers_bytes, expected.p2p_bytes, workspace,
+        expected.workspace_bytes, 100.0 * workspace / expected.activations_bytes);
   }
 }
 
@@ -110,22 +112,23 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"PP2_VPP2_Interleaved", 2, "--pp 2 --vpp 2 --schedule interleaved",
                            ParallelConfig{.pp = 2, .vpp = 2, .schedule = Schedule::kInterleaved}},
                       Case{"Selective", 1, "--recompute selective", ParallelConfig{.recompute = Recompute::kSelective}},
-                      Case{"TP2xPP2xDP2_ZeRO1", 8, "--tp 2 --pp 2 --dp 2 --zero 1", ParallelConfig{.tp = 2, .pp = 2, .dp = 2, .zero = 1}},
+                      Case{"TP2xPP2xDP2_ZeRO1", 8, "--tp 2 --pp 2 --dp 2 --zero 1",
+                           ParallelConfig{.tp = 2, .pp = 2, .dp = 2, .zero = 1}},
                       // Dropout masks (1 byte per value) and the dropped softmax output.
                       Case{"Dropout", 1, "", ParallelConfig{}, "micro_dropout"},
                       Case{"Dropout_TP2_SP_PP2", 4, "--tp 2 --sp on --pp 2",
                            ParallelConfig{.tp = 2, .pp = 2, .sequence_parallel = true}, "micro_dropout"},
                       // The softmax output rebuilt in the backward, with its dropout mask and output.
-                      Case{"Dropout_Selective", 1, "--recompute selective", ParallelConfig{.recompute = Recompute::kSelective},
-                           "micro_dropout"},
+                      Case{"Dropout_Selective", 1, "--recompute selective",
+                           ParallelConfig{.recompute = Recompute::kSelective}, "micro_dropout"},
                       // Middle stages: activations sent on, gradients received and sent back.
                       Case{"PP4", 4, "--pp 4", ParallelConfig{.pp = 4}},
                       // SwiGLU, GQA, untied head: the layer's backward holds the most.
                       Case{"Llama_DP2_ZeRO3", 2, "--dp 2 --zero 3", ParallelConfig{.dp = 2, .zero = 3}, "micro_llama"},
                       // A vocabulary larger than a layer: the embedding's forward (stage 0) and the
                       // untied head's backward (stage 1) gather and reduce the most.
-                      Case{"WideVocab_PP2xDP2_ZeRO3", 4, "--pp 2 --dp 2 --zero 3", ParallelConfig{.pp = 2, .dp = 2, .zero = 3},
-                           "micro_wide_vocab"}),
+                      Case{"WideVocab_PP2xDP2_ZeRO3", 4, "--pp 2 --dp 2 --zero 3",
+                           ParallelConfig{.pp = 2, .dp = 2, .zero = 3}, "micro_wide_vocab"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Full recomputation: the recomputed layer's working set and the last stage's head activations
@@ -134,7 +137,8 @@ INSTANTIATE_TEST_SUITE_P(
 class ExecMemoryModelFullRecompute : public ::testing::TestWithParam<Case> {};
 TEST_P(ExecMemoryModelFullRecompute, MeasuredPeaksMatchEstimate) { check_against_memory_model(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Configs, ExecMemoryModelFullRecompute,
-                         ::testing::Values(Case{"Full", 1, "--recompute full", ParallelConfig{.recompute = Recompute::kFull}}),
+                         ::testing::Values(Case{"Full", 1, "--recompute full",
+                                                ParallelConfig{.recompute = Recompute::kFull}}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -77,7 +77,8 @@ TEST_P(ExecReferenceModel, MatchesPyTorch) {
       for (const auto& pick : ref["grads"][slot.name]) {
         const std::int64_t i = pick[0].get<std::int64_t>();
         const double expected = pick[1].get<double>();
-        EXPECT_NEAR(grads[slot.offset + i], expected, 1e-6 + 2e-4 * std::fabs(expected)) << slot.name << "[" << i << "]";
+        EXPECT_NEAR(grads[slot.offset + i], expected, 1e-6 + 2e-4 * std::fabs(expected))
+            << slot.name << "[" << i << "]";
         ++checked;
       }
     }

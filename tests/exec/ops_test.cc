@@ -122,7 +122,8 @@ TEST_P(BackendOps, ElementwiseOpsFollowTheirFormulas) {
   const Vec x = random_vec(n, 30), y = random_vec(n, 31), bias = random_vec(cols, 32);
   auto ops = [&](Backend& be) {
     Staged s(be);
-    float *sum = s.out(n), *axpy = s.in(y), *biased = s.in(x), *dbias = s.in(bias), *scaled = s.in(x), *copied = s.out(n);
+    float *sum = s.out(n), *axpy = s.in(y), *biased = s.in(x), *dbias = s.in(bias), *scaled = s.in(x),
+          *copied = s.out(n);
     float* zeroed = s.in(x);
     be.add(sum, s.in(x), s.in(y), n);
     be.axpy(axpy, 0.5f, s.in(x), n);
@@ -221,8 +222,10 @@ TEST_P(BackendOps, GeluAndSwigluMatchReferenceAndTheirFiniteDifferences) {
   };
   const Vec dgelu = expect_matches_reference(gelu, kTranscendental, "gelu")[1];
   const Vec dswiglu = expect_matches_reference(swiglu, kTranscendental, "swiglu")[1];
-  expect_gradient(x, dgelu, [&] { return dot(gelu(be())[0], dout); }, "gelu");
-  expect_gradient(x, dswiglu, [&] { return dot(swiglu(be())[0], dsw); }, "swiglu");
+  expect_gradient(
+      x, dgelu, [&] { return dot(gelu(be())[0], dout); }, "gelu");
+  expect_gradient(
+      x, dswiglu, [&] { return dot(swiglu(be())[0], dsw); }, "swiglu");
 }
 
 TEST_P(BackendOps, CausalAttentionWithGroupedQueriesMatchesReferenceAndItsFiniteDifferences) {
@@ -244,7 +247,8 @@ TEST_P(BackendOps, CausalAttentionWithGroupedQueriesMatchesReferenceAndItsFinite
   EXPECT_FLOAT_EQ(got[1][0], 1.0f);
   EXPECT_FLOAT_EQ(got[1][1], 0.0f);
   EXPECT_EQ(got[3], got[1]);  // selective recomputation gives the same probabilities
-  expect_gradient(qkv, got[2], [&] { return dot(attention(be())[0], dctx); }, "dqkv");
+  expect_gradient(
+      qkv, got[2], [&] { return dot(attention(be())[0], dctx); }, "dqkv");
 }
 
 TEST_P(BackendOps, AttentionThroughDropoutMatchesReferenceAndItsFiniteDifferences) {
@@ -282,7 +286,8 @@ TEST_P(BackendOps, AttentionThroughDropoutMatchesReferenceAndItsFiniteDifference
     return Outputs{s.get(ctx, ctx_n), s.get(dqkv, qkv.size())};
   };
   const Outputs got = expect_matches_reference(attention, kAttention, "attention with dropout");
-  expect_gradient(qkv, got[1], [&] { return dot(attention(be())[0], dctx); }, "dqkv");
+  expect_gradient(
+      qkv, got[1], [&] { return dot(attention(be())[0], dctx); }, "dqkv");
 }
 
 TEST_P(BackendOps, RotaryEmbeddingMatchesReferenceAndItsBackwardIsItsTranspose) {
@@ -336,7 +341,7 @@ TEST_P(BackendOps, EmbeddingMatchesReferenceAndItsBackwardScattersIntoHeldRows) 
   Vec table = random_vec(held * cols, 19);
   const Vec dout = random_vec(n * cols, 20);
   const std::vector<int> tokens = {2, 9, 5, 2};  // 9 belongs to another rank
-  auto embedding = [&](Backend& be) {  // out, dtable
+  auto embedding = [&](Backend& be) {            // out, dtable
     Staged s(be);
     float *out = s.out(n * cols), *dtable = s.out(held * cols);
     const int* t = s.ints(tokens);
@@ -345,7 +350,8 @@ TEST_P(BackendOps, EmbeddingMatchesReferenceAndItsBackwardScattersIntoHeldRows) 
     return Outputs{s.get(out, n * cols), s.get(dtable, held * cols)};
   };
   const Vec dtable = expect_matches_reference(embedding, kElementwise, "embedding")[1];
-  expect_gradient(table, dtable, [&] { return dot(embedding(be())[0], dout); }, "dtable");
+  expect_gradient(
+      table, dtable, [&] { return dot(embedding(be())[0], dout); }, "dtable");
 }
 
 TEST_P(BackendOps, AdamWMatchesReferenceAndFollowsItsFormula) {

@@ -22,9 +22,10 @@ TEST(ExecRunOutput, LogHasTheContractFieldsAndTraceUsesSimulatorNames) {
   const std::string dir = scratch_dir("run_output");
   const std::string data = make_token_file(dir, 20000);
   const int steps = 2, micro_batches = 4;
-  const ProcessResult r = run_shell(fmt::format(
-      "{} --model {} --data {} --steps {} --global-batch {} --pp 2 --threads 1 --log {}/log.jsonl --trace {}/trace.json",
-      loom_run(2), test_model("micro"), data, steps, micro_batches, dir, dir));
+  const ProcessResult r =
+      run_shell(fmt::format("{} --model {} --data {} --steps {} --global-batch {} --pp 2 --threads 1 --log "
+                            "{}/log.jsonl --trace {}/trace.json",
+                            loom_run(2), test_model("micro"), data, steps, micro_batches, dir, dir));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("step     2/2 | loss"), std::string::npos) << r.out;
 
@@ -97,9 +98,10 @@ TEST(ExecRunOutput, LoggedTflopsCountTheModelsVocabularyAsLoomSimDoes) {
   model.vocab = 200;  // TP pads it to 256: counting the padding would show
   ASSERT_NE(padded_vocab(model.vocab, 1), model.vocab);
   std::ofstream(dir + "/model.json") << to_json(model).dump(2);
-  const ProcessResult r = run_shell(fmt::format("{} --model {}/model.json --data {} --steps 1 --global-batch 2 "
-                                                "--threads 1 --log {}/log.jsonl",
-                                                loom_run(1), dir, data, dir));
+  const ProcessResult r =
+      run_shell(fmt::format("{} --model {}/model.json --data {} --steps 1 --global-batch 2 "
+                            "--threads 1 --log {}/log.jsonl",
+                            loom_run(1), dir, data, dir));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json record = read_jsonl(dir + "/log.jsonl").front();
   const double flops = record["tflops_per_gpu"].get<double>() * 1e12 * record["step_time_s"].get<double>();

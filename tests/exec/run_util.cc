@@ -61,8 +61,9 @@ std::string scratch_dir(const std::string& name) {
 }
 
 std::string make_token_file(const std::string& dir, int tokens) {
-  static const char* words[] = {"the ", "quick ", "brown ", "fox ", "jumps ", "over ", "a ", "lazy ", "dog ",
-                                "while ", "loom ", "plans ", "parallel ", "training ", "on ", "many ", "ranks. "};
+  static const char* words[] = {"the ",      "quick ",    "brown ", "fox ",   "jumps ", "over ",
+                                "a ",        "lazy ",     "dog ",   "while ", "loom ",  "plans ",
+                                "parallel ", "training ", "on ",    "many ",  "ranks. "};
   std::vector<std::uint16_t> data;
   std::uint64_t state = 12345;
   while (static_cast<int>(data.size()) < tokens) {

@@ -49,7 +49,8 @@ TEST(GuiChartData, ParetoFrontierIsExactlyTheUndominatedPlans) {
     if (!p.frontier && !dominated) {
       bool tied = false;
       for (const auto& f : frontier)
-        tied = tied || (f.memory_gib == p.memory_gib && f.tokens_per_s == p.tokens_per_s && f.plan_index < p.plan_index);
+        tied =
+            tied || (f.memory_gib == p.memory_gib && f.tokens_per_s == p.tokens_per_s && f.plan_index < p.plan_index);
       EXPECT_TRUE(tied) << p.plan_index;
     }
   }
@@ -85,7 +86,8 @@ TEST(GuiChartData, HeatMapCellsHoldTheBestPlanOfTheirLayout) {
       double best = 0;
       int count = 0;
       for (const auto& row : result.plans)
-        if (row.config.tp == cell.tp && row.config.pp == cell.pp) best = std::max(best, row.metrics.tokens_per_s), ++count;
+        if (row.config.tp == cell.tp && row.config.pp == cell.pp)
+          best = std::max(best, row.metrics.tokens_per_s), ++count;
       EXPECT_EQ(cell.plans, count);
       EXPECT_DOUBLE_EQ(cell.best_tokens_per_s, best);
       if (count == 0) {

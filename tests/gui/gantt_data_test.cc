@@ -32,7 +32,8 @@ TEST(GuiGanttData, OneComputeRowPerStageAndEveryOpOnce) {
     compute_rows += row.is_compute();
     EXPECT_TRUE(row.is_compute() || !row.slices.empty()) << row.label;
     slices += row.slices.size();
-    for (std::size_t i = 1; i < row.slices.size(); ++i) EXPECT_LE(row.slices[i - 1].end_s, row.slices[i].start_s + 1e-12);
+    for (std::size_t i = 1; i < row.slices.size(); ++i)
+      EXPECT_LE(row.slices[i - 1].end_s, row.slices[i].start_s + 1e-12);
     for (const auto& s : row.slices) EXPECT_EQ(d.sim.graph.op(s.op).stage, row.stage);
   }
   EXPECT_EQ(compute_rows, 4);

@@ -7,6 +7,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QHelpEvent>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLineSeries>
@@ -18,7 +19,6 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QToolTip>
-#include <QHelpEvent>
 
 #include <gtest/gtest.h>
 
@@ -31,8 +31,8 @@
 #include "gui/memory_chart.h"
 #include "gui/models/plan_table_model.h"
 #include "gui/pareto_chart.h"
-#include "sim/step_metrics.h"
 #include "qt_app.h"
+#include "sim/step_metrics.h"
 #include "small_case.h"
 
 namespace loom::gui {
@@ -129,8 +129,8 @@ TEST_F(GuiMainWindow, SelectingARowShowsThatPlansMemoryAndGantt) {
   QStackedBarSeries* bars = w().memory_chart()->bar_series();
   ASSERT_NE(bars, nullptr);
   ASSERT_EQ(bars->count(), 5);
-  const MemoryReport memory = estimate_memory(w().outcome().specs.model, w().outcome().specs.training, config,
-                                              w().outcome().specs.cluster);
+  const MemoryReport memory =
+      estimate_memory(w().outcome().specs.model, w().outcome().specs.training, config, w().outcome().specs.cluster);
   for (int s = 0; s < 4; ++s) {
     double total = 0;
     for (QBarSet* set : bars->barSets()) {
@@ -265,7 +265,8 @@ TEST_F(GuiMainWindow, ExportsTraceAndCsv) {
   ASSERT_TRUE(w().export_csv(csv, &error)) << error.toStdString();
   auto text = read_text_file(csv.toStdString());
   ASSERT_TRUE(text);
-  EXPECT_EQ(static_cast<std::size_t>(std::count(text->begin(), text->end(), '\n')), w().outcome().result.plans.size() + 1);
+  EXPECT_EQ(static_cast<std::size_t>(std::count(text->begin(), text->end(), '\n')),
+            w().outcome().result.plans.size() + 1);
   EXPECT_EQ(text->rfind("rank,", 0), 0u) << text->substr(0, 80);
 }
 

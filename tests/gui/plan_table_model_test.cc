@@ -100,7 +100,8 @@ TEST(GuiRejectedModel, RowsCarryTheRuleAndReason) {
   model.set_rejections(result.rejected);
   ASSERT_EQ(model.rowCount(), static_cast<int>(result.rejected.size()));
   for (int r : {0, model.rowCount() - 1}) {
-    EXPECT_EQ(model.data(model.index(r, RejectedTableModel::kReason)).toString().toStdString(), result.rejected[r].reason);
+    EXPECT_EQ(model.data(model.index(r, RejectedTableModel::kReason)).toString().toStdString(),
+              result.rejected[r].reason);
     EXPECT_EQ(model.data(model.index(r, RejectedTableModel::kRule)).toString().toStdString(), result.rejected[r].rule);
     EXPECT_EQ(model.data(model.index(r, RejectedTableModel::kTp)).toInt(), result.rejected[r].config.tp);
   }

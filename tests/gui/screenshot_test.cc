@@ -30,7 +30,7 @@ TEST(GuiScreenshot, WritesAPngOfTheWindow) {
   QTemporaryDir dir;
   const QString png = dir.filePath("window.png");
   const GuiRun r = run_gui({"--screenshot", png, "--size", "1200x800", "--model", "llama2-7b", "--gpus", "16",
-                         "--global-batch", "64", "--pp", "2,4"});
+                            "--global-batch", "64", "--pp", "2,4"});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text.toStdString();
   QImage image(png);
   ASSERT_FALSE(image.isNull());

@@ -69,7 +69,8 @@ TEST(CalibrateTraces, EachConcurrencyIsFittedByTheRunsThatReadIt) {
   EXPECT_NEAR(fit->groups[1].gemm_scale, 1.7, 1e-6);
   // Only GEMMs were off: the memory-bound efficiency stays what it was.
   for (const auto& g : fit->groups)
-    EXPECT_NEAR(g.memory_bound_efficiency, profile.compute.memory_bound_efficiency, 1e-6 * profile.compute.memory_bound_efficiency);
+    EXPECT_NEAR(g.memory_bound_efficiency, profile.compute.memory_bound_efficiency,
+                1e-6 * profile.compute.memory_bound_efficiency);
   EXPECT_EQ(fit->groups[0].passes, 6u);  // F, B, optimizer of two runs
   EXPECT_EQ(fit->groups[1].passes, 3u);
   EXPECT_NEAR(fit->gemm_scale, 1.2, 1e-6);  // the group with the most passes
@@ -78,8 +79,8 @@ TEST(CalibrateTraces, EachConcurrencyIsFittedByTheRunsThatReadIt) {
 
   const ClusterSpec corrected = apply_correction(profile, *fit);
   for (std::size_t i = 0; i < profile.gemm_table.size(); ++i)
-    EXPECT_NEAR(corrected.gemm_table[i].seconds / profile.gemm_table[i].seconds, profile.gemm_table[i].ranks == 1 ? 1.2 : 1.7,
-                1e-6);
+    EXPECT_NEAR(corrected.gemm_table[i].seconds / profile.gemm_table[i].seconds,
+                profile.gemm_table[i].ranks == 1 ? 1.2 : 1.7, 1e-6);
   EXPECT_EQ(corrected.provenance.at("calibration_gemm_scale_ranks2"), "1.7000");
 }
 

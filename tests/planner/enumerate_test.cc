@@ -51,8 +51,8 @@ TEST(Enumerate, EveryLegalConfigObeysTheRules) {
   };
   EXPECT_TRUE(has(8, 16, 8));  // the seeds' 3D layout of 175B on 1024 GPUs
   // ZeRO-2/3 shard gradients and parameters inside a pipeline too (torchtitan's FSDP2 with PP).
-  EXPECT_TRUE(std::any_of(e->legal.begin(), e->legal.end(),
-                          [](const ParallelConfig& c) { return c.zero == 3 && c.pp > 1; }));
+  EXPECT_TRUE(
+      std::any_of(e->legal.begin(), e->legal.end(), [](const ParallelConfig& c) { return c.zero == 3 && c.pp > 1; }));
 }
 
 TEST(Enumerate, RejectionsKeepTheirReasons) {

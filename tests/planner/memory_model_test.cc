@@ -36,7 +36,8 @@ TEST(MemoryModel, ZeroFigure1) {
   const double psi = z["psi"];
   const int nd = z["data_parallel"];
   const auto& expected = z["model_state_gb_per_device"];
-  const std::pair<int, const char*> stages[] = {{0, "baseline"}, {1, "zero1_os"}, {2, "zero2_os_g"}, {3, "zero3_os_g_p"}};
+  const std::pair<int, const char*> stages[] = {
+      {0, "baseline"}, {1, "zero1_os"}, {2, "zero2_os_g"}, {3, "zero3_os_g_p"}};
   for (const auto& [stage, key] : stages) {
     const double gb = model_state_bytes(psi, TrainingSpec{}, stage, nd).total() / kGB;
     // ±1 %, or half a unit of the figure's last printed digit (it prints 16Ψ/64 = 1.875 as 1.9).
@@ -103,7 +104,8 @@ TEST(MemoryModel, KorthikantiFigure1ActivationsPerGpu) {
   for (const char* name : {"22B", "175B"}) {
     const double tp_only = k.first_stage_layer_activations_gib(name, Recompute::kNone, false);
     const double sp_sel = k.first_stage_layer_activations_gib(name, Recompute::kSelective, true);
-    EXPECT_NEAR(tp_only / fig["activations_tp_only_no_recompute"][name].get<double>(), 1.0, 0.01) << name << " " << tp_only;
+    EXPECT_NEAR(tp_only / fig["activations_tp_only_no_recompute"][name].get<double>(), 1.0, 0.01)
+        << name << " " << tp_only;
     EXPECT_NEAR(sp_sel / fig["activations_sp_plus_selective"][name].get<double>(), 1.0, 0.01) << name << " " << sp_sel;
   }
 }
@@ -117,7 +119,8 @@ TEST(MemoryModel, KorthikantiFigure1ParametersAndOptimizer) {
   const MemoryReport r = estimate_memory(m, k.training("175B"), c, cluster);
   const StageMemory& middle = r.stages[1];
   const double gib = bytes_to_gib(middle.params_bytes + middle.grads_bytes + middle.optimizer_bytes);
-  EXPECT_NEAR(gib / k.file["figure1_memory_gib_per_gpu"]["params_plus_optimizer"]["175B"].get<double>(), 1.0, 0.01) << gib;
+  EXPECT_NEAR(gib / k.file["figure1_memory_gib_per_gpu"]["params_plus_optimizer"]["175B"].get<double>(), 1.0, 0.01)
+      << gib;
 }
 
 TEST(MemoryModel, KorthikantiFigure7Ratios) {

@@ -55,7 +55,8 @@ TEST(FitMeasuredTables, CollectivePointsBecomeAlphaBetaLinesAndSendsTheLink) {
   c.max_nodes = 1;
   const sim::AlphaBeta truth{2e-6, 5e9, 1.0};
   for (const char* name : {"all_reduce", "send_recv"}) {
-    const sim::Collective kind = std::string(name) == "all_reduce" ? sim::Collective::kAllReduce : sim::Collective::kSendRecv;
+    const sim::Collective kind =
+        std::string(name) == "all_reduce" ? sim::Collective::kAllReduce : sim::Collective::kSendRecv;
     for (double bytes = 1024; bytes <= (1 << 24); bytes *= 2)
       c.collective_points.push_back({name, "intra_node", 2, bytes, sim::alpha_beta_time(truth, kind, 2, bytes)});
   }

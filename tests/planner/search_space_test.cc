@@ -31,7 +31,8 @@ TEST(ParseSearchSpace, BadItemsNameTheFlag) {
       {&ConfigText::pp, {"2,,4", "--pp: empty value in list '2,,4'"}},
       {&ConfigText::zero, {"4", "--zero: ZeRO stage 4 does not exist (0, 1, 2 or 3)"}},
       {&ConfigText::micro_batch, {"0", "--micro-batch: 0 must be at least 1"}},
-      {&ConfigText::schedule, {"pipedream", "--schedule: unknown schedule 'pipedream' (gpipe, 1f1b, interleaved or zb)"}},
+      {&ConfigText::schedule,
+       {"pipedream", "--schedule: unknown schedule 'pipedream' (gpipe, 1f1b, interleaved or zb)"}},
   };
   for (const auto& [field, text_and_message] : cases) {
     ConfigText t;

@@ -58,7 +58,8 @@ TEST(Search, OutOfMemoryIsExplained) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_TRUE(r->plans.empty());  // 175B needs ~2.8 TB of model states: never fits on 8 GPUs
   const bool explained = std::any_of(r->rejected.begin(), r->rejected.end(), [](const Rejection& x) {
-    return x.rule == "out of memory" && x.reason.rfind("OOM by ", 0) == 0 && x.reason.find(" GiB on stage ") != std::string::npos;
+    return x.rule == "out of memory" && x.reason.rfind("OOM by ", 0) == 0 &&
+           x.reason.find(" GiB on stage ") != std::string::npos;
   });
   EXPECT_TRUE(explained);
   const std::string text = format_rejections(*r, 2);

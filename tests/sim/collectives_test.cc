@@ -38,7 +38,8 @@ TEST(Collectives, TreeWinsForSmallMessagesAcrossNodes) {
   const ClusterSpec c = analytic_cluster();
   const CollectiveModel model(c);
   const int n = 64;
-  const double ring_small = 2.0 * (n - 1) * c.inter_node.latency_s + 2.0 * (n - 1) / n * 1e3 / c.inter_node.bandwidth_bytes_per_s;
+  const double ring_small =
+      2.0 * (n - 1) * c.inter_node.latency_s + 2.0 * (n - 1) / n * 1e3 / c.inter_node.bandwidth_bytes_per_s;
   EXPECT_LT(model.flat_time_s(Collective::kAllReduce, 1e3, n, LinkLevel::kInterNode), ring_small);
 }
 
@@ -109,8 +110,9 @@ TEST(Collectives, RegimeFitFindsTheCacheToDramBreak) {
   cluster.collective_points.clear();
   cluster.collective_fits.clear();
   for (const auto& r : fit.regimes)
-    cluster.collective_fits.push_back({to_string(Collective::kAllReduce), to_string(LinkLevel::kIntraNode), 2, r.ab.alpha_s, r.ab.bus_bandwidth_bytes_per_s, r.ab.r2,
-                                       r.min_bytes, r.max_bytes});
+    cluster.collective_fits.push_back({to_string(Collective::kAllReduce), to_string(LinkLevel::kIntraNode), 2,
+                                       r.ab.alpha_s, r.ab.bus_bandwidth_bytes_per_s, r.ab.r2, r.min_bytes,
+                                       r.max_bytes});
   const CollectiveModel model(cluster);
   for (double bytes : {4096.0, 1e6, 64e6})
     EXPECT_NEAR(model.flat_time_s(Collective::kAllReduce, bytes, 2, LinkLevel::kIntraNode),
@@ -128,7 +130,8 @@ TEST(Collectives, MeasuredPointsNamedByTheTableReachTheModelThroughACostFile) {
   ClusterSpec cluster = analytic_cluster();
   for (const auto& [c, name] : kCollectiveNames)
     for (const auto& [level, level_name] : kLinkLevelNames)
-      for (double bytes : {1e6, 2e6}) cluster.collective_points.push_back({name, level_name, 2, bytes, 1.0 + bytes / 1e6});
+      for (double bytes : {1e6, 2e6})
+        cluster.collective_points.push_back({name, level_name, 2, bytes, 1.0 + bytes / 1e6});
   auto reread = cluster_from_json(to_json(cluster));
   ASSERT_TRUE(reread.ok()) << reread.error().message;
   const CollectiveModel model(*reread);

@@ -1,8 +1,8 @@
 // The engine: closed forms of pipeline bubbles, Boost.Graph's longest path as an independent
 // oracle for the makespan, deadlock detection, determinism.
+#include <gtest/gtest.h>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dag_shortest_paths.hpp>
-#include <gtest/gtest.h>
 
 #include "pipeline_graph.h"
 #include "sim/engine.h"
@@ -13,7 +13,9 @@ namespace {
 
 using testing::pipeline_graph;
 
-double bubble_time(const StepGraph& g, const Timeline& t) { return bubble_fraction(g, t) * static_cast<double>(t.makespan); }
+double bubble_time(const StepGraph& g, const Timeline& t) {
+  return bubble_fraction(g, t) * static_cast<double>(t.makespan);
+}
 
 TEST(Engine, OneFOneBBubbleIsClosedForm) {
   // seeds.json: 4 stages, 16 micro-batches → bubble (p − 1)/(m + p − 1) = 3/19.
@@ -76,7 +78,8 @@ TimeNs boost_longest_path(const StepGraph& g) {
     const Op& o = g.op(static_cast<std::int32_t>(i));
     for (auto e = edges.offsets[i]; e < edges.offsets[i + 1]; ++e)
       boost::add_edge(i, edges.edges[e].to, -static_cast<double>(o.duration) * edges.edges[e].fraction, graph);
-    if (last[o.stream] >= 0) boost::add_edge(last[o.stream], i, -static_cast<double>(g.op(last[o.stream]).duration), graph);
+    if (last[o.stream] >= 0)
+      boost::add_edge(last[o.stream], i, -static_cast<double>(g.op(last[o.stream]).duration), graph);
     last[o.stream] = static_cast<std::int32_t>(i);
     boost::add_edge(source, i, 0.0, graph);
     boost::add_edge(i, sink, -static_cast<double>(o.duration), graph);

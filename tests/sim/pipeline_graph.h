@@ -31,8 +31,10 @@ inline StepGraph pipeline_graph(const std::vector<StageProgram>& programs, int p
   for (int vs = 0; vs < vstages; ++vs) {
     for (int mb = 0; mb < m; ++mb) {
       if (vs > 0) g.depend(fwd[vs * m + mb], fwd[(vs - 1) * m + mb]);
-      if (vs < vstages - 1) g.depend(bwd[vs * m + mb], bwd[(vs + 1) * m + mb]);
-      else g.depend(bwd[vs * m + mb], fwd[vs * m + mb]);
+      if (vs < vstages - 1)
+        g.depend(bwd[vs * m + mb], bwd[(vs + 1) * m + mb]);
+      else
+        g.depend(bwd[vs * m + mb], fwd[vs * m + mb]);
       if (wgt[vs * m + mb] >= 0) g.depend(wgt[vs * m + mb], bwd[vs * m + mb]);
     }
   }

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "core/flops.h"
-#include "core/presets.h"
 #include "core/json_io.h"
 #include "core/partition.h"
+#include "core/presets.h"
 #include "sim/cost_model.h"
 #include "sim/simulator.h"
 
@@ -262,8 +262,8 @@ TEST(CostModel, MeasuredMemoryOpsAreInterpolatedByName) {
   const CostModel cost(m, t, ParallelConfig{}, *reread, collectives);
   EXPECT_DOUBLE_EQ(cost.memory_s("norm", 1.5e6), 2e-3);
   EXPECT_DOUBLE_EQ(cost.memory_s("final_norm", 1e6), 1e-3);
-  EXPECT_DOUBLE_EQ(cost.memory_s("norm", 5e5), 0.5e-3);   // below: the smallest point's rate
-  EXPECT_DOUBLE_EQ(cost.memory_s("norm", 4e6), 6e-3);     // above: the largest point's rate
+  EXPECT_DOUBLE_EQ(cost.memory_s("norm", 5e5), 0.5e-3);  // below: the smallest point's rate
+  EXPECT_DOUBLE_EQ(cost.memory_s("norm", 4e6), 6e-3);    // above: the largest point's rate
   EXPECT_DOUBLE_EQ(cost.memory_s("gelu", 3e6), 15e-3);
   const double generic = reread->compute.kernel_launch_s +
                          2e6 / (reread->device.memory_bandwidth_bytes_per_s * reread->compute.memory_bound_efficiency);
@@ -346,7 +346,8 @@ TEST(CostModel, FlashAttentionEfficiencyFallsOnSmallShards) {
   ClusterSpec curve = constant;
   curve.compute.flash_attention_half_saturation_flops = 3.5 * forward_flops;
   ASSERT_TRUE(cluster_from_json(to_json(curve)).ok());
-  EXPECT_DOUBLE_EQ(cluster_from_json(to_json(curve))->compute.flash_attention_half_saturation_flops, 3.5 * forward_flops);
+  EXPECT_DOUBLE_EQ(cluster_from_json(to_json(curve))->compute.flash_attention_half_saturation_flops,
+                   3.5 * forward_flops);
   auto seconds = [&](const ClusterSpec& c, const char* name) {
     const ChunkCost cc = CostModel(m, t, ParallelConfig{}, c, CollectiveModel(c)).chunk(0, 0, false);
     for (const PassCost* p : {&cc.forward, &cc.backward})
@@ -379,7 +380,8 @@ TEST(CostModel, CollectivesOverlappedWithGemmsTakeTheirShareOfTheSms) {
     // Per layer: QKV and MLP-up each reduce their input gradient beside the weight gradient (and
     // under SP gather their input again beside the input gradient); the LM head reduces once.
     const auto& tp = a.tp_group();
-    const double reduce = free_collectives.time_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes, tp);
+    const double reduce =
+        free_collectives.time_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes, tp);
     const double gather = sp ? free_collectives.time_s(Collective::kAllGather, act_bytes, tp) : 0.0;
     const double expected = 0.25 * (m.layers * 2.0 * (reduce + gather) + reduce);
     EXPECT_NEAR(cb.backward.seconds - ca.backward.seconds, expected, 1e-9 * expected) << "sp " << sp;

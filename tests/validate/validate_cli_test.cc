@@ -20,8 +20,8 @@ namespace loom::exec::testing {
 namespace {
 
 std::string mpirun(int ranks) {
-  return fmt::format("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 {} --oversubscribe -np {} {}", LOOM_MPIEXEC,
-                     ranks, loom_binary());
+  return fmt::format("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 {} --oversubscribe -np {} {}",
+                     LOOM_MPIEXEC, ranks, loom_binary());
 }
 
 int lines(const std::string& text) {
@@ -79,7 +79,8 @@ TEST_F(ProfileQuick, WritesCostFileTheSimulatorAccepts) {
   EXPECT_EQ(gemms_by_ranks.size(), 2u);
   EXPECT_EQ(gemms_by_ranks[1], gemms_by_ranks[2]);
   for (int ranks : {1, 2})
-    for (const char* op : {"norm", "gelu_bwd", "residual", "optimizer"}) EXPECT_TRUE(ops_by_ranks[ranks].count(op)) << op << " " << ranks;
+    for (const char* op : {"norm", "gelu_bwd", "residual", "optimizer"})
+      EXPECT_TRUE(ops_by_ranks[ranks].count(op)) << op << " " << ranks;
   // Raw points from 1 KiB to 1 MiB (the --quick sweep) for every collective on the pair.
   std::map<std::string, std::pair<double, double>> range;
   for (const auto& p : cluster->collective_points) {
@@ -135,7 +136,8 @@ TEST_F(ProfileQuick, FitsAreTheFitsOfTheStoredPoints) {
     if (p.collective == "send_recv") pairs.emplace_back(p.bytes, p.seconds);
   const sim::AlphaBeta line = sim::fit_alpha_beta(sim::Collective::kSendRecv, 2, pairs);
   EXPECT_NEAR(cluster->intra_node.latency_s, line.alpha_s, 1e-9 + 1e-6 * line.alpha_s);
-  EXPECT_NEAR(cluster->intra_node.bandwidth_bytes_per_s, line.bus_bandwidth_bytes_per_s, 1e-6 * line.bus_bandwidth_bytes_per_s);
+  EXPECT_NEAR(cluster->intra_node.bandwidth_bytes_per_s, line.bus_bandwidth_bytes_per_s,
+              1e-6 * line.bus_bandwidth_bytes_per_s);
 }
 
 TEST_F(ProfileQuick, CalibrateFromExecutorTracesWritesCorrectedProfile) {
@@ -145,18 +147,21 @@ TEST_F(ProfileQuick, CalibrateFromExecutorTracesWritesCorrectedProfile) {
   std::vector<std::string> traces;
   for (int mb : {1, 2}) {
     traces.push_back(fmt::format("{}/run-mb{}.trace.json", dir_, mb));
-    const ProcessResult run = run_shell(mpirun(1) + fmt::format(" run --model gpt-tiny --data {} --global-batch 4 --micro-batch {} "
-                                                                "--steps 3 --threads 1 --trace {}", data, mb, traces.back()));
+    const ProcessResult run =
+        run_shell(mpirun(1) + fmt::format(" run --model gpt-tiny --data {} --global-batch 4 --micro-batch {} "
+                                          "--steps 3 --threads 1 --trace {}",
+                                          data, mb, traces.back()));
     ASSERT_EQ(run.exit_code, 0) << run.err;
     auto json = read_json_file(traces.back());
     ASSERT_TRUE(json.ok());
     EXPECT_EQ((*json)["otherData"]["loom_run"]["config"]["micro_batch"].get<int>(), mb);
   }
   const std::string out = dir_ + "/calibrated.json";
-  const ProcessResult cal =
-      run_shell(fmt::format("{} calibrate --cluster {} --trace {} {} --out {}", loom_binary(), path_, traces[0], traces[1], out));
+  const ProcessResult cal = run_shell(
+      fmt::format("{} calibrate --cluster {} --trace {} {} --out {}", loom_binary(), path_, traces[0], traces[1], out));
   ASSERT_EQ(cal.exit_code, 0) << cal.err;
-  for (const char* pass : {"run-mb1.trace.json stage 0 F0", "run-mb2.trace.json stage 0 B0", "run-mb2.trace.json stage 0 optimizer"})
+  for (const char* pass :
+       {"run-mb1.trace.json stage 0 F0", "run-mb2.trace.json stage 0 B0", "run-mb2.trace.json stage 0 optimizer"})
     EXPECT_NE(cal.out.find(pass), std::string::npos) << cal.out;
   auto calibrated = cluster_from_json(*read_json_file(out));
   ASSERT_TRUE(calibrated.ok()) << calibrated.error().message;
@@ -165,7 +170,8 @@ TEST_F(ProfileQuick, CalibrateFromExecutorTracesWritesCorrectedProfile) {
   EXPECT_GT(scale, 0.0);
   // The whole GEMM table moved by the fitted factor (printed with four decimals), and the measured
   // memory-bound ops with the efficiency.
-  EXPECT_NEAR(calibrated->gemm_table.front().seconds / measured->gemm_table.front().seconds, scale, 1e-4 * scale + 1e-4);
+  EXPECT_NEAR(calibrated->gemm_table.front().seconds / measured->gemm_table.front().seconds, scale,
+              1e-4 * scale + 1e-4);
   ASSERT_FALSE(measured->memory_op_table.empty());
   const double fitted_efficiency = std::stod(calibrated->provenance["calibration_memory_bound_efficiency"]);
   // The provenance prints the efficiency to four decimals: its rounding (±5e-5) is the tolerance,
@@ -173,7 +179,8 @@ TEST_F(ProfileQuick, CalibrateFromExecutorTracesWritesCorrectedProfile) {
   const double op_ratio = measured->compute.memory_bound_efficiency / fitted_efficiency;
   EXPECT_NEAR(calibrated->memory_op_table.front().seconds / measured->memory_op_table.front().seconds, op_ratio,
               op_ratio * (5e-5 / fitted_efficiency + 1e-6));
-  EXPECT_NEAR(calibrated->compute.memory_bound_efficiency, std::min(1.0, fitted_efficiency), 1e-4);  // printed to 4 places
+  EXPECT_NEAR(calibrated->compute.memory_bound_efficiency, std::min(1.0, fitted_efficiency),
+              1e-4);  // printed to 4 places
   EXPECT_NE(calibrated->provenance["calibrated_from"].find(traces[0]), std::string::npos);
 
   // A repeat of the micro-batch-2 run taken in a slow spell (every slice twice as long) is left
@@ -185,8 +192,8 @@ TEST_F(ProfileQuick, CalibrateFromExecutorTracesWritesCorrectedProfile) {
   const std::string slow_path = dir_ + "/run-mb2-slow.trace.json";
   std::ofstream(slow_path) << slow->dump();
   const std::string again = dir_ + "/calibrated-again.json";
-  const ProcessResult cal2 = run_shell(fmt::format("{} calibrate --cluster {} --trace {} {} {} --out {}", loom_binary(), path_,
-                                                   slow_path, traces[0], traces[1], again));
+  const ProcessResult cal2 = run_shell(fmt::format("{} calibrate --cluster {} --trace {} {} {} --out {}", loom_binary(),
+                                                   path_, slow_path, traces[0], traces[1], again));
   ASSERT_EQ(cal2.exit_code, 0) << cal2.err;
   EXPECT_NE(cal2.out.find("the fastest of each repeated run kept"), std::string::npos) << cal2.out;
   EXPECT_EQ(cal2.out.find("run-mb2-slow"), std::string::npos) << cal2.out;
@@ -211,10 +218,11 @@ TEST(ValidateSubset, JsonHasEveryContractField) {
   const Json& rows = (*json)["rows"];
   ASSERT_EQ(rows.size(), 3u);
   for (const Json& r : rows) {
-    for (const char* key : {"tp", "pp", "dp", "zero", "micro_batch", "vpp", "recompute", "sequence_parallel", "schedule"})
+    for (const char* key :
+         {"tp", "pp", "dp", "zero", "micro_batch", "vpp", "recompute", "sequence_parallel", "schedule"})
       EXPECT_TRUE(r["config"].contains(key)) << key;
-    for (const char* key : {"predicted_step_time_s", "measured_step_time_s", "predicted_peak_memory_gib",
-                            "measured_peak_memory_gib"}) {
+    for (const char* key :
+         {"predicted_step_time_s", "measured_step_time_s", "predicted_peak_memory_gib", "measured_peak_memory_gib"}) {
       ASSERT_TRUE(r.contains(key) && r[key].is_number()) << key;
       EXPECT_GT(r[key].get<double>(), 0.0) << r["name"] << " " << key;
     }
