@@ -10,4 +10,4 @@ apt-get install -y -qq --no-install-recommends \
   libopenmpi-dev openmpi-bin libopenblas-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev \
-  python3 >/dev/null
+  python3 clang-format >/dev/null
