@@ -270,32 +270,30 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
   const bool comm = with_tp_comm && config_.tp > 1;
   const double residual_bytes = (3.0 * d.element_bytes + (model_.dropout ? 1.0 : 0.0)) * d.rank_tokens * d.hidden;
 
+  // A row-parallel layer's output is summed over TP (reduce-scattered under SP), then added to the
+  // residual stream.
+  auto reduce_output_into_residual = [&] {
+    if (comm) {
+      const Collective c = d.sp ? Collective::kReduceScatter : Collective::kAllReduce;
+      p.add_comm(tp_name(c), tp_comm_s(c, d.activation_bytes));
+    }
+    add_memory(p, "residual", residual_bytes);
+  };
+
   add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
   if (comm && d.sp) p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
   p.add("qkv", gemm_s(tokens_, (d.hidden + 2.0 * d.kv_width) / d.tp, d.hidden),
         2.0 * tokens_ * d.hidden * (d.hidden + 2.0 * d.kv_width) / d.tp);
   p.append(attention_core_forward());
   p.add("attn_out", gemm_s(tokens_, d.hidden, d.hidden / d.tp), 2.0 * tokens_ * d.hidden * d.hidden / d.tp);
-  if (comm) {
-    if (d.sp)
-      p.add_comm(tp_name(Collective::kReduceScatter), tp_comm_s(Collective::kReduceScatter, d.activation_bytes));
-    else
-      p.add_comm(tp_name(Collective::kAllReduce), tp_comm_s(Collective::kAllReduce, d.activation_bytes));
-  }
-  add_memory(p, "residual", residual_bytes);
+  reduce_output_into_residual();
   add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
   if (comm && d.sp) p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
   p.add("mlp_up", gemm_s(tokens_, d.mlp_up_width / d.tp, d.hidden), 2.0 * tokens_ * d.hidden * d.mlp_up_width / d.tp);
   add_memory(p, model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu",
              (model_.activation == Activation::kSwiGLU ? 3.0 : 2.0) * d.element_bytes * tokens_ * d.ffn / d.tp);
   p.add("mlp_down", gemm_s(tokens_, d.hidden, d.ffn / d.tp), 2.0 * tokens_ * d.hidden * d.ffn / d.tp);
-  if (comm) {
-    if (d.sp)
-      p.add_comm(tp_name(Collective::kReduceScatter), tp_comm_s(Collective::kReduceScatter, d.activation_bytes));
-    else
-      p.add_comm(tp_name(Collective::kAllReduce), tp_comm_s(Collective::kAllReduce, d.activation_bytes));
-  }
-  add_memory(p, "residual", residual_bytes);
+  reduce_output_into_residual();
   return p;
 }
 
