@@ -82,7 +82,8 @@ int run_sim(const SimFlags& f) {
   check(check_config(specs.model, specs.training, specs.cluster, config));
   const MemoryReport memory = estimate_memory(specs.model, specs.training, config, specs.cluster);
 
-  const sim::SimOptions options = f.trace.empty() ? sim::SimOptions{} : detailed_sim_options(memory, config);
+  // One configuration: keep the graph, so the critical path is named in the table and JSON too.
+  const sim::SimOptions options = detailed_sim_options(memory, config);
   const sim::SimResult result =
       value_or_exit(sim::simulate(specs.model, specs.training, config, specs.cluster, options));
 
