@@ -1,5 +1,8 @@
 #include "core/hf_config.h"
 
+#include <initializer_list>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "core/internal/json_fields.h"
@@ -7,66 +10,187 @@
 namespace loom {
 
 bool looks_like_hf_config(const Json& json) {
-  return json.is_object() && (json.contains("model_type") || json.contains("architectures") ||
-                              json.contains("n_embd") || json.contains("num_hidden_layers"));
+  return json.is_object() &&
+         (json.contains("model_type") || json.contains("architectures") || json.contains("n_embd") ||
+          json.contains("num_hidden_layers") || json.contains("text_config"));
 }
 
 namespace {
 
-// GPT-2 names its fields n_layer/n_embd/n_head/n_positions/n_inner.
-Result<ModelSpec> from_gpt2(const Json& json, const std::string& name) {
-  internal::FieldReader r(json, "config.json (GPT-2)");
+using internal::FieldReader;
+
+bool is_one_of(const std::string& s, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (s == n) return true;
+  return false;
+}
+
+// The first of `keys` the config sets (not null); else the first, so a missing field is named as most configs name it.
+const char* pick(const Json& json, std::initializer_list<const char*> keys) {
+  for (const char* k : keys)
+    if (json.contains(k) && !json[k].is_null()) return k;
+  return *keys.begin();
+}
+
+// Falcon's configs say "falcon"; the original Falcon-7B/40B releases say RefinedWebModel/RefinedWeb.
+bool is_falcon(const std::string& type) { return is_one_of(type, {"falcon", "RefinedWeb", "RefinedWebModel"}); }
+
+// Families whose MLP is an up and a down projection with no gate.
+bool plain_mlp(const std::string& type) {
+  return is_falcon(type) ||
+         is_one_of(type, {"gpt2", "gpt_bigcode", "gpt_neox", "gptj", "phi", "opt", "starcoder2", "gpt_neo"});
+}
+
+// Activation names as Hugging Face spells them (transformers/activations.py, ACT2CLS). A plain MLP has GELU's
+// shape whatever its activation. A gated MLP (gate, up and down projections) has SwiGLU's shape: Gemma's GeGLU
+// (gelu_pytorch_tanh on the gate) is read as Activation::kSwiGLU, which has its three matrices, so parameters
+// and matmul FLOPs are exact; Loom has no GeGLU activation yet, so only the elementwise op is approximate.
+Result<Activation> activation_named(const char* field, const std::string& act, bool plain) {
+  const bool known = is_one_of(
+      act, {"silu", "swish", "gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu_python", "gelu_accurate",
+            "quick_gelu", "gelu_10", "relu", "relu2", "relu6", "leaky_relu", "tanh", "sigmoid", "mish", "linear"});
+  if (!known)
+    return make_error(
+        fmt::format("{} '{}' is not an activation Loom knows (silu, swish, gelu, gelu_new, gelu_pytorch_tanh, "
+                    "gelu_fast, quick_gelu, relu, relu2, ...)",
+                    field, act));
+  return plain ? Activation::kGelu : Activation::kSwiGLU;
+}
+
+// Dropout probabilities in [0, 1]. A null one is a malformed config, not "no dropout".
+bool any_dropout(FieldReader& r, const Json& json, std::initializer_list<const char*> keys, double fallback) {
+  bool any = false;
+  for (const char* k : keys) {
+    if (json.contains(k) && json[k].is_null())
+      r.fail(fmt::format("{}: '{}' is null; a dropout probability is a number in [0, 1]", r.what(), k));
+    any = r.number(k, fallback, 0.0, 1.0) > 0.0 || any;
+  }
+  return any;
+}
+
+// GPT-2 and GPT-BigCode name their fields n_layer/n_embd/n_head/n_positions/n_inner (n_inner null: 4·hidden).
+Result<ModelSpec> from_gpt2(const Json& json, const std::string& type, const std::string& name,
+                            const std::string& what) {
+  FieldReader r(json, what);
   ModelSpec m;
   m.name = name;
   m.layers = static_cast<int>(r.integer("n_layer", std::nullopt, 1, 4096));
   m.hidden = static_cast<int>(r.integer("n_embd", std::nullopt, 1, 1 << 20));
   m.heads = static_cast<int>(r.integer("n_head", std::nullopt, 1, 1 << 20));
-  m.kv_heads = m.heads;
+  // GPT-BigCode's multi_query (one K/V head shared by all heads) defaults to true (GPTBigCodeConfig).
+  m.kv_heads = r.boolean("multi_query", type == "gpt_bigcode") ? 1 : m.heads;
   m.ffn_hidden = static_cast<int>(r.integer("n_inner", 4LL * m.hidden, 1, 1 << 26));
   m.vocab = static_cast<int>(r.integer("vocab_size", std::nullopt, 1, 1 << 24));
   m.seq_len = static_cast<int>(r.integer("n_positions", std::nullopt, 1, 1 << 24));
   m.tied_embeddings = r.boolean("tie_word_embeddings", true);
+  const std::string act = r.string("activation_function", std::string("gelu_new"));
+  m.dropout = any_dropout(r, json, {"resid_pdrop", "attn_pdrop", "embd_pdrop"}, 0.1);
   if (!r.ok()) return make_error(r.error());
-  m.activation = Activation::kGelu;
+  auto activation = activation_named("activation_function", act, true);
+  if (!activation) return make_error(fmt::format("{}: {}", what, activation.error().message));
+  m.activation = *activation;
   m.norm = Norm::kLayerNorm;
   m.position = PositionEmbedding::kLearned;
   m.linear_bias = true;
-  m.dropout = r.number("resid_pdrop", 0.1, 0.0, 1.0) > 0.0;
+  if (m.hidden % m.heads != 0)
+    return make_error(fmt::format("{}: n_embd {} is not divisible by n_head {}", what, m.hidden, m.heads));
   return m;
 }
 
-// LLaMA, Mistral, Qwen2 and most recent decoders: hidden_size, num_hidden_layers, ...
-Result<ModelSpec> from_llama(const Json& json, const std::string& name) {
-  internal::FieldReader r(json, "config.json");
+// Multi-query and grouped-query attention under each family's field names.
+int read_kv_heads(FieldReader& r, const Json& json, const std::string& type, int heads) {
+  const char* key = pick(json, {"num_key_value_heads", "num_kv_heads", "n_head_kv"});
+  if (is_falcon(type)) {
+    // FalconAttention: the new decoder architecture (Falcon-40B/180B) has num_kv_heads K/V heads; the older one
+    // has one when multi_query (FalconConfig's default, true), else one per head. RefinedWeb is the former.
+    if (r.boolean("new_decoder_architecture", type == "RefinedWeb"))
+      return static_cast<int>(r.integer(key, heads, 1, 1 << 20));
+    return r.boolean("multi_query", true) ? 1 : heads;
+  }
+  if (r.boolean("multi_query", false)) return 1;
+  return static_cast<int>(r.integer(key, heads, 1, 1 << 20));
+}
+
+// The context the model was pretrained at. Llama 3.1 states max_position_embeddings 131072, reached by RoPE
+// scaling after pretraining at rope_scaling.original_max_position_embeddings (8192): plan for the latter.
+// FalconConfig's max_position_embeddings defaults to 2048, and Falcon-7B's config does not state it.
+int read_seq_len(FieldReader& r, const Json& json, bool falcon) {
+  if (json.contains("rope_scaling") && !json["rope_scaling"].is_null()) {
+    FieldReader rope(json["rope_scaling"], r.what() + " rope_scaling");
+    const auto original = rope.integer("original_max_position_embeddings", 0, 0, 1 << 24);
+    if (!rope.ok()) r.fail(rope.error());
+    if (original > 0) return static_cast<int>(original);
+  }
+  const char* key = pick(json, {"max_position_embeddings", "n_positions", "seq_length"});
+  return static_cast<int>(falcon ? r.integer(key, 2048, 1, 1 << 24) : r.integer(key, std::nullopt, 1, 1 << 24));
+}
+
+// The fields that shape each layer's linear layers, norms and embeddings, per family.
+void read_family_traits(FieldReader& r, const Json& json, const std::string& type, ModelSpec& m) {
+  const bool falcon = is_falcon(type);
+  // Gemma ties its LM head to the embedding by default (GemmaConfig); Falcon too (FalconConfig).
+  const bool tied_default = falcon || type.rfind("gemma", 0) == 0;
+  m.tied_embeddings = r.boolean("tie_word_embeddings", tied_default);
+  // GPT-NeoX and Phi have biases on every linear layer; Qwen2 on q/k/v (counted as everywhere); Falcon says `bias`.
+  const bool stated =
+      falcon ? r.boolean("bias", false) : r.boolean("attention_bias", false) || r.boolean("mlp_bias", false);
+  m.linear_bias = stated || is_one_of(type, {"qwen2", "gpt_neox", "phi"});
+  m.norm = falcon || is_one_of(type, {"gpt_neox", "opt", "phi"}) ? Norm::kLayerNorm : Norm::kRMSNorm;
+  // Falcon with `alibi` has no rotary embedding; neither has parameters, so kRotary stands for both.
+  m.position = PositionEmbedding::kRotary;
+  m.dropout = any_dropout(
+      r, json,
+      {"attention_dropout", "hidden_dropout", "attention_probs_dropout_prob", "hidden_dropout_prob", "resid_pdrop"},
+      0.0);
+}
+
+// LLaMA, Mistral, Qwen2, Gemma, GPT-NeoX, Phi, Falcon and most recent decoders: hidden_size, num_hidden_layers, ...
+// Structure Loom cannot express yet stays approximate: parallel attention + MLP (Falcon, Phi, GPT-NeoX) is
+// counted as sequential with two norms per layer (Falcon-7B and Phi-2 have one: 2·hidden parameters a layer too
+// many), partial rotary changes no parameter count, and Phi's LM-head bias (vocab parameters) is not counted.
+Result<ModelSpec> from_decoder(const Json& json, const std::string& type, const std::string& name,
+                               const std::string& what) {
+  FieldReader r(json, what);
+  const bool falcon = is_falcon(type);
   ModelSpec m;
   m.name = name;
-  m.layers = static_cast<int>(r.integer("num_hidden_layers", std::nullopt, 1, 4096));
+  m.layers = static_cast<int>(r.integer(pick(json, {"num_hidden_layers", "n_layer"}), std::nullopt, 1, 4096));
   m.hidden = static_cast<int>(r.integer("hidden_size", std::nullopt, 1, 1 << 20));
-  m.heads = static_cast<int>(r.integer("num_attention_heads", std::nullopt, 1, 1 << 20));
-  m.kv_heads = static_cast<int>(r.integer("num_key_value_heads", m.heads, 1, 1 << 20));
-  m.ffn_hidden = static_cast<int>(r.integer("intermediate_size", std::nullopt, 1, 1 << 26));
+  m.heads = static_cast<int>(r.integer(pick(json, {"num_attention_heads", "n_head"}), std::nullopt, 1, 1 << 20));
+  m.kv_heads = read_kv_heads(r, json, type, m.heads);
+  // Falcon has no intermediate_size: its MLP is 4·hidden (newer Falcon configs may state ffn_hidden_size).
+  const char* ffn_key = pick(json, {"intermediate_size", "ffn_hidden_size"});
+  m.ffn_hidden = static_cast<int>(falcon ? r.integer(ffn_key, 4LL * m.hidden, 1, 1 << 26)
+                                         : r.integer(ffn_key, std::nullopt, 1, 1 << 26));
   m.vocab = static_cast<int>(r.integer("vocab_size", std::nullopt, 1, 1 << 24));
-  m.seq_len = static_cast<int>(r.integer("max_position_embeddings", std::nullopt, 1, 1 << 24));
-  m.tied_embeddings = r.boolean("tie_word_embeddings", false);
-  const std::string act = r.string("hidden_act", std::string("silu"));
-  const bool bias = r.boolean("attention_bias", false) || r.boolean("mlp_bias", false);
+  m.seq_len = read_seq_len(r, json, falcon);
+  const char* act_field = falcon ? pick(json, {"activation", "hidden_act"})
+                                 : pick(json, {"hidden_activation", "hidden_act", "activation_function"});
+  const std::string act = r.string(act_field, std::string(falcon ? "gelu" : "silu"));
+  const long long head_dim = m.heads > 0 ? r.integer("head_dim", m.hidden / m.heads, 1, 1 << 20) : 0;
+  read_family_traits(r, json, type, m);
   if (!r.ok()) return make_error(r.error());
-  if (json.contains("head_dim") && json["head_dim"].is_number_integer() &&
-      json["head_dim"].get<long long>() * m.heads != m.hidden)
-    return make_error("config.json: head_dim · num_attention_heads != hidden_size is not supported");
-  m.activation = (act == "silu" || act == "swish") ? Activation::kSwiGLU : Activation::kGelu;
-  const std::string type = json.value("model_type", std::string());
-  m.norm = type == "gpt_neox" || type == "opt" ? Norm::kLayerNorm : Norm::kRMSNorm;
-  m.position = PositionEmbedding::kRotary;
-  m.linear_bias = bias || type == "qwen2";
-  m.dropout = json.value("attention_dropout", 0.0) > 0.0 || json.value("hidden_dropout", 0.0) > 0.0;
+  auto activation = activation_named(act_field, act, plain_mlp(type));
+  if (!activation) return make_error(fmt::format("{}: {}", what, activation.error().message));
+  m.activation = *activation;
+  if (head_dim * m.heads != m.hidden)
+    return make_error(fmt::format("{}: head_dim · num_attention_heads != hidden_size is not supported", what));
   if (m.hidden % m.heads != 0)
     return make_error(
-        fmt::format("config.json: hidden_size {} is not divisible by num_attention_heads {}", m.hidden, m.heads));
+        fmt::format("{}: hidden_size {} is not divisible by num_attention_heads {}", what, m.hidden, m.heads));
   if (m.heads % m.kv_heads != 0)
-    return make_error(fmt::format("config.json: num_attention_heads {} is not divisible by num_key_value_heads {}",
+    return make_error(fmt::format("{}: num_attention_heads {} is not divisible by num_key_value_heads {}", what,
                                   m.heads, m.kv_heads));
   return m;
+}
+
+Result<ModelSpec> read_text_model(const Json& json, const std::string& name, const std::string& what) {
+  FieldReader r(json, what);
+  const std::string type = r.string("model_type", std::string());
+  if (!r.ok()) return make_error(r.error());
+  if (type == "gpt2" || type == "gpt_bigcode" || (json.contains("n_embd") && !json.contains("hidden_size")))
+    return from_gpt2(json, type, name, what);
+  return from_decoder(json, type, name, what);
 }
 
 }  // namespace
@@ -76,9 +200,13 @@ Result<ModelSpec> model_from_hf_config(const Json& json, const std::string& fall
   if (json.contains("_name_or_path") && json["_name_or_path"].is_string() &&
       !json["_name_or_path"].get<std::string>().empty())
     name = json["_name_or_path"].get<std::string>();
-  const std::string type = json.value("model_type", std::string());
-  if (type == "gpt2" || (json.contains("n_embd") && !json.contains("hidden_size"))) return from_gpt2(json, name);
-  return from_llama(json, name);
+  // Multimodal configs (LLaVA, Gemma 3, Mistral 3, ...) hold the language model under text_config; Loom plans
+  // the language model (the vision tower is not counted).
+  if (json.contains("text_config") && !json["text_config"].is_null()) {
+    if (!json["text_config"].is_object()) return make_error("config.json: 'text_config' must be an object");
+    return read_text_model(json["text_config"], name, "config.json text_config");
+  }
+  return read_text_model(json, name, "config.json");
 }
 
 }  // namespace loom

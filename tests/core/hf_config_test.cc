@@ -1,9 +1,11 @@
-// Hugging Face config.json import: LLaMA/Mistral and GPT-2 field names, and clear errors.
+// Hugging Face config.json import: each family's field names, released models' configs read with their true
+// parameter counts, and clear errors.
 #include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
 
+#include "core/json_io.h"
 #include "core/presets.h"
 
 namespace loom {
@@ -65,6 +67,148 @@ TEST(HfConfig, MissingFileAndMalformedFile) {
   auto malformed = load_model(write_temp("bad.json", "{ not json"));
   ASSERT_FALSE(malformed.ok());
   EXPECT_NE(malformed.error().message.find("malformed JSON"), std::string::npos);
+}
+
+// Released models' config.json files, and their true parameter counts, in ../shared/validation/hf_configs.
+std::string released(const std::string& model) {
+  return std::string(LOOM_VALIDATION_DIR) + "/hf_configs/" + model + "/config.json";
+}
+
+void expect_params_within_a_thousandth(const ModelSpec& m, const std::string& model) {
+  auto table = read_json_file(std::string(LOOM_VALIDATION_DIR) + "/hf_configs/params.json");
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  const double truth = (*table)["models"][model]["total"].get<double>();
+  EXPECT_NEAR(static_cast<double>(m.total_params()) / truth, 1.0, 1e-3) << model << ": " << m.total_params();
+}
+
+TEST(HfConfig, Llama31PlansForItsPretrainingContextNotTheScaledOne) {
+  for (const std::string model : {"llama-3.1-8b", "llama-3.1-405b"}) {
+    auto m = load_model(released(model));
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    EXPECT_EQ(m->seq_len, 8192) << model;  // rope_scaling.original_max_position_embeddings, not 131072
+    EXPECT_EQ(m->kv_heads, 8) << model;
+    EXPECT_EQ(m->activation, Activation::kSwiGLU) << model;
+    expect_params_within_a_thousandth(*m, model);
+  }
+  auto m = load_model(released("llama-3.1-8b"));
+  EXPECT_EQ(m->ffn_hidden, 14336);
+}
+
+TEST(HfConfig, Falcon7bReadsMultiQueryAndItsOwnFieldNames) {
+  auto m = load_model(released("falcon-7b"));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->kv_heads, 1);  // multi_query, though num_kv_heads says 71
+  EXPECT_EQ(m->ffn_hidden, 4 * 4544);
+  EXPECT_EQ(m->seq_len, 2048);
+  EXPECT_EQ(m->activation, Activation::kGelu);
+  EXPECT_EQ(m->norm, Norm::kLayerNorm);
+  EXPECT_FALSE(m->linear_bias);
+  EXPECT_TRUE(m->tied_embeddings);
+  expect_params_within_a_thousandth(*m, "falcon-7b");
+}
+
+TEST(HfConfig, SantacoderIsMultiQueryGptBigCode) {
+  auto m = load_model(released("santacoder-gpt-bigcode"));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->kv_heads, 1);
+  EXPECT_EQ(m->ffn_hidden, 8192);
+  EXPECT_EQ(m->seq_len, 2048);
+  EXPECT_EQ(m->activation, Activation::kGelu);
+  expect_params_within_a_thousandth(*m, "santacoder-gpt-bigcode");
+}
+
+TEST(HfConfig, GptNeoxAndPhiHaveBiasesLayerNormAndAPlainGeluMlp) {
+  for (const std::string model : {"gpt-neox-20b", "phi-2"}) {
+    auto m = load_model(released(model));
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    EXPECT_EQ(m->kv_heads, m->heads) << model;
+    EXPECT_EQ(m->activation, Activation::kGelu) << model;
+    EXPECT_EQ(m->norm, Norm::kLayerNorm) << model;
+    EXPECT_TRUE(m->linear_bias) << model;
+    EXPECT_EQ(m->seq_len, 2048) << model;
+    expect_params_within_a_thousandth(*m, model);
+  }
+}
+
+TEST(HfConfig, GemmasGatedGeluMlpHasThreeMatricesAndATiedHead) {
+  auto m = load_model(released("gemma-2b"));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->activation, Activation::kSwiGLU);  // GeGLU, read with SwiGLU's shape
+  EXPECT_TRUE(m->tied_embeddings);
+  EXPECT_EQ(m->kv_heads, 1);
+  EXPECT_EQ(m->ffn_hidden, 16384);
+  expect_params_within_a_thousandth(*m, "gemma-2b");
+}
+
+TEST(HfConfig, UnknownActivationIsAnErrorNamingIt) {
+  const std::string path = write_temp("relu3.json", R"({"model_type": "llama", "hidden_act": "relu3",
+    "hidden_size": 512, "intermediate_size": 1024, "num_attention_heads": 8, "num_hidden_layers": 2,
+    "vocab_size": 1000, "max_position_embeddings": 512})");
+  auto m = load_model(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("hidden_act 'relu3' is not an activation Loom knows"), std::string::npos)
+      << m.error().message;
+}
+
+TEST(HfConfig, FalconNewDecoderArchitectureReadsNHeadKv) {
+  const std::string path = write_temp("falcon40b.json", R"({"model_type": "falcon", "new_decoder_architecture": true,
+    "hidden_size": 8192, "n_head": 128, "n_head_kv": 8, "n_layer": 60, "vocab_size": 65024})");
+  auto m = load_model(path);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->kv_heads, 8);
+  EXPECT_EQ(m->layers, 60);
+  EXPECT_EQ(m->heads, 128);
+  EXPECT_EQ(m->ffn_hidden, 4 * 8192);
+}
+
+TEST(HfConfig, GqaFieldVariantsAndMultiQuery) {
+  auto with = [](const std::string& file, const std::string& extra) {
+    return load_model(write_temp(file, R"({"model_type": "llama", "hidden_size": 512, "intermediate_size": 1024,
+      "num_attention_heads": 8, "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 512)" +
+                                           extra + "}"));
+  };
+  EXPECT_EQ(with("kv1.json", R"(, "num_kv_heads": 2)")->kv_heads, 2);
+  EXPECT_EQ(with("kv2.json", R"(, "n_head_kv": 4)")->kv_heads, 4);
+  EXPECT_EQ(with("kv3.json", R"(, "multi_query": true)")->kv_heads, 1);
+  EXPECT_EQ(with("kv4.json", "")->kv_heads, 8);
+}
+
+TEST(HfConfig, GptBigCodeWithNullInnerWidthUsesFourTimesHidden) {
+  const std::string path = write_temp("bigcode.json", R"({"model_type": "gpt_bigcode", "n_embd": 256, "n_head": 4,
+    "n_layer": 2, "n_inner": null, "n_positions": 512, "vocab_size": 1000})");
+  auto m = load_model(path);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->ffn_hidden, 1024);
+  EXPECT_EQ(m->kv_heads, 1);  // GPTBigCodeConfig's multi_query defaults to true
+}
+
+TEST(HfConfig, MultimodalConfigReadsTheTextModel) {
+  const std::string path = write_temp("llava.json", R"({"model_type": "llava", "architectures": ["Llava"],
+    "vision_config": {"hidden_size": 1024, "num_hidden_layers": 24},
+    "text_config": {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+      "max_position_embeddings": 4096, "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 32000}})");
+  auto m = load_model(path);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->total_params(), model_preset("llama2-7b")->total_params());
+}
+
+TEST(HfConfig, WrongTypesAreErrorsNamingTheField) {
+  const std::string base = R"("hidden_size": 512, "intermediate_size": 1024, "num_attention_heads": 8,
+    "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 512)";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"("model_type": 5)", "'model_type' must be a string"},
+      {R"("model_type": "llama", "hidden_dropout": null)", "'hidden_dropout' is null"},
+      {R"("model_type": "llama", "attention_dropout": "0.1")", "'attention_dropout' must be a number"},
+      {R"("model_type": "llama", "rope_scaling": 4)", "rope_scaling: expected a JSON object"},
+      {R"("model_type": "llama", "multi_query": "yes")", "'multi_query' must be true or false"},
+      {R"("model_type": "llama", "text_config": [])", "'text_config' must be an object"},
+  };
+  int i = 0;
+  for (const auto& [fields, expected] : cases) {
+    auto m = load_model(write_temp("wrong" + std::to_string(i++) + ".json", "{" + fields + ", " + base + "}"));
+    ASSERT_FALSE(m.ok()) << fields;
+    EXPECT_NE(m.error().message.find(expected), std::string::npos) << m.error().message;
+  }
 }
 
 }  // namespace
