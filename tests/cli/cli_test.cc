@@ -56,6 +56,28 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   expect_bad_input("plna", "did you mean 'plan'");
 }
 
+// Hugging Face configs with a field of the wrong type or value: one line naming the field, exit 2, never
+// "internal error" (issue 19).
+TEST(Cli, MalformedHfConfigIsOneLineNamingTheField) {
+  const auto dir = scratch_dir();
+  const std::string base = R"("hidden_size": 512, "intermediate_size": 1024, "num_attention_heads": 8,
+    "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 512)";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"("model_type": "llama", "hidden_dropout": null)", "'hidden_dropout' is null"},
+      {R"("model_type": "llama", "attention_dropout": "0.1")", "'attention_dropout' must be a number"},
+      {R"("model_type": 5)", "'model_type' must be a string"},
+      {R"("model_type": "llama", "hidden_act": "relu3")", "hidden_act 'relu3' is not an activation Loom knows"},
+      {R"("model_type": "llama", "num_key_value_heads": "8")", "'num_key_value_heads' must be an integer"},
+      {R"("model_type": "llama", "rope_scaling": "llama3")", "rope_scaling: expected a JSON object"},
+  };
+  int i = 0;
+  for (const auto& [fields, expected] : cases) {
+    const auto path = dir / ("hf_bad" + std::to_string(i++) + ".json");
+    write(path, "{" + fields + ", " + base + "}");
+    expect_bad_input("plan --model " + path.string() + " --gpus 8 --global-batch 8", expected);
+  }
+}
+
 TEST(Cli, NoHalfWrittenFiles) {
   const auto dir = scratch_dir();
   const auto out = dir / "missing_folder" / "plan.txt";
