@@ -1,5 +1,5 @@
-// Import of Hugging Face `config.json` files (LLaMA, Mistral, Qwen2-style and GPT-2 field names)
-// into a ModelSpec, so any downloaded model's config can be planned for.
+// Import of Hugging Face `config.json` files (LLaMA/Mistral/Qwen2/Gemma, GPT-NeoX, Phi, Falcon, GPT-2 and
+// GPT-BigCode field names, multimodal text_config) into a ModelSpec, so a downloaded model can be planned for.
 #pragma once
 
 #include <string>
