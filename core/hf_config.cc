@@ -195,7 +195,7 @@ Result<ModelSpec> read_text_model(const Json& json, const std::string& name, con
 
 }  // namespace
 
-Result<ModelSpec> model_from_hf_config(const Json& json, const std::string& fallback_name) {
+Result<ModelSpec> model_from_hf_config(const Json& json, const std::string& fallback_name, const std::string& source) {
   std::string name = fallback_name;
   if (json.contains("_name_or_path") && json["_name_or_path"].is_string() &&
       !json["_name_or_path"].get<std::string>().empty())
@@ -203,10 +203,10 @@ Result<ModelSpec> model_from_hf_config(const Json& json, const std::string& fall
   // Multimodal configs (LLaVA, Gemma 3, Mistral 3, ...) hold the language model under text_config; Loom plans
   // the language model (the vision tower is not counted).
   if (json.contains("text_config") && !json["text_config"].is_null()) {
-    if (!json["text_config"].is_object()) return make_error("config.json: 'text_config' must be an object");
-    return read_text_model(json["text_config"], name, "config.json text_config");
+    if (!json["text_config"].is_object()) return make_error(source + ": 'text_config' must be an object");
+    return read_text_model(json["text_config"], name, source + " text_config");
   }
-  return read_text_model(json, name, "config.json");
+  return read_text_model(json, name, source);
 }
 
 }  // namespace loom

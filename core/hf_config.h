@@ -11,6 +11,9 @@
 namespace loom {
 
 bool looks_like_hf_config(const Json& json);
-Result<ModelSpec> model_from_hf_config(const Json& json, const std::string& fallback_name);
+// `source` names the file in error messages ("PATH: 'hidden_act' ..."); the name is the config's
+// _name_or_path, else `fallback_name`.
+Result<ModelSpec> model_from_hf_config(const Json& json, const std::string& fallback_name,
+                                       const std::string& source = "config.json");
 
 }  // namespace loom

@@ -146,8 +146,9 @@ Result<ModelSpec> load_model(const std::string& name_or_path) {
   auto json = read_json_file(name_or_path);
   if (!json) return json.error();
   if (looks_like_hf_config(*json)) {
-    auto model = model_from_hf_config(*json, std::filesystem::path(name_or_path).parent_path().filename().string());
-    if (!model) return make_error(fmt::format("{}: {}", name_or_path, model.error().message));
+    auto model = model_from_hf_config(*json, std::filesystem::path(name_or_path).parent_path().filename().string(),
+                                      name_or_path);
+    if (!model) return model.error();
     if (model->name.empty()) model->name = std::filesystem::path(name_or_path).stem().string();
     return model;
   }
