@@ -174,52 +174,28 @@ std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& m
     Tensor rstd = backend.alloc(1, T, MemoryCategory::kWorkspace);
     const std::vector<float> ones(static_cast<std::size_t>(h), 1.0f);  // unit weights keep the norm finite
     backend.from_host(w.data(), ones.data(), h);
-    auto sync = [&] { backend.synchronize(); };
+    // Times `body` (then a synchronize) and records it as `op` moving `bytes`.
+    auto time_op = [&](const char* op, double bytes, const auto& body) {
+      out.push_back({op, bytes,
+                     best_seconds(
+                         [&] {
+                           body();
+                           backend.synchronize();
+                         },
+                         budget)});
+    };
     // Byte counts as sim/cost_model.cc charges each op.
-    out.push_back({"norm", 2 * ab * T * h,
-                   best_seconds(
-                       [&] {
-                         backend.layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(),
-                                                   T, h);
-                         sync();
-                       },
-                       budget)});
-    out.push_back({"norm_bwd", 3 * ab * T * h,
-                   best_seconds(
-                       [&] {
-                         backend.layernorm_backward(dy.data(), dw.data(), db.data(), y.data(), x.data(), w.data(),
-                                                    mean.data(), rstd.data(), T, h);
-                         sync();
-                       },
-                       budget)});
-    out.push_back({"gelu", 2 * ab * T * f,
-                   best_seconds(
-                       [&] {
-                         backend.gelu_forward(y.data(), x.data(), T * f);
-                         sync();
-                       },
-                       budget)});
-    out.push_back({"gelu_bwd", 3 * ab * T * f,
-                   best_seconds(
-                       [&] {
-                         backend.gelu_backward(dy.data(), x.data(), y.data(), T * f);
-                         sync();
-                       },
-                       budget)});
-    out.push_back({"residual", 3 * ab * T * h,
-                   best_seconds(
-                       [&] {
-                         backend.add(y.data(), x.data(), dy.data(), T * h);
-                         sync();
-                       },
-                       budget)});
-    out.push_back({"residual_bwd", 3 * ab * T * h,
-                   best_seconds(
-                       [&] {
-                         backend.axpy(y.data(), 1.0f, x.data(), T * h);
-                         sync();
-                       },
-                       budget)});
+    time_op("norm", 2 * ab * T * h, [&] {
+      backend.layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), T, h);
+    });
+    time_op("norm_bwd", 3 * ab * T * h, [&] {
+      backend.layernorm_backward(dy.data(), dw.data(), db.data(), y.data(), x.data(), w.data(), mean.data(),
+                                 rstd.data(), T, h);
+    });
+    time_op("gelu", 2 * ab * T * f, [&] { backend.gelu_forward(y.data(), x.data(), T * f); });
+    time_op("gelu_bwd", 3 * ab * T * f, [&] { backend.gelu_backward(dy.data(), x.data(), y.data(), T * f); });
+    time_op("residual", 3 * ab * T * h, [&] { backend.add(y.data(), x.data(), dy.data(), T * h); });
+    time_op("residual_bwd", 3 * ab * T * h, [&] { backend.axpy(y.data(), 1.0f, x.data(), T * h); });
     // Whole unfused attention cores (matmuls + causal softmax): `loom profile` subtracts the
     // per-head matmuls timed by time_gemms to leave the softmax, charged as the simulator does.
     const AttentionShape shape{b, seq, model.heads, model.kv_heads, static_cast<int>(model.head_dim())};
@@ -228,20 +204,10 @@ std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& m
     Tensor ctx = backend.alloc(T, h, MemoryCategory::kWorkspace);
     Tensor probs = backend.alloc(1, shape.probs_numel(), MemoryCategory::kWorkspace);
     const double scores = static_cast<double>(shape.probs_numel());
-    out.push_back({"attention_core", 2 * ab * scores,
-                   best_seconds(
-                       [&] {
-                         backend.attention_forward(ctx.data(), probs.data(), qkv.data(), shape);
-                         sync();
-                       },
-                       budget)});
-    out.push_back({"attention_core_bwd", 3 * ab * scores,
-                   best_seconds(
-                       [&] {
-                         backend.attention_backward(dqkv.data(), ctx.data(), probs.data(), qkv.data(), shape);
-                         sync();
-                       },
-                       budget)});
+    time_op("attention_core", 2 * ab * scores,
+            [&] { backend.attention_forward(ctx.data(), probs.data(), qkv.data(), shape); });
+    time_op("attention_core_bwd", 3 * ab * scores,
+            [&] { backend.attention_backward(dqkv.data(), ctx.data(), probs.data(), qkv.data(), shape); });
   }
   return out;
 }
