@@ -7,6 +7,7 @@
 
 #include "exec/cpu/cpu_backend.h"
 #include "exec/cpu/vector_math.h"
+#include "kernels/numerics.h"
 
 namespace loom::exec {
 
@@ -107,20 +108,11 @@ void CpuBackend::attention_backward(float* dqkv, const float* dctx, const float*
     }
 }
 
-namespace {
-std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-}  // namespace
-
 void CpuBackend::dropout_mask(std::uint8_t* mask, std::int64_t n, std::uint64_t key, std::uint64_t first, float p) {
-  const std::uint64_t threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 16777216.0);
+  const std::uint64_t threshold = kernels::dropout_threshold(p);
 #pragma omp parallel for if (n > kParallelWork)
   for (std::int64_t i = 0; i < n; ++i)
-    mask[i] = (mix64(key ^ mix64(first + static_cast<std::uint64_t>(i))) >> 40) >= threshold ? 1 : 0;
+    mask[i] = kernels::dropout_keep(key, first + static_cast<std::uint64_t>(i), threshold) ? 1 : 0;
 }
 
 void CpuBackend::apply_mask(float* out, const float* in, const std::uint8_t* mask, std::int64_t n, float scale) {
