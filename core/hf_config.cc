@@ -167,15 +167,17 @@ Result<ModelSpec> from_decoder(const Json& json, const std::string& type, const 
   const char* act_field = falcon ? pick(json, {"activation", "hidden_act"})
                                  : pick(json, {"hidden_activation", "hidden_act", "activation_function"});
   const std::string act = r.string(act_field, std::string(falcon ? "gelu" : "silu"));
-  const long long head_dim = m.heads > 0 ? r.integer("head_dim", m.hidden / m.heads, 1, 1 << 20) : 0;
+  // Explicit head_dim (Qwen3, Gemma, Mistral-Nemo, gpt-oss); some configs write it as null.
+  const bool has_head_dim = json.contains("head_dim") && !json["head_dim"].is_null();
+  const long long head_dim = has_head_dim ? r.integer("head_dim", std::nullopt, 1, 1 << 20) : 0;
   read_family_traits(r, json, type, m);
   if (!r.ok()) return make_error(r.error());
   auto activation = activation_named(act_field, act, plain_mlp(type));
   if (!activation) return make_error(fmt::format("{}: {}", what, activation.error().message));
   m.activation = *activation;
-  if (head_dim * m.heads != m.hidden)
-    return make_error(fmt::format("{}: head_dim · num_attention_heads != hidden_size is not supported", what));
-  if (m.hidden % m.heads != 0)
+  // Stored only where it differs from hidden/heads, so other configs read exactly as before.
+  if (has_head_dim && head_dim * m.heads != m.hidden) m.explicit_head_dim = static_cast<int>(head_dim);
+  if (m.explicit_head_dim == 0 && m.hidden % m.heads != 0)
     return make_error(
         fmt::format("{}: hidden_size {} is not divisible by num_attention_heads {}", what, m.hidden, m.heads));
   if (m.heads % m.kv_heads != 0)

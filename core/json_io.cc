@@ -41,6 +41,7 @@ Json to_json(const ModelSpec& m) {
   j["position_embedding"] = to_string(m.position);
   j["linear_bias"] = m.linear_bias;
   j["dropout"] = m.dropout;
+  if (m.explicit_head_dim > 0) j["head_dim"] = m.explicit_head_dim;
   return j;
 }
 
@@ -53,6 +54,8 @@ Result<ModelSpec> model_from_json(const Json& json) {
   m.heads = static_cast<int>(r.integer("heads", std::nullopt, 1, kMaxHidden));
   m.kv_heads = static_cast<int>(r.integer("kv_heads", m.heads, 1, kMaxHidden));
   m.ffn_hidden = static_cast<int>(r.integer("ffn_hidden", 4LL * m.hidden, 1, 64 * kMaxHidden));
+  // Optional: a head width other than hidden/heads (Qwen3, Gemma 2/3, Mistral-Nemo, gpt-oss).
+  if (json.contains("head_dim")) m.explicit_head_dim = static_cast<int>(r.integer("head_dim", 0, 1, kMaxHidden));
   m.vocab = static_cast<int>(r.integer("vocab", std::nullopt, 1, kMaxVocab));
   m.seq_len = static_cast<int>(r.integer("seq_len", std::nullopt, 1, kMaxSeq));
   const std::string act = r.string("activation", std::string(to_string(Activation::kGelu)));
@@ -79,8 +82,11 @@ Result<ModelSpec> model_from_json(const Json& json) {
     return make_error(
         fmt::format("model JSON: 'position_embedding' must be {}, not '{}'", one_of<PositionEmbedding>(), pos));
   m.position = *position;
-  if (m.hidden % m.heads != 0)
-    return make_error(fmt::format("model JSON: hidden {} is not divisible by heads {}", m.hidden, m.heads));
+  if (m.explicit_head_dim == 0 && m.hidden % m.heads != 0)
+    return make_error(
+        fmt::format("model JSON: hidden {} is not divisible by heads {} (state 'head_dim' if the model's "
+                    "heads are not hidden/heads wide)",
+                    m.hidden, m.heads));
   if (m.heads % m.kv_heads != 0)
     return make_error(fmt::format("model JSON: heads {} is not divisible by kv_heads {}", m.heads, m.kv_heads));
   return m;

@@ -4,9 +4,9 @@ namespace loom {
 
 std::int64_t ModelSpec::attention_params() const {
   const std::int64_t h = hidden;
-  const std::int64_t q_and_out = 2 * h * h;
+  const std::int64_t q_and_out = 2 * h * q_dim();
   const std::int64_t kv = 2 * h * kv_dim();
-  const std::int64_t bias = linear_bias ? (h + 2 * kv_dim() + h) : 0;
+  const std::int64_t bias = linear_bias ? (q_dim() + 2 * kv_dim() + h) : 0;
   return q_and_out + kv + bias;
 }
 
@@ -41,8 +41,8 @@ std::int64_t ModelSpec::total_params() const {
 
 double ModelSpec::layer_linear_flops_fwd(double tokens) const {
   const double h = hidden;
-  const double qkv = h * (h + 2.0 * kv_dim());
-  const double out = h * h;
+  const double qkv = h * (static_cast<double>(q_dim()) + 2.0 * kv_dim());
+  const double out = h * static_cast<double>(q_dim());
   const double mlp = (activation == Activation::kSwiGLU ? 3.0 : 2.0) * h * ffn_hidden;
   return 2.0 * tokens * (qkv + out + mlp);
 }
@@ -50,7 +50,7 @@ double ModelSpec::layer_linear_flops_fwd(double tokens) const {
 double ModelSpec::layer_attention_flops_fwd(double tokens, int seq) const {
   // QK^T and softmax·V: 2 matmuls of (s × d) by (d × s) per head, 2 FLOPs per MAC, full (unmasked)
   // square as Megatron counts it (Narayanan et al. 2021, eq. 3).
-  return 2.0 * 2.0 * tokens * static_cast<double>(seq) * hidden;
+  return 2.0 * 2.0 * tokens * static_cast<double>(seq) * static_cast<double>(q_dim());
 }
 
 double ModelSpec::lm_head_flops_fwd(double tokens, int padded) const {

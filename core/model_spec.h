@@ -24,8 +24,12 @@ struct ModelSpec {
   bool tied_embeddings = true;
   bool linear_bias = true;  // GPT-2/3 have biases on every linear layer; LLaMA has none
   bool dropout = true;      // GPT-3/Megatron train with dropout (its masks are activations); LLaMA does not
+  // Width of one attention head when a model states it apart from hidden/heads (Qwen3, Gemma 2/3,
+  // Mistral-Nemo, gpt-oss); 0: hidden / heads. Q and the context are heads·head_dim wide then.
+  int explicit_head_dim = 0;
 
-  int head_dim() const { return hidden / heads; }
+  int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads; }
+  std::int64_t q_dim() const { return static_cast<std::int64_t>(heads) * head_dim(); }
   std::int64_t kv_dim() const { return static_cast<std::int64_t>(kv_heads) * head_dim(); }
 
   // Parameters of one transformer block (attention + MLP + its two norms).

@@ -4,11 +4,12 @@ namespace loom {
 
 double layer_params_per_tp_rank(const ModelSpec& m, int tp) {
   const double h = m.hidden;
+  const double q = static_cast<double>(m.q_dim());
   const double kv = static_cast<double>(m.kv_dim());
   const double f = m.ffn_hidden;
   const bool swiglu = m.activation == Activation::kSwiGLU;
-  const double matrices = 2.0 * h * h + 2.0 * h * kv + (swiglu ? 3.0 : 2.0) * h * f;
-  const double column_bias = m.linear_bias ? (h + 2.0 * kv + (swiglu ? 2.0 : 1.0) * f) : 0.0;
+  const double matrices = 2.0 * h * q + 2.0 * h * kv + (swiglu ? 3.0 : 2.0) * h * f;
+  const double column_bias = m.linear_bias ? (q + 2.0 * kv + (swiglu ? 2.0 : 1.0) * f) : 0.0;
   const double row_bias = m.linear_bias ? 2.0 * h : 0.0;
   return (matrices + column_bias) / tp + row_bias + 2.0 * static_cast<double>(m.norm_params());
 }

@@ -21,10 +21,10 @@ double replicated_activation_bytes(const ModelSpec& m, double sbh, double ab) {
 
 // Activation bytes inside the TP regions, before dividing by t: Q, K, V, projection input, MLP.
 double tensor_parallel_activation_bytes(const ModelSpec& m, double sb, double ab) {
-  const double h = m.hidden;
+  const double q = static_cast<double>(m.q_dim());
   const double kv = static_cast<double>(m.kv_dim());
   const double f = m.ffn_hidden;
-  const double attention = ab * sb * (h + 2.0 * kv) + ab * sb * h;  // Q, K, V; attention output
+  const double attention = ab * sb * (q + 2.0 * kv) + ab * sb * q;  // Q, K, V; attention output
   const double mlp = (m.activation == Activation::kSwiGLU ? 3.0 : 2.0) * ab * sb * f;
   return attention + mlp;
 }
@@ -96,7 +96,8 @@ double workspace_bytes(const ModelSpec& m, const TrainingSpec& t, const Parallel
   const double local_h = c.sequence_parallel ? h / tp : h;  // a [local tokens, h] tensor, per token
   const double f = m.ffn_hidden / tp;
   const double f_in = m.activation == Activation::kSwiGLU ? 2.0 * f : f;
-  const double qkv = (h + 2.0 * static_cast<double>(m.kv_dim())) / tp;
+  const double q = static_cast<double>(m.q_dim());
+  const double qkv = (q + 2.0 * static_cast<double>(m.kv_dim())) / tp;
   const double masked = m.dropout ? local_h : 0.0;  // a dropout's masked gradient
   // The gradient arriving at a layer is the previous layer's (or the head's) input gradient, a
   // temporary; at the last layer of a model chunk elsewhere it is the received buffer.
@@ -113,7 +114,7 @@ double workspace_bytes(const ModelSpec& m, const TrainingSpec& t, const Parallel
     const double scores = m.heads / tp * (t.seq_len > 0 ? t.seq_len : m.seq_len);  // per token
     core = scores * (m.dropout ? 2.0 + 1.0 / ab : 1.0);
   }
-  const double attention = dy + masked + local_h + masked + qkv + std::max(h / tp + core, h);
+  const double attention = dy + masked + local_h + masked + qkv + std::max(q / tp + core, h);
   // A row-parallel GEMM's output of all tokens beside its reduce-scattered share (forward), and the
   // head's backward on the last stage: the final norm's output gradient beside its input gradient.
   const double forward = h + (c.sequence_parallel ? local_h : 0.0);

@@ -67,10 +67,11 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
   const TrainingSpec& t = *ctx.training;
   std::vector<std::string> lines;
   lines.push_back(
-      fmt::format("model {}: {:.2f} B parameters, {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}, "
+      fmt::format("model {}: {:.2f} B parameters, {} layers, hidden {}, {} heads ({} kv{}), ffn {}, vocab {}, "
                   "{}, {}",
-                  m.name, m.total_params() / 1e9, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, m.vocab,
-                  to_string(m.activation), to_string(m.norm)));
+                  m.name, m.total_params() / 1e9, m.layers, m.hidden, m.heads, m.kv_heads,
+                  m.explicit_head_dim > 0 ? fmt::format(", head dim {}", m.explicit_head_dim) : "", m.ffn_hidden,
+                  m.vocab, to_string(m.activation), to_string(m.norm)));
   lines.push_back(fmt::format(
       "cluster {} ({}): {} x {} per node, {:.0f} GiB, {:.0f} TFLOP/s peak, {:.0f} GB/s NVLink, "
       "{:.0f} GB/s per GPU between nodes",

@@ -184,49 +184,51 @@ double CostModel::flash_efficiency(double forward_flops) const {
 
 double CostModel::flash_bytes() const {
   // A fused attention reads Q, K and V and writes the context; the scores never reach memory.
-  return 4.0 * training_.activation_bytes * tokens_ * model_.hidden / config_.tp;
+  return 4.0 * training_.activation_bytes * tokens_ * static_cast<double>(model_.q_dim()) / config_.tp;
 }
 
 double CostModel::unfused_matmul_bytes() const {
-  // QK^T or AV over every local head: Q, K, V and the context are tokens × h/t in all; each
+  // QK^T or AV over every local head: Q, K, V and the context are tokens × heads·d/t in all; each
   // product reads or writes the b·(heads/t)·s² scores once.
   const double ab = training_.activation_bytes;
   const double scores = model_.heads / config_.tp * config_.micro_batch * seq_ * seq_;
-  return 2.0 * ab * tokens_ * model_.hidden / config_.tp + ab * scores;
+  return 2.0 * ab * tokens_ * static_cast<double>(model_.q_dim()) / config_.tp + ab * scores;
 }
 
 PassCost CostModel::attention_core_forward() const {
   PassCost p = new_pass();
   const double t = config_.tp;
-  const double matmul_flops = 2.0 * tokens_ * seq_ * model_.hidden / t;  // one of QK^T, AV
+  const double q = static_cast<double>(model_.q_dim());
+  const double matmul_flops = 2.0 * tokens_ * seq_ * q / t;  // one of QK^T, AV
   if (training_.attention == AttentionKernel::kFlash) {
     // FlashAttention skips the masked half of a causal square.
     const double flops = 2.0 * matmul_flops * 0.5;
     const double eff = flash_efficiency(flops);
     const double s = eff > 0 ? flops / (cluster_->device.peak_flops * eff) + cluster_->compute.kernel_launch_s
-                             : gemm_s(tokens_, seq_ * 0.5, 2.0 * model_.hidden / t, flash_bytes());
+                             : gemm_s(tokens_, seq_ * 0.5, 2.0 * q / t, flash_bytes());
     p.add("flash_attention", s, flops);
     return p;
   }
   const double scores = model_.heads / t * config_.micro_batch * seq_ * seq_;
   const double ab = training_.activation_bytes;
-  p.add("qk", gemm_s(tokens_, seq_, model_.hidden / t, unfused_matmul_bytes()), matmul_flops);
+  p.add("qk", gemm_s(tokens_, seq_, q / t, unfused_matmul_bytes()), matmul_flops);
   add_memory(p, "softmax", 2.0 * ab * scores);
   if (model_.dropout) add_memory(p, "attn_dropout", (2.0 * ab + 1.0) * scores);
-  p.add("av", gemm_s(tokens_, model_.hidden / t, seq_, unfused_matmul_bytes()), matmul_flops);
+  p.add("av", gemm_s(tokens_, q / t, seq_, unfused_matmul_bytes()), matmul_flops);
   return p;
 }
 
 PassCost CostModel::attention_core_backward() const {
   PassCost p = new_pass();
   const double t = config_.tp;
-  const double matmul_flops = 2.0 * tokens_ * seq_ * model_.hidden / t;
+  const double q = static_cast<double>(model_.q_dim());
+  const double matmul_flops = 2.0 * tokens_ * seq_ * q / t;
   if (training_.attention == AttentionKernel::kFlash) {
     // Backward: five s×s×d matmuls against the forward's two (recomputing the scores).
     const double flops = 2.5 * 2.0 * matmul_flops * 0.5;
     const double eff = flash_efficiency(flops / 2.5);
     const double s = eff > 0 ? flops / (cluster_->device.peak_flops * eff) + cluster_->compute.kernel_launch_s
-                             : 2.5 * gemm_s(tokens_, seq_ * 0.5, 2.0 * model_.hidden / t, flash_bytes());
+                             : 2.5 * gemm_s(tokens_, seq_ * 0.5, 2.0 * q / t, flash_bytes());
     p.add("flash_attention_bwd", s, flops);
     return p;
   }
@@ -234,10 +236,10 @@ PassCost CostModel::attention_core_backward() const {
   const double ab = training_.activation_bytes;
   // Each backward is two products of the forward's size.
   const double bytes = unfused_matmul_bytes();
-  p.add("av_bwd", 2.0 * gemm_s(tokens_, model_.hidden / t, seq_, bytes), 2.0 * matmul_flops);
+  p.add("av_bwd", 2.0 * gemm_s(tokens_, q / t, seq_, bytes), 2.0 * matmul_flops);
   if (model_.dropout) add_memory(p, "attn_dropout_bwd", (2.0 * ab + 1.0) * scores);
   add_memory(p, "softmax_bwd", 3.0 * ab * scores);
-  p.add("qk_bwd", 2.0 * gemm_s(tokens_, seq_, model_.hidden / t, bytes), 2.0 * matmul_flops);
+  p.add("qk_bwd", 2.0 * gemm_s(tokens_, seq_, q / t, bytes), 2.0 * matmul_flops);
   return p;
 }
 
@@ -245,6 +247,7 @@ CostModel::LayerDims CostModel::dims() const {
   LayerDims d;
   d.tp = config_.tp;
   d.hidden = model_.hidden;
+  d.q_width = static_cast<double>(model_.q_dim());
   d.kv_width = static_cast<double>(model_.kv_dim());
   d.ffn = model_.ffn_hidden;
   d.mlp_up_width = model_.activation == Activation::kSwiGLU ? 2.0 * d.ffn : d.ffn;
@@ -282,10 +285,10 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
 
   add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
   if (comm && d.sp) p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
-  p.add("qkv", gemm_s(tokens_, (d.hidden + 2.0 * d.kv_width) / d.tp, d.hidden),
-        2.0 * tokens_ * d.hidden * (d.hidden + 2.0 * d.kv_width) / d.tp);
+  p.add("qkv", gemm_s(tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp, d.hidden),
+        2.0 * tokens_ * d.hidden * (d.q_width + 2.0 * d.kv_width) / d.tp);
   p.append(attention_core_forward());
-  p.add("attn_out", gemm_s(tokens_, d.hidden, d.hidden / d.tp), 2.0 * tokens_ * d.hidden * d.hidden / d.tp);
+  p.add("attn_out", gemm_s(tokens_, d.hidden, d.q_width / d.tp), 2.0 * tokens_ * d.hidden * d.q_width / d.tp);
   reduce_output_into_residual();
   add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
   if (comm && d.sp) p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
@@ -361,9 +364,9 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
   column_parallel("mlp_up_bwd", d.mlp_up_width);
   add_memory(in, "norm_bwd", 3.0 * d.element_bytes * d.rank_tokens * d.hidden);
   residual_backward(in);
-  row_parallel("attn_out_bwd", d.hidden);
+  row_parallel("attn_out_bwd", d.q_width);
   in.append(attention_core_backward());
-  column_parallel("qkv_bwd", d.hidden + 2.0 * d.kv_width);
+  column_parallel("qkv_bwd", d.q_width + 2.0 * d.kv_width);
   add_memory(in, "norm_bwd", 3.0 * d.element_bytes * d.rank_tokens * d.hidden);
 }
 

@@ -103,6 +103,7 @@ class CostModel {
   struct LayerDims {
     double tp = 1;  // tensor-parallel degree (the widths below are whole, not per rank)
     double hidden = 0;
+    double q_width = 0;           // of Q and the attention output: heads · head_dim
     double kv_width = 0;          // of K (and of V): kv_heads · head_dim
     double ffn = 0;               // MLP inner width
     double mlp_up_width = 0;      // the up projection's output: 2·ffn for SwiGLU (gate and up), else ffn

@@ -51,7 +51,7 @@ std::vector<GemmCase> transformer_gemm_cases(const ModelSpec& model, int seq, in
   const std::int64_t qkv = (model.heads + 2 * model.kv_heads) / tp * hd;
   const std::int64_t f = model.ffn_hidden / tp;
   const std::int64_t up = model.activation == Activation::kSwiGLU ? 2 * f : f;
-  const std::int64_t ctx = h / tp;
+  const std::int64_t ctx = model.q_dim() / tp;  // the attention output: heads·head_dim
   const std::int64_t v = padded_vocab(model.vocab, tp) / tp;
   // (m, n, k) as sim::CostModel asks: forward (T, out, in); input gradient (T, in, out); weight
   // gradient (out, in, T) for column-parallel layers and (h, in, T) for row-parallel ones.

@@ -140,6 +140,27 @@ TEST(HfConfig, GemmasGatedGeluMlpHasThreeMatricesAndATiedHead) {
   expect_params_within_a_thousandth(*m, "gemma-2b");
 }
 
+TEST(HfConfig, ExplicitHeadDimWidensOrNarrowsAttentionAndCountsExactly) {
+  // Qwen3-32B: 64 heads of 128 on hidden 5120; Mistral-Nemo: 32 of 128 on 5120; Gemma-2-9B: 16 of 256
+  // on 3584. Q and the attention output are heads·head_dim wide, not hidden.
+  const struct {
+    const char* model;
+    int head_dim;
+  } cases[] = {{"qwen3-32b", 128}, {"mistral-nemo-12b", 128}, {"gemma-2-9b", 256}};
+  for (const auto& c : cases) {
+    auto m = load_model(released(c.model));
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    EXPECT_EQ(m->head_dim(), c.head_dim) << c.model;
+    EXPECT_NE(m->q_dim(), m->hidden) << c.model;
+    expect_params_within_a_thousandth(*m, c.model);
+    // The model JSON keeps it: a saved model plans as the config did.
+    auto back = model_from_json(to_json(*m));
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_EQ(back->head_dim(), c.head_dim) << c.model;
+    EXPECT_EQ(back->total_params(), m->total_params()) << c.model;
+  }
+}
+
 TEST(HfConfig, UnknownActivationIsAnErrorNamingIt) {
   const std::string path = write_temp("relu3.json", R"({"model_type": "llama", "hidden_act": "relu3",
     "hidden_size": 512, "intermediate_size": 1024, "num_attention_heads": 8, "num_hidden_layers": 2,

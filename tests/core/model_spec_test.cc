@@ -45,6 +45,22 @@ TEST(ModelSpec, FlopsMatchMegatronFormula) {
   EXPECT_NEAR(3 * forward / megatron, 1.0, 1e-12);
 }
 
+TEST(ModelSpec, AnExplicitHeadDimSizesQueriesAndTheOutputProjection) {
+  // Qwen3-32B's attention: hidden 5120, 64 query heads and 8 KV heads of 128 — Q is 8192 wide.
+  ModelSpec m = preset("llama3-8b");
+  m.hidden = 5120;
+  m.heads = 64;
+  m.kv_heads = 8;
+  m.explicit_head_dim = 128;
+  const double h = 5120, q = 64 * 128, kv = 8 * 128;
+  EXPECT_EQ(m.q_dim(), 8192);
+  EXPECT_EQ(m.attention_params(), static_cast<std::int64_t>(h * (q + 2 * kv) + q * h));
+  const double tokens = 4096;
+  const double mlp = 2.0 * tokens * 3.0 * h * m.ffn_hidden;
+  EXPECT_DOUBLE_EQ(m.layer_linear_flops_fwd(tokens) - mlp, 2.0 * tokens * (h * (q + 2 * kv) + q * h));
+  EXPECT_DOUBLE_EQ(m.layer_attention_flops_fwd(tokens, 4096), 4.0 * tokens * 4096 * q);
+}
+
 TEST(ModelSpec, VocabularyPaddedPerTensorParallelRank) {
   EXPECT_EQ(padded_vocab(50257, 1), 50304);
   EXPECT_EQ(padded_vocab(50257, 8), 51200);

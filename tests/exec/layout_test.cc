@@ -87,6 +87,16 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ExecLlamaLayouts,
                                                   "--tp 2 --pp 2 --dp 2 --zero 1 --recompute full"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// Heads 12 wide on hidden 32 (a head_dim apart from hidden/heads, as Qwen3, Gemma 2 and Mistral-Nemo
+// have): Q and the attention output are 48 wide, K and V 24.
+class ExecHeadDimLayouts : public ::testing::TestWithParam<Layout> {};
+TEST_P(ExecHeadDimLayouts, MatchSingleRankLoss) { expect_same_curve("micro_headdim", GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ExecHeadDimLayouts,
+                         ::testing::Values(Layout{"TP2_SP", 2, "--tp 2 --sp on"}, Layout{"TP2xPP2", 4, "--tp 2 --pp 2"},
+                                           Layout{"DP2_ZeRO3", 2, "--dp 2 --zero 3"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
 // With hidden and attention dropout (p = 0.1): masks are keyed on global positions, so every layout
 // drops the same values.
 class ExecDropoutLayouts : public ::testing::TestWithParam<Layout> {};

@@ -125,6 +125,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"PP4", 4, "--pp 4", ParallelConfig{.pp = 4}},
                       // SwiGLU, GQA, untied head: the layer's backward holds the most.
                       Case{"Llama_DP2_ZeRO3", 2, "--dp 2 --zero 3", ParallelConfig{.dp = 2, .zero = 3}, "micro_llama"},
+                      // Heads wider in all than hidden (head_dim 12 × 4 heads on hidden 32).
+                      Case{"HeadDim_TP2_SP", 2, "--tp 2 --sp on", ParallelConfig{.tp = 2, .sequence_parallel = true},
+                           "micro_headdim"},
                       // A vocabulary larger than a layer: the embedding's forward (stage 0) and the
                       // untied head's backward (stage 1) gather and reduce the most.
                       Case{"WideVocab_PP2xDP2_ZeRO3", 4, "--pp 2 --dp 2 --zero 3",
