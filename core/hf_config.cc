@@ -1,5 +1,6 @@
 #include "core/hf_config.h"
 
+#include <algorithm>
 #include <initializer_list>
 #include <optional>
 
@@ -131,10 +132,13 @@ void read_family_traits(FieldReader& r, const Json& json, const std::string& typ
   // Gemma ties its LM head to the embedding by default (GemmaConfig); Falcon too (FalconConfig).
   const bool tied_default = falcon || type.rfind("gemma", 0) == 0;
   m.tied_embeddings = r.boolean("tie_word_embeddings", tied_default);
-  // GPT-NeoX and Phi have biases on every linear layer; Qwen2 on q/k/v (counted as everywhere); Falcon says `bias`.
+  // GPT-NeoX and Phi have biases on every linear layer, Qwen2 and Qwen2-MoE on q/k/v only; Falcon says `bias`.
+  // A stated attention_bias (Llama, gpt-oss: q, k, v and o) is counted on the dense MLP too.
   const bool stated =
       falcon ? r.boolean("bias", false) : r.boolean("attention_bias", false) || r.boolean("mlp_bias", false);
-  m.linear_bias = stated || is_one_of(type, {"qwen2", "gpt_neox", "phi"});
+  m.linear_bias = stated || is_one_of(type, {"gpt_neox", "phi"});
+  m.qkv_bias = !m.linear_bias && is_one_of(type, {"qwen2", "qwen2_moe"});
+  m.attention_sinks = type == "gpt_oss";  // GptOssAttention.sinks: one per head
   m.norm = falcon || is_one_of(type, {"gpt_neox", "opt", "phi"}) ? Norm::kLayerNorm : Norm::kRMSNorm;
   // Falcon with `alibi` has no rotary embedding; neither has parameters, so kRotary stands for both.
   m.position = PositionEmbedding::kRotary;
@@ -142,6 +146,50 @@ void read_family_traits(FieldReader& r, const Json& json, const std::string& typ
       r, json,
       {"attention_dropout", "hidden_dropout", "attention_probs_dropout_prob", "hidden_dropout_prob", "resid_pdrop"},
       0.0);
+}
+
+// An integer field that may be absent or null (then `fallback`).
+long long optional_integer(FieldReader& r, const Json& json, const char* key, long long fallback, long long max) {
+  if (!json.contains(key) || json[key].is_null()) return fallback;
+  return r.integer(key, fallback, 0, max);
+}
+
+// Mixture-of-experts fields under each family's names (transformers' Mixtral/Qwen2-MoE/Qwen3-MoE/
+// DeepSeek-V2/V3/gpt-oss configs). Where every layer is MoE the config's intermediate_size is the expert's.
+void read_moe(FieldReader& r, const Json& json, const std::string& type, ModelSpec& m) {
+  const char* experts_key = pick(json, {"num_local_experts", "num_experts", "n_routed_experts"});
+  const long long experts = optional_integer(r, json, experts_key, 0, 1 << 16);
+  if (experts <= 0) return;
+  MoeSpec& e = m.moe;
+  e.experts = static_cast<int>(experts);
+  e.experts_per_token =
+      static_cast<int>(r.integer(pick(json, {"num_experts_per_tok", "experts_per_token"}), std::nullopt, 1, experts));
+  e.expert_ffn = static_cast<int>(optional_integer(r, json, "moe_intermediate_size", m.ffn_hidden, 1 << 26));
+  if (const long long shared = optional_integer(r, json, "shared_expert_intermediate_size", 0, 1 << 26); shared > 0) {
+    e.shared_ffn = static_cast<int>(shared);  // Qwen2-MoE: one shared expert behind a sigmoid gate
+    e.shared_gate = true;
+  } else {
+    e.shared_ffn = static_cast<int>(optional_integer(r, json, "n_shared_experts", 0, 1 << 10) * e.expert_ffn);
+  }
+  e.first_dense_layers = static_cast<int>(optional_integer(r, json, "first_k_dense_replace", 0, m.layers));
+  e.layer_freq = static_cast<int>(
+      std::max(1LL, optional_integer(r, json, pick(json, {"moe_layer_freq", "decoder_sparse_step"}), 1, m.layers)));
+  // Qwen's decoder_sparse_step makes layer i sparse when (i + 1) % step == 0: with step 1, every layer.
+  if (json.contains("mlp_only_layers") && json["mlp_only_layers"].is_array() && !json["mlp_only_layers"].empty())
+    r.fail(fmt::format("{}: 'mlp_only_layers' (dense layers among MoE ones) is not supported yet", r.what()));
+  e.expert_bias = type == "gpt_oss";  // GptOssExperts: gate_up and down biases; GptOssTopKRouter: a bias
+}
+
+// DeepSeek's multi-head latent attention (DeepseekV2Attention): present when kv_lora_rank is set.
+void read_mla(FieldReader& r, const Json& json, ModelSpec& m) {
+  if (!json.contains("kv_lora_rank") || json["kv_lora_rank"].is_null()) return;
+  MlaSpec& a = m.mla;
+  a.kv_lora_rank = static_cast<int>(r.integer("kv_lora_rank", std::nullopt, 1, 1 << 20));
+  a.q_lora_rank = static_cast<int>(optional_integer(r, json, "q_lora_rank", 0, 1 << 20));
+  a.qk_nope_head_dim = static_cast<int>(r.integer("qk_nope_head_dim", std::nullopt, 1, 1 << 16));
+  a.qk_rope_head_dim = static_cast<int>(r.integer("qk_rope_head_dim", std::nullopt, 1, 1 << 16));
+  a.v_head_dim = static_cast<int>(r.integer("v_head_dim", std::nullopt, 1, 1 << 16));
+  m.kv_heads = m.heads;  // every head has its own K and V, rebuilt from the latent
 }
 
 // LLaMA, Mistral, Qwen2, Gemma, GPT-NeoX, Phi, Falcon and most recent decoders: hidden_size, num_hidden_layers, ...
@@ -171,6 +219,8 @@ Result<ModelSpec> from_decoder(const Json& json, const std::string& type, const 
   const bool has_head_dim = json.contains("head_dim") && !json["head_dim"].is_null();
   const long long head_dim = has_head_dim ? r.integer("head_dim", std::nullopt, 1, 1 << 20) : 0;
   read_family_traits(r, json, type, m);
+  read_moe(r, json, type, m);
+  read_mla(r, json, m);
   if (!r.ok()) return make_error(r.error());
   auto activation = activation_named(act_field, act, plain_mlp(type));
   if (!activation) return make_error(fmt::format("{}: {}", what, activation.error().message));

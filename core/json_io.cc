@@ -42,8 +42,55 @@ Json to_json(const ModelSpec& m) {
   j["linear_bias"] = m.linear_bias;
   j["dropout"] = m.dropout;
   if (m.explicit_head_dim > 0) j["head_dim"] = m.explicit_head_dim;
+  if (m.qkv_bias) j["qkv_bias"] = true;
+  if (m.attention_sinks) j["attention_sinks"] = true;
+  if (m.moe.active())
+    j["moe"] = {{"experts", m.moe.experts},         {"experts_per_token", m.moe.experts_per_token},
+                {"expert_ffn", m.moe.expert_ffn},   {"shared_ffn", m.moe.shared_ffn},
+                {"shared_gate", m.moe.shared_gate}, {"first_dense_layers", m.moe.first_dense_layers},
+                {"layer_freq", m.moe.layer_freq},   {"expert_bias", m.moe.expert_bias}};
+  if (m.mla.active())
+    j["mla"] = {{"q_lora_rank", m.mla.q_lora_rank},
+                {"kv_lora_rank", m.mla.kv_lora_rank},
+                {"qk_nope_head_dim", m.mla.qk_nope_head_dim},
+                {"qk_rope_head_dim", m.mla.qk_rope_head_dim},
+                {"v_head_dim", m.mla.v_head_dim}};
   return j;
 }
+
+namespace {
+
+// The optional "moe" block: routed experts, top-k, widths and which layers are MoE.
+void read_moe_block(const Json& json, ModelSpec& m, FieldReader& outer) {
+  if (!json.contains("moe")) return;
+  FieldReader r(json["moe"], "model JSON 'moe'");
+  MoeSpec& e = m.moe;
+  e.experts = static_cast<int>(r.integer("experts", std::nullopt, 1, 1 << 16));
+  e.experts_per_token =
+      static_cast<int>(r.integer("experts_per_token", std::nullopt, 1, e.experts > 0 ? e.experts : 1));
+  e.expert_ffn = static_cast<int>(r.integer("expert_ffn", std::nullopt, 1, 64 * kMaxHidden));
+  e.shared_ffn = static_cast<int>(r.integer("shared_ffn", 0, 0, 64 * kMaxHidden));
+  e.shared_gate = r.boolean("shared_gate", false);
+  e.first_dense_layers = static_cast<int>(r.integer("first_dense_layers", 0, 0, m.layers));
+  e.layer_freq = static_cast<int>(r.integer("layer_freq", 1, 1, kMaxLayers));
+  e.expert_bias = r.boolean("expert_bias", false);
+  if (!r.ok()) outer.fail(r.error());
+}
+
+// The optional "mla" block (DeepSeek's latent attention).
+void read_mla_block(const Json& json, ModelSpec& m, FieldReader& outer) {
+  if (!json.contains("mla")) return;
+  FieldReader r(json["mla"], "model JSON 'mla'");
+  MlaSpec& a = m.mla;
+  a.q_lora_rank = static_cast<int>(r.integer("q_lora_rank", 0, 0, kMaxHidden));
+  a.kv_lora_rank = static_cast<int>(r.integer("kv_lora_rank", std::nullopt, 1, kMaxHidden));
+  a.qk_nope_head_dim = static_cast<int>(r.integer("qk_nope_head_dim", std::nullopt, 1, kMaxHidden));
+  a.qk_rope_head_dim = static_cast<int>(r.integer("qk_rope_head_dim", std::nullopt, 1, kMaxHidden));
+  a.v_head_dim = static_cast<int>(r.integer("v_head_dim", std::nullopt, 1, kMaxHidden));
+  if (!r.ok()) outer.fail(r.error());
+}
+
+}  // namespace
 
 Result<ModelSpec> model_from_json(const Json& json) {
   FieldReader r(json, "model JSON");
@@ -61,6 +108,11 @@ Result<ModelSpec> model_from_json(const Json& json) {
   const std::string act = r.string("activation", std::string(to_string(Activation::kGelu)));
   const std::string norm = r.string("norm", std::string(to_string(Norm::kLayerNorm)));
   m.tied_embeddings = r.boolean("tied_embeddings", true);
+  m.qkv_bias = r.boolean("qkv_bias", false);
+  m.attention_sinks = r.boolean("attention_sinks", false);
+  if (!r.ok()) return make_error(r.error());
+  read_moe_block(json, m, r);
+  read_mla_block(json, m, r);
   if (!r.ok()) return make_error(r.error());
   const auto activation = parse_activation(act);
   if (!activation)

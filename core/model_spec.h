@@ -9,6 +9,32 @@
 
 namespace loom {
 
+// Mixture of experts (Mixtral, Qwen-MoE, DeepSeek V2/V3, gpt-oss): in an MoE layer a router sends each
+// token to `experts_per_token` of `experts` routed experts (each a gated MLP `expert_ffn` wide) and to the
+// always-active shared expert(s), `shared_ffn` wide in all.
+struct MoeSpec {
+  int experts = 0;             // routed experts per MoE layer; 0: every layer has the dense MLP
+  int experts_per_token = 0;   // top-k routing
+  int expert_ffn = 0;          // inner width of one routed expert
+  int shared_ffn = 0;          // inner width of the shared expert(s) together; 0: none
+  bool shared_gate = false;    // Qwen2-MoE: a sigmoid gate (hidden weights) scales the shared expert's output
+  int first_dense_layers = 0;  // leading layers that keep the dense MLP (DeepSeek's first_k_dense_replace)
+  int layer_freq = 1;          // after them, every layer_freq-th layer is an MoE layer
+  bool expert_bias = false;    // gpt-oss: biases on every expert projection and on the router
+  bool active() const { return experts > 0; }
+  bool operator==(const MoeSpec&) const = default;
+};
+
+// Multi-head latent attention (DeepSeek V2/V3): K and V are rebuilt per head from a shared latent of
+// kv_lora_rank values; Q optionally through its own latent. Head widths differ for Q·K and V.
+struct MlaSpec {
+  int q_lora_rank = 0;  // 0: Q projected from the hidden state directly
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  bool active() const { return kv_lora_rank > 0; }
+  bool operator==(const MlaSpec&) const = default;
+};
+
 struct ModelSpec {
   std::string name;
   int layers = 0;
@@ -27,23 +53,40 @@ struct ModelSpec {
   // Width of one attention head when a model states it apart from hidden/heads (Qwen3, Gemma 2/3,
   // Mistral-Nemo, gpt-oss); 0: hidden / heads. Q and the context are heads·head_dim wide then.
   int explicit_head_dim = 0;
+  bool qkv_bias = false;         // biases on Q, K and V only (the Qwen2 family), when linear_bias is false
+  bool attention_sinks = false;  // gpt-oss: one learned softmax sink per head
+  MoeSpec moe;
+  MlaSpec mla;
 
   int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads; }
   std::int64_t q_dim() const { return static_cast<std::int64_t>(heads) * head_dim(); }
   std::int64_t kv_dim() const { return static_cast<std::int64_t>(kv_heads) * head_dim(); }
 
-  // Parameters of one transformer block (attention + MLP + its two norms).
+  // Parameters of one transformer block (attention + MLP or MoE + its two norms).
   std::int64_t attention_params() const;
-  std::int64_t mlp_params() const;
+  std::int64_t mlp_params() const;  // the dense MLP
+  // An MoE layer's router, routed experts (all of them, or the experts_per_token a token uses) and shared expert.
+  std::int64_t moe_params(bool active_only) const;
   std::int64_t norm_params() const;  // one norm layer
-  std::int64_t params_per_layer() const;
+  bool is_moe_layer(int layer) const;
+  int moe_layers() const;
+  std::int64_t layer_params(int layer, bool active_only = false) const;
+  std::int64_t layers_params(bool active_only = false) const;  // all blocks
+  std::int64_t active_params() const;                          // what one token uses (the routed experts it goes to)
+  // Per token, the mean over the layers: the MLP inner width it passes through (an MoE layer's routed
+  // experts, k · expert_ffn, plus its shared expert), the share of layers that are MoE, and the
+  // copies of its hidden state an MoE layer dispatches to experts (k; mean over the layers).
+  double mean_mlp_ffn() const;
+  double moe_layer_fraction() const;
+  double mean_dispatched_copies() const { return moe_layer_fraction() * moe.experts_per_token; }
   // Token embedding (+ learned positions); LM head when untied; final norm.
   std::int64_t embedding_params(int padded_vocab) const;
   std::int64_t lm_head_params(int padded_vocab) const;
   std::int64_t total_params() const;  // with the unpadded vocabulary, as papers report sizes
 
-  // Forward matmul FLOPs of one layer for `tokens` tokens at sequence length `seq`
-  // (2 FLOPs per multiply-add). Attention scores and context (QK^T, AV) are counted separately.
+  // Forward matmul FLOPs of one layer for `tokens` tokens at sequence length `seq` (2 FLOPs per
+  // multiply-add), the mean over the layers (MoE layers count the experts each token goes to).
+  // Attention scores and context (QK^T, AV) are counted separately.
   double layer_linear_flops_fwd(double tokens) const;
   double layer_attention_flops_fwd(double tokens, int seq) const;
   double lm_head_flops_fwd(double tokens, int padded_vocab) const;

@@ -4,14 +4,22 @@ namespace loom {
 
 double layer_params_per_tp_rank(const ModelSpec& m, int tp) {
   const double h = m.hidden;
-  const double q = static_cast<double>(m.q_dim());
-  const double kv = static_cast<double>(m.kv_dim());
-  const double f = m.ffn_hidden;
-  const bool swiglu = m.activation == Activation::kSwiGLU;
-  const double matrices = 2.0 * h * q + 2.0 * h * kv + (swiglu ? 3.0 : 2.0) * h * f;
-  const double column_bias = m.linear_bias ? (q + 2.0 * kv + (swiglu ? 2.0 : 1.0) * f) : 0.0;
-  const double row_bias = m.linear_bias ? 2.0 * h : 0.0;
-  return (matrices + column_bias) / tp + row_bias + 2.0 * static_cast<double>(m.norm_params());
+  // Replicated on every TP rank: the norms, row-parallel biases (attention output; dense MLP down,
+  // each expert's down), the router and the shared expert's gate, MLA's latent norms and its
+  // down-projections (Megatron-core builds those as duplicated linears). The rest splits t ways.
+  double replicated = 2.0 * static_cast<double>(m.norm_params()) + (m.linear_bias ? h : 0.0);
+  if (m.mla.active())
+    replicated += (m.mla.q_lora_rank > 0 ? h * m.mla.q_lora_rank + m.mla.q_lora_rank : 0.0) +
+                  h * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) + m.mla.kv_lora_rank;
+  const double moe_layers = m.moe_layers(), dense_layers = m.layers - moe_layers;
+  const double dense_down_bias = m.linear_bias ? h : 0.0;
+  const double moe_replicated = m.moe.active()
+                                    ? h * m.moe.experts + (m.moe.expert_bias ? m.moe.experts : 0.0) +
+                                          (m.moe.shared_gate ? h : 0.0) + (m.moe.expert_bias ? h * m.moe.experts : 0.0)
+                                    : 0.0;
+  replicated += (dense_layers * dense_down_bias + moe_layers * moe_replicated) / m.layers;
+  const double mean = static_cast<double>(m.layers_params()) / m.layers;
+  return (mean - replicated) / tp + replicated;
 }
 
 StageParams stage_params(const ModelSpec& m, const ParallelConfig& c, int stage) {

@@ -9,8 +9,8 @@
 namespace loom {
 
 // Parameters one TP rank holds for one transformer layer: column-parallel QKV/up projections
-// (and their biases) and row-parallel out/down weights split t ways; row-parallel biases and the
-// norms replicated.
+// (and their biases) and row-parallel out/down weights split t ways; row-parallel biases, the norms
+// and an MoE layer's router replicated. With MoE layers among dense ones: the mean over the layers.
 double layer_params_per_tp_rank(const ModelSpec& model, int tp);
 
 struct StageParams {

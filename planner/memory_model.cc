@@ -16,14 +16,16 @@ double replicated_activation_bytes(const ModelSpec& m, double sbh, double ab) {
   const double norm_inputs = 2.0 * ab * sbh;
   const double norm_outputs = 2.0 * ab * sbh;                // inputs of the QKV and MLP-up projections
   const double dropout_masks = m.dropout ? 2.0 * sbh : 0.0;  // 1 byte per element
-  return norm_inputs + norm_outputs + dropout_masks;
+  // MoE: each token's hidden state copied to the k experts it is routed to, kept as their GEMMs' input.
+  const double dispatched = ab * sbh * m.mean_dispatched_copies();
+  return norm_inputs + norm_outputs + dropout_masks + dispatched;
 }
 
 // Activation bytes inside the TP regions, before dividing by t: Q, K, V, projection input, MLP.
 double tensor_parallel_activation_bytes(const ModelSpec& m, double sb, double ab) {
   const double q = static_cast<double>(m.q_dim());
   const double kv = static_cast<double>(m.kv_dim());
-  const double f = m.ffn_hidden;
+  const double f = m.mean_mlp_ffn();  // MoE: the experts a token visits (and the shared one)
   const double attention = ab * sb * (q + 2.0 * kv) + ab * sb * q;  // Q, K, V; attention output
   const double mlp = (m.activation == Activation::kSwiGLU ? 3.0 : 2.0) * ab * sb * f;
   return attention + mlp;
@@ -94,7 +96,7 @@ double workspace_bytes(const ModelSpec& m, const TrainingSpec& t, const Parallel
   const double ab = t.activation_bytes;
   const double h = m.hidden, tp = c.tp;
   const double local_h = c.sequence_parallel ? h / tp : h;  // a [local tokens, h] tensor, per token
-  const double f = m.ffn_hidden / tp;
+  const double f = m.mean_mlp_ffn() / tp;
   const double f_in = m.activation == Activation::kSwiGLU ? 2.0 * f : f;
   const double q = static_cast<double>(m.q_dim());
   const double qkv = (q + 2.0 * static_cast<double>(m.kv_dim())) / tp;

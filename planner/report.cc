@@ -11,6 +11,17 @@ namespace loom {
 
 namespace {
 
+// ", MoE 8 experts, top 2, expert ffn 14336 (+ shared 5632), dense first 1": the # model line's MoE part.
+std::string moe_summary(const ModelSpec& m) {
+  if (!m.moe.active()) return "";
+  std::string s =
+      fmt::format(", MoE {} experts, top {}, expert ffn {}", m.moe.experts, m.moe.experts_per_token, m.moe.expert_ffn);
+  if (m.moe.shared_ffn > 0) s += fmt::format(" (+ shared {})", m.moe.shared_ffn);
+  if (m.moe.first_dense_layers > 0) s += fmt::format(", first {} layers dense", m.moe.first_dense_layers);
+  if (m.moe.layer_freq > 1) s += fmt::format(", every {} layers", m.moe.layer_freq);
+  return s;
+}
+
 struct Column {
   const char* name;
   bool right_aligned;
@@ -66,12 +77,14 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
   const ClusterSpec& c = *ctx.cluster;
   const TrainingSpec& t = *ctx.training;
   std::vector<std::string> lines;
-  lines.push_back(
-      fmt::format("model {}: {:.2f} B parameters, {} layers, hidden {}, {} heads ({} kv{}), ffn {}, vocab {}, "
-                  "{}, {}",
-                  m.name, m.total_params() / 1e9, m.layers, m.hidden, m.heads, m.kv_heads,
-                  m.explicit_head_dim > 0 ? fmt::format(", head dim {}", m.explicit_head_dim) : "", m.ffn_hidden,
-                  m.vocab, to_string(m.activation), to_string(m.norm)));
+  lines.push_back(fmt::format(
+      "model {}: {:.2f} B parameters{}, {} layers, hidden {}, {} heads ({}{}), ffn {}, vocab {}, "
+      "{}, {}{}",
+      m.name, m.total_params() / 1e9, m.moe.active() ? fmt::format(" ({:.2f} B active)", m.active_params() / 1e9) : "",
+      m.layers, m.hidden, m.heads,
+      m.mla.active() ? fmt::format("MLA, kv rank {}", m.mla.kv_lora_rank) : fmt::format("{} kv", m.kv_heads),
+      m.explicit_head_dim > 0 ? fmt::format(", head dim {}", m.explicit_head_dim) : "", m.ffn_hidden, m.vocab,
+      to_string(m.activation), to_string(m.norm), moe_summary(m)));
   lines.push_back(fmt::format(
       "cluster {} ({}): {} x {} per node, {:.0f} GiB, {:.0f} TFLOP/s peak, {:.0f} GB/s NVLink, "
       "{:.0f} GB/s per GPU between nodes",

@@ -243,13 +243,44 @@ PassCost CostModel::attention_core_backward() const {
   return p;
 }
 
+// An MoE layer's router (a replicated hidden × experts GEMM on every token, softmax and top-k) and the
+// permutation that copies each token to its k experts (read once, k copies written). Scaled by the
+// share of layers that are MoE, as the rest of a layer's cost is the mean over its layers.
+void CostModel::moe_routing_forward(PassCost& p, const LayerDims& d) const {
+  const double f = model_.moe_layer_fraction();
+  if (f <= 0) return;
+  const double e = model_.moe.experts, k = model_.moe.experts_per_token;
+  p.add("router", f * gemm_s(tokens_, e, d.hidden), f * 2.0 * tokens_ * d.hidden * e);
+  add_memory(p, "moe_permute", f * d.element_bytes * tokens_ * d.hidden * (1.0 + k));
+}
+
+// Each token's k expert outputs weighted by the router and summed back (k read, one written).
+void CostModel::moe_unpermute(PassCost& p, const LayerDims& d, const char* name) const {
+  const double f = model_.moe_layer_fraction();
+  if (f <= 0) return;
+  add_memory(p, name, f * d.element_bytes * tokens_ * d.hidden * (model_.moe.experts_per_token + 1.0));
+}
+
+// Backward of the permutation (k gradients summed into one) and of the router: its input gradient
+// and its weight gradient, each a GEMM of the forward's size.
+void CostModel::moe_routing_backward(PassCost& in, PassCost& w, const LayerDims& d) const {
+  const double f = model_.moe_layer_fraction();
+  if (f <= 0) return;
+  const double e = model_.moe.experts, k = model_.moe.experts_per_token;
+  add_memory(in, "moe_permute_bwd", f * d.element_bytes * tokens_ * d.hidden * (1.0 + k));
+  in.add("router_bwd", f * gemm_s(tokens_, d.hidden, e), f * 2.0 * tokens_ * d.hidden * e);
+  w.add("router_bwd", f * wgrad_s(e, d.hidden, tokens_), f * 2.0 * tokens_ * d.hidden * e);
+}
+
 CostModel::LayerDims CostModel::dims() const {
   LayerDims d;
   d.tp = config_.tp;
   d.hidden = model_.hidden;
   d.q_width = static_cast<double>(model_.q_dim());
   d.kv_width = static_cast<double>(model_.kv_dim());
-  d.ffn = model_.ffn_hidden;
+  // MoE layers: the experts a token visits run as one grouped GEMM (Megatron-core --moe-grouped-gemm) of
+  // k · expert_ffn (+ the shared expert) per token; the mean over dense and MoE layers.
+  d.ffn = model_.mean_mlp_ffn();
   d.mlp_up_width = model_.activation == Activation::kSwiGLU ? 2.0 * d.ffn : d.ffn;
   d.element_bytes = training_.activation_bytes;
   d.sp = config_.sequence_parallel && config_.tp > 1;
@@ -292,10 +323,12 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
   reduce_output_into_residual();
   add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
   if (comm && d.sp) p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
+  moe_routing_forward(p, d);
   p.add("mlp_up", gemm_s(tokens_, d.mlp_up_width / d.tp, d.hidden), 2.0 * tokens_ * d.hidden * d.mlp_up_width / d.tp);
   add_memory(p, model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu",
              (model_.activation == Activation::kSwiGLU ? 3.0 : 2.0) * d.element_bytes * tokens_ * d.ffn / d.tp);
   p.add("mlp_down", gemm_s(tokens_, d.hidden, d.ffn / d.tp), 2.0 * tokens_ * d.hidden * d.ffn / d.tp);
+  moe_unpermute(p, d, "moe_unpermute");
   reduce_output_into_residual();
   return p;
 }
@@ -358,10 +391,12 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
   };
 
   residual_backward(in);
+  moe_unpermute(in, d, "moe_unpermute_bwd");
   row_parallel("mlp_down_bwd", d.ffn);
   add_memory(in, model_.activation == Activation::kSwiGLU ? "swiglu_bwd" : "gelu_bwd",
              (model_.activation == Activation::kSwiGLU ? 5.0 : 3.0) * d.element_bytes * tokens_ * d.ffn / d.tp);
   column_parallel("mlp_up_bwd", d.mlp_up_width);
+  moe_routing_backward(in, w, d);
   add_memory(in, "norm_bwd", 3.0 * d.element_bytes * d.rank_tokens * d.hidden);
   residual_backward(in);
   row_parallel("attn_out_bwd", d.q_width);

@@ -112,6 +112,9 @@ class CostModel {
     double rank_tokens = 0;       // tokens this rank's norms, dropouts and residuals see: b·s, or b·s/tp under SP
     double activation_bytes = 0;  // one b·s·h activation: the payload of the TP collectives
   };
+  void moe_routing_forward(PassCost& p, const LayerDims& d) const;
+  void moe_unpermute(PassCost& p, const LayerDims& d, const char* name) const;
+  void moe_routing_backward(PassCost& in, PassCost& w, const LayerDims& d) const;
   LayerDims dims() const;
   PassCost new_pass() const {
     PassCost p;

@@ -81,7 +81,7 @@ Unit make_layer_unit(const ModelSpec& m, const LocalDims& d, int layer) {
   add_norm(b, m, p + "ln1", layer_param_id(layer, 0), layer_param_id(layer, 1));
   b.add(p + "attn.qkv.weight", layer_param_id(layer, 2), d.qkv_cols, m.hidden, ParamInit::kNormal, std_in, m.hidden, 0,
         qkv_blocks);
-  if (m.linear_bias)
+  if (m.linear_bias || m.qkv_bias)
     b.add(p + "attn.qkv.bias", layer_param_id(layer, 3), d.qkv_cols, 1, ParamInit::kZeros, 0, 1, 0, qkv_blocks);
   b.add(p + "attn.proj.weight", layer_param_id(layer, 4), m.hidden, q_rows, ParamInit::kNormal, std_out, q_full,
         r * q_rows, {{0, 0, m.hidden}});
@@ -147,8 +147,14 @@ RuleViolation executor_limit(std::string_view rule, std::string message) {
 
 // What the model and the sequence must be for the executor to build its tables.
 RuleStatus check_model_inputs(const ModelSpec& m, int seq_len) {
-  if (m.heads < 1 || m.hidden % m.heads != 0)
+  if (m.heads < 1 || (m.explicit_head_dim == 0 && m.hidden % m.heads != 0))
     return executor_limit(rule::kModelShape, fmt::format("hidden {} is not a multiple of heads {}", m.hidden, m.heads));
+  // Planned and simulated, not yet run: routed experts, latent attention, softmax sinks.
+  if (m.moe.active())
+    return executor_limit(rule::kModelShape, "the executor does not run mixture-of-experts models yet");
+  if (m.mla.active())
+    return executor_limit(rule::kModelShape, "the executor does not run multi-head latent attention (MLA) yet");
+  if (m.attention_sinks) return executor_limit(rule::kModelShape, "the executor does not run attention sinks yet");
   if (m.position == PositionEmbedding::kRotary && m.head_dim() % 2 != 0)
     return executor_limit(rule::kModelShape, "rotary embedding needs an even head_dim");
   // Learned positions have seq_len rows; rotary tables are built for the same length.

@@ -161,6 +161,52 @@ TEST(HfConfig, ExplicitHeadDimWidensOrNarrowsAttentionAndCountsExactly) {
   }
 }
 
+double released_count(const std::string& model, const char* which) {
+  auto table = read_json_file(std::string(LOOM_VALIDATION_DIR) + "/hf_configs/params.json");
+  EXPECT_TRUE(table.ok());
+  return table.ok() ? (*table)["models"][model][which].get<double>() : 0.0;
+}
+
+TEST(HfConfig, MixtureOfExpertsModelsCountTotalAndActiveParameters) {
+  for (const std::string model : {"mixtral-8x7b", "qwen1.5-moe-a2.7b", "deepseek-v2-lite", "gpt-oss-20b"}) {
+    auto m = load_model(released(model));
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    ASSERT_TRUE(m->moe.active()) << model;
+    EXPECT_NEAR(static_cast<double>(m->total_params()) / released_count(model, "total"), 1.0, 1e-3) << model;
+    EXPECT_NEAR(static_cast<double>(m->active_params()) / released_count(model, "active_per_token"), 1.0, 1e-3)
+        << model;
+    // Loom's own model JSON keeps the structure: a saved model plans as the config did.
+    auto back = model_from_json(to_json(*m));
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_EQ(back->total_params(), m->total_params()) << model;
+    EXPECT_EQ(back->active_params(), m->active_params()) << model;
+  }
+  auto mixtral = load_model(released("mixtral-8x7b"));
+  EXPECT_EQ(mixtral->moe.experts, 8);
+  EXPECT_EQ(mixtral->moe.experts_per_token, 2);
+  EXPECT_EQ(mixtral->moe_layers(), 32);
+  auto deepseek = load_model(released("deepseek-v2-lite"));
+  EXPECT_TRUE(deepseek->mla.active());
+  EXPECT_EQ(deepseek->mla.kv_lora_rank, 512);
+  EXPECT_FALSE(deepseek->is_moe_layer(0));  // first_k_dense_replace 1
+  EXPECT_TRUE(deepseek->is_moe_layer(1));
+  EXPECT_EQ(deepseek->moe.shared_ffn, 2 * 1408);
+  auto qwen = load_model(released("qwen1.5-moe-a2.7b"));
+  EXPECT_TRUE(qwen->moe.shared_gate);
+  EXPECT_TRUE(qwen->qkv_bias);
+  EXPECT_FALSE(qwen->linear_bias);
+}
+
+TEST(HfConfig, ActiveExpertsSetTheMatmulFlops) {
+  // Mixtral: a token passes through 2 of 8 experts, so a layer's matmul FLOPs are 2 per weight of its
+  // attention, router and two experts — not of all eight.
+  auto m = load_model(released("mixtral-8x7b"));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const double h = 4096, f = 14336;
+  const double attention = h * (4096 + 2 * 1024) + 4096 * h, router = h * 8, experts = 2 * 3 * h * f;
+  EXPECT_DOUBLE_EQ(m->layer_linear_flops_fwd(1.0), 2.0 * (attention + router + experts));
+}
+
 TEST(HfConfig, UnknownActivationIsAnErrorNamingIt) {
   const std::string path = write_temp("relu3.json", R"({"model_type": "llama", "hidden_act": "relu3",
     "hidden_size": 512, "intermediate_size": 1024, "num_attention_heads": 8, "num_hidden_layers": 2,

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/json_io.h"
 #include "core/partition.h"
 #include "core/presets.h"
 #include "core/units.h"
@@ -51,7 +52,11 @@ struct Korthikanti {
   ModelSpec model(const std::string& name) const {
     for (const auto& c : file["configs"]) {
       if (c["model"] != name) continue;
-      ModelSpec m{.name = name, .layers = c["layers"], .hidden = c["hidden"], .heads = c["heads"]};
+      ModelSpec m;
+      m.name = name;
+      m.layers = c["layers"];
+      m.hidden = c["hidden"];
+      m.heads = c["heads"];
       m.kv_heads = m.heads;
       m.ffn_hidden = 4 * m.hidden;
       m.vocab = file["common"]["vocab"];
@@ -210,6 +215,32 @@ TEST(MemoryModel, FirstAndLastStagesCarryEmbeddingAndHead) {
 // vocabulary outweighs a layer, the head's backward (head, final norm, last layer prefetched, their
 // gradients) holds more. ZeRO-2 holds only the gradient. tests/exec/memory_test.cc checks the same
 // terms against the executor's measured peaks.
+TEST(MemoryModel, MixtralStatesPerGpuFollowTheHandDerivation) {
+  // Mixtral-8x7B on 64 H100s, TP 8 · PP 4 · DP 2, ZeRO-1, no expert parallelism: every GPU holds all 8
+  // experts of its 8 layers, each split 8 ways as Megatron's MLP is (expert TP = TP).
+  auto m = load_model(std::string(LOOM_VALIDATION_DIR) + "/hf_configs/mixtral-8x7b/config.json");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const double h = 4096, f = 14336;
+  const double attention = h * (4096 + 2 * 1024) + 4096 * h;  // Q, K, V, O (GQA: 8 KV heads of 128)
+  const double experts = 8 * 3 * h * f;                       // gate, up, down of 8 experts
+  const double replicated = 8 * h + 2 * h;                    // router, two RMSNorms
+  const double layer = (attention + experts) / 8 + replicated;
+  const double embedding = 32768.0 * h / 8;  // vocabulary 32000 padded to 128 · 8
+  TrainingSpec t;
+  t.gpus = 64;
+  t.global_batch = 256;
+  t.seq_len = 4096;
+  const ParallelConfig c{.tp = 8, .pp = 4, .dp = 2, .zero = 1, .micro_batch = 1, .sequence_parallel = true};
+  const MemoryReport r = estimate_memory(*m, t, c, *cluster_preset("dgx-h100"));
+  EXPECT_NEAR(r.stages[0].param_count, 8 * layer + embedding, 1.0);
+  const ModelStateBytes states = model_state_bytes(8 * layer + embedding, t, 1, 2);
+  EXPECT_NEAR(r.stages[0].params_bytes, states.params, 1.0);
+  EXPECT_NEAR(r.stages[0].optimizer_bytes, states.optimizer, 1.0);
+  // 1.47 B parameters per GPU: about 23 GiB of model states at 2 + 4 + 12/2 bytes — a dense 7B twin
+  // (one expert) would need a quarter of the MLP weights.
+  EXPECT_GT(r.stages[0].param_count, 1.4e9);
+}
+
 TEST(MemoryModel, ZeroBuffersHoldGatheredUnitsAndUnshardedGradients) {
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
   TrainingSpec t{.gpus = 8, .global_batch = 64, .seq_len = 4096};
