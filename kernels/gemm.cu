@@ -9,11 +9,15 @@ namespace loom::kernels {
 namespace {
 cudaDataType_t cuda_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
 
-// The largest power of two (≤ 256 bytes) dividing the address: tells the heuristic which kernels may run.
-std::uint32_t alignment(const void* p) {
+std::int64_t element_bytes(DType t) { return t == DType::bf16 ? 2 : 4; }
+
+// The largest power of two (≤ 256 bytes) dividing the address of every matrix of the batch: tells the
+// heuristic which kernels may run.
+std::uint32_t alignment(const void* p, DType type, std::int64_t batch_stride) {
   const auto address = reinterpret_cast<std::uintptr_t>(p);
+  const auto stride = static_cast<std::uintptr_t>(batch_stride * element_bytes(type));
   std::uint32_t a = 256;
-  while (a > 1 && address % a != 0) a /= 2;
+  while (a > 1 && (address % a != 0 || stride % a != 0)) a /= 2;
   return a;
 }
 
@@ -48,14 +52,12 @@ struct MatmulDesc {
 };
 
 cublasLtMatmulAlgo_t pick_algorithm(cublasLtHandle_t handle, const MatmulDesc& op, const Layout& first,
-                                    const Layout& second, const Layout& out, const void* p_first, const void* p_second,
-                                    const void* p_out) {
+                                    const Layout& second, const Layout& out, const std::uint32_t (&align)[3]) {
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const std::size_t bytes = Gemm::kWorkspaceBytes;
   CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof bytes));
-  const std::uint32_t align[3] = {alignment(p_first), alignment(p_second), alignment(p_out)};
   const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
@@ -89,6 +91,9 @@ void Gemm::run(const GemmShape& s, float alpha, const Matrix& a, const Matrix& b
   const Layout second(a.type, s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, a.ld, s.batch, a.batch_stride);
   const Layout out(c.type, s.n, s.m, c.ld, s.batch, c.batch_stride);
   const MatmulDesc op(s.trans_b, s.trans_a);
+  // Alignments of cuBLASLt's A (our B), B (our A) and C/D.
+  const std::uint32_t align[3] = {alignment(b.data, b.type, b.batch_stride), alignment(a.data, a.type, a.batch_stride),
+                                  alignment(c.data, c.type, c.batch_stride)};
   const Key key{s.trans_a,
                 s.trans_b,
                 s.m,
@@ -103,10 +108,10 @@ void Gemm::run(const GemmShape& s, float alpha, const Matrix& a, const Matrix& b
                 c.batch_stride,
                 static_cast<int>(a.type),
                 static_cast<int>(c.type),
-                alignment(a.data) | alignment(b.data) << 9 | alignment(c.data) << 18};
+                align[0] | align[1] << 9 | align[2] << 18};
   auto it = algorithms_.find(key);
   if (it == algorithms_.end())
-    it = algorithms_.emplace(key, pick_algorithm(handle_, op, first, second, out, b.data, a.data, c.data)).first;
+    it = algorithms_.emplace(key, pick_algorithm(handle_, op, first, second, out, align)).first;
   CUBLAS_CHECK(cublasLtMatmul(handle_, op.desc, &alpha, b.data, first.desc, a.data, second.desc, &beta, c.data,
                               out.desc, c.data, out.desc, &it->second, workspace_, kWorkspaceBytes, stream));
 }
