@@ -1,0 +1,102 @@
+// LayerNorm (Ba et al. 2016) over rows, eps 1e-5, statistics in fp32 with one warp per row; the
+// backward writes dx per row and adds the weight and bias gradients as fp32 column sums.
+#include "kernels/cuda_check.h"
+#include "kernels/device.cuh"
+#include "kernels/ops.h"
+
+namespace loom::kernels {
+
+namespace {
+constexpr float kEps = 1e-5f;
+constexpr int kRowsPerBlock = kThreads / 32;
+
+template <class T>
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, i64 rows,
+                                         i64 cols) {
+  const i64 r = static_cast<i64>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= rows) return;
+  const T* xr = x + r * cols;
+  float s = 0;
+  for (i64 c = lane; c < cols; c += 32) s += to_float(xr[c]);
+  const float m = warp_sum(s) / static_cast<float>(cols);
+  float var = 0;
+  for (i64 c = lane; c < cols; c += 32) {
+    const float d = to_float(xr[c]) - m;
+    var += d * d;
+  }
+  const float rs = 1.0f / sqrtf(warp_sum(var) / static_cast<float>(cols) + kEps);
+  T* o = out + r * cols;
+  for (i64 c = lane; c < cols; c += 32)
+    o[c] = from_float<T>((to_float(xr[c]) - m) * rs * to_float(w[c]) + to_float(b[c]));
+  if (lane == 0) {
+    mean[r] = m;
+    rstd[r] = rs;
+  }
+}
+
+template <class T>
+__global__ void layernorm_dx_kernel(T* dx, const T* dout, const T* x, const T* w, const float* mean, const float* rstd,
+                                    i64 rows, i64 cols) {
+  const i64 r = static_cast<i64>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= rows) return;
+  const T* xr = x + r * cols;
+  const T* d = dout + r * cols;
+  const float m = mean[r], rs = rstd[r];
+  float dnorm_mean = 0, dnorm_norm_mean = 0;
+  for (i64 c = lane; c < cols; c += 32) {
+    const float dnorm = to_float(w[c]) * to_float(d[c]);
+    dnorm_mean += dnorm;
+    dnorm_norm_mean += dnorm * (to_float(xr[c]) - m) * rs;
+  }
+  dnorm_mean = warp_sum(dnorm_mean) / static_cast<float>(cols);
+  dnorm_norm_mean = warp_sum(dnorm_norm_mean) / static_cast<float>(cols);
+  T* dxr = dx + r * cols;
+  for (i64 c = lane; c < cols; c += 32) {
+    const float norm = (to_float(xr[c]) - m) * rs;
+    dxr[c] = from_float<T>((to_float(w[c]) * to_float(d[c]) - dnorm_mean - norm * dnorm_norm_mean) * rs);
+  }
+}
+
+// (norm·dout, dout) at (r, c): the terms of dw and db.
+template <class T>
+struct LayerNormParamGrads {
+  const T *dout, *x;
+  const float *mean, *rstd;
+  i64 cols;
+  __device__ float2 operator()(i64 r, i64 c) const {
+    const float d = to_float(dout[r * cols + c]);
+    return make_float2((to_float(x[r * cols + c]) - mean[r]) * rstd[r] * d, d);
+  }
+};
+}  // namespace
+
+template <class T>
+void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, i64 rows, i64 cols,
+                       cudaStream_t stream) {
+  if (rows == 0) return;
+  const auto grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  layernorm_forward_kernel<<<grid, kThreads, 0, stream>>>(out, mean, rstd, x, w, b, rows, cols);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void layernorm_backward(T* dx, float* dw, float* db, const T* dout, const T* x, const T* w, const float* mean,
+                        const float* rstd, i64 rows, i64 cols, cudaStream_t stream) {
+  if (rows == 0) return;
+  const auto grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  layernorm_dx_kernel<<<grid, kThreads, 0, stream>>>(dx, dout, x, w, mean, rstd, rows, cols);
+  CUDA_CHECK_LAUNCH();
+  add_column_sums(dw, db, rows, cols, LayerNormParamGrads<T>{dout, x, mean, rstd, cols}, stream);
+  CUDA_CHECK_LAUNCH();
+}
+
+#define LOOM_INSTANTIATE(T)                                                                                         \
+  template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, i64, i64, cudaStream_t);     \
+  template void layernorm_backward<T>(T*, float*, float*, const T*, const T*, const T*, const float*, const float*, \
+                                      i64, i64, cudaStream_t);
+LOOM_INSTANTIATE(float)
+LOOM_INSTANTIATE(bf16)
+
+}  // namespace loom::kernels
