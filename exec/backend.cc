@@ -12,6 +12,7 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
     rows_ = std::exchange(other.rows_, 0);
     cols_ = std::exchange(other.cols_, 0);
     category_ = other.category_;
+    dtype_ = other.dtype_;
   }
   return *this;
 }
@@ -22,20 +23,20 @@ void Tensor::reset() {
   rows_ = cols_ = 0;
 }
 
-Tensor Backend::alloc(std::int64_t rows, std::int64_t cols, MemoryCategory category) {
-  Tensor t = empty(rows, cols, category);
-  zero(t.data(), rows * cols);
+Tensor Backend::alloc(std::int64_t rows, std::int64_t cols, MemoryCategory category, DType dtype) {
+  Tensor t = empty(rows, cols, category, dtype);
+  zero(t.ref(), rows * cols);
   return t;
 }
 
-Tensor Backend::empty(std::int64_t rows, std::int64_t cols, MemoryCategory category) {
-  const std::int64_t bytes = rows * cols * static_cast<std::int64_t>(sizeof(float));
-  float* data = allocate_raw(bytes > 0 ? bytes : static_cast<std::int64_t>(sizeof(float)));
+Tensor Backend::empty(std::int64_t rows, std::int64_t cols, MemoryCategory category, DType dtype) {
+  const std::int64_t bytes = rows * cols * dtype_bytes(dtype);
+  void* data = allocate_raw(bytes > 0 ? bytes : static_cast<std::int64_t>(sizeof(float)));
   memory_.allocated(category, bytes);
-  return Tensor(this, data, rows, cols, category);
+  return Tensor(this, data, rows, cols, category, dtype);
 }
 
-void Backend::release(float* data, std::int64_t bytes, MemoryCategory category) {
+void Backend::release(void* data, std::int64_t bytes, MemoryCategory category) {
   free_raw(data);
   memory_.freed(category, bytes);
 }
@@ -52,9 +53,10 @@ std::unique_ptr<Event> Backend::record_event() { return std::make_unique<Complet
 
 Tensor Backend::recharge(Tensor tensor, MemoryCategory category) {
   const std::int64_t rows = tensor.rows(), cols = tensor.cols();
+  const DType dtype = tensor.dtype();
   memory_.freed(tensor.category(), tensor.bytes());
   memory_.allocated(category, tensor.bytes());
-  return Tensor(this, tensor.release_storage(), rows, cols, category);
+  return Tensor(this, tensor.release_storage(), rows, cols, category, dtype);
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& name, std::string* error) {

@@ -1,6 +1,7 @@
 // Backend: where tensors live and how the model's ops run on them. The model and the parallel
 // layers call only this interface, so a CUDA backend (cuBLAS + kernels/) slots in beside the CPU one.
-// All matrices are row-major fp32; pointers point into tensors allocated by the same backend.
+// All matrices are row-major; ops take typed views (TensorRef: pointer + dtype) into tensors allocated by
+// the same backend. Statistics (norm mean/rstd, row max, sum of exps, losses) and fp32 gradients are float*.
 #pragma once
 
 #include <cstdint>
@@ -37,67 +38,75 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
 
-  // Zero-filled tensor charged to `category`.
-  Tensor alloc(std::int64_t rows, std::int64_t cols, MemoryCategory category);
+  // The dtype of parameters and activations in the compute path: fp32 on the CPU (the reference), bf16
+  // on GPUs (mixed precision: fp32 master weights, moments and main gradients beside it).
+  virtual DType compute_dtype() const { return DType::kF32; }
+
+  // Zero-filled tensor of `dtype` charged to `category`.
+  Tensor alloc(std::int64_t rows, std::int64_t cols, MemoryCategory category, DType dtype = DType::kF32);
   // The same without filling: for outputs an op overwrites completely (GEMM with beta 0, norms).
-  Tensor empty(std::int64_t rows, std::int64_t cols, MemoryCategory category);
-  void release(float* data, std::int64_t bytes, MemoryCategory category);
+  Tensor empty(std::int64_t rows, std::int64_t cols, MemoryCategory category, DType dtype = DType::kF32);
+  void release(void* data, std::int64_t bytes, MemoryCategory category);
   // The same storage charged to another category from now on (an activation handed to a send).
   Tensor recharge(Tensor tensor, MemoryCategory category);
   MemoryTracker& memory() { return memory_; }
 
-  // Host <-> backend copies (checkpoints, data, tests).
-  virtual void to_host(float* host, const float* src, std::int64_t n) = 0;
-  virtual void from_host(float* dst, const float* host, std::int64_t n) = 0;
+  // Host fp32 <-> backend copies (checkpoints, data, tests), converting from/to the view's dtype.
+  virtual void to_host(float* host, ConstTensorRef src, std::int64_t n) = 0;
+  virtual void from_host(TensorRef dst, const float* host, std::int64_t n) = 0;
+  // dst ← src converted to dst's dtype (fp32 <-> bf16; the same dtype copies), rounding to nearest even.
+  virtual void cast(TensorRef dst, ConstTensorRef src, std::int64_t n) = 0;
   // Finishes queued work (streams on GPUs; a no-op on the CPU).
   virtual void synchronize() {}
   // Marks the work queued so far, e.g. a gradient bucket's last op before its all-reduce.
   virtual std::unique_ptr<Event> record_event();
 
   // C = alpha · op(A) · op(B) + beta · C with op(A) m×k, op(B) k×n, leading dimensions in elements.
-  virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-                    const float* b, int ldb, float beta, float* c, int ldc) = 0;
+  virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, ConstTensorRef a, int lda,
+                    ConstTensorRef b, int ldb, float beta, TensorRef c, int ldc) = 0;
 
   // Element-wise.
-  virtual void zero(float* x, std::int64_t n) = 0;
-  virtual void copy(float* dst, const float* src, std::int64_t n) = 0;
-  virtual void axpy(float* y, float alpha, const float* x, std::int64_t n) = 0;  // y += alpha·x
-  virtual void add(float* out, const float* a, const float* b, std::int64_t n) = 0;
-  virtual void add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t cols) = 0;
-  virtual void bias_grad(float* dbias, const float* dy, std::int64_t rows, std::int64_t cols) = 0;  // +=
-  virtual double sum_squares(const float* x, std::int64_t n) = 0;
+  virtual void zero(TensorRef x, std::int64_t n) = 0;
+  virtual void copy(TensorRef dst, ConstTensorRef src, std::int64_t n) = 0;
+  virtual void axpy(TensorRef y, float alpha, ConstTensorRef x, std::int64_t n) = 0;  // y += alpha·x
+  virtual void add(TensorRef out, ConstTensorRef a, ConstTensorRef b, std::int64_t n) = 0;
+  virtual void add_bias(TensorRef x, ConstTensorRef bias, std::int64_t rows, std::int64_t cols) = 0;
+  virtual void bias_grad(float* dbias, ConstTensorRef dy, std::int64_t rows, std::int64_t cols) = 0;  // +=
+  virtual double sum_squares(ConstTensorRef x, std::int64_t n) = 0;
 
   // Normalisation over rows of `cols` values; the backward accumulates into dw/db and writes dx.
-  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
-                                 std::int64_t rows, std::int64_t cols) = 0;
-  virtual void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w,
-                                  const float* mean, const float* rstd, std::int64_t rows, std::int64_t cols) = 0;
-  virtual void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, std::int64_t rows,
+  virtual void layernorm_forward(TensorRef out, float* mean, float* rstd, ConstTensorRef x, ConstTensorRef w,
+                                 ConstTensorRef b, std::int64_t rows, std::int64_t cols) = 0;
+  virtual void layernorm_backward(TensorRef dx, float* dw, float* db, ConstTensorRef dout, ConstTensorRef x,
+                                  ConstTensorRef w, const float* mean, const float* rstd, std::int64_t rows,
+                                  std::int64_t cols) = 0;
+  virtual void rmsnorm_forward(TensorRef out, float* rstd, ConstTensorRef x, ConstTensorRef w, std::int64_t rows,
                                std::int64_t cols) = 0;
-  virtual void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
+  virtual void rmsnorm_backward(TensorRef dx, float* dw, ConstTensorRef dout, ConstTensorRef x, ConstTensorRef w,
                                 const float* rstd, std::int64_t rows, std::int64_t cols) = 0;
 
   // Activations: GELU (tanh form, as GPT-2) on n values; SwiGLU on rows of [gate | up] (2·f) → f.
-  virtual void gelu_forward(float* out, const float* in, std::int64_t n) = 0;
-  virtual void gelu_backward(float* din, const float* in, const float* dout, std::int64_t n) = 0;
-  virtual void swiglu_forward(float* out, const float* in, std::int64_t rows, std::int64_t f) = 0;
-  virtual void swiglu_backward(float* din, const float* in, const float* dout, std::int64_t rows, std::int64_t f) = 0;
+  virtual void gelu_forward(TensorRef out, ConstTensorRef in, std::int64_t n) = 0;
+  virtual void gelu_backward(TensorRef din, ConstTensorRef in, ConstTensorRef dout, std::int64_t n) = 0;
+  virtual void swiglu_forward(TensorRef out, ConstTensorRef in, std::int64_t rows, std::int64_t f) = 0;
+  virtual void swiglu_backward(TensorRef din, ConstTensorRef in, ConstTensorRef dout, std::int64_t rows,
+                               std::int64_t f) = 0;
 
   // Causal attention over a packed [tokens, q|k|v] matrix (tokens ordered sequence-major).
   // probs [batch·heads·seq·seq] holds the softmax output kept for the backward.
-  void attention_forward(float* ctx, float* probs, const float* qkv, const AttentionShape& s) {
+  void attention_forward(TensorRef ctx, TensorRef probs, ConstTensorRef qkv, const AttentionShape& s) {
     attention_probs(probs, qkv, s);
     attention_context(ctx, probs, qkv, s);
   }
   // softmax(QKᵀ/√d) with the causal mask (also: selective recomputation).
-  virtual void attention_probs(float* probs, const float* qkv, const AttentionShape& s) = 0;
+  virtual void attention_probs(TensorRef probs, ConstTensorRef qkv, const AttentionShape& s) = 0;
   // ctx = P·V, P being the softmax output or its dropout.
-  virtual void attention_context(float* ctx, const float* probs, const float* qkv, const AttentionShape& s) = 0;
+  virtual void attention_context(TensorRef ctx, ConstTensorRef probs, ConstTensorRef qkv, const AttentionShape& s) = 0;
   // With attention dropout, `dropped` = probs·mask·keep_scale was multiplied with V; null without.
-  virtual void attention_backward(float* dqkv, const float* dctx, const float* probs, const float* dropped,
-                                  const std::uint8_t* mask, float keep_scale, const float* qkv,
+  virtual void attention_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef probs, ConstTensorRef dropped,
+                                  const std::uint8_t* mask, float keep_scale, ConstTensorRef qkv,
                                   const AttentionShape& s) = 0;
-  void attention_backward(float* dqkv, const float* dctx, const float* probs, const float* qkv,
+  void attention_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef probs, ConstTensorRef qkv,
                           const AttentionShape& s) {
     attention_backward(dqkv, dctx, probs, nullptr, nullptr, 1.0f, qkv, s);
   }
@@ -106,37 +115,43 @@ class Backend {
   // so a value's mask depends on its global position only — the same on every layout.
   virtual void dropout_mask(std::uint8_t* mask, std::int64_t n, std::uint64_t key, std::uint64_t first, float p) = 0;
   // out = in · mask · scale (forward with scale 1/(1−p); the same for the backward).
-  virtual void apply_mask(float* out, const float* in, const std::uint8_t* mask, std::int64_t n, float scale) = 0;
+  virtual void apply_mask(TensorRef out, ConstTensorRef in, const std::uint8_t* mask, std::int64_t n, float scale) = 0;
   // Rotary position embedding on the q and k columns of qkv, in place (inverse = true for the backward).
-  virtual void rope(float* qkv, const AttentionShape& s, bool inverse) = 0;
+  virtual void rope(TensorRef qkv, const AttentionShape& s, bool inverse) = 0;
 
   // Vocabulary-parallel cross-entropy pieces (Megatron): each rank holds logits for columns
   // [vocab_start, vocab_start + cols) of which the first `valid_cols` are real tokens.
-  virtual void row_max(float* out, const float* logits, std::int64_t rows, std::int64_t cols,
+  virtual void row_max(float* out, ConstTensorRef logits, std::int64_t rows, std::int64_t cols,
                        std::int64_t valid_cols) = 0;
-  virtual void row_sum_exp(float* out, const float* logits, const float* max, std::int64_t rows, std::int64_t cols,
+  virtual void row_sum_exp(float* out, ConstTensorRef logits, const float* max, std::int64_t rows, std::int64_t cols,
                            std::int64_t valid_cols) = 0;
-  virtual void target_logit(float* out, const float* logits, const int* targets, std::int64_t rows, std::int64_t cols,
+  virtual void target_logit(float* out, ConstTensorRef logits, const int* targets, std::int64_t rows, std::int64_t cols,
                             std::int64_t vocab_start) = 0;
   // logits ← scale · (softmax − onehot(target)), in place; padded columns get zero.
-  virtual void cross_entropy_grad(float* logits, const float* max, const float* sum_exp, const int* targets,
+  virtual void cross_entropy_grad(TensorRef logits, const float* max, const float* sum_exp, const int* targets,
                                   std::int64_t rows, std::int64_t cols, std::int64_t valid_cols,
                                   std::int64_t vocab_start, float scale) = 0;
 
   // Token embedding rows [vocab_start, vocab_start + rows_held) of `table`; others left unchanged.
-  virtual void embedding_forward(float* out, const float* table, const int* tokens, std::int64_t n, std::int64_t cols,
-                                 std::int64_t vocab_start, std::int64_t rows_held) = 0;
-  virtual void embedding_backward(float* dtable, const float* dout, const int* tokens, std::int64_t n,
+  virtual void embedding_forward(TensorRef out, ConstTensorRef table, const int* tokens, std::int64_t n,
+                                 std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) = 0;
+  virtual void embedding_backward(float* dtable, ConstTensorRef dout, const int* tokens, std::int64_t n,
                                   std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) = 0;
 
-  // AdamW (Loshchilov & Hutter) on n values; `step` counts from 1.
+  // AdamW (Loshchilov & Hutter) on n fp32 values `param` (the master weights under mixed precision);
+  // `step` counts from 1. A non-null `param_copy` receives the updated values in its dtype (the
+  // compute-dtype parameters the next forward reads), in the same pass.
   virtual void adamw(float* param, const float* grad, float* m, float* v, std::int64_t n, float lr, float beta1,
-                     float beta2, float eps, float weight_decay, int step) = 0;
-  virtual void scale(float* x, float alpha, std::int64_t n) = 0;
+                     float beta2, float eps, float weight_decay, int step, TensorRef param_copy) = 0;
+  void adamw(float* param, const float* grad, float* m, float* v, std::int64_t n, float lr, float beta1, float beta2,
+             float eps, float weight_decay, int step) {
+    adamw(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step, nullptr);
+  }
+  virtual void scale(TensorRef x, float alpha, std::int64_t n) = 0;
 
  protected:
-  virtual float* allocate_raw(std::int64_t bytes) = 0;
-  virtual void free_raw(float* data) = 0;
+  virtual void* allocate_raw(std::int64_t bytes) = 0;
+  virtual void free_raw(void* data) = 0;
 
  private:
   MemoryTracker memory_;

@@ -62,7 +62,7 @@ Status Trainer::save_checkpoint(const std::string& dir) {
     out.write(reinterpret_cast<const char*>(&header), sizeof(header));
     for (Tensor* t : state) {
       std::vector<float> host(static_cast<std::size_t>(t->numel()));
-      backend_.to_host(host.data(), t->data(), t->numel());
+      backend_.to_host(host.data(), t->ref(), t->numel());  // bf16 parameters widen exactly to fp32
       const std::int64_t n = t->numel();
       out.write(reinterpret_cast<const char*>(&n), sizeof(n));
       out.write(reinterpret_cast<const char*>(host.data()), static_cast<std::streamsize>(n * sizeof(float)));
@@ -84,6 +84,7 @@ Status Trainer::save_checkpoint(const std::string& dir) {
                      {"config", to_json(options_.config)},
                      {"global_batch", options_.training.global_batch},
                      {"seq_len", seq_},
+                     {"compute_dtype", to_string(backend_.compute_dtype())},  // shards hold fp32 either way
                      {"next_sequence", static_cast<std::int64_t>(step) * options_.training.global_batch}};
     Status s = write_text_file_atomic(step_dir + "/manifest.json", manifest.dump(2) + "\n");
     if (s) s = write_text_file_atomic(dir + "/latest", fmt::format("step_{:08d}\n", step));
@@ -193,8 +194,9 @@ Status Trainer::load_checkpoint(const std::string& dir) {
     std::vector<float> host(static_cast<std::size_t>(n));
     in.read(reinterpret_cast<char*>(host.data()), static_cast<std::streamsize>(n * sizeof(float)));
     if (!in) return make_error(fmt::format("checkpoint shard '{}' is truncated", path));
-    backend_.from_host(t->data(), host.data(), n);
+    backend_.from_host(t->ref(), host.data(), n);
   }
+  params_->refresh_master();
   completed_steps_ = step;
   return {};
 }

@@ -13,29 +13,37 @@ class DoneRequest final : public Request {
 };
 }  // namespace
 
-std::unique_ptr<Request> SelfCommunicator::all_reduce_async(float*, std::int64_t) {
+std::unique_ptr<Request> SelfCommunicator::all_reduce_async(TensorRef, std::int64_t) {
   return std::make_unique<DoneRequest>();
 }
 
-void SelfCommunicator::reduce_scatter(const float* send, float* recv, std::int64_t recv_n) {
-  if (send != recv) std::memmove(recv, send, static_cast<std::size_t>(recv_n) * sizeof(float));
+namespace {
+void copy_values(ConstTensorRef send, TensorRef recv, std::int64_t n) {
+  check_dtype(recv.dtype(), send.dtype(), "collective");
+  if (send.raw() != recv.raw())
+    std::memmove(recv.raw(), send.raw(), static_cast<std::size_t>(n * dtype_bytes(recv.dtype())));
+}
+}  // namespace
+
+void SelfCommunicator::reduce_scatter(ConstTensorRef send, TensorRef recv, std::int64_t recv_n) {
+  copy_values(send, recv, recv_n);
 }
 
-void SelfCommunicator::all_gather(const float* send, float* recv, std::int64_t send_n) {
-  if (send != recv) std::memmove(recv, send, static_cast<std::size_t>(send_n) * sizeof(float));
+void SelfCommunicator::all_gather(ConstTensorRef send, TensorRef recv, std::int64_t send_n) {
+  copy_values(send, recv, send_n);
 }
 
-std::unique_ptr<Request> SelfCommunicator::all_gather_async(const float* send, float* recv, std::int64_t send_n) {
+std::unique_ptr<Request> SelfCommunicator::all_gather_async(ConstTensorRef send, TensorRef recv, std::int64_t send_n) {
   all_gather(send, recv, send_n);
   return std::make_unique<DoneRequest>();
 }
 
 // A group of one has no peer: the pipeline never sends within a single stage.
-std::unique_ptr<Request> SelfCommunicator::isend(const float*, std::int64_t, int, int) {
+std::unique_ptr<Request> SelfCommunicator::isend(ConstTensorRef, std::int64_t, int, int) {
   throw std::logic_error("point-to-point send in a group of one (" + name_ + ")");
 }
 
-std::unique_ptr<Request> SelfCommunicator::irecv(float*, std::int64_t, int, int) {
+std::unique_ptr<Request> SelfCommunicator::irecv(TensorRef, std::int64_t, int, int) {
   throw std::logic_error("point-to-point receive in a group of one (" + name_ + ")");
 }
 

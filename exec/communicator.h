@@ -1,12 +1,15 @@
 // Communicator: collectives and point-to-point messages within one process group (TP, DP, PP or
 // the whole world). MPI implements it here; NCCL slots in behind the same calls on GPU clusters.
-// Buffers are backend pointers (host memory for MPI+cpu, device memory for NCCL+cuda).
+// Buffers are typed views of backend memory (host memory for MPI+cpu, device memory for NCCL+cuda);
+// fp32 and bf16 reduce as sums of their values (bf16 through a user-defined MPI op).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "exec/tensor.h"
 
 namespace loom::exec {
 
@@ -28,18 +31,18 @@ class Communicator {
   virtual int size() const = 0;
   virtual std::string name() const = 0;  // "tp", "dp", "pp", "world", "embedding"
 
-  virtual void all_reduce(float* data, std::int64_t n, ReduceOp op) = 0;
+  virtual void all_reduce(TensorRef data, std::int64_t n, ReduceOp op) = 0;
   virtual void all_reduce(double* data, std::int64_t n, ReduceOp op) = 0;
-  virtual std::unique_ptr<Request> all_reduce_async(float* data, std::int64_t n) = 0;
+  virtual std::unique_ptr<Request> all_reduce_async(TensorRef data, std::int64_t n) = 0;
   // send holds size()·recv_n values; rank r receives the sum of everyone's block r. recv may be
   // this rank's own block of send (in place, NCCL's convention): no second buffer is needed.
-  virtual void reduce_scatter(const float* send, float* recv, std::int64_t recv_n) = 0;
+  virtual void reduce_scatter(ConstTensorRef send, TensorRef recv, std::int64_t recv_n) = 0;
   // recv receives size()·send_n values, block r from rank r; send may be this rank's own block.
-  virtual void all_gather(const float* send, float* recv, std::int64_t send_n) = 0;
+  virtual void all_gather(ConstTensorRef send, TensorRef recv, std::int64_t send_n) = 0;
   // The same, non-blocking: recv is complete once the request is (ZeRO-3's prefetch).
-  virtual std::unique_ptr<Request> all_gather_async(const float* send, float* recv, std::int64_t send_n) = 0;
-  virtual std::unique_ptr<Request> isend(const float* data, std::int64_t n, int peer, int tag) = 0;
-  virtual std::unique_ptr<Request> irecv(float* data, std::int64_t n, int peer, int tag) = 0;
+  virtual std::unique_ptr<Request> all_gather_async(ConstTensorRef send, TensorRef recv, std::int64_t send_n) = 0;
+  virtual std::unique_ptr<Request> isend(ConstTensorRef data, std::int64_t n, int peer, int tag) = 0;
+  virtual std::unique_ptr<Request> irecv(TensorRef data, std::int64_t n, int peer, int tag) = 0;
   virtual void barrier() = 0;
 };
 
@@ -50,14 +53,14 @@ class SelfCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string name() const override { return name_; }
-  void all_reduce(float*, std::int64_t, ReduceOp) override {}
+  void all_reduce(TensorRef, std::int64_t, ReduceOp) override {}
   void all_reduce(double*, std::int64_t, ReduceOp) override {}
-  std::unique_ptr<Request> all_reduce_async(float*, std::int64_t) override;
-  void reduce_scatter(const float* send, float* recv, std::int64_t recv_n) override;
-  void all_gather(const float* send, float* recv, std::int64_t send_n) override;
-  std::unique_ptr<Request> all_gather_async(const float* send, float* recv, std::int64_t send_n) override;
-  std::unique_ptr<Request> isend(const float*, std::int64_t, int, int) override;
-  std::unique_ptr<Request> irecv(float*, std::int64_t, int, int) override;
+  std::unique_ptr<Request> all_reduce_async(TensorRef, std::int64_t) override;
+  void reduce_scatter(ConstTensorRef send, TensorRef recv, std::int64_t recv_n) override;
+  void all_gather(ConstTensorRef send, TensorRef recv, std::int64_t send_n) override;
+  std::unique_ptr<Request> all_gather_async(ConstTensorRef send, TensorRef recv, std::int64_t send_n) override;
+  std::unique_ptr<Request> isend(ConstTensorRef, std::int64_t, int, int) override;
+  std::unique_ptr<Request> irecv(TensorRef, std::int64_t, int, int) override;
   void barrier() override {}
 
  private:

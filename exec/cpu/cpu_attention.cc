@@ -52,7 +52,9 @@ void causal_softmax(float* p, int seq) {
 
 }  // namespace
 
-void CpuBackend::attention_probs(float* probs, const float* qkv, const AttentionShape& s) {
+void CpuBackend::attention_probs(TensorRef probs_r, ConstTensorRef qkv_r, const AttentionShape& s) {
+  float* probs = f32(probs_r, "attention_probs");
+  const float* qkv = f32(qkv_r, "attention_probs");
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   for (int b = 0; b < s.batch; ++b)
     for (int h = 0; h < s.heads; ++h) {
@@ -64,7 +66,11 @@ void CpuBackend::attention_probs(float* probs, const float* qkv, const Attention
     }
 }
 
-void CpuBackend::attention_context(float* ctx, const float* probs, const float* qkv, const AttentionShape& s) {
+void CpuBackend::attention_context(TensorRef ctx_r, ConstTensorRef probs_r, ConstTensorRef qkv_r,
+                                   const AttentionShape& s) {
+  float* ctx = f32(ctx_r, "attention_context");
+  const float* probs = f32(probs_r, "attention_context");
+  const float* qkv = f32(qkv_r, "attention_context");
   const int ctx_ld = s.heads * s.head_dim;
   for (int b = 0; b < s.batch; ++b)
     for (int h = 0; h < s.heads; ++h) {
@@ -75,9 +81,14 @@ void CpuBackend::attention_context(float* ctx, const float* probs, const float* 
     }
 }
 
-void CpuBackend::attention_backward(float* dqkv, const float* dctx, const float* probs, const float* dropped,
-                                    const std::uint8_t* mask, float keep_scale, const float* qkv,
-                                    const AttentionShape& s) {
+void CpuBackend::attention_backward(TensorRef dqkv_r, ConstTensorRef dctx_r, ConstTensorRef probs_r,
+                                    ConstTensorRef dropped_r, const std::uint8_t* mask, float keep_scale,
+                                    ConstTensorRef qkv_r, const AttentionShape& s) {
+  float* dqkv = f32(dqkv_r, "attention_backward");
+  const float* dctx = f32(dctx_r, "attention_backward");
+  const float* probs = f32(probs_r, "attention_backward");
+  const float* dropped = f32(dropped_r, "attention_backward");
+  const float* qkv = f32(qkv_r, "attention_backward");
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   const int ctx_ld = s.heads * s.head_dim;
   const int ld = static_cast<int>(s.qkv_cols());
@@ -115,11 +126,15 @@ void CpuBackend::dropout_mask(std::uint8_t* mask, std::int64_t n, std::uint64_t 
     mask[i] = kernels::dropout_keep(key, first + static_cast<std::uint64_t>(i), threshold) ? 1 : 0;
 }
 
-void CpuBackend::apply_mask(float* out, const float* in, const std::uint8_t* mask, std::int64_t n, float scale) {
+void CpuBackend::apply_mask(TensorRef out_r, ConstTensorRef in_r, const std::uint8_t* mask, std::int64_t n,
+                            float scale) {
+  float* out = f32(out_r, "apply_mask");
+  const float* in = f32(in_r, "apply_mask");
   for (std::int64_t i = 0; i < n; ++i) out[i] = mask[i] != 0 ? in[i] * scale : 0.0f;
 }
 
-void CpuBackend::rope(float* qkv, const AttentionShape& s, bool inverse) {
+void CpuBackend::rope(TensorRef qkv_r, const AttentionShape& s, bool inverse) {
+  float* qkv = f32(qkv_r, "rope");
   const int half = s.head_dim / 2;
   const std::int64_t ld = s.qkv_cols();
   const int rotated_heads = s.heads + s.kv_heads;  // q and k, not v
@@ -140,8 +155,9 @@ void CpuBackend::rope(float* qkv, const AttentionShape& s, bool inverse) {
   }
 }
 
-void CpuBackend::row_max(float* out, const float* logits, std::int64_t rows, std::int64_t cols,
+void CpuBackend::row_max(float* out, ConstTensorRef logits_r, std::int64_t rows, std::int64_t cols,
                          std::int64_t valid_cols) {
+  const float* logits = f32(logits_r, "row_max");
   for (std::int64_t r = 0; r < rows; ++r) {
     float mx = -std::numeric_limits<float>::infinity();
     for (std::int64_t c = 0; c < valid_cols; ++c) mx = std::max(mx, logits[r * cols + c]);
@@ -149,8 +165,9 @@ void CpuBackend::row_max(float* out, const float* logits, std::int64_t rows, std
   }
 }
 
-void CpuBackend::row_sum_exp(float* out, const float* logits, const float* max, std::int64_t rows, std::int64_t cols,
-                             std::int64_t valid_cols) {
+void CpuBackend::row_sum_exp(float* out, ConstTensorRef logits_r, const float* max, std::int64_t rows,
+                             std::int64_t cols, std::int64_t valid_cols) {
+  const float* logits = f32(logits_r, "row_sum_exp");
 #pragma omp parallel for if (rows * cols > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r) {
     float sum = 0;
@@ -159,17 +176,19 @@ void CpuBackend::row_sum_exp(float* out, const float* logits, const float* max, 
   }
 }
 
-void CpuBackend::target_logit(float* out, const float* logits, const int* targets, std::int64_t rows, std::int64_t cols,
-                              std::int64_t vocab_start) {
+void CpuBackend::target_logit(float* out, ConstTensorRef logits_r, const int* targets, std::int64_t rows,
+                              std::int64_t cols, std::int64_t vocab_start) {
+  const float* logits = f32(logits_r, "target_logit");
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t c = targets[r] - vocab_start;
     out[r] = (c >= 0 && c < cols) ? logits[r * cols + c] : 0.0f;
   }
 }
 
-void CpuBackend::cross_entropy_grad(float* logits, const float* max, const float* sum_exp, const int* targets,
+void CpuBackend::cross_entropy_grad(TensorRef logits_r, const float* max, const float* sum_exp, const int* targets,
                                     std::int64_t rows, std::int64_t cols, std::int64_t valid_cols,
                                     std::int64_t vocab_start, float scale) {
+  float* logits = f32(logits_r, "cross_entropy_grad");
 #pragma omp parallel for if (rows * cols > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r) {
     float* row = logits + r * cols;
@@ -181,16 +200,19 @@ void CpuBackend::cross_entropy_grad(float* logits, const float* max, const float
   }
 }
 
-void CpuBackend::embedding_forward(float* out, const float* table, const int* tokens, std::int64_t n, std::int64_t cols,
-                                   std::int64_t vocab_start, std::int64_t rows_held) {
+void CpuBackend::embedding_forward(TensorRef out_r, ConstTensorRef table_r, const int* tokens, std::int64_t n,
+                                   std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) {
+  float* out = f32(out_r, "embedding_forward");
+  const float* table = f32(table_r, "embedding_forward");
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t row = tokens[i] - vocab_start;
     if (row >= 0 && row < rows_held) copy(out + i * cols, table + row * cols, cols);
   }
 }
 
-void CpuBackend::embedding_backward(float* dtable, const float* dout, const int* tokens, std::int64_t n,
+void CpuBackend::embedding_backward(float* dtable, ConstTensorRef dout_r, const int* tokens, std::int64_t n,
                                     std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) {
+  const float* dout = f32(dout_r, "embedding_backward");
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t row = tokens[i] - vocab_start;
     if (row >= 0 && row < rows_held) axpy(dtable + row * cols, 1.0f, dout + i * cols, cols);

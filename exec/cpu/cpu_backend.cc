@@ -8,6 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/numerics.h"
 
 #include <Eigen/Core>
 
@@ -71,8 +75,11 @@ void eigen_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
     C.noalias() += alpha * (A * B);
 }
 
-void CpuBackend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-                      const float* b, int ldb, float beta, float* c, int ldc) {
+void CpuBackend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, ConstTensorRef a_r, int lda,
+                      ConstTensorRef b_r, int ldb, float beta, TensorRef c_r, int ldc) {
+  const float* a = f32(a_r, "gemm");
+  const float* b = f32(b_r, "gemm");
+  float* c = f32(c_r, "gemm");
   if (m == 0 || n == 0) return;
 #ifdef LOOM_EXEC_CBLAS
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
@@ -84,22 +91,22 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alp
 
 // Freed blocks are kept per size and handed out again (as PyTorch's caching allocator does): a
 // training step allocates the same shapes every micro-batch, and fresh pages cost page faults.
-float* CpuBackend::allocate_raw(std::int64_t bytes) {
+void* CpuBackend::allocate_raw(std::int64_t bytes) {
   const std::size_t aligned = (static_cast<std::size_t>(bytes) + 63) / 64 * 64;
   auto it = free_blocks_.find(aligned);
   if (it != free_blocks_.end() && !it->second.empty()) {
-    float* p = it->second.back();
+    void* p = it->second.back();
     it->second.pop_back();
     block_sizes_[p] = aligned;
     return p;
   }
   void* p = std::aligned_alloc(64, aligned);
   if (p == nullptr) throw std::bad_alloc();
-  block_sizes_[static_cast<float*>(p)] = aligned;
-  return static_cast<float*>(p);
+  block_sizes_[p] = aligned;
+  return p;
 }
 
-void CpuBackend::free_raw(float* data) {
+void CpuBackend::free_raw(void* data) {
   auto it = block_sizes_.find(data);
   free_blocks_[it->second].push_back(data);
   block_sizes_.erase(it);
@@ -107,39 +114,86 @@ void CpuBackend::free_raw(float* data) {
 
 CpuBackend::~CpuBackend() {
   for (auto& [size, blocks] : free_blocks_)
-    for (float* p : blocks) std::free(p);
+    for (void* p : blocks) std::free(p);
 }
 
-void CpuBackend::zero(float* x, std::int64_t n) { std::memset(x, 0, static_cast<std::size_t>(n) * sizeof(float)); }
-void CpuBackend::copy(float* dst, const float* src, std::int64_t n) {
-  if (dst != src) std::memmove(dst, src, static_cast<std::size_t>(n) * sizeof(float));
+float* f32(TensorRef r, const char* op) {
+  if (!r.null() && r.dtype() != DType::kF32)
+    throw std::logic_error(std::string("cpu backend: ") + op + " on " + to_string(r.dtype()) +
+                           " data is not implemented (the CPU backend computes in fp32)");
+  return static_cast<float*>(r.raw());
 }
-void CpuBackend::axpy(float* y, float alpha, const float* x, std::int64_t n) {
+const float* f32(ConstTensorRef r, const char* op) { return f32(TensorRef(const_cast<void*>(r.raw()), r.dtype()), op); }
+
+// Zeroing and same-dtype copies move bytes, so they serve every dtype.
+void CpuBackend::zero(TensorRef x, std::int64_t n) {
+  std::memset(x.raw(), 0, static_cast<std::size_t>(n * dtype_bytes(x.dtype())));
+}
+void CpuBackend::copy(TensorRef dst, ConstTensorRef src, std::int64_t n) {
+  if (dst.dtype() != src.dtype()) {
+    cast(dst, src, n);
+    return;
+  }
+  if (dst.raw() != src.raw())
+    std::memmove(dst.raw(), src.raw(), static_cast<std::size_t>(n * dtype_bytes(dst.dtype())));
+}
+
+void CpuBackend::cast(TensorRef dst, ConstTensorRef src, std::int64_t n) {
+  if (dst.dtype() == src.dtype()) {
+    copy(dst, src, n);
+  } else if (dst.dtype() == DType::kBF16 && src.dtype() == DType::kF32) {
+    std::uint16_t* d = dst.as<std::uint16_t>();
+    const float* x = src.as<float>();
+    for (std::int64_t i = 0; i < n; ++i) d[i] = kernels::bf16_bits_from_float(x[i]);
+  } else if (dst.dtype() == DType::kF32 && src.dtype() == DType::kBF16) {
+    float* d = dst.as<float>();
+    const std::uint16_t* x = src.as<std::uint16_t>();
+    for (std::int64_t i = 0; i < n; ++i) d[i] = kernels::float_from_bf16_bits(x[i]);
+  } else {
+    throw std::logic_error(std::string("cpu backend: cast from ") + to_string(src.dtype()) + " to " +
+                           to_string(dst.dtype()) + " is not implemented");
+  }
+}
+void CpuBackend::axpy(TensorRef y_r, float alpha, ConstTensorRef x_r, std::int64_t n) {
+  float* y = f32(y_r, "axpy");
+  const float* x = f32(x_r, "axpy");
   for (std::int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
-void CpuBackend::add(float* out, const float* a, const float* b, std::int64_t n) {
+void CpuBackend::add(TensorRef out_r, ConstTensorRef a_r, ConstTensorRef b_r, std::int64_t n) {
+  float* out = f32(out_r, "add");
+  const float* a = f32(a_r, "add");
+  const float* b = f32(b_r, "add");
   for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
-void CpuBackend::scale(float* x, float alpha, std::int64_t n) {
+void CpuBackend::scale(TensorRef x_r, float alpha, std::int64_t n) {
+  float* x = f32(x_r, "scale");
   for (std::int64_t i = 0; i < n; ++i) x[i] *= alpha;
 }
-void CpuBackend::add_bias(float* x, const float* bias, std::int64_t rows, std::int64_t cols) {
+void CpuBackend::add_bias(TensorRef x_r, ConstTensorRef bias_r, std::int64_t rows, std::int64_t cols) {
+  float* x = f32(x_r, "add_bias");
+  const float* bias = f32(bias_r, "add_bias");
 #pragma omp parallel for if (rows * cols > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < cols; ++c) x[r * cols + c] += bias[c];
 }
-void CpuBackend::bias_grad(float* dbias, const float* dy, std::int64_t rows, std::int64_t cols) {
+void CpuBackend::bias_grad(float* dbias, ConstTensorRef dy_r, std::int64_t rows, std::int64_t cols) {
+  const float* dy = f32(dy_r, "bias_grad");
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < cols; ++c) dbias[c] += dy[r * cols + c];
 }
-double CpuBackend::sum_squares(const float* x, std::int64_t n) {
+double CpuBackend::sum_squares(ConstTensorRef x_r, std::int64_t n) {
+  const float* x = f32(x_r, "sum_squares");
   double s = 0;
   for (std::int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
   return s;
 }
 
-void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
-                                   std::int64_t rows, std::int64_t cols) {
+void CpuBackend::layernorm_forward(TensorRef out_r, float* mean, float* rstd, ConstTensorRef x_r, ConstTensorRef w_r,
+                                   ConstTensorRef b_r, std::int64_t rows, std::int64_t cols) {
+  float* out = f32(out_r, "layernorm_forward");
+  const float* x = f32(x_r, "layernorm_forward");
+  const float* w = f32(w_r, "layernorm_forward");
+  const float* b = f32(b_r, "layernorm_forward");
 #pragma omp parallel for if (rows * cols > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
@@ -157,8 +211,13 @@ void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const f
   }
 }
 
-void CpuBackend::layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* w,
-                                    const float* mean, const float* rstd, std::int64_t rows, std::int64_t cols) {
+void CpuBackend::layernorm_backward(TensorRef dx_r, float* dw, float* db, ConstTensorRef dout_r, ConstTensorRef x_r,
+                                    ConstTensorRef w_r, const float* mean, const float* rstd, std::int64_t rows,
+                                    std::int64_t cols) {
+  float* dx = f32(dx_r, "layernorm_backward");
+  const float* dout = f32(dout_r, "layernorm_backward");
+  const float* x = f32(x_r, "layernorm_backward");
+  const float* w = f32(w_r, "layernorm_backward");
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     const float* d = dout + r * cols;
@@ -181,8 +240,11 @@ void CpuBackend::layernorm_backward(float* dx, float* dw, float* db, const float
   }
 }
 
-void CpuBackend::rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, std::int64_t rows,
-                                 std::int64_t cols) {
+void CpuBackend::rmsnorm_forward(TensorRef out_r, float* rstd, ConstTensorRef x_r, ConstTensorRef w_r,
+                                 std::int64_t rows, std::int64_t cols) {
+  float* out = f32(out_r, "rmsnorm_forward");
+  const float* x = f32(x_r, "rmsnorm_forward");
+  const float* w = f32(w_r, "rmsnorm_forward");
 #pragma omp parallel for if (rows * cols > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
@@ -194,8 +256,12 @@ void CpuBackend::rmsnorm_forward(float* out, float* rstd, const float* x, const 
   }
 }
 
-void CpuBackend::rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
-                                  const float* rstd, std::int64_t rows, std::int64_t cols) {
+void CpuBackend::rmsnorm_backward(TensorRef dx_r, float* dw, ConstTensorRef dout_r, ConstTensorRef x_r,
+                                  ConstTensorRef w_r, const float* rstd, std::int64_t rows, std::int64_t cols) {
+  float* dx = f32(dx_r, "rmsnorm_backward");
+  const float* dout = f32(dout_r, "rmsnorm_backward");
+  const float* x = f32(x_r, "rmsnorm_backward");
+  const float* w = f32(w_r, "rmsnorm_backward");
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     const float* d = dout + r * cols;
@@ -216,7 +282,9 @@ constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/π)
 // tanh(u) = 1 − 2 / (1 + e^{2u}), saturating at ±1.
 inline float fast_tanh(float u) { return 1.0f - 2.0f / (1.0f + vector_exp(2.0f * u)); }
 
-void CpuBackend::gelu_forward(float* out, const float* in, std::int64_t n) {
+void CpuBackend::gelu_forward(TensorRef out_r, ConstTensorRef in_r, std::int64_t n) {
+  float* out = f32(out_r, "gelu_forward");
+  const float* in = f32(in_r, "gelu_forward");
 #pragma omp parallel for simd if (n > kParallelWork)
   for (std::int64_t i = 0; i < n; ++i) {
     const float x = in[i];
@@ -224,7 +292,10 @@ void CpuBackend::gelu_forward(float* out, const float* in, std::int64_t n) {
   }
 }
 
-void CpuBackend::gelu_backward(float* din, const float* in, const float* dout, std::int64_t n) {
+void CpuBackend::gelu_backward(TensorRef din_r, ConstTensorRef in_r, ConstTensorRef dout_r, std::int64_t n) {
+  float* din = f32(din_r, "gelu_backward");
+  const float* in = f32(in_r, "gelu_backward");
+  const float* dout = f32(dout_r, "gelu_backward");
 #pragma omp parallel for simd if (n > kParallelWork)
   for (std::int64_t i = 0; i < n; ++i) {
     const float x = in[i];
@@ -234,7 +305,9 @@ void CpuBackend::gelu_backward(float* din, const float* in, const float* dout, s
   }
 }
 
-void CpuBackend::swiglu_forward(float* out, const float* in, std::int64_t rows, std::int64_t f) {
+void CpuBackend::swiglu_forward(TensorRef out_r, ConstTensorRef in_r, std::int64_t rows, std::int64_t f) {
+  float* out = f32(out_r, "swiglu_forward");
+  const float* in = f32(in_r, "swiglu_forward");
 #pragma omp parallel for if (rows * f > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < f; ++c) {
@@ -243,7 +316,11 @@ void CpuBackend::swiglu_forward(float* out, const float* in, std::int64_t rows, 
     }
 }
 
-void CpuBackend::swiglu_backward(float* din, const float* in, const float* dout, std::int64_t rows, std::int64_t f) {
+void CpuBackend::swiglu_backward(TensorRef din_r, ConstTensorRef in_r, ConstTensorRef dout_r, std::int64_t rows,
+                                 std::int64_t f) {
+  float* din = f32(din_r, "swiglu_backward");
+  const float* in = f32(in_r, "swiglu_backward");
+  const float* dout = f32(dout_r, "swiglu_backward");
 #pragma omp parallel for if (rows * f > kParallelWork)
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < f; ++c) {
@@ -256,7 +333,7 @@ void CpuBackend::swiglu_backward(float* din, const float* in, const float* dout,
 }
 
 void CpuBackend::adamw(float* param, const float* grad, float* m, float* v, std::int64_t n, float lr, float beta1,
-                       float beta2, float eps, float weight_decay, int step) {
+                       float beta2, float eps, float weight_decay, int step, TensorRef param_copy) {
   const float c1 = 1.0f - std::pow(beta1, static_cast<float>(step));
   const float c2 = 1.0f - std::pow(beta2, static_cast<float>(step));
   for (std::int64_t i = 0; i < n; ++i) {
@@ -265,6 +342,7 @@ void CpuBackend::adamw(float* param, const float* grad, float* m, float* v, std:
     const float mhat = m[i] / c1, vhat = v[i] / c2;
     param[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + weight_decay * param[i]);
   }
+  if (!param_copy.null() && param_copy.raw() != param) cast(param_copy, param, n);
 }
 
 }  // namespace loom::exec

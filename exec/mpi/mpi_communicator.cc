@@ -4,6 +4,9 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+
+#include "kernels/numerics.h"
 
 namespace loom::exec {
 
@@ -23,7 +26,40 @@ int count_of(std::int64_t n) {
   return static_cast<int>(n);
 }
 
-MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::kSum ? MPI_SUM : MPI_MAX; }
+// bf16 travels as 16-bit words; its reductions are user-defined ops that widen each pair to fp32,
+// combine and round back to nearest even (kernels/numerics.h), as NCCL's bf16 reductions do.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = kernels::bf16_bits_from_float(kernels::float_from_bf16_bits(a[i]) + kernels::float_from_bf16_bits(b[i]));
+}
+void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i)
+    if (kernels::float_from_bf16_bits(a[i]) > kernels::float_from_bf16_bits(b[i])) b[i] = a[i];
+}
+
+MPI_Op bf16_op(ReduceOp op) {
+  static MPI_Op sum = MPI_OP_NULL, max = MPI_OP_NULL;  // created once, after MPI_Init, kept until exit
+  MPI_Op& o = op == ReduceOp::kSum ? sum : max;
+  if (o == MPI_OP_NULL) MPI_CHECK(MPI_Op_create(op == ReduceOp::kSum ? bf16_sum : bf16_max, 1, &o));
+  return o;
+}
+
+MPI_Datatype mpi_type(DType d, const char* what) {
+  if (d == DType::kF32) return MPI_FLOAT;
+  if (d == DType::kBF16) return MPI_UINT16_T;
+  throw std::logic_error(std::string(what) + ": MPI collectives on " + to_string(d) + " are not implemented");
+}
+
+MPI_Op mpi_op(ReduceOp op, DType d = DType::kF32) {
+  if (d == DType::kBF16) return bf16_op(op);
+  return op == ReduceOp::kSum ? MPI_SUM : MPI_MAX;
+}
+
+std::int64_t byte_offset(std::int64_t elements, DType d) { return elements * dtype_bytes(d); }
 
 class MpiRequest final : public Request {
  public:
@@ -54,55 +90,64 @@ MpiCommunicator::~MpiCommunicator() {
   if (!finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-void MpiCommunicator::all_reduce(float* data, std::int64_t n, ReduceOp op) {
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, count_of(n), MPI_FLOAT, mpi_op(op), comm_));
+void MpiCommunicator::all_reduce(TensorRef data, std::int64_t n, ReduceOp op) {
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data.raw(), count_of(n), mpi_type(data.dtype(), "all_reduce"),
+                          mpi_op(op, data.dtype()), comm_));
 }
 
 void MpiCommunicator::all_reduce(double* data, std::int64_t n, ReduceOp op) {
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, count_of(n), MPI_DOUBLE, mpi_op(op), comm_));
 }
 
-std::unique_ptr<Request> MpiCommunicator::all_reduce_async(float* data, std::int64_t n) {
+std::unique_ptr<Request> MpiCommunicator::all_reduce_async(TensorRef data, std::int64_t n) {
   auto r = std::make_unique<MpiRequest>();
-  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, count_of(n), MPI_FLOAT, MPI_SUM, comm_, &r->request));
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data.raw(), count_of(n), mpi_type(data.dtype(), "all_reduce"),
+                           mpi_op(ReduceOp::kSum, data.dtype()), comm_, &r->request));
   return r;
 }
 
-void MpiCommunicator::reduce_scatter(const float* send, float* recv, std::int64_t recv_n) {
-  if (recv != send + rank_ * recv_n) {
-    MPI_CHECK(MPI_Reduce_scatter_block(send, recv, count_of(recv_n), MPI_FLOAT, MPI_SUM, comm_));
+void MpiCommunicator::reduce_scatter(ConstTensorRef send, TensorRef recv, std::int64_t recv_n) {
+  check_dtype(recv.dtype(), send.dtype(), "reduce_scatter");
+  const MPI_Datatype type = mpi_type(recv.dtype(), "reduce_scatter");
+  const MPI_Op sum = mpi_op(ReduceOp::kSum, recv.dtype());
+  if (recv.raw() != (send + rank_ * recv_n).raw()) {
+    MPI_CHECK(MPI_Reduce_scatter_block(send.raw(), recv.raw(), count_of(recv_n), type, sum, comm_));
     return;
   }
   // In place: MPI's form reads the input from the receive buffer and leaves the result in its
   // first block, so it moves to this rank's block (host memory: this communicator serves the CPU
   // backend; a device backend would use NCCL, whose in-place form is this rank's block already).
-  float* data = const_cast<float*>(send);
-  MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, data, count_of(recv_n), MPI_FLOAT, MPI_SUM, comm_));
-  if (rank_ != 0) std::memmove(recv, data, static_cast<std::size_t>(recv_n) * sizeof(float));
+  void* data = const_cast<void*>(send.raw());
+  MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, data, count_of(recv_n), type, sum, comm_));
+  if (rank_ != 0) std::memmove(recv.raw(), data, static_cast<std::size_t>(byte_offset(recv_n, recv.dtype())));
 }
 
-void MpiCommunicator::all_gather(const float* send, float* recv, std::int64_t send_n) {
+void MpiCommunicator::all_gather(ConstTensorRef send, TensorRef recv, std::int64_t send_n) {
+  check_dtype(recv.dtype(), send.dtype(), "all_gather");
+  const MPI_Datatype type = mpi_type(recv.dtype(), "all_gather");
   // Sending this rank's own block of the output is the in-place form: no staging copy.
-  const void* source = send == recv + rank_ * send_n ? MPI_IN_PLACE : send;
-  MPI_CHECK(MPI_Allgather(source, count_of(send_n), MPI_FLOAT, recv, count_of(send_n), MPI_FLOAT, comm_));
+  const void* source = send.raw() == (recv + rank_ * send_n).raw() ? MPI_IN_PLACE : send.raw();
+  MPI_CHECK(MPI_Allgather(source, count_of(send_n), type, recv.raw(), count_of(send_n), type, comm_));
 }
 
-std::unique_ptr<Request> MpiCommunicator::all_gather_async(const float* send, float* recv, std::int64_t send_n) {
+std::unique_ptr<Request> MpiCommunicator::all_gather_async(ConstTensorRef send, TensorRef recv, std::int64_t send_n) {
+  check_dtype(recv.dtype(), send.dtype(), "all_gather");
+  const MPI_Datatype type = mpi_type(recv.dtype(), "all_gather");
   auto r = std::make_unique<MpiRequest>();
-  const void* source = send == recv + rank_ * send_n ? MPI_IN_PLACE : send;
-  MPI_CHECK(MPI_Iallgather(source, count_of(send_n), MPI_FLOAT, recv, count_of(send_n), MPI_FLOAT, comm_, &r->request));
+  const void* source = send.raw() == (recv + rank_ * send_n).raw() ? MPI_IN_PLACE : send.raw();
+  MPI_CHECK(MPI_Iallgather(source, count_of(send_n), type, recv.raw(), count_of(send_n), type, comm_, &r->request));
   return r;
 }
 
-std::unique_ptr<Request> MpiCommunicator::isend(const float* data, std::int64_t n, int peer, int tag) {
+std::unique_ptr<Request> MpiCommunicator::isend(ConstTensorRef data, std::int64_t n, int peer, int tag) {
   auto r = std::make_unique<MpiRequest>();
-  MPI_CHECK(MPI_Isend(data, count_of(n), MPI_FLOAT, peer, tag, comm_, &r->request));
+  MPI_CHECK(MPI_Isend(data.raw(), count_of(n), mpi_type(data.dtype(), "isend"), peer, tag, comm_, &r->request));
   return r;
 }
 
-std::unique_ptr<Request> MpiCommunicator::irecv(float* data, std::int64_t n, int peer, int tag) {
+std::unique_ptr<Request> MpiCommunicator::irecv(TensorRef data, std::int64_t n, int peer, int tag) {
   auto r = std::make_unique<MpiRequest>();
-  MPI_CHECK(MPI_Irecv(data, count_of(n), MPI_FLOAT, peer, tag, comm_, &r->request));
+  MPI_CHECK(MPI_Irecv(data.raw(), count_of(n), mpi_type(data.dtype(), "irecv"), peer, tag, comm_, &r->request));
   return r;
 }
 

@@ -31,14 +31,14 @@ class MpiCommunicator final : public Communicator {
   std::string name() const override { return name_; }
   MPI_Comm comm() const { return comm_; }
 
-  void all_reduce(float* data, std::int64_t n, ReduceOp op) override;
+  void all_reduce(TensorRef data, std::int64_t n, ReduceOp op) override;
   void all_reduce(double* data, std::int64_t n, ReduceOp op) override;
-  std::unique_ptr<Request> all_reduce_async(float* data, std::int64_t n) override;
-  void reduce_scatter(const float* send, float* recv, std::int64_t recv_n) override;
-  void all_gather(const float* send, float* recv, std::int64_t send_n) override;
-  std::unique_ptr<Request> all_gather_async(const float* send, float* recv, std::int64_t send_n) override;
-  std::unique_ptr<Request> isend(const float* data, std::int64_t n, int peer, int tag) override;
-  std::unique_ptr<Request> irecv(float* data, std::int64_t n, int peer, int tag) override;
+  std::unique_ptr<Request> all_reduce_async(TensorRef data, std::int64_t n) override;
+  void reduce_scatter(ConstTensorRef send, TensorRef recv, std::int64_t recv_n) override;
+  void all_gather(ConstTensorRef send, TensorRef recv, std::int64_t send_n) override;
+  std::unique_ptr<Request> all_gather_async(ConstTensorRef send, TensorRef recv, std::int64_t send_n) override;
+  std::unique_ptr<Request> isend(ConstTensorRef data, std::int64_t n, int peer, int tag) override;
+  std::unique_ptr<Request> irecv(TensorRef data, std::int64_t n, int peer, int tag) override;
   void barrier() override;
 
   // The sub-group of ranks sharing `color`, ordered by `key`.

@@ -32,10 +32,12 @@ ParameterStore::ParameterStore(const StageLayout& layout, ProcessGroups& groups,
   gather_count_.assign(n, 0);
   prefetching_.resize(n);
   prefetch_start_us_.assign(n, 0.0);
-  params_ = backend_.alloc(zero_ >= 3 ? sharded : full, 1, MemoryCategory::kParams);
+  compute_ = backend_.compute_dtype();
+  params_ = backend_.alloc(zero_ >= 3 ? sharded : full, 1, MemoryCategory::kParams, compute_);
   grads_ = backend_.alloc(zero_ >= 2 ? sharded : full, 1, MemoryCategory::kGrads);
   adam_m_ = backend_.alloc(zero_ >= 1 ? sharded : full, 1, MemoryCategory::kOptimizer);
   adam_v_ = backend_.alloc(zero_ >= 1 ? sharded : full, 1, MemoryCategory::kOptimizer);
+  if (compute_ != DType::kF32) master_ = backend_.alloc(zero_ >= 1 ? sharded : full, 1, MemoryCategory::kOptimizer);
 }
 
 void ParameterStore::initialize(std::uint64_t seed) {
@@ -44,9 +46,15 @@ void ParameterStore::initialize(std::uint64_t seed) {
     std::vector<float> host(static_cast<std::size_t>(unit.padded), 0.0f);
     for (const ParamSlot& slot : unit.params) initialize_slot(host.data() + slot.offset, slot, seed);
     if (zero_ >= 3)
-      backend_.from_host(params_.data() + shard_offset_[u], host.data() + dp_rank_ * shard(unit), shard(unit));
+      backend_.from_host(params_.ref() + shard_offset_[u], host.data() + dp_rank_ * shard(unit), shard(unit));
     else
-      backend_.from_host(params_.data() + offset_[u], host.data(), unit.padded);
+      backend_.from_host(params_.ref() + offset_[u], host.data(), unit.padded);
+    if (!master_.empty()) {
+      if (zero_ >= 1)
+        backend_.from_host(master_.ref() + shard_offset_[u], host.data() + dp_rank_ * shard(unit), shard(unit));
+      else
+        backend_.from_host(master_.ref() + offset_[u], host.data(), unit.padded);
+    }
   }
 }
 
@@ -59,12 +67,12 @@ void ParameterStore::prefetch(int u) {
   if (zero_ < 3 || gather_count_[u] > 0 || prefetching_[u] != nullptr) return;
   const Unit& unit = layout_.units[u];
   if (tracer_ != nullptr) prefetch_start_us_[u] = tracer_->now_us();
-  gathered_[u] = backend_.empty(unit.padded, 1, kBuf);  // the gather writes every value
-  prefetching_[u] = groups_.dp->all_gather_async(params_.data() + shard_offset_[u], gathered_[u].data(), shard(unit));
+  gathered_[u] = backend_.empty(unit.padded, 1, kBuf, compute_);  // the gather writes every value
+  prefetching_[u] = groups_.dp->all_gather_async(params_.ref() + shard_offset_[u], gathered_[u].ref(), shard(unit));
 }
 
-float* ParameterStore::acquire(int u) {
-  if (zero_ < 3) return params_.data() + offset_[u];
+TensorRef ParameterStore::acquire_ref(int u) {
+  if (zero_ < 3) return params_.ref() + offset_[u];
   if (gather_count_[u]++ == 0) {
     if (prefetching_[u] != nullptr) {
       prefetching_[u]->wait();
@@ -76,11 +84,11 @@ float* ParameterStore::acquire(int u) {
     } else {
       const Unit& unit = layout_.units[u];
       TraceScope scope(tracer_, trace_names::collective(Collective::kAllGather, "dp"), "comm", kCommLane);
-      gathered_[u] = backend_.alloc(unit.padded, 1, kBuf);
-      groups_.dp->all_gather(params_.data() + shard_offset_[u], gathered_[u].data(), shard(unit));
+      gathered_[u] = backend_.alloc(unit.padded, 1, kBuf, compute_);
+      groups_.dp->all_gather(params_.ref() + shard_offset_[u], gathered_[u].ref(), shard(unit));
     }
   }
-  return gathered_[u].data();
+  return gathered_[u].ref();
 }
 
 void ParameterStore::release(int u) {
@@ -145,9 +153,9 @@ float* ParameterStore::grad_at(int u, std::int64_t i) {
   return grads_.data() + shard_offset_[u] + (i - dp_rank_ * shard(layout_.units[u]));
 }
 
-float* ParameterStore::param_at(int u, std::int64_t i) {
-  if (zero_ < 3) return params_.data() + offset_[u] + i;
-  return params_.data() + shard_offset_[u] + (i - dp_rank_ * shard(layout_.units[u]));
+TensorRef ParameterStore::param_at(int u, std::int64_t i) {
+  if (zero_ < 3) return params_.ref() + offset_[u] + i;
+  return params_.ref() + shard_offset_[u] + (i - dp_rank_ * shard(layout_.units[u]));
 }
 
 float* ParameterStore::moment_at(Tensor& moment, int u, std::int64_t i) {
@@ -180,12 +188,16 @@ void ParameterStore::optimizer_step(const OptimizerSettings& s, float lr, float 
       const std::int64_t b = std::max(r.begin, slot.offset), e = std::min(r.end, slot.offset + slot.numel());
       if (b >= e) continue;
       if (grad_scale != 1.0f) backend_.scale(grad_at(u, b), grad_scale, e - b);
-      backend_.adamw(param_at(u, b), grad_at(u, b), moment_at(adam_m_, u, b), moment_at(adam_v_, u, b), e - b, lr,
-                     s.beta1, s.beta2, s.eps, slot.weight_decay ? s.weight_decay : 0.0f, step);
+      // Mixed precision: AdamW steps the fp32 master and writes the compute-dtype parameters.
+      const bool mixed = !master_.empty();
+      float* target = mixed ? moment_at(master_, u, b) : param_at(u, b).as<float>();
+      backend_.adamw(target, grad_at(u, b), moment_at(adam_m_, u, b), moment_at(adam_v_, u, b), e - b, lr, s.beta1,
+                     s.beta2, s.eps, slot.weight_decay ? s.weight_decay : 0.0f, step,
+                     mixed ? param_at(u, b) : TensorRef());
     }
     if (zero_ == 1 || zero_ == 2) {  // every rank needs the full updated unit again
       TraceScope gather(tracer_, trace_names::collective(Collective::kAllGather, "dp"), "comm", kCommLane);
-      float* full = params_.data() + offset_[u];
+      const TensorRef full = params_.ref() + offset_[u];
       groups_.dp->all_gather(full + dp_rank_ * shard(unit), full, shard(unit));
     }
   }
@@ -194,8 +206,7 @@ void ParameterStore::optimizer_step(const OptimizerSettings& s, float lr, float 
 std::vector<float> ParameterStore::unit_values(int u) {
   const Unit& unit = layout_.units[u];
   std::vector<float> host(static_cast<std::size_t>(unit.size));
-  const float* p = acquire(u);
-  backend_.to_host(host.data(), p, unit.size);
+  backend_.to_host(host.data(), acquire_ref(u), unit.size);
   release(u);
   return host;
 }
@@ -207,12 +218,25 @@ std::vector<float> ParameterStore::unit_gradients(int u) {
   return host;
 }
 
+void ParameterStore::refresh_master() {
+  if (master_.empty()) return;
+  for (std::size_t uu = 0; uu < layout_.units.size(); ++uu) {
+    const int u = static_cast<int>(uu);
+    const Unit& unit = layout_.units[u];
+    const std::int64_t first = zero_ == 0 ? 0 : dp_rank_ * shard(unit);  // the master holds the owned block
+    const std::int64_t n = zero_ == 0 ? unit.padded : shard(unit);
+    backend_.cast(master_.ref() + (zero_ == 0 ? offset_[u] : shard_offset_[u]), param_at(u, first), n);
+  }
+}
+
 void ParameterStore::import_full(const FullTensors& params, const FullTensors& m, const FullTensors& v) {
-  Tensor* targets[3] = {&params_, &adam_m_, &adam_v_};
-  const FullTensors* sources[3] = {&params, &m, &v};
+  // The master weights (mixed precision) take the same values as the parameters, sharded as the moments.
+  Tensor* targets[4] = {&params_, &adam_m_, &adam_v_, &master_};
+  const FullTensors* sources[4] = {&params, &m, &v, &params};
   for (std::size_t u = 0; u < layout_.units.size(); ++u) {
     const Unit& unit = layout_.units[u];
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < 4; ++k) {
+      if (targets[k]->empty()) continue;
       std::vector<float> host(static_cast<std::size_t>(unit.padded), 0.0f);
       for (const ParamSlot& slot : unit.params) {
         auto it = sources[k]->find(slot.name);
@@ -229,9 +253,9 @@ void ParameterStore::import_full(const FullTensors& params, const FullTensors& m
       }
       const bool sharded = k == 0 ? zero_ >= 3 : zero_ >= 1;
       if (sharded)
-        backend_.from_host(targets[k]->data() + shard_offset_[u], host.data() + dp_rank_ * shard(unit), shard(unit));
+        backend_.from_host(targets[k]->ref() + shard_offset_[u], host.data() + dp_rank_ * shard(unit), shard(unit));
       else
-        backend_.from_host(targets[k]->data() + offset_[u], host.data(), unit.padded);
+        backend_.from_host(targets[k]->ref() + offset_[u], host.data(), unit.padded);
     }
   }
 }

@@ -4,6 +4,10 @@
 // parameters, all-gathering one unit for its forward or backward and freeing it afterwards, while
 // the next unit's gather is already in flight (DeepSpeed's prefetch): two gathered units at a time.
 // Every unit is sharded separately (padded to a multiple of the DP size), so shards line up.
+// Under mixed precision (backend compute dtype not fp32) parameters are held in the compute dtype,
+// gradients stay fp32 (main grads), and the optimizer holds fp32 master weights sharded exactly as
+// the moments: Megatron's 2 + 4 + 12 bytes per parameter. AdamW updates the master and writes the
+// compute-dtype copy into the parameters in the same op.
 #pragma once
 
 #include <map>
@@ -30,7 +34,8 @@ class ParameterStore final : public ParameterSource {
   void begin_step(int micro_batches);
   void begin_micro_batch(int index) { last_micro_batch_ = index == micro_batches_ - 1; }
 
-  float* acquire(int unit) override;
+  float* acquire(int unit) override { return acquire_ref(unit).as<float>(); }
+  TensorRef acquire_ref(int unit);  // the same in the parameters' dtype
   void release(int unit) override;
   void prefetch(int unit) override;
   float* gradients(int unit) override;
@@ -51,6 +56,10 @@ class ParameterStore final : public ParameterSource {
   // under another layout). Values a full tensor lacks (vocabulary padding) stay zero.
   void import_full(const FullTensors& params, const FullTensors& m, const FullTensors& v);
 
+  // Mixed precision: sets the fp32 master weights from the parameters (after loading a checkpoint
+  // shard, which holds the parameters' values); nothing without a master.
+  void refresh_master();
+
   // Full local parameters of a unit copied to the host (gathered under ZeRO-3), for tests.
   std::vector<float> unit_values(int unit);
   // The unit's accumulated gradient (ZeRO 0-1, where every rank holds all of it), for tests.
@@ -63,7 +72,7 @@ class ParameterStore final : public ParameterSource {
   std::int64_t shard(const Unit& u) const { return u.padded / dp_; }
   Range owned(int unit) const;  // the unit's values this rank updates (ZeRO ≥ 1: its shard)
   float* grad_at(int unit, std::int64_t index);
-  float* param_at(int unit, std::int64_t index);
+  TensorRef param_at(int unit, std::int64_t index);
   float* moment_at(Tensor& moment, int unit, std::int64_t index);
   void reduce_sequence_partial(int unit, float* grads);
 
@@ -73,7 +82,9 @@ class ParameterStore final : public ParameterSource {
   Tracer* tracer_;
   int zero_, dp_, dp_rank_;
   std::vector<std::int64_t> offset_, shard_offset_;
+  DType compute_;                            // the parameters' dtype (the backend's compute dtype)
   Tensor params_, grads_, adam_m_, adam_v_;  // params_/grads_ are full (ZeRO 0-2) or shards
+  Tensor master_;                            // fp32 master weights, only when compute_ is not fp32
   std::vector<Tensor> gathered_, grad_bucket_;
   std::vector<int> gather_count_;
   std::vector<std::unique_ptr<Request>> prefetching_;  // ZeRO-3 gathers in flight, per unit
