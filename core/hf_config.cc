@@ -83,6 +83,7 @@ Result<ModelSpec> from_gpt2(const Json& json, const std::string& type, const std
   m.ffn_hidden = static_cast<int>(r.integer("n_inner", 4LL * m.hidden, 1, 1 << 26));
   m.vocab = static_cast<int>(r.integer("vocab_size", std::nullopt, 1, 1 << 24));
   m.seq_len = static_cast<int>(r.integer("n_positions", std::nullopt, 1, 1 << 24));
+  m.seq_len_source = "config.json n_positions";
   m.tied_embeddings = r.boolean("tie_word_embeddings", true);
   const std::string act = r.string("activation_function", std::string("gelu_new"));
   m.dropout = any_dropout(r, json, {"resid_pdrop", "attn_pdrop", "embd_pdrop"}, 0.1);
@@ -115,15 +116,21 @@ int read_kv_heads(FieldReader& r, const Json& json, const std::string& type, int
 // The context the model was pretrained at. Llama 3.1 states max_position_embeddings 131072, reached by RoPE
 // scaling after pretraining at rope_scaling.original_max_position_embeddings (8192): plan for the latter.
 // FalconConfig's max_position_embeddings defaults to 2048, and Falcon-7B's config does not state it.
-int read_seq_len(FieldReader& r, const Json& json, bool falcon) {
+void read_seq_len(FieldReader& r, const Json& json, bool falcon, ModelSpec& m) {
   if (json.contains("rope_scaling") && !json["rope_scaling"].is_null()) {
     FieldReader rope(json["rope_scaling"], r.what() + " rope_scaling");
     const auto original = rope.integer("original_max_position_embeddings", 0, 0, 1 << 24);
     if (!rope.ok()) r.fail(rope.error());
-    if (original > 0) return static_cast<int>(original);
+    if (original > 0) {
+      m.seq_len = static_cast<int>(original);
+      m.seq_len_source = "config.json rope_scaling.original_max_position_embeddings, the pretraining context";
+      return;
+    }
   }
   const char* key = pick(json, {"max_position_embeddings", "n_positions", "seq_length"});
-  return static_cast<int>(falcon ? r.integer(key, 2048, 1, 1 << 24) : r.integer(key, std::nullopt, 1, 1 << 24));
+  const bool stated = json.contains(key) && !json[key].is_null();
+  m.seq_len = static_cast<int>(falcon ? r.integer(key, 2048, 1, 1 << 24) : r.integer(key, std::nullopt, 1, 1 << 24));
+  m.seq_len_source = stated ? fmt::format("config.json {}", key) : "FalconConfig's default max_position_embeddings";
 }
 
 // The fields that shape each layer's linear layers, norms and embeddings, per family.
@@ -211,7 +218,7 @@ Result<ModelSpec> from_decoder(const Json& json, const std::string& type, const 
   m.ffn_hidden = static_cast<int>(falcon ? r.integer(ffn_key, 4LL * m.hidden, 1, 1 << 26)
                                          : r.integer(ffn_key, std::nullopt, 1, 1 << 26));
   m.vocab = static_cast<int>(r.integer("vocab_size", std::nullopt, 1, 1 << 24));
-  m.seq_len = read_seq_len(r, json, falcon);
+  read_seq_len(r, json, falcon, m);
   const char* act_field = falcon ? pick(json, {"activation", "hidden_act"})
                                  : pick(json, {"hidden_activation", "hidden_act", "activation_function"});
   const std::string act = r.string(act_field, std::string(falcon ? "gelu" : "silu"));

@@ -105,6 +105,7 @@ Result<ModelSpec> model_from_json(const Json& json) {
   if (json.contains("head_dim")) m.explicit_head_dim = static_cast<int>(r.integer("head_dim", 0, 1, kMaxHidden));
   m.vocab = static_cast<int>(r.integer("vocab", std::nullopt, 1, kMaxVocab));
   m.seq_len = static_cast<int>(r.integer("seq_len", std::nullopt, 1, kMaxSeq));
+  m.seq_len_source = "model JSON seq_len";
   const std::string act = r.string("activation", std::string(to_string(Activation::kGelu)));
   const std::string norm = r.string("norm", std::string(to_string(Norm::kLayerNorm)));
   m.tied_embeddings = r.boolean("tied_embeddings", true);

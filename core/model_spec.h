@@ -43,7 +43,8 @@ struct ModelSpec {
   int kv_heads = 0;    // == heads for multi-head attention; fewer for GQA/MQA
   int ffn_hidden = 0;  // MLP inner width (4·hidden for GPT; 2/3·4h rounded for SwiGLU models)
   int vocab = 0;
-  int seq_len = 0;  // the model's trained context; the training spec may override
+  int seq_len = 0;                        // the model's trained context; the training spec may override
+  std::string seq_len_source = "preset";  // where seq_len was read (a config field), for the plan's # lines
   Activation activation = Activation::kGelu;
   Norm norm = Norm::kLayerNorm;
   PositionEmbedding position = PositionEmbedding::kLearned;

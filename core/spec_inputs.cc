@@ -44,6 +44,11 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
   t.gpus = static_cast<int>(in.gpus);
   t.global_batch = in.global_batch;
   t.seq_len = in.seq > 0 ? static_cast<int>(in.seq) : specs.model.seq_len;
+  t.seq_len_source = in.seq > 0 ? "--seq" : "the model's context: " + specs.model.seq_len_source;
+  // Learned position embeddings have one row per position: nothing beyond them can be trained.
+  if (in.seq > specs.model.seq_len && specs.model.position == PositionEmbedding::kLearned)
+    return make_error(fmt::format("--seq: {} is beyond the {} learned positions of model '{}' ({})", in.seq,
+                                  specs.model.seq_len, specs.model.name, specs.model.seq_len_source));
   t.tokens = in.tokens;
   t.allow_cross_node_tp = in.allow_cross_node_tp;
   t.pipeline_sends_block = in.sync_pipeline_sends;

@@ -11,9 +11,10 @@ namespace loom {
 
 struct TrainingSpec {
   int gpus = 0;
-  std::int64_t global_batch = 0;  // sequences per optimizer step
-  int seq_len = 0;                // 0: the model's own
-  double tokens = 0;              // token budget for days-to-train; 0: not given
+  std::int64_t global_batch = 0;    // sequences per optimizer step
+  int seq_len = 0;                  // 0: the model's own
+  std::string seq_len_source = "";  // "--seq", or the model field it came from (for the plan's # lines)
+  double tokens = 0;                // token budget for days-to-train; 0: not given
   // Mixed precision with fp32 master weights and Adam (ZeRO paper, §3.1): 2 + 2 + 12 bytes/param.
   int param_bytes = 2;
   int grad_bytes = 2;

@@ -90,7 +90,8 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
       "{:.0f} GB/s per GPU between nodes",
       c.name, ctx.cluster_source, c.gpus_per_node, c.device.name, c.gpu_memory_gib(), c.device.peak_flops / 1e12,
       c.intra_node.bandwidth_bytes_per_s / 1e9, c.inter_node.bandwidth_bytes_per_s / 1e9));
-  lines.push_back(fmt::format("training: {} GPUs, global batch {} x {} tokens{}", t.gpus, t.global_batch, t.seq_len,
+  lines.push_back(fmt::format("training: {} GPUs, global batch {} x {} tokens{}{}", t.gpus, t.global_batch, t.seq_len,
+                              t.seq_len_source.empty() ? "" : fmt::format(" (sequence from {})", t.seq_len_source),
                               t.tokens > 0 ? fmt::format(", token budget {:.3g}", t.tokens) : ""));
   lines.push_back(
       fmt::format("precision: {}-byte params, {}-byte grads, {}-byte optimizer states per parameter (mixed "

@@ -78,6 +78,43 @@ TEST(Cli, MalformedHfConfigIsOneLineNamingTheField) {
   }
 }
 
+// MoE and structure fields of the wrong type or value are bad input too, and so is a sequence longer
+// than a model's learned positions (issue 19).
+TEST(Cli, BadMoeFieldsAndSequencesBeyondLearnedPositionsAreOneLine) {
+  const auto dir = scratch_dir();
+  const std::string base = R"("model_type": "mixtral", "hidden_size": 512, "intermediate_size": 1024,
+    "num_attention_heads": 8, "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 512)";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"("num_local_experts": "8", "num_experts_per_tok": 2)", "'num_local_experts' must be an integer"},
+      {R"("num_local_experts": 8, "num_experts_per_tok": 9)", "'num_experts_per_tok' = 9 is out of range"},
+      {R"("num_local_experts": 8)", "missing field 'num_experts_per_tok'"},
+      {R"("num_local_experts": 8, "num_experts_per_tok": 2, "head_dim": 0)", "'head_dim' = 0 is out of range"},
+  };
+  int i = 0;
+  for (const auto& [fields, expected] : cases) {
+    const auto path = dir / ("moe_bad" + std::to_string(i++) + ".json");
+    write(path, "{" + fields + ", " + base + "}");
+    expect_bad_input("plan --model " + path.string() + " --gpus 8 --global-batch 8", expected);
+  }
+  // GPT-2 has 1024 learned positions: 2048 cannot be trained without new ones.
+  expect_bad_input("plan --model gpt2-small --gpus 8 --global-batch 8 --seq 2048",
+                   "--seq: 2048 is beyond the 1024 learned positions");
+}
+
+// The plan says where its sequence length came from when --seq is absent: for Llama 3.1 the pretraining
+// context (8192), not the RoPE-scaled 131072.
+TEST(Cli, PlanSaysWhereItsSequenceLengthCameFrom) {
+  const std::string config = std::string(LOOM_VALIDATION_DIR) + "/hf_configs/llama-3.1-8b/config.json";
+  const auto r = testing::run_loom("plan --model " + config + " --gpus 64 --global-batch 512 --top 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("x 8192 tokens (sequence from the model's context: config.json "
+                       "rope_scaling.original_max_position_embeddings"),
+            std::string::npos)
+      << r.out;
+  const auto given = testing::run_loom("plan --model " + config + " --gpus 64 --global-batch 512 --seq 4096 --top 1");
+  EXPECT_NE(given.out.find("x 4096 tokens (sequence from --seq)"), std::string::npos) << given.out;
+}
+
 TEST(Cli, NoHalfWrittenFiles) {
   const auto dir = scratch_dir();
   const auto out = dir / "missing_folder" / "plan.txt";
