@@ -76,6 +76,21 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"TP2xPP2xDP2_VPP2_ZeRO3", 8, "--tp 2 --pp 2 --dp 2 --vpp 2 --schedule interleaved --zero 3"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Uneven pipeline splits (core/pipeline_split.h) of the 4-layer model: a lighter first or last stage
+// (1 and 3 layers, 3 and 1), the embedding and loss counted as layers over 3 stages (1, 2, 1), and the
+// default split of layers that do not divide (2, 1, 1).
+class ExecUnevenLayouts : public ::testing::TestWithParam<Layout> {};
+TEST_P(ExecUnevenLayouts, MatchSingleRankLoss) { expect_same_curve("micro", GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ExecUnevenLayouts,
+    ::testing::Values(Layout{"PP2_FirstStage1", 2, "--pp 2 --first-stage-layers 1"},
+                      Layout{"PP2_LastStage1", 2, "--pp 2 --last-stage-layers 1 --schedule gpipe"},
+                      Layout{"PP3_EmbeddingLoss", 3, "--pp 3 --account-for-embedding --account-for-loss"},
+                      Layout{"TP2xPP2_LastStage1_ZeRO1", 4, "--tp 2 --pp 2 --last-stage-layers 1 --zero 1"},
+                      Layout{"PP3_Default", 3, "--pp 3"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 // LLaMA-shaped: RMSNorm, SwiGLU, grouped-query attention, rotary positions, untied head.
 class ExecLlamaLayouts : public ::testing::TestWithParam<Layout> {};
 TEST_P(ExecLlamaLayouts, MatchSingleRankLoss) { expect_same_curve("micro_llama", GetParam()); }
