@@ -63,13 +63,14 @@ std::string table_text(const Specs& specs, const ParallelConfig& c, const sim::S
                    r.exposed.tp_s, r.exposed.pp_s, r.exposed.dp_s);
   t += fmt::format("memory per stage     (GiB; capacity {:.1f}; {})\n", bytes_to_gib(mem.capacity_bytes),
                    mem.fits ? "fits" : "DOES NOT FIT");
-  t += fmt::format("  {:>5} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}\n", "stage", "params", "grads", "optim", "act",
-                   "buf", "total", "busy_s");
+  t += fmt::format("  {:>5} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}\n", "stage", "layers", "params", "grads",
+                   "optim", "act", "buf", "total", "busy_s");
   for (const auto& s : mem.stages)
-    t += fmt::format("  {:>5} {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f} {:>8.3f}\n", s.stage,
-                     bytes_to_gib(s.params_bytes), bytes_to_gib(s.grads_bytes), bytes_to_gib(s.optimizer_bytes),
-                     bytes_to_gib(s.activations_bytes), bytes_to_gib(s.buffers_bytes + s.reserve_bytes),
-                     bytes_to_gib(s.total_bytes()), r.stages[s.stage].busy_s);
+    t +=
+        fmt::format("  {:>5} {:>6} {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f} {:>8.3f}\n", s.stage, s.layers,
+                    bytes_to_gib(s.params_bytes), bytes_to_gib(s.grads_bytes), bytes_to_gib(s.optimizer_bytes),
+                    bytes_to_gib(s.activations_bytes), bytes_to_gib(s.buffers_bytes + s.reserve_bytes),
+                    bytes_to_gib(s.total_bytes()), r.stages[s.stage].busy_s);
   t += "what limits this plan: " + r.limited_by + "\n";
   t += "critical path:\n" + critical_path_text(r);
   return t;
@@ -96,6 +97,7 @@ int run_sim(const SimFlags& f) {
     Json stages = Json::array();
     for (const auto& s : memory.stages)
       stages.push_back({{"stage", s.stage},
+                        {"layers", s.layers},
                         {"params", bytes_to_gib(s.params_bytes)},
                         {"grads", bytes_to_gib(s.grads_bytes)},
                         {"optimizer", bytes_to_gib(s.optimizer_bytes)},

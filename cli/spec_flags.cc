@@ -38,6 +38,10 @@ void ConfigFlags::add_to(CLI::App& app, bool lists) {
   for_each_config_flag(text, lists, [&](const char* flag, std::string& value, const std::string& help) {
     app.add_option(flag, value, help);
   });
+  for_each_split_switch(text, [&](const char* flag, std::string& value, const std::string& help) {
+    app.add_flag_callback(
+        flag, [&value] { value = "on"; }, help);
+  });
 }
 
 SearchSpace ConfigFlags::search_space() const { return value_or_exit(parse_search_space(text)); }

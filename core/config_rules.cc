@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/pipeline_split.h"
+
 namespace loom {
 
 namespace {
@@ -32,6 +34,9 @@ RuleStatus check_sizes(const ParallelConfig& c) {
   if (c.tp < 1 || c.pp < 1 || c.dp < 1 || c.micro_batch < 1 || c.vpp < 1)
     return broken(rule::kSizes, fmt::format("tp {}, pp {}, dp {}, micro-batch {} and vpp {} must each be at least 1",
                                             c.tp, c.pp, c.dp, c.micro_batch, c.vpp));
+  if (c.split.first_stage_layers < 0 || c.split.last_stage_layers < 0)
+    return broken(rule::kSizes, fmt::format("first stage layers {} and last stage layers {} must not be negative",
+                                            c.split.first_stage_layers, c.split.last_stage_layers));
   return {};
 }
 
@@ -64,11 +69,7 @@ RuleStatus check_tp_placement(const ClusterSpec& cluster, const TrainingSpec& tr
 
 RuleStatus check_layout(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& c,
                         StageSplit split) {
-  if (split == StageSplit::kEven && model.layers % c.pp != 0)
-    return broken(rule::kLayersPp, fmt::format("layers {} not divisible by pp {}", model.layers, c.pp));
-  if (split == StageSplit::kUneven && c.pp > model.layers)
-    return broken(rule::kStagesExceedLayers, fmt::format("pp {} is more pipeline stages than the {} layers of {}", c.pp,
-                                                         model.layers, model.name));
+  if (auto s = check_split_stages(model, c, split); !s) return s;
   if (training.global_batch < 1 || training.global_batch % c.dp != 0)
     return broken(rule::kBatchDp, fmt::format("global batch {} not divisible by dp {}", training.global_batch, c.dp));
   return {};
@@ -91,12 +92,7 @@ RuleStatus check_schedule(const ModelSpec& model, const ParallelConfig& c, std::
   // One stage has nothing to interleave with (Megatron-LM asserts pp > 1 for it too).
   if (interleaved && c.pp < 2)
     return broken(rule::kInterleavedNeedsPp, "the interleaved schedule needs pp of at least 2");
-  if (split == StageSplit::kEven && model.layers % (c.pp * c.vpp) != 0)
-    return broken(rule::kLayersPpVpp,
-                  fmt::format("layers {} not divisible by pp {} × vpp {}", model.layers, c.pp, c.vpp));
-  if (split == StageSplit::kUneven && c.pp * c.vpp > model.layers)
-    return broken(rule::kChunksExceedLayers, fmt::format("pp {} × vpp {} is more model chunks than the {} layers of {}",
-                                                         c.pp, c.vpp, model.layers, model.name));
+  if (auto s = check_split_chunks(model, c, split); !s) return s;
   // Micro-batches advance through the model chunks in groups of pp (Narayanan et al. 2021, §2.2.2).
   if (interleaved && micro_batches % c.pp != 0)
     return broken(

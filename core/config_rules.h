@@ -33,6 +33,12 @@ inline constexpr std::string_view kInterleavedNeedsPp = "interleaving needs pp >
 inline constexpr std::string_view kLayersPpVpp = "layers not divisible by pp·vpp";
 inline constexpr std::string_view kChunksExceedLayers = "more model chunks than layers";
 inline constexpr std::string_view kInterleavedMicroBatches = "interleaving needs micro-batches divisible by pp";
+inline constexpr std::string_view kSplitExclusive = "pinned stage layers with embedding/loss accounting";
+inline constexpr std::string_view kPinnedNeedsPp = "pinned stage layers need pp > 1";
+inline constexpr std::string_view kPinnedLayers = "pinned stage layers leave the middle stages uneven";
+inline constexpr std::string_view kPinnedVpp = "pinned stage layers not divisible by vpp";
+inline constexpr std::string_view kAccountedLayers = "layers + embedding/loss not divisible by pp·vpp";
+inline constexpr std::string_view kEmptyChunk = "a model chunk with no layers";
 inline constexpr std::string_view kZeroStage = "no such ZeRO stage";
 inline constexpr std::string_view kSpNeedsTp = "sequence parallelism needs tp > 1";
 inline constexpr std::string_view kSpTokens = "sequence parallelism needs tokens divisible by tp";
@@ -57,13 +63,14 @@ class [[nodiscard]] RuleStatus {
   std::optional<RuleViolation> violation_;
 };
 
-// How layers split over pipeline stages. kEven (every stage and model chunk the same number of
-// layers) is what the simulator and the planner's memory model cost today; kUneven (the first
-// stages take one more) is what the executor also runs: each model chunk then needs one layer.
+// How strictly layers must split over pipeline stages (core/pipeline_split.h). kEven: exactly as
+// the config's split settings say (the even split needs layers divisible by pp·vpp), what the
+// planner and the simulator accept; kUneven: what the executor also runs, the default split
+// with leftover layers on the earliest model chunks, each of which then needs one layer.
 enum class StageSplit { kEven, kUneven };
 
 // The rules level by level, as the enumerator meets them. Each checks only its own level's fields.
-// tp, pp, dp, micro-batch and vpp at least 1.
+// tp, pp, dp, micro-batch and vpp at least 1; pinned stage layers not negative.
 RuleStatus check_sizes(const ParallelConfig& config);
 // tp·pp·dp = training.gpus.
 RuleStatus check_world_size(const TrainingSpec& training, const ParallelConfig& config);
@@ -71,12 +78,12 @@ RuleStatus check_world_size(const TrainingSpec& training, const ParallelConfig& 
 RuleStatus check_tp(const ModelSpec& model, int tp);
 // A tensor-parallel group inside one node, unless training.allow_cross_node_tp.
 RuleStatus check_tp_placement(const ClusterSpec& cluster, const TrainingSpec& training, int tp);
-// Layers over pp stages; the global batch over dp replicas.
+// Layers over pp stages (the split's stage-level rules); the global batch over dp replicas.
 RuleStatus check_layout(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
                         StageSplit split = StageSplit::kEven);
 // Each replica's batch over micro-batches.
 RuleStatus check_micro_batch(const TrainingSpec& training, const ParallelConfig& config);
-// Schedule and vpp against pp, the layers and the micro-batches per step.
+// Schedule and vpp against pp, the layers (the split's chunk-level rules) and the micro-batches per step.
 RuleStatus check_schedule(const ModelSpec& model, const ParallelConfig& config, std::int64_t micro_batches,
                           StageSplit split = StageSplit::kEven);
 RuleStatus check_zero(const ParallelConfig& config);

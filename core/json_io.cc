@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/internal/json_fields.h"
+#include "core/pipeline_split.h"
 
 namespace loom {
 
@@ -156,6 +157,10 @@ Json to_json(const ParallelConfig& c) {
   j["recompute"] = to_string(c.recompute);
   j["sequence_parallel"] = c.sequence_parallel;
   j["schedule"] = to_string(c.schedule);
+  j["first_stage_layers"] = c.split.first_stage_layers;
+  j["last_stage_layers"] = c.split.last_stage_layers;
+  j["account_for_embedding"] = c.split.account_for_embedding;
+  j["account_for_loss"] = c.split.account_for_loss;
   return j;
 }
 
@@ -171,6 +176,10 @@ Result<ParallelConfig> config_from_json(const Json& json) {
   const std::string rc = r.string("recompute", std::string("none"));
   c.sequence_parallel = r.boolean("sequence_parallel", false);
   const std::string sched = r.string("schedule", std::string("1f1b"));
+  c.split.first_stage_layers = static_cast<int>(r.integer("first_stage_layers", 0, 0, 1 << 20));
+  c.split.last_stage_layers = static_cast<int>(r.integer("last_stage_layers", 0, 0, 1 << 20));
+  c.split.account_for_embedding = r.boolean("account_for_embedding", false);
+  c.split.account_for_loss = r.boolean("account_for_loss", false);
   if (!r.ok()) return make_error(r.error());
   auto recompute = parse_recompute(rc);
   if (!recompute) return make_error(fmt::format("config: unknown recompute '{}' ({})", rc, recompute_names()));
@@ -278,6 +287,7 @@ Json to_json(const Plan& plan) {
   j["cluster"] = plan.cluster;
   j["training"] = to_json(plan.training);
   j["config"] = to_json(plan.config);
+  j["config"]["stage_layers"] = stage_layer_counts(plan.model.layers, plan.config);
   if (plan.predicted) j["predicted"] = to_json(*plan.predicted);
   return j;
 }

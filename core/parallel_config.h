@@ -12,6 +12,22 @@ namespace loom {
 enum class Recompute { kNone, kSelective, kFull };
 enum class Schedule { kGPipe, k1F1B, kInterleaved, kZeroBubble };
 
+// Megatron-LM's pipeline split settings (transformer_block.py get_num_layers_to_build): the layer
+// count of the first and/or last pipeline stage pinned (--decoder-first/last-pipeline-num-layers),
+// or the embedding and/or the loss counted as one layer each
+// (--account-for-embedding/loss-in-pipeline-split). All unset: the even split. core/pipeline_split.h
+// turns them into layers per model chunk.
+struct PipelineSplit {
+  int first_stage_layers = 0;  // 0: not pinned
+  int last_stage_layers = 0;   // 0: not pinned
+  bool account_for_embedding = false;
+  bool account_for_loss = false;
+  bool pinned() const { return first_stage_layers != 0 || last_stage_layers != 0; }
+  bool accounted() const { return account_for_embedding || account_for_loss; }
+  bool even() const { return !pinned() && !accounted(); }
+  bool operator==(const PipelineSplit&) const = default;
+};
+
 struct ParallelConfig {
   int tp = 1;
   int pp = 1;
@@ -22,6 +38,7 @@ struct ParallelConfig {
   Recompute recompute = Recompute::kNone;
   bool sequence_parallel = false;
   Schedule schedule = Schedule::k1F1B;
+  PipelineSplit split{};  // how layers spread over the pipeline stages
 
   int world_size() const { return tp * pp * dp; }
   // Micro-batches per pipeline per step (gradient-accumulation steps).

@@ -1,5 +1,7 @@
 #include "core/partition.h"
 
+#include "core/pipeline_split.h"
+
 namespace loom {
 
 double layer_params_per_tp_rank(const ModelSpec& m, int tp) {
@@ -26,7 +28,7 @@ StageParams stage_params(const ModelSpec& m, const ParallelConfig& c, int stage)
   const int vocab = padded_vocab(m.vocab, c.tp);
   const double word_embedding = static_cast<double>(vocab) * m.hidden / c.tp;
   StageParams p;
-  p.layers = layer_params_per_tp_rank(m, c.tp) * (m.layers / c.pp);
+  p.layers = layer_params_per_tp_rank(m, c.tp) * stage_layer_count(m.layers, c, stage);
   if (stage == 0) {
     p.embedding = word_embedding;
     if (m.position == PositionEmbedding::kLearned) p.embedding += static_cast<double>(m.seq_len) * m.hidden;

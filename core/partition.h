@@ -20,7 +20,7 @@ struct StageParams {
   double total() const { return layers + embedding + head; }
 };
 
-// Parameters one TP rank of `stage` holds (layers / pp per stage).
+// Parameters one TP rank of `stage` holds (its own layers, core/pipeline_split.h).
 StageParams stage_params(const ModelSpec& model, const ParallelConfig& config, int stage);
 
 }  // namespace loom

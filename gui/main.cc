@@ -50,6 +50,10 @@ void add_plan_flags(CLI::App& cli, GuiFlags& flags) {
   loom::for_each_config_flag(flags.config, true, [&](const char* flag, std::string& value, const std::string& help) {
     cli.add_option(flag, value, help);
   });
+  loom::for_each_split_switch(flags.config, [&](const char* flag, std::string& value, const std::string& help) {
+    cli.add_flag_callback(
+        flag, [&value] { value = "on"; }, help);
+  });
 }
 
 bool wants_screenshot(int argc, char** argv) {

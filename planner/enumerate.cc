@@ -1,8 +1,11 @@
 #include "planner/enumerate.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
+
+#include "core/pipeline_split.h"
 
 namespace loom {
 
@@ -39,15 +42,22 @@ class Enumerator {
     out_.rejected.push_back({c, status.violation().message, status.violation().rule});
     return false;
   }
+  struct Pipeline {
+    Schedule schedule;
+    int vpp;
+    PipelineSplit split;
+  };
   void for_layout(ParallelConfig c);
   void for_micro_batch(ParallelConfig c, long long micro_batches);
   std::vector<int> micro_batch_candidates(long long per_replica) const;
-  std::vector<std::pair<Schedule, int>> schedule_candidates(const ParallelConfig& c, long long micro_batches);
+  std::vector<PipelineSplit> split_candidates(ParallelConfig c);
+  std::vector<Pipeline> schedule_candidates(const ParallelConfig& c, long long micro_batches);
 
   const ModelSpec& model_;
   const TrainingSpec& training_;
   const ClusterSpec& cluster_;
   const SearchSpace& space_;
+  std::vector<PipelineSplit> splits_;  // the current layout's legal splits
   Enumeration out_;
 };
 
@@ -59,13 +69,63 @@ std::vector<int> Enumerator::micro_batch_candidates(long long per_replica) const
   return out;
 }
 
-std::vector<std::pair<Schedule, int>> Enumerator::schedule_candidates(const ParallelConfig& c, long long m) {
-  std::vector<std::pair<Schedule, int>> out;
+// Forward FLOPs per token of the pipeline's busiest stage: its layers, and the LM head on the last
+// stage (the embedding is a lookup). The same for every vpp: a split's stage totals do not depend on it.
+double bottleneck_flops(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
+  const int seq = t.seq_len > 0 ? t.seq_len : m.seq_len;
+  const double layer = m.layer_linear_flops_fwd(1.0) + m.layer_attention_flops_fwd(1.0, seq);
+  const double head = m.lm_head_flops_fwd(1.0, padded_vocab(m.vocab, c.tp));
+  double most = 0;
+  for (int stage = 0; stage < c.pp; ++stage)
+    most = std::max(most, stage_layer_count(m.layers, c, stage) * layer + (stage == c.pp - 1 ? head : 0.0));
+  return most;
+}
+
+// The splits to try on c's pipeline that pass its stage-level rules. Only the even split's (or the
+// one the user fixed) rejection is recorded: the other candidates are the planner's own guesses, kept
+// only when they lighten the busiest stage below the even split's (every split moves whole layers, so
+// one that does not is slower or no faster), at most the three lightest (ties kept together).
+std::vector<PipelineSplit> Enumerator::split_candidates(ParallelConfig c) {
+  if (space_.split) {
+    c.split = *space_.split;
+    if (!passes(c, check_layout(model_, training_, c))) return {};
+    return {*space_.split};
+  }
+  const std::vector<PipelineSplit> all = candidate_splits(model_.layers, c.pp);
+  std::vector<PipelineSplit> out;
+  if (passes(c, check_layout(model_, training_, c))) out.push_back(c.split);
+  const double even = out.empty() ? std::numeric_limits<double>::infinity() : bottleneck_flops(model_, training_, c);
+  std::vector<std::pair<double, PipelineSplit>> lighter;
+  for (std::size_t i = 1; i < all.size(); ++i) {
+    c.split = all[i];
+    if (!check_layout(model_, training_, c).ok()) continue;
+    const double load = bottleneck_flops(model_, training_, c);
+    if (load < even) lighter.push_back({load, all[i]});
+  }
+  std::stable_sort(lighter.begin(), lighter.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [load, split] : lighter)
+    if (load <= lighter[std::min<std::size_t>(2, lighter.size() - 1)].first) out.push_back(split);
+  return out;
+}
+
+std::vector<Enumerator::Pipeline> Enumerator::schedule_candidates(const ParallelConfig& c, long long m) {
+  std::vector<Pipeline> out;
+  std::vector<std::vector<int>> seen;  // chunk layer counts already offered for this schedule and vpp
   auto consider = [&](Schedule s, int v) {
-    ParallelConfig r = c;
-    r.schedule = s;
-    r.vpp = v;
-    if (passes(r, check_sizes(r)) && passes(r, check_schedule(model_, r, m))) out.push_back({s, v});
+    seen.clear();
+    for (const PipelineSplit& split : splits_) {
+      ParallelConfig r = c;
+      r.schedule = s;
+      r.vpp = v;
+      r.split = split;
+      const bool record = space_.split || split.even();
+      const RuleStatus status = !check_sizes(r) ? check_sizes(r) : check_schedule(model_, r, m);
+      if (record ? !passes(r, status) : !status.ok()) continue;
+      std::vector<int> layers = virtual_stage_layers(model_.layers, r);
+      if (std::find(seen.begin(), seen.end(), layers) != seen.end()) continue;
+      seen.push_back(std::move(layers));
+      out.push_back({s, v, split});
+    }
   };
   const std::vector<Schedule> all = {Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZeroBubble, Schedule::kGPipe};
   const std::vector<Schedule>& schedules = space_.schedule.empty() ? all : space_.schedule;
@@ -113,9 +173,10 @@ void Enumerator::for_micro_batch(ParallelConfig c, long long m) {
         // At tp 1 there is nothing to split: the same configuration as without.
         if (sp && c.tp == 1 && (space_.sequence_parallel.empty() || allowed(space_.sequence_parallel, false))) continue;
         if (!passes(c, check_sequence_parallel(model_, training_, c))) continue;
-        for (const auto& [schedule, vpp] : schedules) {
-          c.schedule = schedule;
-          c.vpp = vpp;
+        for (const Pipeline& p : schedules) {
+          c.schedule = p.schedule;
+          c.vpp = p.vpp;
+          c.split = p.split;
           out_.legal.push_back(c);
         }
       }
@@ -124,9 +185,9 @@ void Enumerator::for_micro_batch(ParallelConfig c, long long m) {
 }
 
 void Enumerator::for_layout(ParallelConfig c) {
-  if (!passes(c, check_tp(model_, c.tp)) || !passes(c, check_tp_placement(cluster_, training_, c.tp)) ||
-      !passes(c, check_layout(model_, training_, c)))
-    return;
+  if (!passes(c, check_tp(model_, c.tp)) || !passes(c, check_tp_placement(cluster_, training_, c.tp))) return;
+  splits_ = split_candidates(c);
+  if (splits_.empty()) return;
   for (int mb : micro_batch_candidates(training_.global_batch / c.dp)) {
     c.micro_batch = mb;
     if (!passes(c, check_sizes(c)) || !passes(c, check_micro_batch(training_, c))) continue;

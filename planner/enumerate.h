@@ -4,6 +4,7 @@
 // skips its micro-batches). Illegal combinations are kept with the reason they were dropped.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct SearchSpace {
   std::vector<Recompute> recompute;
   std::vector<bool> sequence_parallel;
   std::vector<Schedule> schedule;
+  // The pipeline split; unset: the even split and every split of candidate_splits that is legal
+  // (core/pipeline_split.h).
+  std::optional<PipelineSplit> split = std::nullopt;
 };
 
 struct Rejection {

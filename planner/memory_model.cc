@@ -4,11 +4,19 @@
 #include <cmath>
 
 #include "core/partition.h"
+#include "core/pipeline_split.h"
 #include "core/units.h"
 
 namespace loom {
 
 namespace {
+
+// The most layers one model chunk of `stage` holds (core/pipeline_split.h).
+int largest_chunk(const ModelSpec& m, const ParallelConfig& c, int stage) {
+  int most = 0;
+  for (int chunk = 0; chunk < c.vpp; ++chunk) most = std::max(most, chunk_layers(m.layers, c, stage, chunk));
+  return most;
+}
 
 // Activation bytes of the parts of a layer outside the tensor-parallel regions (norm inputs and
 // outputs, dropout masks): replicated across TP ranks unless sequence parallelism splits them.
@@ -55,10 +63,10 @@ double zero_buffer_bytes(const ModelSpec& m, const TrainingSpec& t, const Parall
   // With pp == 1 a tied word embedding is the head too: its gradient, begun by the head's backward,
   // stays whole until the embedding's backward completes it, beside every layer's.
   const double shared = m.tied_embeddings && c.pp == 1 ? embedding * gb : 0.0;
-  const int chunk_layers = m.layers / (c.pp * c.vpp);
   // A layer's backward: its gradient, its parameters and the next layer's prefetched (none after
   // the first layer of a model chunk).
-  double peak = layer * gb + shared + (gather ? (chunk_layers >= 2 ? 2.0 : 1.0) * layer * pb : 0.0);
+  const bool prefetch = largest_chunk(m, c, stage) >= 2;
+  double peak = layer * gb + shared + (gather ? (prefetch ? 2.0 : 1.0) * layer * pb : 0.0);
   if (stage == c.pp - 1) {
     // The head's backward: final norm and LM head (one unit when untied, the tied embedding's copy
     // when pp > 1, the shared embedding when pp == 1), with the stage's last layer prefetched.
@@ -103,7 +111,7 @@ double workspace_bytes(const ModelSpec& m, const TrainingSpec& t, const Parallel
   const double masked = m.dropout ? local_h : 0.0;  // a dropout's masked gradient
   // The gradient arriving at a layer is the previous layer's (or the head's) input gradient, a
   // temporary; at the last layer of a model chunk elsewhere it is the received buffer.
-  const bool chunk_has_two = m.layers / (c.pp * c.vpp) >= 2;
+  const bool chunk_has_two = largest_chunk(m, c, stage) >= 2;
   const double dy = chunk_has_two || stage == c.pp - 1 ? local_h : 0.0;
   // MLP backward: the output's gradient (and its masked copy), the residual's, the activation
   // function's input gradient beside its output gradient or the next projection's.
@@ -198,7 +206,7 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
   for (int stage = 0; stage < c.pp; ++stage) {
     StageMemory sm;
     sm.stage = stage;
-    sm.layers = m.layers / c.pp;
+    sm.layers = stage_layer_count(m.layers, c, stage);
     const StageParams params = stage_params(m, c, stage);
     sm.param_count = params.total();
     const double n = sm.param_count;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/pipeline_split.h"
 #include "core/units.h"
 
 namespace loom {
@@ -28,11 +29,27 @@ struct Column {
 };
 
 std::vector<Column> columns(bool with_days) {
-  std::vector<Column> c = {{"rank", true},   {"TP", true},        {"PP", true},          {"DP", true},
-                           {"ZeRO", true},   {"MB", true},        {"VPP", true},         {"recompute", false},
-                           {"SP", false},    {"schedule", false}, {"mem_GiB", true},     {"params", true},
-                           {"grads", true},  {"optim", true},     {"act", true},         {"buf", true},
-                           {"step_s", true}, {"tokens/s", true},  {"TFLOP/s/GPU", true}, {"MFU%", true},
+  std::vector<Column> c = {{"rank", true},
+                           {"TP", true},
+                           {"PP", true},
+                           {"DP", true},
+                           {"ZeRO", true},
+                           {"MB", true},
+                           {"VPP", true},
+                           {"recompute", false},
+                           {"SP", false},
+                           {"schedule", false},
+                           {"stage_layers", false},
+                           {"mem_GiB", true},
+                           {"params", true},
+                           {"grads", true},
+                           {"optim", true},
+                           {"act", true},
+                           {"buf", true},
+                           {"step_s", true},
+                           {"tokens/s", true},
+                           {"TFLOP/s/GPU", true},
+                           {"MFU%", true},
                            {"bubble%", true}};
   if (with_days) c.push_back({"days", true});
   return c;
@@ -51,6 +68,7 @@ std::vector<std::string> cells(const PlanRow& r, std::size_t rank, bool with_day
                                 to_string(c.recompute),
                                 c.sequence_parallel ? "on" : "off",
                                 to_string(c.schedule),
+                                stage_layers_label(r.stage_layers),
                                 fmt::format("{:.1f}", m.total),
                                 fmt::format("{:.1f}", m.params),
                                 fmt::format("{:.1f}", m.grads),
@@ -176,6 +194,7 @@ Json plan_row_json(const PlanRow& row, std::size_t rank) {
   Json j;
   j["rank"] = rank;
   j["config"] = to_json(row.config);
+  j["config"]["stage_layers"] = row.stage_layers;
   const Json metrics = to_json(row.metrics);
   for (auto it = metrics.begin(); it != metrics.end(); ++it) j[it.key()] = it.value();
   j["micro_batches"] = row.micro_batches;

@@ -16,7 +16,8 @@ namespace loom {
 bool config_less(const ParallelConfig& a, const ParallelConfig& b) {
   auto key = [](const ParallelConfig& c) {
     return std::make_tuple(c.tp, c.pp, c.dp, c.zero, c.micro_batch, c.vpp, static_cast<int>(c.recompute),
-                           c.sequence_parallel, static_cast<int>(c.schedule));
+                           c.sequence_parallel, static_cast<int>(c.schedule), c.split.first_stage_layers,
+                           c.split.last_stage_layers, c.split.account_for_embedding, c.split.account_for_loss);
   };
   return key(a) < key(b);
 }
@@ -49,6 +50,7 @@ PlanRow plan_row(const sim::SimResult& sim, const MemoryReport& memory, const Tr
   row.metrics.fits = memory.fits;
   row.metrics.memory_gib = memory.most_loaded_gib();
   row.memory = memory.most_loaded();
+  for (const StageMemory& s : memory.stages) row.stage_layers.push_back(s.layers);
   row.exposed = sim.exposed;
   row.limited_by = sim.limited_by;
   if (training.tokens > 0) row.days_to_train = training.tokens / sim.tokens_per_s / 86400.0;

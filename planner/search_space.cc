@@ -75,6 +75,30 @@ Status single_value(const std::vector<T>& values, const char* flag, T fallback, 
   return {};
 }
 
+// The split flags into one PipelineSplit, or none when no split flag is given.
+Status parse_split(const ConfigText& c, std::optional<PipelineSplit>& out) {
+  std::vector<int> first, last;
+  std::vector<bool> embedding, loss;
+  for (Status status : {split_list<int>(c.first_stage_layers, "--first-stage-layers", parse_positive, first),
+                        split_list<int>(c.last_stage_layers, "--last-stage-layers", parse_positive, last),
+                        split_list<bool>(c.account_for_embedding, "--account-for-embedding", parse_sp_item, embedding),
+                        split_list<bool>(c.account_for_loss, "--account-for-loss", parse_sp_item, loss)})
+    if (!status) return status;
+  if (first.empty() && last.empty() && embedding.empty() && loss.empty()) return {};
+  PipelineSplit s;
+  for (Status status : {single_value(first, "--first-stage-layers", 0, s.first_stage_layers),
+                        single_value(last, "--last-stage-layers", 0, s.last_stage_layers),
+                        single_value(embedding, "--account-for-embedding", false, s.account_for_embedding),
+                        single_value(loss, "--account-for-loss", false, s.account_for_loss)})
+    if (!status) return status;
+  if (s.pinned() && s.accounted())
+    return make_error(
+        "--first/--last-stage-layers cannot be combined with --account-for-embedding/--account-for-loss (Megatron-LM "
+        "refuses the same)");
+  out = s;
+  return {};
+}
+
 }  // namespace
 
 Result<SearchSpace> parse_search_space(const ConfigText& c) {
@@ -86,7 +110,7 @@ Result<SearchSpace> parse_search_space(const ConfigText& c) {
         split_list<int>(c.vpp, "--vpp", parse_positive, s.vpp),
         split_list<Recompute>(c.recompute, "--recompute", parse_recompute_item, s.recompute),
         split_list<bool>(c.sp, "--sp", parse_sp_item, s.sequence_parallel),
-        split_list<Schedule>(c.schedule, "--schedule", parse_schedule_item, s.schedule)})
+        split_list<Schedule>(c.schedule, "--schedule", parse_schedule_item, s.schedule), parse_split(c, s.split)})
     if (!status) return status.error();
   return s;
 }
@@ -108,6 +132,7 @@ Result<ParallelConfig> parse_parallel_config(const ConfigText& text, int gpus) {
     if (!s) return s.error();
   const Schedule schedule = c.vpp > 1 ? Schedule::kInterleaved : Schedule::k1F1B;
   if (Status s = single_value(l.schedule, "--schedule", schedule, c.schedule); !s) return s.error();
+  c.split = l.split.value_or(PipelineSplit{});
   if (c.world_size() != gpus)
     return make_error(fmt::format("tp {} × pp {} × dp {} = {} but --gpus is {}", c.tp, c.pp, c.dp,
                                   static_cast<long long>(c.tp) * c.pp * c.dp, gpus));

@@ -13,12 +13,16 @@ namespace loom {
 
 struct ConfigText {
   std::string tp, pp, dp, zero, micro_batch, vpp, recompute, sp, schedule;  // empty: not restricted
+  // The pipeline split (one value each; any of them set fixes the split the search uses):
+  // Megatron-LM's first/last stage layer counts, and "on" to count the embedding/loss as a layer.
+  std::string first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss;
 };
 
 Result<SearchSpace> parse_search_space(const ConfigText& text);
 
 // One configuration: each field one value; unset ones default (tp, pp 1; dp gpus/(tp·pp); zero 0;
-// micro-batch 1; vpp 1; no recompute; no SP; 1F1B, or interleaved when vpp > 1). tp·pp·dp must be `gpus`.
+// micro-batch 1; vpp 1; no recompute; no SP; 1F1B, or interleaved when vpp > 1; the even split).
+// tp·pp·dp must be `gpus`.
 Result<ParallelConfig> parse_parallel_config(const ConfigText& text, int gpus);
 
 // Calls visit(flag, field, help) for every field; `lists` says each takes a comma list (`loom plan`).
@@ -34,6 +38,20 @@ void for_each_config_flag(ConfigText& c, bool lists, Visit&& visit) {
   visit("--recompute", c.recompute, "none, selective or full" + each);
   visit("--sp", c.sp, "sequence parallelism on or off" + each);
   visit("--schedule", c.schedule, "gpipe, 1f1b, interleaved or zb" + each);
+  visit("--first-stage-layers", c.first_stage_layers,
+        std::string("layers of the first pipeline stage (Megatron-LM's --decoder-first-pipeline-num-layers)"));
+  visit("--last-stage-layers", c.last_stage_layers,
+        std::string("layers of the last pipeline stage (Megatron-LM's --decoder-last-pipeline-num-layers)"));
+}
+
+// The split's switches, bare flags on the command line: visit(flag, field, help); a given switch
+// sets its field to "on".
+template <typename Visit>
+void for_each_split_switch(ConfigText& c, Visit&& visit) {
+  visit("--account-for-embedding", c.account_for_embedding,
+        std::string("count the embedding as a layer in the pipeline split (Megatron-LM)"));
+  visit("--account-for-loss", c.account_for_loss,
+        std::string("count the loss as a layer in the pipeline split (Megatron-LM)"));
 }
 
 }  // namespace loom

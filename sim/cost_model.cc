@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/partition.h"
+#include "core/pipeline_split.h"
 #include "core/trace_names.h"
 
 namespace loom::sim {
@@ -168,7 +169,7 @@ double CostModel::stage_params(int stage) const { return loom::stage_params(mode
 
 double CostModel::chunk_params(int stage, int chunk) const {
   const StageParams p = loom::stage_params(model_, config_, stage);
-  double params = p.layers / config_.vpp;
+  double params = layer_params_per_tp_rank(model_, config_.tp) * chunk_layers(model_.layers, config_, stage, chunk);
   if (chunk == 0) params += p.embedding;
   if (chunk == config_.vpp - 1) params += p.head;
   return params;
@@ -407,7 +408,7 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
 
 ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
   ChunkCost c{new_pass(), new_pass(), new_pass()};
-  const int layers = model_.layers / (config_.pp * config_.vpp);
+  const int layers = chunk_layers(model_.layers, config_, stage, chunk);
   const bool first = stage == 0 && chunk == 0;
   const bool last = stage == config_.pp - 1 && chunk == config_.vpp - 1;
   const double t = config_.tp;

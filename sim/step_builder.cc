@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/pipeline_split.h"
 #include "core/units.h"
 
 namespace loom::sim {
@@ -69,7 +70,7 @@ void StepBuilder::add_stage_compute(int s, const std::vector<ChunkCost>& chunks)
     const std::int32_t id = add(op);
     if (gather >= 0) {
       // The first layer's parameters must have arrived; the rest stream in behind the compute.
-      const int layers = std::max(1, model_.layers / (c_.pp * c_.vpp));
+      const int layers = std::max(1, chunk_layers(model_.layers, c_, s, p.chunk));
       graph_.depend(id, gather, 1.0f / static_cast<float>(layers));
       if (cursor.previous_gather >= 0) graph_.depend(id, cursor.previous_gather);
       cursor.previous_gather = gather;

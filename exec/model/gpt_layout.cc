@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "core/pipeline_split.h"
+
 namespace loom::exec {
 
 namespace {
@@ -133,10 +135,9 @@ std::int64_t StageLayout::total_params() const {
   return n;
 }
 
-std::pair<int, int> stage_layers(int layers, int stages, int stage) {
-  const int base = layers / stages, extra = layers % stages;
-  const int first = stage * base + std::min(stage, extra);
-  return {first, first + base + (stage < extra ? 1 : 0)};
+std::pair<int, int> stage_layers(const ModelSpec& m, const ParallelConfig& c, int virtual_stage) {
+  const int first = first_layer_of(m.layers, c, virtual_stage);
+  return {first, first + virtual_stage_layer_count(m.layers, c, virtual_stage)};
 }
 
 namespace {
@@ -191,9 +192,9 @@ StageLayout make_stage_layout(const ModelSpec& m, const ParallelConfig& c, int t
   d.vocab_local = d.vocab_padded / c.tp;
   d.vocab_start = tp_rank * d.vocab_local;
   d.vocab_valid_local = std::max(0, std::min(d.vocab_local, m.vocab - d.vocab_start));
-  std::tie(s.first_layer, s.end_layer) = stage_layers(m.layers, c.pp, pp_rank);
+  std::tie(s.first_layer, s.end_layer) = stage_layers(m, c, pp_rank);
 
-  const bool first = pp_rank == 0, last = pp_rank == c.pp - 1;
+  const bool first = pp_rank == 0, last = pp_rank == c.pp * c.vpp - 1;
   if (first) {
     s.word_embedding_unit = static_cast<int>(s.units.size());
     s.units.push_back(make_vocab_unit("wte", UnitKind::kWordEmbedding, kWordEmbeddingId, m, d, false));
@@ -242,11 +243,8 @@ StageLayout make_stage_layout(const ModelSpec& m, const ParallelConfig& c, int t
 
 RankLayout make_rank_layout(const ModelSpec& m, const ParallelConfig& c, int tp_rank, int pp_rank) {
   RankLayout r;
-  ParallelConfig virtual_config = c;
-  virtual_config.pp = c.pp * c.vpp;
-  virtual_config.vpp = 1;
   for (int chunk = 0; chunk < c.vpp; ++chunk)
-    r.chunks.push_back(make_stage_layout(m, virtual_config, tp_rank, virtual_stage(chunk, pp_rank, c.pp)));
+    r.chunks.push_back(make_stage_layout(m, c, tp_rank, virtual_stage(chunk, pp_rank, c.pp)));
   StageLayout& all = r.combined;
   all.dims = r.chunks.front().dims;
   all.first_layer = r.chunks.front().first_layer;

@@ -71,12 +71,13 @@ struct StageLayout {
   std::int64_t total_params() const;  // values held (without padding)
 };
 
-// Layers of pipeline stage `stage` of `stages` (the first stages take one more when uneven).
-std::pair<int, int> stage_layers(int layers, int stages, int stage);
+// Layers [first, end) of virtual stage `virtual_stage` (chunk·pp + pp rank): the split of
+// core/pipeline_split.h, which the simulator costs too.
+std::pair<int, int> stage_layers(const ModelSpec& model, const ParallelConfig& config, int virtual_stage);
 
-// What the executor runs: the rules of core/config_rules.h with uneven stages allowed (the first
-// stages take one more layer, stage_layers; the simulator costs even ones only), then the
-// executor's own limits, keyed by the rule:: names below.
+// What the executor runs: the rules of core/config_rules.h with uneven stages allowed (the default
+// split's leftover layers on the earliest chunks, core/pipeline_split.h), then the executor's own
+// limits, keyed by the rule:: names below.
 RuleStatus check_runnable(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 
 namespace rule {
@@ -85,6 +86,7 @@ inline constexpr std::string_view kSeqLen = "executor: sequence beyond the model
 inline constexpr std::string_view kZeroBubbleSchedule = "executor: no zero-bubble schedule";
 }  // namespace rule
 
+// Model chunk `pp_rank` of the pp·vpp virtual stages (with vpp 1, pipeline rank `pp_rank`).
 StageLayout make_stage_layout(const ModelSpec& model, const ParallelConfig& config, int tp_rank, int pp_rank);
 
 // Interleaved pipelines (vpp > 1): chunk c of stage s is virtual stage c·pp + s of a pp·vpp-stage

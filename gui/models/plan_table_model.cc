@@ -2,7 +2,10 @@
 
 #include "gui/models/config_cells.h"
 
+#include <algorithm>
 #include <array>
+
+#include "core/pipeline_split.h"
 
 static_assert(loom::gui::PlanTableModel::kSchedule - loom::gui::PlanTableModel::kTp + 1 == loom::gui::kConfigCellCount,
               "the configuration columns are the nine of config_cell, in its order");
@@ -27,6 +30,7 @@ constexpr std::array<ColumnInfo, PlanTableModel::kColumnCount> kColumns = {{
     {"recompute", "activation recompute"},
     {"SP", "sequence parallelism"},
     {"schedule", "pipeline schedule"},
+    {"stage layers", "transformer layers of each pipeline stage (NxK: K stages of N layers each)"},
     {"step s", "simulated step time, seconds"},
     {"tokens/s", "tokens per second, whole cluster"},
     {"TFLOP/s/GPU", "model TFLOP/s per GPU (no recompute)"},
@@ -74,7 +78,7 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
   if (role == kRowRole) return index.row();
   if (role == Qt::TextAlignmentRole) {
     const bool text = index.column() == kRecompute || index.column() == kSp || index.column() == kSchedule ||
-                      index.column() == kLimitedBy;
+                      index.column() == kStageLayers || index.column() == kLimitedBy;
     return QVariant::fromValue(Qt::AlignVCenter | (text ? Qt::AlignLeft : Qt::AlignRight));
   }
   if (role == Qt::ToolTipRole) return QString::fromStdString(describe(c) + "\n" + r->limited_by);
@@ -84,6 +88,12 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
   if (index.column() >= kTp && index.column() <= kSchedule) return config_cell(c, index.column() - kTp, sort);
   switch (index.column()) {
     case kRank: return index.row() + 1;
+    case kStageLayers: {
+      // Sorted by the bottleneck stage's layers.
+      const auto most = std::max_element(r->stage_layers.begin(), r->stage_layers.end());
+      if (sort) return most == r->stage_layers.end() ? 0 : *most;
+      return QString::fromStdString(stage_layers_label(r->stage_layers));
+    }
     case kMemoryGib: return number(m.memory_gib.total, 1);
     case kParamsGib: return number(m.memory_gib.params, 1);
     case kGradsGib: return number(m.memory_gib.grads, 1);
@@ -120,7 +130,8 @@ QStringList config_tokens(const ParallelConfig& c) {
           QStringLiteral("v%1").arg(c.vpp),
           QString(to_string(c.recompute)),
           c.sequence_parallel ? QStringLiteral("sp") : QStringLiteral("nosp"),
-          QString(to_string(c.schedule))};
+          QString(to_string(c.schedule)),
+          QString::fromStdString(describe(c.split))};
 }
 
 bool config_matches(const ParallelConfig& config, const QString& filter) {

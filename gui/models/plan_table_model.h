@@ -27,6 +27,7 @@ class PlanTableModel : public QAbstractTableModel {
     kRecompute,
     kSp,
     kSchedule,
+    kStageLayers,
     kStepTime,
     kTokensPerS,
     kTflopsPerGpu,

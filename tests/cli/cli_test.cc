@@ -42,7 +42,7 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   expect_bad_input("plan --model llama2-7b --gpus 99999999999 --global-batch 8", "--gpus");
   expect_bad_input("plan --model llama2-7b --gpus 8 --global-batch 8 --seq 999999999", "--seq");
   expect_bad_input("plan --model llama2-7b --gpus twelve --global-batch 8", "--gpus");
-  expect_bad_input("plan --model gpt3-175b --gpus 7 --global-batch 1536", "no parallel layout of 7 GPUs");
+  expect_bad_input("plan --model gpt3-175b --gpus 97 --global-batch 1536", "no parallel layout of 97 GPUs");
   expect_bad_input("plan --model /nonexistent/model.json --gpus 8 --global-batch 8", "cannot open file");
   expect_bad_input(std::string("plan ") + kSpec + " --format xml", "--format: unknown format 'xml'");
   expect_bad_input(std::string("plan ") + kSpec + " --zero 5", "ZeRO stage 5 does not exist");

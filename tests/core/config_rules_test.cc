@@ -171,7 +171,8 @@ RuleStatus planner_verdict(const GridCase& g, const ClusterSpec& cluster, const 
                     .vpp = {c.vpp},
                     .recompute = {c.recompute},
                     .sequence_parallel = {c.sequence_parallel},
-                    .schedule = {c.schedule}};
+                    .schedule = {c.schedule},
+                    .split = c.split};
   auto e = enumerate_configs(g.model, g.training, cluster, space);
   if (e && e->legal.size() == 1 && e->legal.front() == c) return {};
   if (e) return RuleViolation{"unexpected", fmt::format("{} legal configurations", e->legal.size())};

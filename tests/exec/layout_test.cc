@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "exec/model/gpt_layout.h"
 #include "run_util.h"
 
 namespace loom::exec::testing {
@@ -75,6 +76,44 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"PP4_Interleaved", 4, "--pp 4 --schedule interleaved"},
         Layout{"TP2xPP2xDP2_VPP2_ZeRO3", 8, "--tp 2 --pp 2 --dp 2 --vpp 2 --schedule interleaved --zero 3"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// Uneven pipeline splits (core/pipeline_split.h) of the 4-layer model: a lighter first or last stage
+// (1 and 3 layers, 3 and 1), the embedding and loss counted as layers over 3 stages (1, 2, 1), and the
+// default split of layers that do not divide (2, 1, 1).
+class ExecUnevenLayouts : public ::testing::TestWithParam<Layout> {};
+TEST_P(ExecUnevenLayouts, MatchSingleRankLoss) { expect_same_curve("micro", GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ExecUnevenLayouts,
+    ::testing::Values(Layout{"PP2_FirstStage1", 2, "--pp 2 --first-stage-layers 1"},
+                      Layout{"PP2_LastStage1", 2, "--pp 2 --last-stage-layers 1 --schedule gpipe"},
+                      Layout{"PP3_EmbeddingLoss", 3, "--pp 3 --account-for-embedding --account-for-loss"},
+                      Layout{"TP2xPP2_LastStage1_ZeRO1", 4, "--tp 2 --pp 2 --last-stage-layers 1 --zero 1"},
+                      Layout{"PP3_Default", 3, "--pp 3"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// The uneven layouts above do run their split: each rank's chunks hold the split's layers.
+TEST(ExecUnevenLayouts, EachRankBuildsItsSplitsLayers) {
+  auto model = read_json_file(test_model("micro"));
+  ASSERT_TRUE(model.ok());
+  const ModelSpec m = *model_from_json(*model);
+  auto layers_of = [&](ParallelConfig c, int pp_rank) {
+    std::vector<int> out;
+    for (const StageLayout& chunk : make_rank_layout(m, c, 0, pp_rank).chunks)
+      out.push_back(chunk.end_layer - chunk.first_layer);
+    return out;
+  };
+  EXPECT_EQ(layers_of({.pp = 2, .split = {.first_stage_layers = 1}}, 0), std::vector<int>{1});
+  EXPECT_EQ(layers_of({.pp = 2, .split = {.first_stage_layers = 1}}, 1), std::vector<int>{3});
+  const ParallelConfig accounted{.pp = 3, .split = {.account_for_embedding = true, .account_for_loss = true}};
+  EXPECT_EQ(layers_of(accounted, 1), std::vector<int>{2});
+  EXPECT_EQ(make_rank_layout(m, accounted, 0, 2).combined.first_layer, 3);
+  // A pinned stage's layers spread over its chunks: 2 on rank 0 in chunks of 1, 2 on rank 1 likewise.
+  const ParallelConfig interleaved{
+      .pp = 2, .vpp = 2, .schedule = Schedule::kInterleaved, .split = {.first_stage_layers = 2}};
+  EXPECT_EQ(layers_of(interleaved, 0), (std::vector<int>{1, 1}));
+  EXPECT_EQ(make_rank_layout(m, interleaved, 0, 1).chunks[1].first_layer, 3);
+}
 
 // LLaMA-shaped: RMSNorm, SwiGLU, grouped-query attention, rotary positions, untied head.
 class ExecLlamaLayouts : public ::testing::TestWithParam<Layout> {};

@@ -1,0 +1,76 @@
+// The pipeline split flags through the real binary: `loom sim` costs the split and shows each
+// stage's layers, `loom plan` shows the split in every format and its plan files keep it, and
+// bad split flags are one line with exit status 2.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/json_io.h"
+#include "run_loom.h"
+
+namespace loom {
+namespace {
+
+using testing::run_loom;
+using testing::scratch_dir;
+
+// Llama 2 13B: 40 layers, which do not divide by pp 16 or 3.
+const char* kSpec = "--model llama2-13b --gpus 16 --global-batch 64";
+
+void expect_bad_input(const std::string& args, const std::string& expected) {
+  const auto r = run_loom(args);
+  EXPECT_EQ(r.status, 2) << args << "\nstderr: " << r.err;
+  EXPECT_NE(r.err.find(expected), std::string::npos) << args << "\nstderr: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\nstderr: " << r.err;
+  EXPECT_TRUE(r.out.empty()) << args;
+}
+
+TEST(SplitFlags, BadSplitFlagsAreOneLineAndExitTwo) {
+  const std::string sim = std::string("sim ") + kSpec;
+  expect_bad_input(sim + " --pp 4 --first-stage-layers 0", "--first-stage-layers: 0 must be at least 1");
+  expect_bad_input(sim + " --pp 4 --first-stage-layers x", "--first-stage-layers: 'x' is not an integer");
+  expect_bad_input(sim + " --pp 4 --first-stage-layers 9 --account-for-loss",
+                   "cannot be combined with --account-for-embedding/--account-for-loss");
+  expect_bad_input(sim + " --pp 4 --first-stage-layers 9", "layers 40 − first stage 9 − last stage 0 = 31");
+  expect_bad_input(sim + " --pp 16 --account-for-embedding", "layers 40 + embedding = 41 not divisible by pp 16");
+  expect_bad_input(sim + " --first-stage-layers 8", "first/last stage layers need pp of at least 2");
+  expect_bad_input(std::string("plan ") + kSpec + " --first-stage-layers 8,9", "--first-stage-layers takes one value");
+}
+
+TEST(SplitFlags, SimCostsTheSplitAndShowsEachStagesLayers) {
+  const auto r = run_loom(std::string("sim ") + kSpec + " --tp 4 --pp 4 --last-stage-layers 7 --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["config"]["stage_layers"], nlohmann::json({11, 11, 11, 7}));
+  EXPECT_EQ(j["config"]["last_stage_layers"], 7);
+  EXPECT_EQ(j["memory_per_stage_gib"][0]["layers"], 11);
+  EXPECT_EQ(j["memory_per_stage_gib"][3]["layers"], 7);
+}
+
+TEST(SplitFlags, PlanShowsTheSplitInEveryFormatAndItsPlanFileKeepsIt) {
+  // (40 + 2) / 3 = 14: 13, 14 and 13 layers on 12 GPUs at tp 4.
+  const std::string spec = "--model llama2-13b --gpus 12 --global-batch 60 --tp 4 --pp 3 --vpp 1";
+  const std::string split = " --account-for-embedding --account-for-loss";
+  const auto table = run_loom("plan " + spec + split + " --top 1");
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("stage_layers"), std::string::npos);
+  EXPECT_NE(table.out.find("13/14/13"), std::string::npos) << table.out;
+  const auto csv = run_loom("plan " + spec + split + " --top 1 --format csv");
+  EXPECT_NE(csv.out.find(",13/14/13,"), std::string::npos) << csv.out;
+  const auto json = run_loom("plan " + spec + split + " --top 1 --format json");
+  const auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["plans"][0]["config"]["stage_layers"], nlohmann::json({13, 14, 13}));
+  EXPECT_EQ(j["plans"][0]["config"]["account_for_embedding"], true);
+
+  const auto path = scratch_dir() / "split_plan.json";
+  const auto emitted = run_loom("plan " + spec + split + " --top 1 --emit-plan " + path.string());
+  ASSERT_EQ(emitted.status, 0) << emitted.err;
+  auto file = read_json_file(path.string());
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  auto p = plan_from_json(*file);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->config.split, (PipelineSplit{.account_for_embedding = true, .account_for_loss = true}));
+  EXPECT_EQ((*file)["config"]["stage_layers"], nlohmann::json({13, 14, 13}));
+}
+
+}  // namespace
+}  // namespace loom
