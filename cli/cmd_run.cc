@@ -18,6 +18,7 @@
 #include "cli/spec_flags.h"
 #include "core/json_io.h"
 #include "exec/checkpoint.h"
+#include "exec/cpu/bf16_emulation.h"
 #include "exec/cpu/cpu_backend.h"
 #include "exec/run_report.h"
 #include "exec/trainer.h"
@@ -114,7 +115,11 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
     throw InputError("--save-every and --resume need --checkpoint-dir");
   check_model_states_fit(t, runtime);
   std::string backend_error;
-  r.backend = exec::make_backend(o.backend, &backend_error);
+  // cpu-bf16 emulates a bf16 GPU on the CPU for tests and rehearsal of mixed precision: a run option only.
+  if (o.backend == "cpu-bf16")
+    r.backend = std::make_unique<exec::CpuBf16Backend>();
+  else
+    r.backend = exec::make_backend(o.backend, &backend_error);
   if (!r.backend) throw InputError(backend_error);
   r.data.emplace(value_or_exit(exec::TokenFile::open(o.data, t.model.vocab, t.training.seq_len)));
   if (o.resume) (void)value_or_exit(exec::find_resumable_checkpoint(o.checkpoint_dir, t.model, c));
@@ -241,7 +246,9 @@ std::function<int()> add_run_command(CLI::App& root) {
   o->config.add_to(*cmd, false);
   cmd->add_option("--data", o->data, "token file (.bin, llm.c format; see `loom data prepare`)")->required();
   cmd->add_option("--steps", o->steps, "optimizer steps to run (in total, when resuming)")->required();
-  cmd->add_option("--backend", o->backend, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--backend", o->backend,
+                  "cpu, cuda, or cpu-bf16 (bf16 mixed precision emulated on the CPU: tests and rehearsal)")
+      ->capture_default_str();
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "where checkpoints are written and resumed from");
   cmd->add_option("--save-every", o->save_every, "save a checkpoint every K steps");
   cmd->add_flag("--resume", o->resume, "continue from the newest checkpoint in --checkpoint-dir");

@@ -50,6 +50,8 @@ Status Trainer::save_checkpoint(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(step_dir, ec);
   const std::string path = checkpoint_shard_path(dir, step, groups_.world_rank);
+  // Parameters at full precision (the fp32 master under mixed precision; a collective under ZeRO 1/2).
+  const std::vector<float> parameters = params_->checkpoint_parameters();
   bool ok = !ec;
   if (ok) {
     std::ofstream out(path + ".tmp", std::ios::binary | std::ios::trunc);
@@ -62,7 +64,10 @@ Status Trainer::save_checkpoint(const std::string& dir) {
     out.write(reinterpret_cast<const char*>(&header), sizeof(header));
     for (Tensor* t : state) {
       std::vector<float> host(static_cast<std::size_t>(t->numel()));
-      backend_.to_host(host.data(), t->ref(), t->numel());  // bf16 parameters widen exactly to fp32
+      if (t == state.front())
+        host = parameters;
+      else
+        backend_.to_host(host.data(), t->ref(), t->numel());
       const std::int64_t n = t->numel();
       out.write(reinterpret_cast<const char*>(&n), sizeof(n));
       out.write(reinterpret_cast<const char*>(host.data()), static_cast<std::streamsize>(n * sizeof(float)));
@@ -76,16 +81,17 @@ Status Trainer::save_checkpoint(const std::string& dir) {
   if (failures > 0)
     return make_error(fmt::format("checkpoint: {} rank(s) could not write under '{}'", failures, step_dir));
   if (groups_.world_rank == 0) {
-    Json manifest = {{"format", "loom-checkpoint-1"},
-                     {"step", step},
-                     {"world_size", options_.config.world_size()},
-                     {"seed", options_.seed},
-                     {"model", to_json(options_.model)},
-                     {"config", to_json(options_.config)},
-                     {"global_batch", options_.training.global_batch},
-                     {"seq_len", seq_},
-                     {"compute_dtype", to_string(backend_.compute_dtype())},  // shards hold fp32 either way
-                     {"next_sequence", static_cast<std::int64_t>(step) * options_.training.global_batch}};
+    Json manifest = {
+        {"format", "loom-checkpoint-1"},
+        {"step", step},
+        {"world_size", options_.config.world_size()},
+        {"seed", options_.seed},
+        {"model", to_json(options_.model)},
+        {"config", to_json(options_.config)},
+        {"global_batch", options_.training.global_batch},
+        {"seq_len", seq_},
+        {"compute_dtype", to_string(backend_.compute_dtype())},  // shards hold fp32 (the master) either way
+        {"next_sequence", static_cast<std::int64_t>(step) * options_.training.global_batch}};
     Status s = write_text_file_atomic(step_dir + "/manifest.json", manifest.dump(2) + "\n");
     if (s) s = write_text_file_atomic(dir + "/latest", fmt::format("step_{:08d}\n", step));
     if (!s) return s;
@@ -194,9 +200,11 @@ Status Trainer::load_checkpoint(const std::string& dir) {
     std::vector<float> host(static_cast<std::size_t>(n));
     in.read(reinterpret_cast<char*>(host.data()), static_cast<std::streamsize>(n * sizeof(float)));
     if (!in) return make_error(fmt::format("checkpoint shard '{}' is truncated", path));
-    backend_.from_host(t->ref(), host.data(), n);
+    if (t == state.front())
+      params_->load_parameters(host);  // and the fp32 master, exactly
+    else
+      backend_.from_host(t->ref(), host.data(), n);
   }
-  params_->refresh_master();
   completed_steps_ = step;
   return {};
 }

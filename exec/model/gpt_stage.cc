@@ -38,10 +38,10 @@ GptStage::GptStage(const ModelSpec& model, const ParallelConfig& config, const S
   for (auto u = layout_.layer_units.rbegin(); u != layout_.layer_units.rend(); ++u) backward_order_.push_back(*u);
 }
 
-float* GptStage::acquire_next(int unit) {
+TensorRef GptStage::acquire_next(int unit) {
   if (pass_ == nullptr || pass_next_ >= pass_->size() || (*pass_)[pass_next_] != unit)
     throw std::logic_error("GptStage: unit " + std::to_string(unit) + " acquired out of the pass's order");
-  float* p = params_.acquire(unit);
+  TensorRef p = params_.acquire(unit);
   if (++pass_next_ < pass_->size()) params_.prefetch((*pass_)[pass_next_]);
   return p;
 }
@@ -51,24 +51,24 @@ int GptStage::head_unit() const {
   return layout_.tied_head_unit >= 0 ? layout_.tied_head_unit : layout_.word_embedding_unit;
 }
 
-float* GptStage::head_weight(float* base) const {
+std::int64_t GptStage::head_weight_offset() const {
   const Unit& u = layout_.units[head_unit()];
-  return base + (model_.tied_embeddings ? u.params.front().offset : u.param("head.weight").offset);
+  return model_.tied_embeddings ? u.params.front().offset : u.param("head.weight").offset;
 }
 
 Tensor GptStage::embed(const MicroBatch& mb, Cache& cache) {
   const std::int64_t T = tokens(), h = model_.hidden;
   const LocalDims& d = layout_.dims;
-  Tensor e = backend_.alloc(T, h, tp_.size() > 1 ? kWork : kAct);  // rows of other ranks' tokens stay zero
-  float* wte = acquire_next(layout_.word_embedding_unit);
-  backend_.embedding_forward(e.data(), wte, mb.tokens, T, h, d.vocab_start, d.vocab_local);
+  Tensor e = backend_.alloc(T, h, tp_.size() > 1 ? kWork : kAct,
+                            backend_.compute_dtype());  // rows of other ranks' tokens stay zero
+  TensorRef wte = acquire_next(layout_.word_embedding_unit);
+  backend_.embedding_forward(e.ref(), wte, mb.tokens, T, h, d.vocab_start, d.vocab_local);
   params_.release(layout_.word_embedding_unit);
   Tensor x = tp_.reduce_rows(std::move(e), kAct);
   if (layout_.position_unit >= 0) {
-    const float* wpe = acquire_next(layout_.position_unit);
+    ConstTensorRef wpe = acquire_next(layout_.position_unit);
     const std::int64_t first = tp_.first_local_token(T);
-    for (std::int64_t i = 0; i < x.rows(); ++i)
-      backend_.axpy(x.data() + i * h, 1.0f, wpe + ((first + i) % seq_) * h, h);
+    for (std::int64_t i = 0; i < x.rows(); ++i) backend_.axpy(x.ref() + i * h, 1.0f, wpe + ((first + i) % seq_) * h, h);
     params_.release(layout_.position_unit);
   }
   if (dropout_.p > 0) {
@@ -76,7 +76,7 @@ Tensor GptStage::embed(const MicroBatch& mb, Cache& cache) {
     const std::int64_t first_token = mb.first_sequence * seq_ + tp_.first_local_token(T);
     backend_.dropout_mask(mask_data(cache.embed_mask), x.numel(), dropout_.key(-1, 3),
                           static_cast<std::uint64_t>(first_token * h), dropout_.p);
-    backend_.apply_mask(x.data(), x.data(), mask_data(cache.embed_mask), x.numel(), dropout_.keep_scale());
+    backend_.apply_mask(x.ref(), x.ref(), mask_data(cache.embed_mask), x.numel(), dropout_.keep_scale());
   }
   return x;
 }
@@ -86,20 +86,19 @@ void GptStage::embed_backward(const MicroBatch& mb, const Tensor& d_out, Cache& 
   const LocalDims& d = layout_.dims;
   Tensor masked;
   if (dropout_.p > 0) {
-    masked = backend_.empty(d_out.rows(), d_out.cols(), kWork);
-    backend_.apply_mask(masked.data(), d_out.data(), mask_data(cache.embed_mask), d_out.numel(), dropout_.keep_scale());
+    masked = act(d_out.rows(), d_out.cols(), kWork);
+    backend_.apply_mask(masked.ref(), d_out.ref(), mask_data(cache.embed_mask), d_out.numel(), dropout_.keep_scale());
     cache.embed_mask.reset();
   }
   const Tensor& dx = dropout_.p > 0 ? masked : d_out;
   if (layout_.position_unit >= 0) {
     float* g = params_.gradients(layout_.position_unit);
     const std::int64_t first = tp_.first_local_token(T);
-    for (std::int64_t i = 0; i < dx.rows(); ++i)
-      backend_.axpy(g + ((first + i) % seq_) * h, 1.0f, dx.data() + i * h, h);
+    for (std::int64_t i = 0; i < dx.rows(); ++i) backend_.axpy(g + ((first + i) % seq_) * h, 1.0f, dx.ref() + i * h, h);
     params_.gradients_ready(layout_.position_unit);
   }
   Tensor gathered;
-  const float* d_full = tp_.gather_rows(dx, gathered);
+  ConstTensorRef d_full = tp_.gather_rows(dx, gathered);
   float* g = params_.gradients(layout_.word_embedding_unit);
   backend_.embedding_backward(g, d_full, mb.tokens, T, h, d.vocab_start, d.vocab_local);
   params_.gradients_ready(layout_.word_embedding_unit);
@@ -111,31 +110,32 @@ Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float lo
   const LocalDims& d = layout_.dims;
   const Unit& fu = layout_.units[layout_.final_unit];
   c.final_in = std::move(x);
-  float* fp = acquire_next(layout_.final_unit);
-  LayerTensors norm{};
+  TensorRef fp = acquire_next(layout_.final_unit);
+  LayerWeights norm{};
   norm.ln1_w = fp + fu.param("lnf.weight").offset;
-  norm.ln1_b = fu.find("lnf.bias") ? fp + fu.param("lnf.bias").offset : nullptr;
-  c.final_norm = backend_.empty(c.final_in.rows(), h, kAct);
+  norm.ln1_b = fu.find("lnf.bias") ? ConstTensorRef(fp + fu.param("lnf.bias").offset) : ConstTensorRef();
+  c.final_norm = act(c.final_in.rows(), h, kAct);
   if (model_.norm == Norm::kLayerNorm) {
     c.final_stats = backend_.empty(2, c.final_in.rows(), kAct);
-    backend_.layernorm_forward(c.final_norm.data(), c.final_stats.data(), c.final_stats.data() + c.final_in.rows(),
-                               c.final_in.data(), norm.ln1_w, norm.ln1_b, c.final_in.rows(), h);
+    backend_.layernorm_forward(c.final_norm.ref(), c.final_stats.data(), c.final_stats.data() + c.final_in.rows(),
+                               c.final_in.ref(), norm.ln1_w, norm.ln1_b, c.final_in.rows(), h);
   } else {
     c.final_stats = backend_.empty(1, c.final_in.rows(), kAct);
-    backend_.rmsnorm_forward(c.final_norm.data(), c.final_stats.data(), c.final_in.data(), norm.ln1_w,
-                             c.final_in.rows(), h);
+    backend_.rmsnorm_forward(c.final_norm.ref(), c.final_stats.data(), c.final_in.ref(), norm.ln1_w, c.final_in.rows(),
+                             h);
   }
   const int hu = head_unit();
-  float* hp = hu == layout_.final_unit ? fp : acquire_next(hu);
+  TensorRef hp = hu == layout_.final_unit ? fp : acquire_next(hu);
   Tensor gathered;
-  const float* xf = tp_.gather_rows(c.final_norm, gathered);
+  ConstTensorRef xf = tp_.gather_rows(c.final_norm, gathered);
+  // fp32 logits (the LM head GEMM accumulates and writes fp32): the cross-entropy and its gradient stay fp32.
   c.dlogits = backend_.empty(T, d.vocab_local, kAct);
-  backend_.gemm(false, true, static_cast<int>(T), d.vocab_local, h, 1.0f, xf, h, head_weight(hp), h, 0.0f,
-                c.dlogits.data(), d.vocab_local);
+  backend_.gemm(false, true, static_cast<int>(T), d.vocab_local, h, 1.0f, xf, h, hp + head_weight_offset(), h, 0.0f,
+                c.dlogits.ref(), d.vocab_local);
   gathered.reset();
   if (keep_logits) {
     logits.resize(static_cast<std::size_t>(c.dlogits.numel()));
-    backend_.to_host(logits.data(), c.dlogits.data(), c.dlogits.numel());
+    backend_.to_host(logits.data(), c.dlogits.ref(), c.dlogits.numel());
   }
   if (hu != layout_.final_unit) params_.release(hu);
   params_.release(layout_.final_unit);
@@ -144,7 +144,7 @@ Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float lo
   // are reduced over TP ranks, so no rank ever holds the full row of logits.
   Tensor stats = backend_.empty(3, T, kWork);
   float *mx = stats.data(), *sum = mx + T, *target = sum + T;
-  float* logits = c.dlogits.data();
+  TensorRef logits = c.dlogits.ref();
   backend_.row_max(mx, logits, T, d.vocab_local, d.vocab_valid_local);
   tp_.all_reduce(mx, T, ReduceOp::kMax);
   backend_.row_sum_exp(sum, logits, mx, T, d.vocab_local, d.vocab_valid_local);
@@ -166,18 +166,23 @@ Tensor GptStage::head_backward(Cache& c) {
   const LocalDims& d = layout_.dims;
   const int hu = head_unit();
   const Unit& fu = layout_.units[layout_.final_unit];
-  float* fp = acquire_next(layout_.final_unit);
+  TensorRef fp = acquire_next(layout_.final_unit);
   float* fg = params_.gradients(layout_.final_unit);
-  float* hp = hu == layout_.final_unit ? fp : acquire_next(hu);
+  TensorRef hp = hu == layout_.final_unit ? fp : acquire_next(hu);
   float* hg = hu == layout_.final_unit ? fg : params_.gradients(hu);
-  Tensor dxf = backend_.empty(T, h, kWork);
+  Tensor dxf = act(T, h, kWork);
+  if (c.dlogits.dtype() != backend_.compute_dtype()) {  // the head's GEMMs read the gradient in the compute dtype
+    Tensor cast = act(T, d.vocab_local, kWork);
+    backend_.cast(cast.ref(), c.dlogits.ref(), c.dlogits.numel());
+    c.dlogits = std::move(cast);
+  }
   {
     Tensor gathered;
-    const float* xf = tp_.gather_rows(c.final_norm, gathered);
-    backend_.gemm(false, false, static_cast<int>(T), h, d.vocab_local, 1.0f, c.dlogits.data(), d.vocab_local,
-                  head_weight(hp), h, 0.0f, dxf.data(), h);
-    backend_.gemm(true, false, d.vocab_local, h, static_cast<int>(T), 1.0f, c.dlogits.data(), d.vocab_local, xf, h,
-                  1.0f, head_weight(hg), h);
+    ConstTensorRef xf = tp_.gather_rows(c.final_norm, gathered);
+    backend_.gemm(false, false, static_cast<int>(T), h, d.vocab_local, 1.0f, c.dlogits.ref(), d.vocab_local,
+                  hp + head_weight_offset(), h, 0.0f, dxf.ref(), h);
+    backend_.gemm(true, false, d.vocab_local, h, static_cast<int>(T), 1.0f, c.dlogits.ref(), d.vocab_local, xf, h, 1.0f,
+                  hg + head_weight_offset(), h);
   }
   c.dlogits.reset();
   if (hu != layout_.final_unit) {
@@ -185,14 +190,14 @@ Tensor GptStage::head_backward(Cache& c) {
     if (hu == layout_.tied_head_unit) params_.gradients_ready(hu);  // the first stage's copy is separate
   }
   Tensor dxf_local = tp_.reduce_rows(std::move(dxf), kWork);
-  Tensor dx = backend_.empty(c.final_in.rows(), h, kWork);
-  const float* w = fp + fu.param("lnf.weight").offset;
+  Tensor dx = act(c.final_in.rows(), h, kWork);
+  ConstTensorRef w = fp + fu.param("lnf.weight").offset;
   float* gw = fg + fu.param("lnf.weight").offset;
   if (model_.norm == Norm::kLayerNorm)
-    backend_.layernorm_backward(dx.data(), gw, fg + fu.param("lnf.bias").offset, dxf_local.data(), c.final_in.data(), w,
+    backend_.layernorm_backward(dx.ref(), gw, fg + fu.param("lnf.bias").offset, dxf_local.ref(), c.final_in.ref(), w,
                                 c.final_stats.data(), c.final_stats.data() + c.final_in.rows(), c.final_in.rows(), h);
   else
-    backend_.rmsnorm_backward(dx.data(), gw, dxf_local.data(), c.final_in.data(), w, c.final_stats.data(),
+    backend_.rmsnorm_backward(dx.ref(), gw, dxf_local.ref(), c.final_in.ref(), w, c.final_stats.data(),
                               c.final_in.rows(), h);
   params_.release(layout_.final_unit);
   params_.gradients_ready(layout_.final_unit);
@@ -211,8 +216,8 @@ Tensor GptStage::forward(int micro_batch, const MicroBatch& mb, Tensor input, fl
   Tensor x = first ? embed(mb, c) : std::move(input);
   for (std::size_t i = 0; i < layout_.layer_units.size(); ++i) {
     const int u = layout_.layer_units[i];
-    float* p = acquire_next(u);
-    x = layer_.forward(layer_tensors(layout_.units[u], p), std::move(x), c.layers[i], config_.recompute,
+    TensorRef p = acquire_next(u);
+    x = layer_.forward(layer_weights(layout_.units[u], p), std::move(x), c.layers[i], config_.recompute,
                        layout_.first_layer + static_cast<int>(i), mb.first_sequence);
     params_.release(u);
   }
@@ -231,9 +236,9 @@ Tensor GptStage::backward(int micro_batch, const MicroBatch& mb, const Tensor& d
   for (std::size_t k = layout_.layer_units.size(); k-- > 0;) {
     const int u = layout_.layer_units[k];
     const Unit& unit = layout_.units[u];
-    float* p = acquire_next(u);
+    TensorRef p = acquire_next(u);
     float* g = params_.gradients(u);
-    Tensor next = layer_.backward(layer_tensors(unit, p), layer_tensors(unit, g), c.layers[k], *d, config_.recompute,
+    Tensor next = layer_.backward(layer_weights(unit, p), layer_grads(unit, g), c.layers[k], *d, config_.recompute,
                                   layout_.first_layer + static_cast<int>(k));
     params_.release(u);
     params_.gradients_ready(u);
@@ -247,8 +252,8 @@ Tensor GptStage::backward(int micro_batch, const MicroBatch& mb, const Tensor& d
   }
   caches_.erase(micro_batch);
   if (d == &dout) {  // a stage without layers passes the gradient through
-    Tensor copy = backend_.empty(dout.rows(), dout.cols(), kWork);
-    backend_.copy(copy.data(), dout.data(), dout.numel());
+    Tensor copy = act(dout.rows(), dout.cols(), kWork);
+    backend_.copy(copy.ref(), dout.ref(), dout.numel());
     return copy;
   }
   return holder;

@@ -18,13 +18,13 @@ namespace loom::exec {
 class ParameterSource {
  public:
   virtual ~ParameterSource() = default;
-  // Parameters of a unit, available until release() (ZeRO-3 gathers them).
-  virtual float* acquire(int unit) = 0;
+  // Parameters of a unit in the backend's compute dtype, available until release() (ZeRO-3 gathers them).
+  virtual TensorRef acquire(int unit) = 0;
   virtual void release(int unit) = 0;
   // The unit the pass will acquire next: ZeRO-3 starts gathering it while the current one
   // computes. Every prefetch is followed by an acquire of the same unit.
   virtual void prefetch(int /*unit*/) {}
-  // Where the unit's backward accumulates its gradient for the current micro-batch.
+  // Where the unit's backward accumulates its fp32 gradient (main grads) for the current micro-batch.
   virtual float* gradients(int unit) = 0;
   // The unit's backward for the current micro-batch is complete.
   virtual void gradients_ready(int unit) = 0;
@@ -34,7 +34,7 @@ class ParameterSource {
 class ChunkParameters final : public ParameterSource {
  public:
   ChunkParameters(ParameterSource& store, int offset) : store_(store), offset_(offset) {}
-  float* acquire(int unit) override { return store_.acquire(unit + offset_); }
+  TensorRef acquire(int unit) override { return store_.acquire(unit + offset_); }
   void release(int unit) override { store_.release(unit + offset_); }
   void prefetch(int unit) override { store_.prefetch(unit + offset_); }
   float* gradients(int unit) override { return store_.gradients(unit + offset_); }
@@ -82,9 +82,13 @@ class GptStage {
   Tensor head_forward(Tensor x, Cache& cache, const MicroBatch& mb, float loss_scale, double* loss_sum);
   Tensor head_backward(Cache& cache);
   int head_unit() const;
-  float* head_weight(float* base) const;
+  std::int64_t head_weight_offset() const;
   // Acquires the pass's next unit (which must be `unit`) and prefetches the one after it.
-  float* acquire_next(int unit);
+  TensorRef acquire_next(int unit);
+  // An activation (or its gradient) in the backend's compute dtype.
+  Tensor act(std::int64_t rows, std::int64_t cols, MemoryCategory category) {
+    return backend_.empty(rows, cols, category, backend_.compute_dtype());
+  }
 
   // The order in which a forward and a backward pass acquire units (prefetch order).
   std::vector<int> forward_order_, backward_order_;

@@ -6,18 +6,23 @@ namespace {
 constexpr MemoryCategory kAct = MemoryCategory::kActivations;
 constexpr MemoryCategory kWork = MemoryCategory::kWorkspace;
 
-float* at(const Unit& unit, float* base, const char* suffix) {
+template <class P>
+P at(const Unit& unit, P base, const char* suffix) {
   const ParamSlot* s = unit.find(suffix);
-  return s == nullptr ? nullptr : base + s->offset;
+  return s == nullptr ? P{} : base + s->offset;
 }
-}  // namespace
 
-LayerTensors layer_tensors(const Unit& u, float* base) {
+template <class P>
+LayerSlots<P> slots(const Unit& u, P base) {
   return {at(u, base, "ln1.weight"),    at(u, base, "ln1.bias"),         at(u, base, "attn.qkv.weight"),
           at(u, base, "attn.qkv.bias"), at(u, base, "attn.proj.weight"), at(u, base, "attn.proj.bias"),
           at(u, base, "ln2.weight"),    at(u, base, "ln2.bias"),         at(u, base, "mlp.fc.weight"),
           at(u, base, "mlp.fc.bias"),   at(u, base, "mlp.proj.weight"),  at(u, base, "mlp.proj.bias")};
 }
+}  // namespace
+
+LayerWeights layer_weights(const Unit& unit, ConstTensorRef base) { return slots(unit, base); }
+LayerGrads layer_grads(const Unit& unit, float* base) { return slots(unit, base); }
 
 Tensor alloc_mask(Backend& backend, std::int64_t n) { return backend.empty((n + 3) / 4, 1, kAct); }
 
@@ -40,36 +45,36 @@ void TransformerLayer::attention_mask(LayerCache& c, int layer) {
     backend_.dropout_mask(mask_data(c.attn_mask) + b * per_sequence, per_sequence, dropout_.key(layer, 0),
                           static_cast<std::uint64_t>(global_head0 * s.seq * s.seq), dropout_.p);
   }
-  c.dropped = backend_.empty(s.probs_numel(), 1, c.probs.category());
-  backend_.apply_mask(c.dropped.data(), c.probs.data(), mask_data(c.attn_mask), s.probs_numel(), dropout_.keep_scale());
+  c.dropped = act(s.probs_numel(), 1, c.probs.category());
+  backend_.apply_mask(c.dropped.ref(), c.probs.ref(), mask_data(c.attn_mask), s.probs_numel(), dropout_.keep_scale());
 }
 
 AttentionShape TransformerLayer::attention_shape() const {
   return {batch_, seq_, dims_.heads, dims_.kv_heads, dims_.head_dim};
 }
 
-void TransformerLayer::norm_forward(Tensor& out, Tensor& stats, const Tensor& x, const float* w, const float* b) {
+void TransformerLayer::norm_forward(Tensor& out, Tensor& stats, const Tensor& x, ConstTensorRef w, ConstTensorRef b) {
   const std::int64_t rows = x.rows(), h = x.cols();
-  out = backend_.empty(rows, h, kAct);
+  out = act(rows, h, kAct);
   if (model_.norm == Norm::kLayerNorm) {
     stats = backend_.empty(2, rows, kAct);
-    backend_.layernorm_forward(out.data(), stats.data(), stats.data() + rows, x.data(), w, b, rows, h);
+    backend_.layernorm_forward(out.ref(), stats.data(), stats.data() + rows, x.ref(), w, b, rows, h);
   } else {
     stats = backend_.empty(1, rows, kAct);
-    backend_.rmsnorm_forward(out.data(), stats.data(), x.data(), w, rows, h);
+    backend_.rmsnorm_forward(out.ref(), stats.data(), x.ref(), w, rows, h);
   }
 }
 
-void TransformerLayer::norm_backward(float* dx, float* dw, float* db, const float* dout, const Tensor& x,
-                                     const float* w, const Tensor& stats) {
+void TransformerLayer::norm_backward(TensorRef dx, float* dw, float* db, ConstTensorRef dout, const Tensor& x,
+                                     ConstTensorRef w, const Tensor& stats) {
   const std::int64_t rows = x.rows(), h = x.cols();
   if (model_.norm == Norm::kLayerNorm)
-    backend_.layernorm_backward(dx, dw, db, dout, x.data(), w, stats.data(), stats.data() + rows, rows, h);
+    backend_.layernorm_backward(dx, dw, db, dout, x.ref(), w, stats.data(), stats.data() + rows, rows, h);
   else
-    backend_.rmsnorm_backward(dx, dw, dout, x.data(), w, stats.data(), rows, h);
+    backend_.rmsnorm_backward(dx, dw, dout, x.ref(), w, stats.data(), rows, h);
 }
 
-Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c, Recompute recompute, int layer,
+Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c, Recompute recompute, int layer,
                                  std::int64_t first_sequence) {
   const std::int64_t T = tokens();
   const int h = dims_.hidden, qkv_cols = static_cast<int>(dims_.qkv_cols);
@@ -83,23 +88,22 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
   {
     Tensor gathered;
     op.end();
-    const float* a_in = tp_.gather_rows(c.ln1, gathered);
+    ConstTensorRef a_in = tp_.gather_rows(c.ln1, gathered);
     op.next("qkv");
-    c.qkv = backend_.empty(T, qkv_cols, kAct);
-    backend_.gemm(false, true, static_cast<int>(T), qkv_cols, h, 1.0f, a_in, h, w.qkv_w, h, 0.0f, c.qkv.data(),
+    c.qkv = act(T, qkv_cols, kAct);
+    backend_.gemm(false, true, static_cast<int>(T), qkv_cols, h, 1.0f, a_in, h, w.qkv_w, h, 0.0f, c.qkv.ref(),
                   qkv_cols);
   }
-  if (w.qkv_b != nullptr) backend_.add_bias(c.qkv.data(), w.qkv_b, T, qkv_cols);
-  if (model_.position == PositionEmbedding::kRotary) backend_.rope(c.qkv.data(), attention_shape(), false);
-  c.probs = backend_.empty(attention_shape().probs_numel(), 1, recompute == Recompute::kSelective ? kWork : kAct);
-  c.ctx = backend_.empty(T, ctx_cols, kAct);
+  if (!w.qkv_b.null()) backend_.add_bias(c.qkv.ref(), w.qkv_b, T, qkv_cols);
+  if (model_.position == PositionEmbedding::kRotary) backend_.rope(c.qkv.ref(), attention_shape(), false);
+  c.probs = act(attention_shape().probs_numel(), 1, recompute == Recompute::kSelective ? kWork : kAct);
+  c.ctx = act(T, ctx_cols, kAct);
   // One call computes QKᵀ and the softmax (the simulator's "qk" and "softmax").
   op.next("qk softmax");
-  backend_.attention_probs(c.probs.data(), c.qkv.data(), attention_shape());
+  backend_.attention_probs(c.probs.ref(), c.qkv.ref(), attention_shape());
   if (dropout) attention_mask(c, layer);
   op.next("av");
-  backend_.attention_context(c.ctx.data(), dropout ? c.dropped.data() : c.probs.data(), c.qkv.data(),
-                             attention_shape());
+  backend_.attention_context(c.ctx.ref(), dropout ? c.dropped.ref() : c.probs.ref(), c.qkv.ref(), attention_shape());
   if (recompute == Recompute::kSelective) {
     c.probs.reset();
     c.dropped.reset();
@@ -107,19 +111,19 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
   }
 
   op.next("attn_out");
-  Tensor o = backend_.empty(T, h, kWork);
-  backend_.gemm(false, true, static_cast<int>(T), h, ctx_cols, 1.0f, c.ctx.data(), ctx_cols, w.proj_w, ctx_cols, 0.0f,
-                o.data(), h);
+  Tensor o = act(T, h, kWork);
+  backend_.gemm(false, true, static_cast<int>(T), h, ctx_cols, 1.0f, c.ctx.ref(), ctx_cols, w.proj_w, ctx_cols, 0.0f,
+                o.ref(), h);
   op.end();
   Tensor o_local = tp_.reduce_rows(std::move(o), kWork);
   op.next("residual");
-  if (w.proj_b != nullptr) backend_.add_bias(o_local.data(), w.proj_b, o_local.rows(), h);
+  if (!w.proj_b.null()) backend_.add_bias(o_local.ref(), w.proj_b, o_local.rows(), h);
   if (dropout) {
     c.proj_mask = row_mask(o_local.rows(), h, layer, 1, first_sequence);
-    backend_.apply_mask(o_local.data(), o_local.data(), mask_data(c.proj_mask), o_local.numel(), dropout_.keep_scale());
+    backend_.apply_mask(o_local.ref(), o_local.ref(), mask_data(c.proj_mask), o_local.numel(), dropout_.keep_scale());
   }
-  c.x2 = backend_.empty(c.x.rows(), h, kAct);
-  backend_.add(c.x2.data(), c.x.data(), o_local.data(), c.x.numel());
+  c.x2 = act(c.x.rows(), h, kAct);
+  backend_.add(c.x2.ref(), c.x.ref(), o_local.ref(), c.x.numel());
   o_local.reset();
 
   op.next("norm");
@@ -127,34 +131,33 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
   {
     Tensor gathered;
     op.end();
-    const float* m_in = tp_.gather_rows(c.ln2, gathered);
+    ConstTensorRef m_in = tp_.gather_rows(c.ln2, gathered);
     op.next("mlp_up");
-    c.fc = backend_.empty(T, dims_.ffn_in, kAct);
-    backend_.gemm(false, true, static_cast<int>(T), dims_.ffn_in, h, 1.0f, m_in, h, w.fc_w, h, 0.0f, c.fc.data(),
+    c.fc = act(T, dims_.ffn_in, kAct);
+    backend_.gemm(false, true, static_cast<int>(T), dims_.ffn_in, h, 1.0f, m_in, h, w.fc_w, h, 0.0f, c.fc.ref(),
                   dims_.ffn_in);
   }
-  if (w.fc_b != nullptr) backend_.add_bias(c.fc.data(), w.fc_b, T, dims_.ffn_in);
+  if (!w.fc_b.null()) backend_.add_bias(c.fc.ref(), w.fc_b, T, dims_.ffn_in);
   op.next(model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu");
-  c.act = backend_.empty(T, dims_.ffn, kAct);
+  c.act = act(T, dims_.ffn, kAct);
   if (model_.activation == Activation::kSwiGLU)
-    backend_.swiglu_forward(c.act.data(), c.fc.data(), T, dims_.ffn);
+    backend_.swiglu_forward(c.act.ref(), c.fc.ref(), T, dims_.ffn);
   else
-    backend_.gelu_forward(c.act.data(), c.fc.data(), c.fc.numel());
+    backend_.gelu_forward(c.act.ref(), c.fc.ref(), c.fc.numel());
   op.next("mlp_down");
-  Tensor f2 = backend_.empty(T, h, kWork);
-  backend_.gemm(false, true, static_cast<int>(T), h, dims_.ffn, 1.0f, c.act.data(), dims_.ffn, w.fc2_w, dims_.ffn, 0.0f,
-                f2.data(), h);
+  Tensor f2 = act(T, h, kWork);
+  backend_.gemm(false, true, static_cast<int>(T), h, dims_.ffn, 1.0f, c.act.ref(), dims_.ffn, w.fc2_w, dims_.ffn, 0.0f,
+                f2.ref(), h);
   op.end();
   Tensor f2_local = tp_.reduce_rows(std::move(f2), kWork);
   op.next("residual");
-  if (w.fc2_b != nullptr) backend_.add_bias(f2_local.data(), w.fc2_b, f2_local.rows(), h);
+  if (!w.fc2_b.null()) backend_.add_bias(f2_local.ref(), w.fc2_b, f2_local.rows(), h);
   if (dropout) {
     c.mlp_mask = row_mask(f2_local.rows(), h, layer, 2, first_sequence);
-    backend_.apply_mask(f2_local.data(), f2_local.data(), mask_data(c.mlp_mask), f2_local.numel(),
-                        dropout_.keep_scale());
+    backend_.apply_mask(f2_local.ref(), f2_local.ref(), mask_data(c.mlp_mask), f2_local.numel(), dropout_.keep_scale());
   }
-  Tensor y = backend_.empty(c.x.rows(), h, kAct);
-  backend_.add(y.data(), c.x2.data(), f2_local.data(), y.numel());
+  Tensor y = act(c.x.rows(), h, kAct);
+  backend_.add(y.ref(), c.x2.ref(), f2_local.ref(), y.numel());
   op.end();
 
   if (recompute == Recompute::kFull) {
@@ -166,12 +169,12 @@ Tensor TransformerLayer::forward(const LayerTensors& w, Tensor x, LayerCache& c,
   return y;
 }
 
-Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, LayerCache& c, const Tensor& dy_in,
+Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, LayerCache& c, const Tensor& dy_in,
                                   Recompute recompute, int layer) {
   if (!c.complete()) {
     // Full recomputation: run the block forward again from its stored input.
-    Tensor input = backend_.empty(c.x.rows(), c.x.cols(), kAct);
-    backend_.copy(input.data(), c.x.data(), c.x.numel());
+    Tensor input = act(c.x.rows(), c.x.cols(), kAct);
+    backend_.copy(input.ref(), c.x.ref(), c.x.numel());
     c.x.reset();
     Tensor y = forward(w, std::move(input), c, Recompute::kNone, layer, c.first_sequence);
   }
@@ -179,8 +182,8 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
   // Through the MLP's dropout: the residual path takes dy_in, the MLP branch the masked gradient.
   Tensor dy_masked;
   if (dropout) {
-    dy_masked = backend_.empty(dy_in.rows(), dy_in.cols(), kWork);
-    backend_.apply_mask(dy_masked.data(), dy_in.data(), mask_data(c.mlp_mask), dy_in.numel(), dropout_.keep_scale());
+    dy_masked = act(dy_in.rows(), dy_in.cols(), kWork);
+    backend_.apply_mask(dy_masked.ref(), dy_in.ref(), mask_data(c.mlp_mask), dy_in.numel(), dropout_.keep_scale());
   }
   const Tensor& dy = dropout ? dy_masked : dy_in;
   // Under sequence parallelism a backward GEMM op's slice also holds the all-gather of its input
@@ -192,37 +195,37 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
 
   // MLP: y = x2 + fc2(act(fc(ln2(x2)))).
   op.next("mlp_down_bwd");
-  if (g.fc2_b != nullptr) backend_.bias_grad(g.fc2_b, dy.data(), dy.rows(), h);
-  Tensor dx2 = backend_.empty(dy_in.rows(), h, kWork);
+  if (g.fc2_b != nullptr) backend_.bias_grad(g.fc2_b, dy.ref(), dy.rows(), h);
+  Tensor dx2 = act(dy_in.rows(), h, kWork);
   {
-    Tensor dfc = backend_.empty(T, dims_.ffn_in, kWork);
+    Tensor dfc = act(T, dims_.ffn_in, kWork);
     {
       Tensor gathered;
-      const float* dy_full = tp_.gather_rows(dy, gathered);
-      Tensor dact = backend_.empty(T, dims_.ffn, kWork);
-      backend_.gemm(false, false, Ti, dims_.ffn, h, 1.0f, dy_full, h, w.fc2_w, dims_.ffn, 0.0f, dact.data(), dims_.ffn);
-      backend_.gemm(true, false, h, dims_.ffn, Ti, 1.0f, dy_full, h, c.act.data(), dims_.ffn, 1.0f, g.fc2_w, dims_.ffn);
+      ConstTensorRef dy_full = tp_.gather_rows(dy, gathered);
+      Tensor dact = act(T, dims_.ffn, kWork);
+      backend_.gemm(false, false, Ti, dims_.ffn, h, 1.0f, dy_full, h, w.fc2_w, dims_.ffn, 0.0f, dact.ref(), dims_.ffn);
+      backend_.gemm(true, false, h, dims_.ffn, Ti, 1.0f, dy_full, h, c.act.ref(), dims_.ffn, 1.0f, g.fc2_w, dims_.ffn);
       op.next(model_.activation == Activation::kSwiGLU ? "swiglu_bwd" : "gelu_bwd");
       if (model_.activation == Activation::kSwiGLU)
-        backend_.swiglu_backward(dfc.data(), c.fc.data(), dact.data(), T, dims_.ffn);
+        backend_.swiglu_backward(dfc.ref(), c.fc.ref(), dact.ref(), T, dims_.ffn);
       else
-        backend_.gelu_backward(dfc.data(), c.fc.data(), dact.data(), dfc.numel());
+        backend_.gelu_backward(dfc.ref(), c.fc.ref(), dact.ref(), dfc.numel());
     }
     op.next("mlp_up_bwd");
-    if (g.fc_b != nullptr) backend_.bias_grad(g.fc_b, dfc.data(), T, dims_.ffn_in);
+    if (g.fc_b != nullptr) backend_.bias_grad(g.fc_b, dfc.ref(), T, dims_.ffn_in);
     Tensor gathered;
-    const float* m_in = tp_.gather_rows(c.ln2, gathered);
-    backend_.gemm(true, false, dims_.ffn_in, h, Ti, 1.0f, dfc.data(), dims_.ffn_in, m_in, h, 1.0f, g.fc_w, h);
+    ConstTensorRef m_in = tp_.gather_rows(c.ln2, gathered);
+    backend_.gemm(true, false, dims_.ffn_in, h, Ti, 1.0f, dfc.ref(), dims_.ffn_in, m_in, h, 1.0f, g.fc_w, h);
     gathered.reset();
-    Tensor dm = backend_.empty(T, h, kWork);
-    backend_.gemm(false, false, Ti, h, dims_.ffn_in, 1.0f, dfc.data(), dims_.ffn_in, w.fc_w, h, 0.0f, dm.data(), h);
+    Tensor dm = act(T, h, kWork);
+    backend_.gemm(false, false, Ti, h, dims_.ffn_in, 1.0f, dfc.ref(), dims_.ffn_in, w.fc_w, h, 0.0f, dm.ref(), h);
     dfc.reset();
     op.end();
     Tensor dm_local = tp_.reduce_rows(std::move(dm), kWork);
     op.next("norm_bwd");
-    norm_backward(dx2.data(), g.ln2_w, g.ln2_b, dm_local.data(), c.x2, w.ln2_w, c.stats2);
+    norm_backward(dx2.ref(), g.ln2_w, g.ln2_b, dm_local.ref(), c.x2, w.ln2_w, c.stats2);
     op.next("residual_bwd");
-    backend_.axpy(dx2.data(), 1.0f, dy_in.data(), dy_in.numel());
+    backend_.axpy(dx2.ref(), 1.0f, dy_in.ref(), dy_in.numel());
     op.end();
   }
   c.act.reset();
@@ -234,29 +237,29 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
   // Attention: x2 = x + dropout(proj(attn(qkv(ln1(x))))).
   Tensor do_masked;
   if (dropout) {
-    do_masked = backend_.empty(dx2.rows(), h, kWork);
-    backend_.apply_mask(do_masked.data(), dx2.data(), mask_data(c.proj_mask), dx2.numel(), dropout_.keep_scale());
+    do_masked = act(dx2.rows(), h, kWork);
+    backend_.apply_mask(do_masked.ref(), dx2.ref(), mask_data(c.proj_mask), dx2.numel(), dropout_.keep_scale());
   }
   const Tensor& d_o = dropout ? do_masked : dx2;
   op.next("attn_out_bwd");
-  if (g.proj_b != nullptr) backend_.bias_grad(g.proj_b, d_o.data(), d_o.rows(), h);
-  Tensor dqkv = backend_.empty(T, qkv_cols, kWork);
+  if (g.proj_b != nullptr) backend_.bias_grad(g.proj_b, d_o.ref(), d_o.rows(), h);
+  Tensor dqkv = act(T, qkv_cols, kWork);
   {
     Tensor gathered;
-    const float* do_full = tp_.gather_rows(d_o, gathered);
-    Tensor dctx = backend_.empty(T, ctx_cols, kWork);
-    backend_.gemm(false, false, Ti, ctx_cols, h, 1.0f, do_full, h, w.proj_w, ctx_cols, 0.0f, dctx.data(), ctx_cols);
-    backend_.gemm(true, false, h, ctx_cols, Ti, 1.0f, do_full, h, c.ctx.data(), ctx_cols, 1.0f, g.proj_w, ctx_cols);
+    ConstTensorRef do_full = tp_.gather_rows(d_o, gathered);
+    Tensor dctx = act(T, ctx_cols, kWork);
+    backend_.gemm(false, false, Ti, ctx_cols, h, 1.0f, do_full, h, w.proj_w, ctx_cols, 0.0f, dctx.ref(), ctx_cols);
+    backend_.gemm(true, false, h, ctx_cols, Ti, 1.0f, do_full, h, c.ctx.ref(), ctx_cols, 1.0f, g.proj_w, ctx_cols);
     if (c.probs.empty()) {  // selective recomputation of the attention core
       op.next("recompute qk softmax");
-      c.probs = backend_.empty(attention_shape().probs_numel(), 1, kWork);
-      backend_.attention_probs(c.probs.data(), c.qkv.data(), attention_shape());
+      c.probs = act(attention_shape().probs_numel(), 1, kWork);
+      backend_.attention_probs(c.probs.ref(), c.qkv.ref(), attention_shape());
       if (dropout) attention_mask(c, layer);
     }
     // One call for the simulator's "av_bwd", "softmax_bwd" and "qk_bwd".
     op.next("attention_bwd");
-    backend_.attention_backward(dqkv.data(), dctx.data(), c.probs.data(), dropout ? c.dropped.data() : nullptr,
-                                dropout ? mask_data(c.attn_mask) : nullptr, dropout_.keep_scale(), c.qkv.data(),
+    backend_.attention_backward(dqkv.ref(), dctx.ref(), c.probs.ref(), dropout ? c.dropped.ref() : nullptr,
+                                dropout ? mask_data(c.attn_mask) : nullptr, dropout_.keep_scale(), c.qkv.ref(),
                                 attention_shape());
   }
   c.probs.reset();
@@ -264,25 +267,25 @@ Tensor TransformerLayer::backward(const LayerTensors& w, const LayerTensors& g, 
   c.attn_mask.reset();
   c.ctx.reset();
   op.next("qkv_bwd");
-  if (model_.position == PositionEmbedding::kRotary) backend_.rope(dqkv.data(), attention_shape(), true);
-  if (g.qkv_b != nullptr) backend_.bias_grad(g.qkv_b, dqkv.data(), T, qkv_cols);
+  if (model_.position == PositionEmbedding::kRotary) backend_.rope(dqkv.ref(), attention_shape(), true);
+  if (g.qkv_b != nullptr) backend_.bias_grad(g.qkv_b, dqkv.ref(), T, qkv_cols);
   Tensor da;
   {
     Tensor gathered;
-    const float* a_in = tp_.gather_rows(c.ln1, gathered);
-    backend_.gemm(true, false, qkv_cols, h, Ti, 1.0f, dqkv.data(), qkv_cols, a_in, h, 1.0f, g.qkv_w, h);
-    da = backend_.empty(T, h, kWork);
-    backend_.gemm(false, false, Ti, h, qkv_cols, 1.0f, dqkv.data(), qkv_cols, w.qkv_w, h, 0.0f, da.data(), h);
+    ConstTensorRef a_in = tp_.gather_rows(c.ln1, gathered);
+    backend_.gemm(true, false, qkv_cols, h, Ti, 1.0f, dqkv.ref(), qkv_cols, a_in, h, 1.0f, g.qkv_w, h);
+    da = act(T, h, kWork);
+    backend_.gemm(false, false, Ti, h, qkv_cols, 1.0f, dqkv.ref(), qkv_cols, w.qkv_w, h, 0.0f, da.ref(), h);
   }
   dqkv.reset();
   c.qkv.reset();
   op.end();
   Tensor da_local = tp_.reduce_rows(std::move(da), kWork);
   op.next("norm_bwd");
-  Tensor dx = backend_.empty(dy_in.rows(), h, kWork);
-  norm_backward(dx.data(), g.ln1_w, g.ln1_b, da_local.data(), c.x, w.ln1_w, c.stats1);
+  Tensor dx = act(dy_in.rows(), h, kWork);
+  norm_backward(dx.ref(), g.ln1_w, g.ln1_b, da_local.ref(), c.x, w.ln1_w, c.stats1);
   op.next("residual_bwd");
-  backend_.axpy(dx.data(), 1.0f, dx2.data(), dx.numel());
+  backend_.axpy(dx.ref(), 1.0f, dx2.ref(), dx.numel());
   op.end();
   c = LayerCache{};
   (void)recompute;

@@ -13,12 +13,16 @@
 
 namespace loom::exec {
 
-// Pointers to one layer's parameters (or gradients) inside its unit; absent biases are null.
-struct LayerTensors {
-  float *ln1_w = nullptr, *ln1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *proj_w = nullptr, *proj_b = nullptr,
-        *ln2_w = nullptr, *ln2_b = nullptr, *fc_w = nullptr, *fc_b = nullptr, *fc2_w = nullptr, *fc2_b = nullptr;
+// One layer's parameters (typed views in the compute dtype) or fp32 main gradients inside its unit;
+// absent biases are null.
+template <class P>
+struct LayerSlots {
+  P ln1_w{}, ln1_b{}, qkv_w{}, qkv_b{}, proj_w{}, proj_b{}, ln2_w{}, ln2_b{}, fc_w{}, fc_b{}, fc2_w{}, fc2_b{};
 };
-LayerTensors layer_tensors(const Unit& unit, float* base);
+using LayerWeights = LayerSlots<ConstTensorRef>;
+using LayerGrads = LayerSlots<float*>;
+LayerWeights layer_weights(const Unit& unit, ConstTensorRef base);
+LayerGrads layer_grads(const Unit& unit, float* base);
 
 // Dropout (Megatron's hidden and attention dropout) with masks keyed on each value's global position.
 struct DropoutSettings {
@@ -65,21 +69,25 @@ class TransformerLayer {
 
   // Takes the block input, returns its output [local tokens, h] (activations). With `recompute`
   // kFull only the input is kept; kSelective drops the softmax output.
-  Tensor forward(const LayerTensors& w, Tensor x, LayerCache& cache, Recompute recompute, int layer,
+  Tensor forward(const LayerWeights& w, Tensor x, LayerCache& cache, Recompute recompute, int layer,
                  std::int64_t first_sequence);
   // dy: gradient of the output; returns the gradient of the input. Accumulates into g.
-  Tensor backward(const LayerTensors& w, const LayerTensors& g, LayerCache& cache, const Tensor& dy,
-                  Recompute recompute, int layer);
+  Tensor backward(const LayerWeights& w, const LayerGrads& g, LayerCache& cache, const Tensor& dy, Recompute recompute,
+                  int layer);
 
  private:
   std::int64_t tokens() const { return static_cast<std::int64_t>(batch_) * seq_; }
   AttentionShape attention_shape() const;
-  void norm_forward(Tensor& out, Tensor& stats, const Tensor& x, const float* w, const float* b);
+  void norm_forward(Tensor& out, Tensor& stats, const Tensor& x, ConstTensorRef w, ConstTensorRef b);
   // Mask of `rows` local token rows × `cols` (hidden dropout) for the cache's micro-batch.
   Tensor row_mask(std::int64_t rows, std::int64_t cols, int layer, int site, std::int64_t first_sequence);
   void attention_mask(LayerCache& c, int layer);
-  void norm_backward(float* dx, float* dw, float* db, const float* dout, const Tensor& x, const float* w,
+  void norm_backward(TensorRef dx, float* dw, float* db, ConstTensorRef dout, const Tensor& x, ConstTensorRef w,
                      const Tensor& stats);
+  // A tensor of activations (or their gradients) in the backend's compute dtype.
+  Tensor act(std::int64_t rows, std::int64_t cols, MemoryCategory category) {
+    return backend_.empty(rows, cols, category, backend_.compute_dtype());
+  }
 
   const ModelSpec& model_;
   LocalDims dims_;

@@ -18,8 +18,9 @@ int gradient_tag(int micro_batch, int edge, int virtual_stages) {
 
 Tensor PipelineRunner::receive(int peer, int tag, const std::string& what, MemoryCategory category) {
   TraceScope scope(tracer_, "recv " + what, "comm", kCommLane);
-  Tensor t = backend_.empty(chunks_.front()->local_tokens(), chunks_.front()->hidden(), category);
-  groups_.pp->irecv(t.data(), t.numel(), peer, tag)->wait();
+  Tensor t =
+      backend_.empty(chunks_.front()->local_tokens(), chunks_.front()->hidden(), category, backend_.compute_dtype());
+  groups_.pp->irecv(t.ref(), t.numel(), peer, tag)->wait();
   return t;
 }
 
@@ -30,7 +31,7 @@ void PipelineRunner::send(Tensor buffer, int peer, int tag, const std::string& w
   reap_sends(false);
   // Until the peer has it, the tensor is a send buffer, no longer an activation of this stage.
   buffer = backend_.recharge(std::move(buffer), MemoryCategory::kBuffers);
-  auto request = groups_.pp->isend(buffer.data(), buffer.numel(), peer, tag);
+  auto request = groups_.pp->isend(buffer.ref(), buffer.numel(), peer, tag);
   sends_.push_back({std::move(request), std::move(buffer), gradient});
 }
 

@@ -26,10 +26,11 @@ class TensorParallel {
   }
 
   // Input of a column-parallel layer, all rows: `local` itself, or the all-gather of every rank's
-  // rows into `scratch` (a buffer) under sequence parallelism.
-  const float* gather_rows(const Tensor& local, Tensor& scratch);
+  // rows into `scratch` (a buffer of the same dtype) under sequence parallelism.
+  ConstTensorRef gather_rows(const Tensor& local, Tensor& scratch);
   // Output of a row-parallel layer (partial sums over the full rows) → the summed local rows,
-  // returned in a tensor of `category`. Also the backward of a column-parallel layer's input.
+  // returned in a tensor of `category` (of the partial sums' dtype). Also the backward of a column-parallel layer's
+  // input.
   Tensor reduce_rows(Tensor partial, MemoryCategory category);
   // Sum of a [rows] vector over TP ranks (vocabulary-parallel cross-entropy statistics).
   void all_reduce(float* data, std::int64_t n, ReduceOp op);

@@ -71,7 +71,7 @@ void ParameterStore::prefetch(int u) {
   prefetching_[u] = groups_.dp->all_gather_async(params_.ref() + shard_offset_[u], gathered_[u].ref(), shard(unit));
 }
 
-TensorRef ParameterStore::acquire_ref(int u) {
+TensorRef ParameterStore::acquire(int u) {
   if (zero_ < 3) return params_.ref() + offset_[u];
   if (gather_count_[u]++ == 0) {
     if (prefetching_[u] != nullptr) {
@@ -206,7 +206,7 @@ void ParameterStore::optimizer_step(const OptimizerSettings& s, float lr, float 
 std::vector<float> ParameterStore::unit_values(int u) {
   const Unit& unit = layout_.units[u];
   std::vector<float> host(static_cast<std::size_t>(unit.size));
-  backend_.to_host(host.data(), acquire_ref(u), unit.size);
+  backend_.to_host(host.data(), acquire(u), unit.size);
   release(u);
   return host;
 }
@@ -218,14 +218,30 @@ std::vector<float> ParameterStore::unit_gradients(int u) {
   return host;
 }
 
-void ParameterStore::refresh_master() {
+std::vector<float> ParameterStore::checkpoint_parameters() {
+  std::vector<float> host(static_cast<std::size_t>(params_.numel()));
+  if (master_.empty() || zero_ == 0 || zero_ == 3) {  // the master, if any, is laid out as the parameters
+    backend_.to_host(host.data(), master_.empty() ? params_.ref() : master_.ref(), params_.numel());
+    return host;
+  }
+  // ZeRO 1/2: each rank's master holds its shard of every unit; gather them into the full layout.
+  Tensor full = backend_.empty(params_.numel(), 1, kBuf);
+  for (std::size_t u = 0; u < layout_.units.size(); ++u)
+    groups_.dp->all_gather(master_.ref() + shard_offset_[u], full.ref() + offset_[u], shard(layout_.units[u]));
+  backend_.to_host(host.data(), full.ref(), full.numel());
+  return host;
+}
+
+void ParameterStore::load_parameters(const std::vector<float>& host) {
+  backend_.from_host(params_.ref(), host.data(), params_.numel());
   if (master_.empty()) return;
-  for (std::size_t uu = 0; uu < layout_.units.size(); ++uu) {
-    const int u = static_cast<int>(uu);
-    const Unit& unit = layout_.units[u];
-    const std::int64_t first = zero_ == 0 ? 0 : dp_rank_ * shard(unit);  // the master holds the owned block
-    const std::int64_t n = zero_ == 0 ? unit.padded : shard(unit);
-    backend_.cast(master_.ref() + (zero_ == 0 ? offset_[u] : shard_offset_[u]), param_at(u, first), n);
+  if (zero_ == 0 || zero_ == 3) {
+    backend_.from_host(master_.ref(), host.data(), master_.numel());
+    return;
+  }
+  for (std::size_t u = 0; u < layout_.units.size(); ++u) {
+    const std::int64_t n = shard(layout_.units[u]);
+    backend_.from_host(master_.ref() + shard_offset_[u], host.data() + offset_[u] + dp_rank_ * n, n);
   }
 }
 

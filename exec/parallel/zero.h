@@ -34,8 +34,7 @@ class ParameterStore final : public ParameterSource {
   void begin_step(int micro_batches);
   void begin_micro_batch(int index) { last_micro_batch_ = index == micro_batches_ - 1; }
 
-  float* acquire(int unit) override { return acquire_ref(unit).as<float>(); }
-  TensorRef acquire_ref(int unit);  // the same in the parameters' dtype
+  TensorRef acquire(int unit) override;
   void release(int unit) override;
   void prefetch(int unit) override;
   float* gradients(int unit) override;
@@ -47,7 +46,8 @@ class ParameterStore final : public ParameterSource {
   double owned_grad_squares();
   void optimizer_step(const OptimizerSettings& s, float lr, float grad_scale, int step);
 
-  // Flat state for checkpoints: parameters (or this rank's shard), then the two Adam moments.
+  // Flat state for checkpoints: parameters (or this rank's shard), then the two Adam moments (the
+  // parameters are read and written through checkpoint_parameters / load_parameters).
   std::vector<Tensor*> state() { return {&params_, &adam_m_, &adam_v_}; }
   // Parameters and Adam moments as full (unsharded) tensors by parameter name, flattened row-major
   // with each parameter's full column count: what a checkpoint of any layout can be turned into.
@@ -56,9 +56,12 @@ class ParameterStore final : public ParameterSource {
   // under another layout). Values a full tensor lacks (vocabulary padding) stay zero.
   void import_full(const FullTensors& params, const FullTensors& m, const FullTensors& v);
 
-  // Mixed precision: sets the fp32 master weights from the parameters (after loading a checkpoint
-  // shard, which holds the parameters' values); nothing without a master.
-  void refresh_master();
+  // The parameters as a checkpoint holds them: fp32, in the parameters' layout (full, or the ZeRO-3
+  // shard), taken from the fp32 master under mixed precision (all-gathered over DP under ZeRO 1/2, a
+  // collective: every rank calls it). load_parameters sets the parameters (rounded to the compute dtype)
+  // and the master (its owned values, exact) from such an array.
+  std::vector<float> checkpoint_parameters();
+  void load_parameters(const std::vector<float>& host);
 
   // Full local parameters of a unit copied to the host (gathered under ZeRO-3), for tests.
   std::vector<float> unit_values(int unit);
