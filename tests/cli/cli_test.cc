@@ -9,19 +9,11 @@
 namespace loom {
 namespace {
 
+using testing::expect_bad_input;
 using testing::run_loom;
 using testing::scratch_dir;
 
 const char* kSpec = "--model llama2-7b --gpus 16 --global-batch 64";
-
-void expect_bad_input(const std::string& args, const std::string& expected) {
-  const auto r = run_loom(args);
-  EXPECT_EQ(r.status, 2) << args << "\nstderr: " << r.err;
-  EXPECT_NE(r.err.find(expected), std::string::npos) << args << "\nstderr: " << r.err;
-  // One line: the message and its newline.
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\nstderr: " << r.err;
-  EXPECT_TRUE(r.out.empty()) << args;
-}
 
 void write(const std::filesystem::path& p, const std::string& text) { std::ofstream(p) << text; }
 

@@ -5,6 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -45,6 +48,16 @@ inline Run run_loom(const std::string& args) {
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+// Bad input: exit status 2, one line on stderr (the message and its newline) containing `expected`,
+// nothing on stdout.
+inline void expect_bad_input(const std::string& args, const std::string& expected) {
+  const auto r = run_loom(args);
+  EXPECT_EQ(r.status, 2) << args << "\nstderr: " << r.err;
+  EXPECT_NE(r.err.find(expected), std::string::npos) << args << "\nstderr: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\nstderr: " << r.err;
+  EXPECT_TRUE(r.out.empty()) << args;
 }
 
 }  // namespace loom::testing

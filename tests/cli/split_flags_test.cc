@@ -10,19 +10,12 @@
 namespace loom {
 namespace {
 
+using testing::expect_bad_input;
 using testing::run_loom;
 using testing::scratch_dir;
 
 // Llama 2 13B: 40 layers, which do not divide by pp 16 or 3.
 const char* kSpec = "--model llama2-13b --gpus 16 --global-batch 64";
-
-void expect_bad_input(const std::string& args, const std::string& expected) {
-  const auto r = run_loom(args);
-  EXPECT_EQ(r.status, 2) << args << "\nstderr: " << r.err;
-  EXPECT_NE(r.err.find(expected), std::string::npos) << args << "\nstderr: " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\nstderr: " << r.err;
-  EXPECT_TRUE(r.out.empty()) << args;
-}
 
 TEST(SplitFlags, BadSplitFlagsAreOneLineAndExitTwo) {
   const std::string sim = std::string("sim ") + kSpec;
