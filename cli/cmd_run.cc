@@ -58,7 +58,7 @@ struct Resolved {
 void check_model_states_fit(const exec::TrainerOptions& t, const exec::Runtime& runtime) {
   const RankCoords rc = rank_coords(t.config, runtime.world_rank());
   const exec::StageLayout layout = exec::make_rank_layout(t.model, t.config, rc.tp_rank, rc.pp_rank).combined;
-  const double n = static_cast<double>(layout.total_padded()), dp = t.config.dp;
+  const double n = static_cast<double>(layout.total_padded()), dp = t.config.zero_shards();
   const double bytes = n * (4.0 / (t.config.zero >= 3 ? dp : 1.0) + 4.0 / (t.config.zero >= 2 ? dp : 1.0) +
                             8.0 / (t.config.zero >= 1 ? dp : 1.0));
   std::ifstream meminfo("/proc/meminfo");

@@ -104,6 +104,15 @@ RuleStatus check_schedule(const ModelSpec& model, const ParallelConfig& c, std::
 RuleStatus check_zero(const ParallelConfig& c) {
   if (c.zero < 0 || c.zero > 3)
     return broken(rule::kZeroStage, fmt::format("ZeRO stage {} does not exist (0 to 3)", c.zero));
+  if (c.shard_group == 0) return {};
+  if (c.zero != 3)
+    return broken(
+        rule::kShardGroup,
+        fmt::format("shard group {} needs ZeRO-3 (HSDP shards ZeRO-3's states), not ZeRO-{}", c.shard_group, c.zero));
+  if (c.shard_group < 2 || c.shard_group >= c.dp || c.dp % c.shard_group != 0)
+    return broken(rule::kShardGroup,
+                  fmt::format("shard group {} must divide dp {} and lie between 2 and dp/2 (dp itself is plain ZeRO-3)",
+                              c.shard_group, c.dp));
   return {};
 }
 

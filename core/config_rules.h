@@ -40,6 +40,7 @@ inline constexpr std::string_view kPinnedVpp = "pinned stage layers not divisibl
 inline constexpr std::string_view kAccountedLayers = "layers + embedding/loss not divisible by pp·vpp";
 inline constexpr std::string_view kEmptyChunk = "a model chunk with no layers";
 inline constexpr std::string_view kZeroStage = "no such ZeRO stage";
+inline constexpr std::string_view kShardGroup = "shard group not a proper divisor of dp under ZeRO-3";
 inline constexpr std::string_view kSpNeedsTp = "sequence parallelism needs tp > 1";
 inline constexpr std::string_view kSpTokens = "sequence parallelism needs tokens divisible by tp";
 }  // namespace rule

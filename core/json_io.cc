@@ -152,6 +152,7 @@ Json to_json(const ParallelConfig& c) {
   j["pp"] = c.pp;
   j["dp"] = c.dp;
   j["zero"] = c.zero;
+  j["shard_group"] = c.shard_group;
   j["micro_batch"] = c.micro_batch;
   j["vpp"] = c.vpp;
   j["recompute"] = to_string(c.recompute);
@@ -171,6 +172,7 @@ Result<ParallelConfig> config_from_json(const Json& json) {
   c.pp = static_cast<int>(r.integer("pp", 1, 1, 1 << 20));
   c.dp = static_cast<int>(r.integer("dp", 1, 1, 1 << 24));
   c.zero = static_cast<int>(r.integer("zero", 0, 0, 3));
+  c.shard_group = static_cast<int>(r.integer("shard_group", 0, 0, 1 << 24));
   c.micro_batch = static_cast<int>(r.integer("micro_batch", 1, 1, 1 << 24));
   c.vpp = static_cast<int>(r.integer("vpp", 1, 1, 4096));
   const std::string rc = r.string("recompute", std::string("none"));

@@ -32,7 +32,12 @@ struct ParallelConfig {
   int tp = 1;
   int pp = 1;
   int dp = 1;
-  int zero = 0;         // ZeRO stage 0..3
+  int zero = 0;  // ZeRO stage 0..3
+  // HSDP (FSDP2's hybrid shard, DeepSpeed's hpZ): ZeRO-3 shards parameters, gradients and optimizer
+  // states over groups of this many data-parallel ranks and replicates them across the dp/shard_group
+  // groups (gather inside a group, reduce-scatter inside it, then all-reduce across). 0: one group
+  // of all dp ranks, plain ZeRO-3.
+  int shard_group = 0;
   int micro_batch = 1;  // sequences per micro-batch
   int vpp = 1;          // virtual pipeline chunks per stage (interleaved schedule)
   Recompute recompute = Recompute::kNone;
@@ -41,6 +46,9 @@ struct ParallelConfig {
   PipelineSplit split{};  // how layers spread over the pipeline stages
 
   int world_size() const { return tp * pp * dp; }
+  // Data-parallel ranks one parameter's ZeRO shards are spread over, and the replicas of each shard.
+  int zero_shards() const { return shard_group > 0 ? shard_group : dp; }
+  int shard_replicas() const { return dp / zero_shards(); }
   // Micro-batches per pipeline per step (gradient-accumulation steps).
   std::int64_t micro_batches(std::int64_t global_batch) const {
     return global_batch / (static_cast<std::int64_t>(dp) * micro_batch);

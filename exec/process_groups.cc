@@ -81,6 +81,11 @@ ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& 
         MPI_COMM_WORLD, edge && config.pp > 1 && tied_embeddings ? c.tp_rank + config.tp * c.dp_rank : MPI_UNDEFINED,
         c.pp_rank, &embedding));
     if (embedding != MPI_COMM_NULL) g.embedding = std::make_unique<MpiCommunicator>(embedding, "embedding");
+    if (config.shard_group > 0) {
+      const int group = c.dp_rank / config.shard_group, member = c.dp_rank % config.shard_group;
+      g.shard = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * group), member, "shard");
+      g.replica = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * member), group, "replica");
+    }
     g.world = std::move(world);
     return g;
   }

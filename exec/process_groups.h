@@ -1,6 +1,6 @@
-// The process groups of one parallel layout: world, TP, DP, PP, and the embedding group (first and
-// last pipeline stage, which share the tied word embedding). Rank placement is core's rank_coords:
-// TP fastest, then DP, then PP — the placement the simulator assumes.
+// The process groups of one parallel layout: world, TP, DP, PP, the embedding group (first and
+// last pipeline stage, which share the tied word embedding) and HSDP's shard and replica groups. Rank placement is
+// core's rank_coords: TP fastest, then DP, then PP — the placement the simulator assumes.
 #pragma once
 
 #include <memory>
@@ -45,6 +45,10 @@ struct ProcessGroups {
   int world_rank = 0;
   std::unique_ptr<Communicator> world, tp, dp, pp;
   std::unique_ptr<Communicator> embedding;  // null unless pp > 1 and this rank is on the first or last stage
+  // HSDP (config.shard_group > 0): the dp ranks of this rank's shard group, and the dp ranks holding
+  // the same shard in the other groups. Null without a shard group (ZeRO shards over all of dp).
+  std::unique_ptr<Communicator> shard, replica;
+  Communicator& zero_shards() { return shard != nullptr ? *shard : *dp; }
   bool first_stage() const { return coords.pp_rank == 0; }
   bool last_stage() const { return coords.pp_rank == config.pp - 1; }
 };

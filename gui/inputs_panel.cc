@@ -108,6 +108,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   lform->addRow("PP", pp_ = restriction("pp", any));
   lform->addRow("DP", dp_ = restriction("dp", any));
   lform->addRow("ZeRO", zero_ = restriction("zero", any + " (0-3)"));
+  lform->addRow(tr("Shard group"), shard_group_ = restriction("shard_group", any + tr(" (ZeRO-3 HSDP, e.g. 8)")));
   lform->addRow(tr("Micro-batch"), micro_batch_ = restriction("micro_batch", any));
   lform->addRow("VPP", vpp_ = restriction("vpp", any));
   lform->addRow(tr("Recompute"), recompute_ = restriction("recompute", any + " (none,selective,full)"));
@@ -134,7 +135,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   connect(attention_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(cross_node_tp_, &QCheckBox::toggled, this, emit_changed);
   connect(sync_sends_, &QCheckBox::toggled, this, emit_changed);
-  for (QLineEdit* e : {tp_, pp_, dp_, zero_, micro_batch_, vpp_, recompute_, sp_, schedule_})
+  for (QLineEdit* e : {tp_, pp_, dp_, zero_, shard_group_, micro_batch_, vpp_, recompute_, sp_, schedule_})
     connect(e, &QLineEdit::editingFinished, this, emit_changed);
 }
 
@@ -163,6 +164,7 @@ PlanRequest InputsPanel::request() const {
   r.config.pp = text(pp_);
   r.config.dp = text(dp_);
   r.config.zero = text(zero_);
+  r.config.shard_group = text(shard_group_);
   r.config.micro_batch = text(micro_batch_);
   r.config.vpp = text(vpp_);
   r.config.recompute = text(recompute_);
@@ -186,6 +188,7 @@ void InputsPanel::set_request(const PlanRequest& r) {
   pp_->setText(QString::fromStdString(r.config.pp));
   dp_->setText(QString::fromStdString(r.config.dp));
   zero_->setText(QString::fromStdString(r.config.zero));
+  shard_group_->setText(QString::fromStdString(r.config.shard_group));
   micro_batch_->setText(QString::fromStdString(r.config.micro_batch));
   vpp_->setText(QString::fromStdString(r.config.vpp));
   recompute_->setText(QString::fromStdString(r.config.recompute));

@@ -52,6 +52,8 @@ class Enumerator {
   std::vector<int> micro_batch_candidates(long long per_replica) const;
   std::vector<PipelineSplit> split_candidates(ParallelConfig c);
   std::vector<Pipeline> schedule_candidates(const ParallelConfig& c, long long micro_batches);
+  std::vector<int> shard_group_candidates(const ParallelConfig& c) const;
+  void for_zero(ParallelConfig c, const std::vector<Pipeline>& schedules);
 
   const ModelSpec& model_;
   const TrainingSpec& training_;
@@ -153,32 +155,63 @@ void Enumerator::for_micro_batch(ParallelConfig c, long long m) {
   std::vector<int> zeros = space_.zero.empty() ? std::vector<int>{0, 1, 2, 3} : space_.zero;
   for (int zero : zeros) {
     c.zero = zero;
+    c.shard_group = 0;
     if (!passes(c, check_zero(c))) continue;
     if (c.dp == 1 && zero > 0) {
       if (space_.zero.empty() || allowed(space_.zero, 0)) continue;  // identical to ZeRO-0
     }
-    const std::vector<Recompute> recomputes =
-        space_.recompute.empty() ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
-                                 : space_.recompute;
-    const std::vector<bool> sps =
-        space_.sequence_parallel.empty() ? std::vector<bool>{false, true} : space_.sequence_parallel;
-    for (Recompute rc : recomputes) {
-      c.recompute = rc;
-      // FlashAttention already recomputes the attention core in its backward: selective
-      // recompute changes neither time nor memory, so it is the same configuration as none.
-      if (rc == Recompute::kSelective && training_.attention == AttentionKernel::kFlash && space_.recompute.empty())
-        continue;
-      for (bool sp : sps) {
-        c.sequence_parallel = sp;
-        // At tp 1 there is nothing to split: the same configuration as without.
-        if (sp && c.tp == 1 && (space_.sequence_parallel.empty() || allowed(space_.sequence_parallel, false))) continue;
-        if (!passes(c, check_sequence_parallel(model_, training_, c))) continue;
-        for (const Pipeline& p : schedules) {
-          c.schedule = p.schedule;
-          c.vpp = p.vpp;
-          c.split = p.split;
-          out_.legal.push_back(c);
-        }
+    if (zero != 3 || c.dp == 1) {
+      for_zero(c, schedules);
+      continue;
+    }
+    for (int g : shard_group_candidates(c)) {
+      c.shard_group = g;
+      if (passes(c, check_zero(c))) for_zero(c, schedules);
+    }
+  }
+}
+
+// ZeRO-3's shard groups: all dp ranks (0) and, unless --shard-group lists others, one node's worth
+// of dp ranks — HSDP with the shard dimension inside the node (FSDP2's 2-D mesh, torchtitan
+// docs/fsdp.md; FSDP1's HYBRID_SHARD; MiCS, arXiv 2205.00119, which shrinks the groups the same
+// way). A listed group equal to dp is plain ZeRO-3.
+std::vector<int> Enumerator::shard_group_candidates(const ParallelConfig& c) const {
+  std::vector<int> out;
+  if (!space_.shard_group.empty()) {
+    for (int g : space_.shard_group) {
+      const int normalized = g == c.dp ? 0 : g;
+      if (std::find(out.begin(), out.end(), normalized) == out.end()) out.push_back(normalized);
+    }
+    return out;
+  }
+  out.push_back(0);
+  const int node = cluster_.gpus_per_node / c.tp;
+  if (node >= 2 && node < c.dp && c.dp % node == 0) out.push_back(node);
+  return out;
+}
+
+void Enumerator::for_zero(ParallelConfig c, const std::vector<Pipeline>& schedules) {
+  const std::vector<Recompute> recomputes =
+      space_.recompute.empty() ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
+                               : space_.recompute;
+  const std::vector<bool> sps =
+      space_.sequence_parallel.empty() ? std::vector<bool>{false, true} : space_.sequence_parallel;
+  for (Recompute rc : recomputes) {
+    c.recompute = rc;
+    // FlashAttention already recomputes the attention core in its backward: selective
+    // recompute changes neither time nor memory, so it is the same configuration as none.
+    if (rc == Recompute::kSelective && training_.attention == AttentionKernel::kFlash && space_.recompute.empty())
+      continue;
+    for (bool sp : sps) {
+      c.sequence_parallel = sp;
+      // At tp 1 there is nothing to split: the same configuration as without.
+      if (sp && c.tp == 1 && (space_.sequence_parallel.empty() || allowed(space_.sequence_parallel, false))) continue;
+      if (!passes(c, check_sequence_parallel(model_, training_, c))) continue;
+      for (const Pipeline& p : schedules) {
+        c.schedule = p.schedule;
+        c.vpp = p.vpp;
+        c.split = p.split;
+        out_.legal.push_back(c);
       }
     }
   }

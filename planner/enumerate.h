@@ -23,6 +23,7 @@ struct SearchSpace {
   std::vector<Recompute> recompute;
   std::vector<bool> sequence_parallel;
   std::vector<Schedule> schedule;
+  std::vector<int> shard_group = {};  // ZeRO-3 shard groups (0: all dp ranks); other stages ignore it
   // The pipeline split; unset: the even split and every split of candidate_splits that is legal
   // (core/pipeline_split.h).
   std::optional<PipelineSplit> split = std::nullopt;

@@ -210,7 +210,7 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     const StageParams params = stage_params(m, c, stage);
     sm.param_count = params.total();
     const double n = sm.param_count;
-    const ModelStateBytes states = model_state_bytes(n, t, c.zero, c.dp);
+    const ModelStateBytes states = model_state_bytes(n, t, c.zero, c.zero_shards());
     sm.params_bytes = states.params;
     sm.grads_bytes = states.grads;
     sm.optimizer_bytes = states.optimizer;

@@ -44,8 +44,9 @@ struct MemoryReport {
   MemoryBreakdownGiB most_loaded_gib() const;  // buffers include the reserve
 };
 
-// Model states of `params` parameters on one GPU under ZeRO stage `zero` over `dp` ranks
-// (Rajbhandari et al. 2020, §5: 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N with 2 + 2 + 12 bytes).
+// Model states of `params` parameters on one GPU under ZeRO stage `zero` sharded over `dp` ranks
+// (Rajbhandari et al. 2020, §5: 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N with 2 + 2 + 12 bytes). Under
+// HSDP, N is the shard group (ParallelConfig::zero_shards), not the whole data-parallel group.
 struct ModelStateBytes {
   double params = 0, grads = 0, optimizer = 0;
   double total() const { return params + grads + optimizer; }

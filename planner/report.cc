@@ -29,31 +29,18 @@ struct Column {
 };
 
 std::vector<Column> columns(bool with_days) {
-  std::vector<Column> c = {{"rank", true},
-                           {"TP", true},
-                           {"PP", true},
-                           {"DP", true},
-                           {"ZeRO", true},
-                           {"MB", true},
-                           {"VPP", true},
-                           {"recompute", false},
-                           {"SP", false},
-                           {"schedule", false},
-                           {"stage_layers", false},
-                           {"mem_GiB", true},
-                           {"params", true},
-                           {"grads", true},
-                           {"optim", true},
-                           {"act", true},
-                           {"buf", true},
-                           {"step_s", true},
-                           {"tokens/s", true},
-                           {"TFLOP/s/GPU", true},
-                           {"MFU%", true},
-                           {"bubble%", true}};
+  std::vector<Column> c = {{"rank", true},        {"TP", true},     {"PP", true},        {"DP", true},
+                           {"ZeRO", true},        {"shard", true},  {"MB", true},        {"VPP", true},
+                           {"recompute", false},  {"SP", false},    {"schedule", false}, {"stage_layers", false},
+                           {"mem_GiB", true},     {"params", true}, {"grads", true},     {"optim", true},
+                           {"act", true},         {"buf", true},    {"step_s", true},    {"tokens/s", true},
+                           {"TFLOP/s/GPU", true}, {"MFU%", true},   {"bubble%", true}};
   if (with_days) c.push_back({"days", true});
   return c;
 }
+
+// The ranks ZeRO-3 shards over ("8 of 64" reads as HSDP); "-" for the other stages.
+std::string shard_label(const ParallelConfig& c) { return c.zero >= 3 ? fmt::format("{}", c.zero_shards()) : "-"; }
 
 std::vector<std::string> cells(const PlanRow& r, std::size_t rank, bool with_days) {
   const ParallelConfig& c = r.config;
@@ -63,6 +50,7 @@ std::vector<std::string> cells(const PlanRow& r, std::size_t rank, bool with_day
                                 fmt::format("{}", c.pp),
                                 fmt::format("{}", c.dp),
                                 fmt::format("{}", c.zero),
+                                shard_label(c),
                                 fmt::format("{}", c.micro_batch),
                                 fmt::format("{}", c.vpp),
                                 to_string(c.recompute),

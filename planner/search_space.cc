@@ -110,7 +110,8 @@ Result<SearchSpace> parse_search_space(const ConfigText& c) {
         split_list<int>(c.vpp, "--vpp", parse_positive, s.vpp),
         split_list<Recompute>(c.recompute, "--recompute", parse_recompute_item, s.recompute),
         split_list<bool>(c.sp, "--sp", parse_sp_item, s.sequence_parallel),
-        split_list<Schedule>(c.schedule, "--schedule", parse_schedule_item, s.schedule), parse_split(c, s.split)})
+        split_list<Schedule>(c.schedule, "--schedule", parse_schedule_item, s.schedule),
+        split_list<int>(c.shard_group, "--shard-group", parse_int, s.shard_group), parse_split(c, s.split)})
     if (!status) return status.error();
   return s;
 }
@@ -133,6 +134,8 @@ Result<ParallelConfig> parse_parallel_config(const ConfigText& text, int gpus) {
   const Schedule schedule = c.vpp > 1 ? Schedule::kInterleaved : Schedule::k1F1B;
   if (Status s = single_value(l.schedule, "--schedule", schedule, c.schedule); !s) return s.error();
   c.split = l.split.value_or(PipelineSplit{});
+  if (Status s = single_value(l.shard_group, "--shard-group", 0, c.shard_group); !s) return s.error();
+  if (c.shard_group == c.dp) c.shard_group = 0;  // one group of every dp rank: plain ZeRO-3
   if (c.world_size() != gpus)
     return make_error(fmt::format("tp {} × pp {} × dp {} = {} but --gpus is {}", c.tp, c.pp, c.dp,
                                   static_cast<long long>(c.tp) * c.pp * c.dp, gpus));

@@ -13,6 +13,7 @@ namespace loom {
 
 struct ConfigText {
   std::string tp, pp, dp, zero, micro_batch, vpp, recompute, sp, schedule;  // empty: not restricted
+  std::string shard_group;  // ZeRO-3's shard group (HSDP); empty: all dp ranks and one node's
   // The pipeline split (one value each; any of them set fixes the split the search uses):
   // Megatron-LM's first/last stage layer counts, and "on" to count the embedding/loss as a layer.
   std::string first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss;
@@ -33,6 +34,10 @@ void for_each_config_flag(ConfigText& c, bool lists, Visit&& visit) {
   visit("--pp", c.pp, "pipeline-parallel size" + each);
   visit("--dp", c.dp, "data-parallel size" + each);
   visit("--zero", c.zero, "ZeRO stage 0-3" + each);
+  visit("--shard-group", c.shard_group,
+        "ZeRO-3 shards over groups of this many data-parallel ranks, replicated across groups (HSDP); 0 or dp: all "
+        "of them" +
+            each);
   visit("--micro-batch", c.micro_batch, "sequences per micro-batch" + each);
   visit("--vpp", c.vpp, "virtual pipeline chunks per stage" + each);
   visit("--recompute", c.recompute, "none, selective or full" + each);

@@ -134,6 +134,18 @@ GroupPlacement CostModel::dp_group() const {
   return {config_.dp, std::min(config_.dp, per_node)};
 }
 
+GroupPlacement CostModel::shard_group() const {
+  // A shard group is zero_shards consecutive DP ranks, tp apart, as the DP group itself.
+  const int per_node = std::max(1, cluster_->gpus_per_node / config_.tp);
+  return {config_.zero_shards(), std::min(config_.zero_shards(), per_node)};
+}
+
+GroupPlacement CostModel::replica_group() const {
+  // The replicas of one shard are tp·zero_shards ranks apart.
+  const int per_node = std::max(1, cluster_->gpus_per_node / (config_.tp * config_.zero_shards()));
+  return {config_.shard_replicas(), std::min(config_.shard_replicas(), per_node)};
+}
+
 bool CostModel::stages_share_node(int a, int b) const {
   const long long stride = static_cast<long long>(config_.tp) * config_.dp;
   return (a * stride) / cluster_->gpus_per_node == (b * stride) / cluster_->gpus_per_node;

@@ -88,6 +88,14 @@ class CostModel {
   GroupPlacement dp_group() const;
   GroupPlacement tp_group() const;
   double dp_collective_s(Collective c, double bytes) const { return collectives_.time_s(c, bytes, dp_group()); }
+  // ZeRO-3 under HSDP: the group one parameter is sharded over (all dp ranks without a shard group),
+  // and the replicas of one shard, across which its reduced gradient is all-reduced.
+  GroupPlacement shard_group() const;
+  GroupPlacement replica_group() const;
+  double shard_collective_s(Collective c, double bytes) const { return collectives_.time_s(c, bytes, shard_group()); }
+  double replica_collective_s(Collective c, double bytes) const {
+    return collectives_.time_s(c, bytes, replica_group());
+  }
   // Adam step over `params` parameters (memory-bound: master weights, moments, grads, params).
   double optimizer_s(double params) const;
   // The bytes optimizer_s charges per parameter (so that `loom profile` records its measured

@@ -116,8 +116,8 @@ std::int32_t StepBuilder::add_gather(const Op& pass, int local_chunk, ComputeCur
   g.chunk = pass.chunk;
   g.micro_batch = pass.micro_batch;
   g.collective = Collective::kAllGather;
-  g.duration = to_ns(cost_.dp_collective_s(Collective::kAllGather,
-                                           cost_.chunk_params(pass.stage, local_chunk) * training_.param_bytes));
+  g.duration = to_ns(cost_.shard_collective_s(Collective::kAllGather,
+                                              cost_.chunk_params(pass.stage, local_chunk) * training_.param_bytes));
   const std::int32_t gather = add(g);
   if (cursor.previous_compute >= 0) graph_.depend(gather, cursor.previous_compute, 0.0f);
   // The previous backward's gradients are reduce-scattered after this prefetch is issued.
@@ -145,8 +145,10 @@ void StepBuilder::add_reduce_scatter(int stage, int chunk, std::int32_t producer
   op.stream = StepGraph::stream_of(stage, StreamKind::kDataParallel);
   op.stage = static_cast<std::int16_t>(stage);
   op.collective = Collective::kReduceScatter;
-  op.duration =
-      to_ns(cost_.dp_collective_s(Collective::kReduceScatter, cost_.chunk_params(stage, chunk) * training_.grad_bytes));
+  // ZeRO-2 shards over every dp rank; ZeRO-3 over its shard group (all dp ranks without HSDP).
+  const double bytes = cost_.chunk_params(stage, chunk) * training_.grad_bytes;
+  op.duration = to_ns(c_.zero >= 3 ? cost_.shard_collective_s(Collective::kReduceScatter, bytes)
+                                   : cost_.dp_collective_s(Collective::kReduceScatter, bytes));
   graph_.depend(add(op), producer);
 }
 
@@ -249,9 +251,17 @@ void StepBuilder::add_gradient_reduction(int s) {
     const int buckets =
         training_.overlap_grad_reduce ? std::max(1, static_cast<int>(std::ceil(params / bucket_params))) : 1;
     const double bucket_bytes = params / buckets * training_.grad_bytes;
-    for (int b = 0; b < buckets; ++b)
-      add_dp_op(s, cost_.dp_collective_s(reduce, bucket_bytes), reduce, last_grad_op_[s][chunk],
-                static_cast<float>(b + 1) / static_cast<float>(buckets));
+    for (int b = 0; b < buckets; ++b) {
+      const double seconds =
+          c_.zero >= 3 ? cost_.shard_collective_s(reduce, bucket_bytes) : cost_.dp_collective_s(reduce, bucket_bytes);
+      const std::int32_t reduced = add_dp_op(s, seconds, reduce, last_grad_op_[s][chunk],
+                                             static_cast<float>(b + 1) / static_cast<float>(buckets));
+      // HSDP: the step's reduced shard is then all-reduced across the replicas of the shard group
+      // (FSDP2 reduces across replicas once, after the last micro-batch's reduce-scatter).
+      if (c_.zero >= 3 && c_.shard_replicas() > 1)
+        add_dp_op(s, cost_.replica_collective_s(Collective::kAllReduce, bucket_bytes / c_.zero_shards()),
+                  Collective::kAllReduce, reduced, 1.0f);
+    }
   }
 }
 
@@ -282,7 +292,7 @@ void StepBuilder::add_optimizer(int s) {
   opt.kind = OpKind::kOptimizer;
   opt.stream = StepGraph::stream_of(s, StreamKind::kCompute);
   opt.stage = static_cast<std::int16_t>(s);
-  const double shard = cost_.stage_params(s) / (c_.zero >= 1 ? static_cast<double>(c_.dp) : 1.0);
+  const double shard = cost_.stage_params(s) / (c_.zero >= 1 ? static_cast<double>(c_.zero_shards()) : 1.0);
   opt.duration = to_ns(cost_.optimizer_s(shard));
   const std::int32_t optimizer = add(opt);
   if (last_dp_ >= 0) graph_.depend(optimizer, last_dp_);

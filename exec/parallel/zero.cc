@@ -16,8 +16,8 @@ ParameterStore::ParameterStore(const StageLayout& layout, ProcessGroups& groups,
       backend_(backend),
       tracer_(tracer),
       zero_(groups.config.zero),
-      dp_(groups.config.dp),
-      dp_rank_(groups.coords.dp_rank),
+      dp_(groups.config.zero_shards()),
+      dp_rank_(groups.coords.dp_rank % groups.config.zero_shards()),
       buckets_(*groups.dp, tracer) {
   std::int64_t full = 0, sharded = 0;
   for (const Unit& u : layout_.units) {
@@ -68,7 +68,8 @@ void ParameterStore::prefetch(int u) {
   const Unit& unit = layout_.units[u];
   if (tracer_ != nullptr) prefetch_start_us_[u] = tracer_->now_us();
   gathered_[u] = backend_.empty(unit.padded, 1, kBuf, compute_);  // the gather writes every value
-  prefetching_[u] = groups_.dp->all_gather_async(params_.ref() + shard_offset_[u], gathered_[u].ref(), shard(unit));
+  prefetching_[u] =
+      groups_.zero_shards().all_gather_async(params_.ref() + shard_offset_[u], gathered_[u].ref(), shard(unit));
 }
 
 TensorRef ParameterStore::acquire(int u) {
@@ -85,7 +86,7 @@ TensorRef ParameterStore::acquire(int u) {
       const Unit& unit = layout_.units[u];
       TraceScope scope(tracer_, trace_names::collective(Collective::kAllGather, "dp"), "comm", kCommLane);
       gathered_[u] = backend_.alloc(unit.padded, 1, kBuf, compute_);
-      groups_.dp->all_gather(params_.ref() + shard_offset_[u], gathered_[u].ref(), shard(unit));
+      groups_.zero_shards().all_gather(params_.ref() + shard_offset_[u], gathered_[u].ref(), shard(unit));
     }
   }
   return gathered_[u].ref();
@@ -123,10 +124,15 @@ void ParameterStore::gradients_ready(int u) {
   float* mine = bucket.data() + dp_rank_ * shard(unit);
   {
     TraceScope scope(tracer_, trace_names::collective(Collective::kReduceScatter, "dp"), "comm", kCommLane);
-    groups_.dp->reduce_scatter(bucket.data(), mine, shard(unit));
+    groups_.zero_shards().reduce_scatter(bucket.data(), mine, shard(unit));
   }
   backend_.axpy(grads_.data() + shard_offset_[u], 1.0f, mine, shard(unit));
   bucket.reset();
+  // HSDP: the step's reduced shard is summed over the groups holding the same shard.
+  if (last_micro_batch_ && groups_.replica != nullptr) {
+    TraceScope scope(tracer_, trace_names::collective(Collective::kAllReduce, "dp"), "comm", kCommLane);
+    groups_.replica->all_reduce(grads_.data() + shard_offset_[u], shard(unit), ReduceOp::kSum);
+  }
 }
 
 void ParameterStore::finish_gradients() {
@@ -168,7 +174,8 @@ double ParameterStore::owned_grad_squares() {
   const bool tp_leader = groups_.coords.tp_rank == 0;
   for (std::size_t u = 0; u < layout_.units.size(); ++u) {
     Range r = owned(static_cast<int>(u));
-    if (zero_ == 0 && dp_rank_ != 0) r.end = r.begin;  // replicated over DP: count once
+    // Replicated over DP (ZeRO-0), or over HSDP's shard groups: count once.
+    if ((zero_ == 0 && dp_rank_ != 0) || (groups_.shard != nullptr && groups_.coords.dp_rank >= dp_)) r.end = r.begin;
     for (const ParamSlot& slot : layout_.units[u].params) {
       if (slot.tied_copy || (slot.tp_replicated && !tp_leader)) continue;
       const std::int64_t b = std::max(r.begin, slot.offset), e = std::min(r.end, slot.offset + slot.numel());
@@ -198,7 +205,7 @@ void ParameterStore::optimizer_step(const OptimizerSettings& s, float lr, float 
     if (zero_ == 1 || zero_ == 2) {  // every rank needs the full updated unit again
       TraceScope gather(tracer_, trace_names::collective(Collective::kAllGather, "dp"), "comm", kCommLane);
       const TensorRef full = params_.ref() + offset_[u];
-      groups_.dp->all_gather(full + dp_rank_ * shard(unit), full, shard(unit));
+      groups_.zero_shards().all_gather(full + dp_rank_ * shard(unit), full, shard(unit));
     }
   }
 }
@@ -227,7 +234,8 @@ std::vector<float> ParameterStore::checkpoint_parameters() {
   // ZeRO 1/2: each rank's master holds its shard of every unit; gather them into the full layout.
   Tensor full = backend_.empty(params_.numel(), 1, kBuf);
   for (std::size_t u = 0; u < layout_.units.size(); ++u)
-    groups_.dp->all_gather(master_.ref() + shard_offset_[u], full.ref() + offset_[u], shard(layout_.units[u]));
+    groups_.zero_shards().all_gather(master_.ref() + shard_offset_[u], full.ref() + offset_[u],
+                                     shard(layout_.units[u]));
   backend_.to_host(host.data(), full.ref(), full.numel());
   return host;
 }

@@ -22,6 +22,7 @@ class PlanTableModel : public QAbstractTableModel {
     kPp,
     kDp,
     kZero,
+    kShardGroup,
     kMicroBatch,
     kVpp,
     kRecompute,

@@ -14,7 +14,21 @@ class RejectedTableModel : public QAbstractTableModel {
   Q_OBJECT
 
  public:
-  enum Column { kTp, kPp, kDp, kZero, kMicroBatch, kVpp, kRecompute, kSp, kSchedule, kReason, kRule, kColumnCount };
+  enum Column {
+    kTp,
+    kPp,
+    kDp,
+    kZero,
+    kShardGroup,
+    kMicroBatch,
+    kVpp,
+    kRecompute,
+    kSp,
+    kSchedule,
+    kReason,
+    kRule,
+    kColumnCount
+  };
   static constexpr int kSortRole = Qt::UserRole + 1;
 
   explicit RejectedTableModel(QObject* parent = nullptr);

@@ -133,6 +133,17 @@ TEST(ConfigRules, ZeroStagesAndSequenceParallelism) {
   // ZeRO-2/3 with pipeline parallelism is legal (FSDP2 with PP in torchtitan; Loom's executor).
   c.config = {.pp = 2, .dp = 8, .zero = 3};
   EXPECT_TRUE(c.check().ok());
+  // HSDP: a shard group is ZeRO-3's and a proper divisor of dp.
+  c.config = {.pp = 2, .dp = 8, .zero = 3, .shard_group = 4};
+  EXPECT_TRUE(c.check().ok());
+  c.config.shard_group = 3;
+  expect_broken(c.check(), rule::kShardGroup,
+                "shard group 3 must divide dp 8 and lie between 2 and dp/2 (dp itself is plain ZeRO-3)");
+  c.config.shard_group = 8;
+  expect_broken(c.check(), rule::kShardGroup,
+                "shard group 8 must divide dp 8 and lie between 2 and dp/2 (dp itself is plain ZeRO-3)");
+  c.config = {.pp = 2, .dp = 8, .zero = 2, .shard_group = 4};
+  expect_broken(c.check(), rule::kShardGroup, "shard group 4 needs ZeRO-3 (HSDP shards ZeRO-3's states), not ZeRO-2");
   c.config = {.dp = 16, .sequence_parallel = true};
   expect_broken(c.check(), rule::kSpNeedsTp, "sequence parallelism needs tp > 1");
   c.model.kv_heads = 8;
@@ -172,6 +183,7 @@ RuleStatus planner_verdict(const GridCase& g, const ClusterSpec& cluster, const 
                     .recompute = {c.recompute},
                     .sequence_parallel = {c.sequence_parallel},
                     .schedule = {c.schedule},
+                    .shard_group = {c.shard_group},
                     .split = c.split};
   auto e = enumerate_configs(g.model, g.training, cluster, space);
   if (e && e->legal.size() == 1 && e->legal.front() == c) return {};

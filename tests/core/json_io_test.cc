@@ -38,6 +38,15 @@ TEST(JsonIo, PlanRoundTripAndWorldSizeCheck) {
   plan.config.dp = 2;
   plan.config.schedule = Schedule::kGPipe;
   PlanMetrics metrics;
+  // A shard group survives the round trip (the config key `shard_group`; 0 when absent).
+  {
+    Plan hsdp = plan;
+    hsdp.config = {.dp = 8, .zero = 3, .shard_group = 4};
+    EXPECT_EQ(to_json(hsdp)["config"]["shard_group"], 4);
+    auto again = plan_from_json(to_json(hsdp));
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ(again->config.shard_group, 4);
+  }
   metrics.step_time_s = 1.5;
   metrics.memory_gib.total = 3.0;
   plan.predicted = metrics;

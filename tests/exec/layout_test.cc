@@ -74,7 +74,10 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"TP2xPP2xDP2_ZeRO3_SP_Selective", 8, "--tp 2 --pp 2 --dp 2 --zero 3 --sp on --recompute selective"},
         Layout{"PP2_VPP2_Interleaved", 2, "--pp 2 --vpp 2 --schedule interleaved"},
         Layout{"PP4_Interleaved", 4, "--pp 4 --schedule interleaved"},
-        Layout{"TP2xPP2xDP2_VPP2_ZeRO3", 8, "--tp 2 --pp 2 --dp 2 --vpp 2 --schedule interleaved --zero 3"}),
+        Layout{"TP2xPP2xDP2_VPP2_ZeRO3", 8, "--tp 2 --pp 2 --dp 2 --vpp 2 --schedule interleaved --zero 3"},
+        // HSDP: ZeRO-3 inside groups of 2 dp ranks, the shards' gradients summed across the groups.
+        Layout{"DP4_HSDP2", 4, "--dp 4 --zero 3 --shard-group 2"},
+        Layout{"PP2xDP4_HSDP2", 8, "--pp 2 --dp 4 --zero 3 --shard-group 2"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Uneven pipeline splits (core/pipeline_split.h) of the 4-layer model: a lighter first or last stage

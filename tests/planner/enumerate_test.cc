@@ -1,6 +1,7 @@
 // Enumeration: every legal configuration and only those; each rejection keeps its reason.
 #include <algorithm>
 #include <numeric>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -95,6 +96,37 @@ TEST(Enumerate, RestrictionsAreRespected) {
   }
   // 96 layers over 16 stages is 6 per stage: vpp 2 and 3 divide it.
   EXPECT_TRUE(std::any_of(e->legal.begin(), e->legal.end(), [](const ParallelConfig& c) { return c.vpp == 3; }));
+}
+
+// ZeRO-3 comes with and without HSDP: by default one node's dp ranks as the shard group; with
+// --shard-group only the groups listed (dp itself meaning plain ZeRO-3), illegal ones rejected
+// with the rule's reason. Other ZeRO stages are unaffected.
+TEST(Enumerate, Zero3ComesWithAndWithoutAShardGroup) {
+  const ModelSpec m = *model_preset("llama2-7b");
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  TrainingSpec t{.gpus = 64, .global_batch = 256, .seq_len = 4096};
+  SearchSpace space;
+  space.tp = {2};
+  space.pp = {1};
+  auto e = enumerate_configs(m, t, cluster, space);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  std::set<int> groups;
+  for (const auto& c : e->legal) {
+    if (c.zero < 3) {
+      EXPECT_EQ(c.shard_group, 0) << describe(c);
+    } else {
+      groups.insert(c.shard_group);
+    }
+  }
+  EXPECT_EQ(groups, (std::set<int>{0, 4}));  // 8 GPUs per node / tp 2 = 4 dp ranks per node
+  space.shard_group = {2, 5, 32};
+  e = enumerate_configs(m, t, cluster, space);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  groups.clear();
+  for (const auto& c : e->legal)
+    if (c.zero == 3) groups.insert(c.shard_group);
+  EXPECT_EQ(groups, (std::set<int>{0, 2}));  // 32 = dp: plain ZeRO-3; 5 does not divide 32
+  EXPECT_TRUE(has_reason(*e, "shard group 5 must divide dp 32 and lie between 2 and dp/2 (dp itself is plain ZeRO-3)"));
 }
 
 TEST(Enumerate, NoUsableLayoutIsAnError) {

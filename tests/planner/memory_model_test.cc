@@ -186,6 +186,24 @@ TEST(MemoryModel, ZeroStagesShardWhatTheySay) {
   }
 }
 
+// HSDP shards the model states over the shard group only: 64 ranks in groups of 8 hold what
+// plain ZeRO-3 over 8 ranks holds; activations do not change.
+TEST(MemoryModel, HsdpShardsOverTheShardGroup) {
+  const ModelSpec m = *model_preset("llama2-7b");
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  TrainingSpec t{.gpus = 64, .global_batch = 64, .seq_len = 4096};
+  const ParallelConfig plain{.dp = 64, .zero = 3};
+  ParallelConfig hsdp = plain;
+  hsdp.shard_group = 8;
+  const StageMemory a = estimate_memory(m, t, plain, cluster).most_loaded();
+  const StageMemory b = estimate_memory(m, t, hsdp, cluster).most_loaded();
+  EXPECT_DOUBLE_EQ(b.params_bytes, a.param_count * 2 / 8);
+  EXPECT_DOUBLE_EQ(b.grads_bytes, a.param_count * 2 / 8);
+  EXPECT_DOUBLE_EQ(b.optimizer_bytes, a.param_count * 12 / 8);
+  EXPECT_DOUBLE_EQ(b.params_bytes, 8 * a.params_bytes);
+  EXPECT_DOUBLE_EQ(b.activations_bytes, a.activations_bytes);
+}
+
 TEST(MemoryModel, GqaAndSwigluCountRealShapes) {
   // LLaMA-2 70B has 8 KV heads: K and V activations are 8/64 of Q's.
   const ModelSpec gqa = *model_preset("llama2-70b");

@@ -58,6 +58,23 @@ TEST(ParseParallelConfig, DefaultsFillWhatIsNotGivenAndDpTakesTheRestOfTheGpus) 
   EXPECT_FALSE(c->sequence_parallel);
 }
 
+TEST(ParseParallelConfig, ShardGroupOfAllDpRanksIsPlainZero3) {
+  ConfigText t;
+  t.zero = "3";
+  t.shard_group = "4";
+  auto c = parse_parallel_config(t, 16);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->shard_group, 4);
+  t.shard_group = "16";
+  c = parse_parallel_config(t, 16);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->shard_group, 0);
+  t.shard_group = "x";
+  auto bad = parse_parallel_config(t, 16);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message, "--shard-group: 'x' is not an integer");
+}
+
 TEST(ParseParallelConfig, RejectsListsAndAWorldSizeOtherThanTheGpus) {
   ConfigText t;
   t.tp = "2,4";

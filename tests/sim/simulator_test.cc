@@ -153,6 +153,56 @@ TEST(Simulator, ZeroStagesTradeCommunication) {
   EXPECT_GT(zero3, zero0);
 }
 
+// HSDP (--shard-group): ZeRO-3 gathers and reduce-scatters inside a node's group of 8 dp ranks
+// instead of over all 64, then all-reduces each reduced shard (1/8 of a bucket) across the 8
+// groups — exactly the collectives the derivation in modern-parallelism.md §5 names, each charged
+// the collective model's time for its own group.
+TEST(Simulator, HsdpGathersInsideTheShardGroupAndReducesAcrossReplicas) {
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  const ModelSpec m = *model_preset("llama2-7b");
+  const TrainingSpec t{.gpus = 64, .global_batch = 64, .seq_len = 4096};
+  const CollectiveModel collectives(cluster);
+  SimOptions keep;
+  keep.keep_graph = true;
+  ParallelConfig plain{.dp = 64, .zero = 3};
+  ParallelConfig hsdp = plain;
+  hsdp.shard_group = 8;
+  auto a = simulate(m, t, plain, cluster, keep);
+  auto b = simulate(m, t, hsdp, cluster, keep);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  auto durations = [](const SimResult& r, Collective kind) {
+    std::vector<TimeNs> out;
+    for (std::int32_t i = 0; i < static_cast<std::int32_t>(r.graph.size()); ++i)
+      if (r.graph.op(i).kind == OpKind::kDataParallel && r.graph.op(i).collective == kind)
+        out.push_back(r.graph.op(i).duration);
+    return out;
+  };
+  // The same gathers and reduce-scatters, each now over one node's NVLink instead of 8 nodes.
+  const auto gathers_plain = durations(*a, Collective::kAllGather),
+             gathers_hsdp = durations(*b, Collective::kAllGather);
+  ASSERT_EQ(gathers_plain.size(), gathers_hsdp.size());
+  ASSERT_FALSE(gathers_plain.empty());
+  for (std::size_t i = 0; i < gathers_plain.size(); ++i) EXPECT_LT(gathers_hsdp[i], gathers_plain[i]);
+  // Plain ZeRO-3 has no all-reduce; HSDP has one per reduced bucket, of a shard across 8 replicas
+  // that sit one per node.
+  EXPECT_TRUE(durations(*a, Collective::kAllReduce).empty());
+  const auto reduces = durations(*b, Collective::kReduceScatter);
+  const auto all_reduces = durations(*b, Collective::kAllReduce);
+  ASSERT_FALSE(all_reduces.empty());
+  const double params = CostModel(m, t, hsdp, cluster, collectives).stage_params(0);
+  double all_reduced_s = 0;
+  for (TimeNs d : all_reduces) all_reduced_s += ns_to_s(d);
+  // One bucket: the whole stage's gradient shard all-reduced across the replicas in one collective.
+  const int buckets = static_cast<int>(all_reduces.size());
+  const double expected =
+      buckets * collectives.time_s(Collective::kAllReduce, params / buckets * t.grad_bytes / 8, {8, 1});
+  EXPECT_NEAR(all_reduced_s, expected, 1e-6 * expected + 1e-9 * buckets);
+  EXPECT_FALSE(reduces.empty());
+  // Optimizer over the 1/8 shard instead of the 1/64 one.
+  EXPECT_NEAR(b->stages[0].optimizer_s, 8 * a->stages[0].optimizer_s, 0.05 * b->stages[0].optimizer_s);
+}
+
 // Megatron's synchronous pipeline transfers: with pipeline_sends_block a stage's next pass
 // starts only after its send has completed, on every stage and schedule; the flag only ever adds
 // time, and without it some pass does run while its stage's send is still in flight.
