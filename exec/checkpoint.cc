@@ -140,7 +140,7 @@ Result<std::array<ParameterStore::FullTensors, 3>> read_full_checkpoint(const st
       }
       std::int64_t offset = 0, shard_offset = 0;
       for (const Unit& unit : layout.units) {
-        const std::int64_t part = unit.padded / saved.dp;
+        const std::int64_t part = unit.padded / saved.zero_shards();  // HSDP: dp ranks 0..g-1 hold the shards
         for (int k = 0; k < 3; ++k) {
           const bool sharded = k == 0 ? saved.zero >= 3 : saved.zero >= 1;
           std::vector<float> values(static_cast<std::size_t>(unit.padded));
