@@ -107,6 +107,8 @@ Result<ClusterSpec> cluster_from_json(const Json& json) {
   c.device.memory_bytes = dev.number("memory_bytes", std::nullopt, 1.0, kHuge);
   c.device.peak_flops = dev.number("peak_flops", std::nullopt, 1.0, kHuge);
   c.device.memory_bandwidth_bytes_per_s = dev.number("memory_bandwidth_bytes_per_s", std::nullopt, 1.0, kHuge);
+  c.device.peak_fp8_flops = dev.number("peak_fp8_flops", 0.0, 0.0, kHuge);
+  c.device.peak_fp4_flops = dev.number("peak_fp4_flops", 0.0, 0.0, kHuge);
   if (!dev.ok()) return make_error(dev.error());
 
   FieldReader comp(json["compute"], "cost file: compute");
@@ -185,6 +187,8 @@ Json to_json(const ClusterSpec& c) {
                  {"memory_bytes", c.device.memory_bytes},
                  {"peak_flops", c.device.peak_flops},
                  {"memory_bandwidth_bytes_per_s", c.device.memory_bandwidth_bytes_per_s}};
+  if (c.device.peak_fp8_flops > 0) j["device"]["peak_fp8_flops"] = c.device.peak_fp8_flops;
+  if (c.device.peak_fp4_flops > 0) j["device"]["peak_fp4_flops"] = c.device.peak_fp4_flops;
   j["compute"] = {{"gemm_max_efficiency", c.compute.gemm_max_efficiency},
                   {"gemm_half_saturation_flops", c.compute.gemm_half_saturation_flops},
                   {"memory_bound_efficiency", c.compute.memory_bound_efficiency},

@@ -15,6 +15,10 @@ struct DeviceSpec {
   double memory_bytes = 0;  // usable device memory
   double peak_flops = 0;    // dense bf16/fp16 tensor-core FLOP/s (fp32 on CPUs)
   double memory_bandwidth_bytes_per_s = 0;
+  // Dense FP8 (E4M3/E5M2) and FP4 tensor-core FLOP/s; 0: the device has none (A100, CPUs: no FP8;
+  // Hopper: no FP4). Datasheets list them "with sparsity", twice the dense figure.
+  double peak_fp8_flops = 0;
+  double peak_fp4_flops = 0;
 };
 
 // Achieved GEMM throughput as a function of problem size:

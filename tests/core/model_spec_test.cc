@@ -1,6 +1,7 @@
 // Parameter counts of the presets against the published sizes and GPT's closed form.
 #include <gtest/gtest.h>
 
+#include "core/json_io.h"
 #include "core/presets.h"
 
 namespace loom {
@@ -77,7 +78,7 @@ TEST(Presets, UnknownNameSuggestsTheNearest) {
 }
 
 TEST(Presets, EveryClusterPresetParsesWithSourcesForItsFigures) {
-  for (const auto& name : {"dgx-a100-80gb", "dgx-h100", "dgx-h200", "local-cpu"}) {
+  for (const auto& name : {"dgx-a100-80gb", "dgx-h100", "dgx-h200", "dgx-b200", "local-cpu"}) {
     auto c = cluster_preset(name);
     ASSERT_TRUE(c.ok()) << name << ": " << c.error().message;
     EXPECT_GT(c->device.peak_flops, 0);
@@ -88,6 +89,19 @@ TEST(Presets, EveryClusterPresetParsesWithSourcesForItsFigures) {
   }
   EXPECT_EQ(cluster_preset("dgx-a100-80gb")->gpus_per_node, 8);
   EXPECT_NEAR(cluster_preset("dgx-h100")->device.peak_flops, 989.4e12, 1e9);
+  // FP8 and FP4 peaks where the tensor cores have them (dense, half the datasheets' sparse figures).
+  EXPECT_EQ(cluster_preset("dgx-a100-80gb")->device.peak_fp8_flops, 0.0);
+  EXPECT_DOUBLE_EQ(cluster_preset("dgx-h100")->device.peak_fp8_flops, 2 * 989.5e12);
+  EXPECT_EQ(cluster_preset("dgx-h100")->device.peak_fp4_flops, 0.0);
+  const ClusterSpec b200 = *cluster_preset("dgx-b200");
+  EXPECT_DOUBLE_EQ(b200.device.peak_flops, 2.25e15);
+  EXPECT_DOUBLE_EQ(b200.device.peak_fp8_flops, 2 * b200.device.peak_flops);
+  EXPECT_DOUBLE_EQ(b200.device.peak_fp4_flops, 2 * b200.device.peak_fp8_flops);
+  EXPECT_EQ(b200.gpus_per_node, 8);
+  // A cost file written back keeps them.
+  auto again = cluster_from_json(to_json(b200));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_DOUBLE_EQ(again->device.peak_fp4_flops, 9e15);
 }
 
 }  // namespace
