@@ -20,6 +20,7 @@
 #include "exec/checkpoint.h"
 #include "exec/cpu/bf16_emulation.h"
 #include "exec/cpu/cpu_backend.h"
+#include "exec/cuda/device_allocator.h"
 #include "exec/run_report.h"
 #include "exec/trainer.h"
 
@@ -121,6 +122,12 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   else
     r.backend = exec::make_backend(o.backend, &backend_error);
   if (!r.backend) throw InputError(backend_error);
+  // Buffers on a GPU are device memory, which the MPI communicator cannot read (NCCL is not built yet).
+  if (o.backend == "cuda" && runtime.world_size() > 1)
+    throw InputError(
+        fmt::format("--backend cuda runs on one rank for now ({} were launched): the MPI "
+                    "communicator reads host memory only",
+                    runtime.world_size()));
   r.data.emplace(value_or_exit(exec::TokenFile::open(o.data, t.model.vocab, t.training.seq_len)));
   if (o.resume) (void)value_or_exit(exec::find_resumable_checkpoint(o.checkpoint_dir, t.model, c));
   o.optimizer.decay_steps = o.optimizer.decay_steps > 0 ? o.optimizer.decay_steps : o.steps;
@@ -171,7 +178,8 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
     fmt::print(
         "loom run: {} on {} rank(s), {} | global batch {} × seq {} | {} micro-batches | dropout {} | backend {} ({})\n",
         r.trainer.model.name, world, describe(r.trainer.config), r.trainer.training.global_batch, trainer.seq(),
-        trainer.micro_batches(), r.trainer.dropout_probability(), r.backend->name(), exec::cpu_gemm_library());
+        trainer.micro_batches(), r.trainer.dropout_probability(), r.backend->name(),
+        r.backend->name() == "cuda" ? "cuBLASLt" : exec::cpu_gemm_library());
   exec::StepMetrics last;
   // Beside the step lines only when those go to a file or a pipe.
   ProgressBar bar("training", rank == 0 && isatty(STDOUT_FILENO) == 0);
@@ -231,6 +239,10 @@ int run_command(RunOptions& o) {
   }
   try {
     return train(o, runtime, resolved);
+  } catch (const exec::DeviceOutOfMemory& e) {
+    // The plan does not fit this GPU: bad input, said in one line, as when model states do not fit.
+    std::fprintf(stderr, "loom: rank %d: %s\n", runtime.world_rank(), e.what());
+    runtime.abort(kExitBadInput);
   } catch (const std::exception& e) {
     // Past validation every rank is inside collectives: one failing rank must end them all.
     std::fprintf(stderr, "loom: rank %d: internal error: %s\n", runtime.world_rank(), e.what());

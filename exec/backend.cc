@@ -1,6 +1,9 @@
 #include "exec/backend.h"
 
 #include "exec/cpu/cpu_backend.h"
+#ifdef LOOM_WITH_CUDA
+#include "exec/cuda/cuda_backend.h"
+#endif
 
 namespace loom::exec {
 
@@ -61,6 +64,9 @@ Tensor Backend::recharge(Tensor tensor, MemoryCategory category) {
 
 std::unique_ptr<Backend> make_backend(const std::string& name, std::string* error) {
   if (name == "cpu") return std::make_unique<CpuBackend>();
+#ifdef LOOM_WITH_CUDA
+  if (name == "cuda") return make_cuda_backend(error);
+#endif
   if (error != nullptr) {
     *error = name == "cuda" ? "--backend cuda: this build of loom has no CUDA backend (use --backend cpu)"
                             : "--backend: unknown backend '" + name + "' (cpu, cuda)";
@@ -68,6 +74,12 @@ std::unique_ptr<Backend> make_backend(const std::string& name, std::string* erro
   return nullptr;
 }
 
-std::vector<std::string> available_backends() { return {"cpu"}; }  // a CUDA backend adds "cuda" here
+std::vector<std::string> available_backends() {
+#ifdef LOOM_WITH_CUDA
+  return {"cpu", "cuda"};
+#else
+  return {"cpu"};
+#endif
+}
 
 }  // namespace loom::exec

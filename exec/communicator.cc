@@ -1,5 +1,7 @@
 #include "exec/communicator.h"
 
+#include "exec/backend.h"
+
 #include <cstring>
 #include <stdexcept>
 
@@ -17,13 +19,14 @@ std::unique_ptr<Request> SelfCommunicator::all_reduce_async(TensorRef, std::int6
   return std::make_unique<DoneRequest>();
 }
 
-namespace {
-void copy_values(ConstTensorRef send, TensorRef recv, std::int64_t n) {
+void SelfCommunicator::copy_values(ConstTensorRef send, TensorRef recv, std::int64_t n) {
   check_dtype(recv.dtype(), send.dtype(), "collective");
-  if (send.raw() != recv.raw())
+  if (send.raw() == recv.raw()) return;
+  if (backend_ != nullptr)
+    backend_->copy(recv, send, n);
+  else
     std::memmove(recv.raw(), send.raw(), static_cast<std::size_t>(n * dtype_bytes(recv.dtype())));
 }
-}  // namespace
 
 void SelfCommunicator::reduce_scatter(ConstTensorRef send, TensorRef recv, std::int64_t recv_n) {
   copy_values(send, recv, recv_n);

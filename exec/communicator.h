@@ -44,6 +44,8 @@ class Communicator {
   virtual std::unique_ptr<Request> isend(ConstTensorRef data, std::int64_t n, int peer, int tag) = 0;
   virtual std::unique_ptr<Request> irecv(TensorRef data, std::int64_t n, int peer, int tag) = 0;
   virtual void barrier() = 0;
+  // The backend whose memory the buffers are: a group of one copies through it (device memory on a GPU).
+  virtual void use_backend(Backend& /*backend*/) {}
 };
 
 // A group of one: every collective is a copy. Used for size-1 groups and for builds without MPI.
@@ -62,9 +64,12 @@ class SelfCommunicator final : public Communicator {
   std::unique_ptr<Request> isend(ConstTensorRef, std::int64_t, int, int) override;
   std::unique_ptr<Request> irecv(TensorRef, std::int64_t, int, int) override;
   void barrier() override {}
+  void use_backend(Backend& backend) override { backend_ = &backend; }
 
  private:
+  void copy_values(ConstTensorRef send, TensorRef recv, std::int64_t n);
   std::string name_;
+  Backend* backend_ = nullptr;  // null: host memory, copied with memmove
 };
 
 // Waits for every request in the list and clears it.

@@ -5,7 +5,8 @@
 # own CUDA (/usr/local/cuda, the NVIDIA wheels of its PyTorch venv) and runs a command:
 #   scripts/gpu-bundle.sh OUTDIR [BUILD_DIR]      then, on the GPU machine: OUTDIR/run.sh loom --version
 # CUDA's own libraries (cudart, cuBLAS, cuDNN, NCCL, the driver) and the C library stay behind: the GPU
-# machine's must be used. Libraries over 4 MiB travel gzip-compressed and are unpacked on first use.
+# machine's must be used. Libraries over 4 MiB and test programs over 1 MiB (each carries the kernels'
+# device code) travel gzip-compressed and are unpacked on first use.
 set -euo pipefail
 
 usage() { echo "usage: $0 OUTDIR [BUILD_DIR]" >&2; exit 2; }
@@ -23,8 +24,12 @@ while IFS= read -r test; do binaries+=("$test"); done < <(find "$build/tests" -m
 # Left out: the GPU machine brings its own CUDA stack; glibc and the loader must be the system's.
 skip='^(libcuda|libcudart|libcublas|libcudnn|libnccl|libnvidia|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|ld-linux|linux-vdso)'
 for binary in "${binaries[@]}"; do
+  name=$(basename "$binary")
   cp "$binary" "$out/bin/"
-  strip --strip-unneeded "$out/bin/$(basename "$binary")"
+  strip --strip-unneeded "$out/bin/$name"
+  if [[ $name != loom ]] && (($(stat -c %s "$out/bin/$name") > 1024 * 1024)); then
+    gzip -9 "$out/bin/$name"
+  fi
   ldd "$binary" | awk '/=> \// { print $1, $3 }' | while read -r name path; do
     [[ $name =~ $skip || -e $out/lib/$name || -e $out/lib/$name.gz ]] && continue
     if (($(stat -L -c %s "$path") > 4 * 1024 * 1024)); then
@@ -63,6 +68,18 @@ export LD_LIBRARY_PATH=$path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 [[ $# -ge 1 ]] || { echo "usage: $0 COMMAND [ARGS...]" >&2; exit 2; }
 if [[ -x $here/bin/$1 ]]; then
   program=$here/bin/$1
+  shift
+  exec "$program" "$@"
+fi
+if [[ -f $here/bin/$1.gz ]]; then  # a compressed test program: unpacked once per bundle content
+  bins=${TMPDIR:-/tmp}/loom-bundle-bin-$(id -u)-$(cksum <"$here/bin/$1.gz" | cut -d' ' -f1)
+  if [[ ! -x $bins/$1 ]]; then
+    mkdir -p "$bins"
+    gunzip -c "$here/bin/$1.gz" >"$bins/$1.partial"
+    chmod +x "$bins/$1.partial"
+    mv "$bins/$1.partial" "$bins/$1"
+  fi
+  program=$bins/$1
   shift
   exec "$program" "$@"
 fi

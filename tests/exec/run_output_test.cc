@@ -12,6 +12,7 @@
 #include "core/json_io.h"
 #include "core/presets.h"
 #include "core/trace_names.h"
+#include "exec/backend.h"
 #include "run_util.h"
 
 namespace loom::exec::testing {
@@ -131,13 +132,27 @@ TEST(ExecRunOutput, DataPrepareWritesByteTokens) {
   EXPECT_NE(missing.err.find("none.txt"), std::string::npos);
 }
 
+// An unknown backend, and --backend cuda where it cannot start (a build without CUDA, or no device), are
+// bad input with make_backend's one line; with a device the cuda run trains (GpuTrain checks how well).
 TEST(ExecRunOutput, UnavailableBackendIsBadInput) {
   const std::string dir = scratch_dir("backend");
   const std::string data = make_token_file(dir, 5000);
-  const ProcessResult r =
-      run_shell(fmt::format("{} --seq 32 --global-batch 1 --data {} --steps 1 --backend cuda", loom_run(1), data), 60);
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("no CUDA backend"), std::string::npos) << r.err;
+  auto run = [&](const std::string& backend) {
+    return run_shell(
+        fmt::format("{} --seq 32 --global-batch 1 --data {} --steps 1 --backend {}", loom_run(1), data, backend), 60);
+  };
+  const ProcessResult unknown = run("tpu");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("--backend: unknown backend 'tpu'"), std::string::npos) << unknown.err;
+  std::string why;
+  const bool cuda_starts = make_backend("cuda", &why) != nullptr;
+  const ProcessResult cuda = run("cuda");
+  if (cuda_starts) {
+    EXPECT_EQ(cuda.exit_code, 0) << cuda.err;
+  } else {
+    EXPECT_EQ(cuda.exit_code, 2);
+    EXPECT_NE(cuda.err.find(why), std::string::npos) << "expected '" << why << "' in: " << cuda.err;
+  }
 }
 
 TEST(ExecRunOutput, ModelStatesThatDoNotFitAreBadInput) {

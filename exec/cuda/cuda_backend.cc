@@ -1,0 +1,400 @@
+// CUDA backend: device, stream and memory; host <-> device copies; the ops, each dispatched on its views'
+// dtype to a kernels/ launcher queued on the backend's stream.
+#include "exec/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "exec/cuda/dispatch.h"
+#include "kernels/attention.h"
+#include "kernels/cuda_check.h"
+#include "kernels/gemm.h"
+#include "kernels/numerics.h"
+#include "kernels/ops.h"
+
+namespace loom::exec {
+
+using cuda::bf16;
+using cuda::dev;
+
+namespace {
+
+class CudaDeviceMemory final : public DeviceMemory {
+ public:
+  void* allocate(std::size_t bytes) override {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes) == cudaSuccess) return p;
+    (void)cudaGetLastError();  // out of memory is recoverable: clear it so no later check reports it
+    return nullptr;
+  }
+  void free(void* p) override { CUDA_CHECK(cudaFree(p)); }
+  std::size_t free_bytes() override {
+    std::size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) (void)cudaGetLastError();
+    return free;
+  }
+};
+
+class CudaEvent final : public Event {
+ public:
+  explicit CudaEvent(cudaStream_t stream) {
+    CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(event_, stream));
+  }
+  ~CudaEvent() override { cudaEventDestroy(event_); }
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  bool done() const override {
+    const cudaError_t status = cudaEventQuery(event_);
+    if (status == cudaErrorNotReady) return false;
+    CUDA_CHECK(status);
+    return true;
+  }
+  void synchronize() override { CUDA_CHECK(cudaEventSynchronize(event_)); }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+kernels::AttentionDims dims(const AttentionShape& s) { return {s.batch, s.seq, s.heads, s.kv_heads, s.head_dim}; }
+
+kernels::DType gemm_type(DType d, const char* what) {
+  if (d == DType::kF32) return kernels::DType::f32;
+  if (d == DType::kBF16) return kernels::DType::bf16;
+  cuda::unsupported(what, {d});
+}
+
+bool is_device_pointer(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+// Statistics, masks, fp32 gradients and optimizer state are backend tensors; a host array here is an
+// executor bug, reported by name rather than as an illegal address at the next synchronisation.
+template <class P>
+P* on_device(P* p, const char* op, const char* what) {
+  if (p != nullptr && !is_device_pointer(p))
+    throw std::logic_error(std::string("cuda backend: ") + op + ": " + what +
+                           " is host memory; allocate it through the backend");
+  return p;
+}
+
+}  // namespace
+
+// --- device, stream, memory --------------------------------------------------------------------------
+
+std::unique_ptr<Backend> make_cuda_backend(std::string* error) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    const std::string why = status != cudaSuccess ? cudaGetErrorString(status) : "cudaGetDeviceCount found 0 devices";
+    (void)cudaGetLastError();
+    if (error != nullptr) *error = "--backend cuda: no CUDA device (" + why + ")";
+    return nullptr;
+  }
+  return std::make_unique<CudaBackend>();
+}
+
+CudaBackend::CudaBackend() : allocator_(std::make_unique<DeviceAllocator>(std::make_unique<CudaDeviceMemory>())) {
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  gemm_ = std::make_unique<kernels::Gemm>();
+  sum_squares_scratch_ = static_cast<double*>(
+      allocator_->allocate(kernels::kSumSquaresScratch * static_cast<std::int64_t>(sizeof(double))));
+}
+
+CudaBackend::~CudaBackend() {
+  cudaStreamSynchronize(stream_);
+  allocator_->free(sum_squares_scratch_);
+  allocator_->free(ints_);
+  gemm_.reset();
+  allocator_.reset();
+  cudaStreamDestroy(stream_);
+}
+
+void* CudaBackend::allocate_raw(std::int64_t bytes) { return allocator_->allocate(bytes); }
+// Single stream: a block freed here is reused only by work queued after what was reading it.
+void CudaBackend::free_raw(void* data) { allocator_->free(data); }
+
+void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+std::unique_ptr<Event> CudaBackend::record_event() { return std::make_unique<CudaEvent>(stream_); }
+
+const int* CudaBackend::device_ints(const int* p, std::int64_t n) {
+  if (p == nullptr || n == 0 || is_device_pointer(p)) return p;
+  if (n > ints_capacity_) {
+    allocator_->free(ints_);
+    ints_ = allocator_->allocate(n * static_cast<std::int64_t>(sizeof(int)));
+    ints_capacity_ = n;
+  }
+  // From pageable memory the call returns once the values are staged: the caller may free them.
+  CUDA_CHECK(cudaMemcpyAsync(ints_, p, static_cast<std::size_t>(n) * sizeof(int), cudaMemcpyHostToDevice, stream_));
+  return static_cast<const int*>(ints_);
+}
+
+// --- host <-> device ---------------------------------------------------------------------------------
+
+void CudaBackend::to_host(float* host, ConstTensorRef src, std::int64_t n) {
+  if (n == 0) return;
+  if (src.dtype() == DType::kF32) {
+    CUDA_CHECK(
+        cudaMemcpyAsync(host, src.raw(), static_cast<std::size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+  } else if (src.dtype() == DType::kBF16) {
+    std::vector<std::uint16_t> bits(static_cast<std::size_t>(n));
+    CUDA_CHECK(
+        cudaMemcpyAsync(bits.data(), src.raw(), bits.size() * sizeof(std::uint16_t), cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+    for (std::int64_t i = 0; i < n; ++i) host[i] = kernels::float_from_bf16_bits(bits[static_cast<std::size_t>(i)]);
+  } else {
+    cuda::unsupported("to_host", {src.dtype()});
+  }
+}
+
+void CudaBackend::from_host(TensorRef dst, const float* host, std::int64_t n) {
+  if (n == 0) return;
+  if (dst.dtype() == DType::kF32) {
+    CUDA_CHECK(
+        cudaMemcpyAsync(dst.raw(), host, static_cast<std::size_t>(n) * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    synchronize();
+  } else if (dst.dtype() == DType::kBF16) {
+    // Rounded on the host exactly as the CPU backend's cast (nearest even), then copied.
+    std::vector<std::uint16_t> bits(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) bits[static_cast<std::size_t>(i)] = kernels::bf16_bits_from_float(host[i]);
+    CUDA_CHECK(
+        cudaMemcpyAsync(dst.raw(), bits.data(), bits.size() * sizeof(std::uint16_t), cudaMemcpyHostToDevice, stream_));
+    synchronize();
+  } else {
+    cuda::unsupported("from_host", {dst.dtype()});
+  }
+}
+
+void CudaBackend::cast(TensorRef dst, ConstTensorRef src, std::int64_t n) {
+  if (dst.dtype() == src.dtype())
+    copy(dst, src, n);
+  else if (dst.dtype() == DType::kBF16 && src.dtype() == DType::kF32)
+    kernels::cast(dev<bf16>(dst), dev<float>(src), n, stream_);
+  else if (dst.dtype() == DType::kF32 && src.dtype() == DType::kBF16)
+    kernels::cast(dev<float>(dst), dev<bf16>(src), n, stream_);
+  else
+    cuda::unsupported("cast", {src.dtype(), dst.dtype()});
+}
+
+// --- GEMM --------------------------------------------------------------------------------------------
+
+void CudaBackend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, ConstTensorRef a, int lda,
+                       ConstTensorRef b, int ldb, float beta, TensorRef c, int ldc) {
+  if (m == 0 || n == 0) return;
+  if (a.dtype() != b.dtype()) cuda::unsupported("gemm", {a.dtype(), b.dtype()});
+  if (k == 0) {  // C = beta·C: no product to run (cuBLASLt rejects k = 0)
+    for (int row = 0; row < m; ++row) {
+      const TensorRef c_row = c + static_cast<std::int64_t>(row) * ldc;
+      if (beta == 0.0f)
+        zero(c_row, n);
+      else if (beta != 1.0f)
+        scale(c_row, beta, n);
+    }
+    return;
+  }
+  gemm_->run(trans_a, trans_b, m, n, k, alpha, a.raw(), gemm_type(a.dtype(), "gemm"), lda, b.raw(), ldb, beta, c.raw(),
+             gemm_type(c.dtype(), "gemm"), ldc, stream_);
+}
+
+// --- element-wise ------------------------------------------------------------------------------------
+
+void CudaBackend::zero(TensorRef x, std::int64_t n) {
+  if (n > 0) CUDA_CHECK(cudaMemsetAsync(x.raw(), 0, static_cast<std::size_t>(n * dtype_bytes(x.dtype())), stream_));
+}
+
+void CudaBackend::copy(TensorRef dst, ConstTensorRef src, std::int64_t n) {
+  if (dst.dtype() != src.dtype()) return cast(dst, src, n);
+  if (n > 0 && dst.raw() != src.raw())
+    CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<std::size_t>(n * dtype_bytes(dst.dtype())),
+                               cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::axpy(TensorRef y, float alpha, ConstTensorRef x, std::int64_t n) {
+  if (y.dtype() == DType::kF32 && x.dtype() == DType::kBF16)  // a bf16 gradient into an fp32 main gradient
+    return kernels::axpy(dev<float>(y), alpha, dev<bf16>(x), n, stream_);
+  LOOM_CUDA_OP("axpy", kernels::axpy(dev<T>(y), alpha, dev<T>(x), n, stream_), y, x);
+}
+void CudaBackend::add(TensorRef out, ConstTensorRef a, ConstTensorRef b, std::int64_t n) {
+  LOOM_CUDA_OP("add", kernels::add(dev<T>(out), dev<T>(a), dev<T>(b), n, stream_), out, a, b);
+}
+void CudaBackend::scale(TensorRef x, float alpha, std::int64_t n) {
+  LOOM_CUDA_OP("scale", kernels::scale(dev<T>(x), alpha, n, stream_), x);
+}
+void CudaBackend::add_bias(TensorRef x, ConstTensorRef bias, std::int64_t rows, std::int64_t cols) {
+  LOOM_CUDA_OP("add_bias", kernels::add_bias(dev<T>(x), dev<T>(bias), rows, cols, stream_), x, bias);
+}
+void CudaBackend::bias_grad(float* dbias, ConstTensorRef dy, std::int64_t rows, std::int64_t cols) {
+  on_device(dbias, "bias_grad", "dbias");
+  LOOM_CUDA_OP("bias_grad", kernels::bias_grad(dbias, dev<T>(dy), rows, cols, stream_), dy);
+}
+
+// A reduction the optimizer needs on the host (the global gradient norm): waits for the stream.
+double CudaBackend::sum_squares(ConstTensorRef x, std::int64_t n) {
+  if (n == 0) return 0.0;
+  LOOM_CUDA_OP("sum_squares", kernels::sum_squares(sum_squares_scratch_, dev<T>(x), n, stream_), x);
+  double result = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&result, sum_squares_scratch_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+  return result;
+}
+
+// --- normalisation and activations -------------------------------------------------------------------
+
+void CudaBackend::layernorm_forward(TensorRef out, float* mean, float* rstd, ConstTensorRef x, ConstTensorRef w,
+                                    ConstTensorRef b, std::int64_t rows, std::int64_t cols) {
+  on_device(mean, "layernorm_forward", "mean");
+  on_device(rstd, "layernorm_forward", "rstd");
+  LOOM_CUDA_OP(
+      "layernorm_forward",
+      kernels::layernorm_forward(dev<T>(out), mean, rstd, dev<T>(x), dev<T>(w), dev<T>(b), rows, cols, stream_), out, x,
+      w, b);
+}
+void CudaBackend::layernorm_backward(TensorRef dx, float* dw, float* db, ConstTensorRef dout, ConstTensorRef x,
+                                     ConstTensorRef w, const float* mean, const float* rstd, std::int64_t rows,
+                                     std::int64_t cols) {
+  on_device(dw, "layernorm_backward", "dw");
+  on_device(db, "layernorm_backward", "db");
+  on_device(mean, "layernorm_backward", "mean");
+  on_device(rstd, "layernorm_backward", "rstd");
+  LOOM_CUDA_OP("layernorm_backward",
+               kernels::layernorm_backward(dev<T>(dx), dw, db, dev<T>(dout), dev<T>(x), dev<T>(w), mean, rstd, rows,
+                                           cols, stream_),
+               dx, dout, x, w);
+}
+void CudaBackend::rmsnorm_forward(TensorRef out, float* rstd, ConstTensorRef x, ConstTensorRef w, std::int64_t rows,
+                                  std::int64_t cols) {
+  on_device(rstd, "rmsnorm_forward", "rstd");
+  LOOM_CUDA_OP("rmsnorm_forward",
+               kernels::rmsnorm_forward(dev<T>(out), rstd, dev<T>(x), dev<T>(w), rows, cols, stream_), out, x, w);
+}
+void CudaBackend::rmsnorm_backward(TensorRef dx, float* dw, ConstTensorRef dout, ConstTensorRef x, ConstTensorRef w,
+                                   const float* rstd, std::int64_t rows, std::int64_t cols) {
+  on_device(dw, "rmsnorm_backward", "dw");
+  on_device(rstd, "rmsnorm_backward", "rstd");
+  LOOM_CUDA_OP("rmsnorm_backward",
+               kernels::rmsnorm_backward(dev<T>(dx), dw, dev<T>(dout), dev<T>(x), dev<T>(w), rstd, rows, cols, stream_),
+               dx, dout, x, w);
+}
+
+void CudaBackend::gelu_forward(TensorRef out, ConstTensorRef in, std::int64_t n) {
+  LOOM_CUDA_OP("gelu_forward", kernels::gelu_forward(dev<T>(out), dev<T>(in), n, stream_), out, in);
+}
+void CudaBackend::gelu_backward(TensorRef din, ConstTensorRef in, ConstTensorRef dout, std::int64_t n) {
+  LOOM_CUDA_OP("gelu_backward", kernels::gelu_backward(dev<T>(din), dev<T>(in), dev<T>(dout), n, stream_), din, in,
+               dout);
+}
+void CudaBackend::swiglu_forward(TensorRef out, ConstTensorRef in, std::int64_t rows, std::int64_t f) {
+  LOOM_CUDA_OP("swiglu_forward", kernels::swiglu_forward(dev<T>(out), dev<T>(in), rows, f, stream_), out, in);
+}
+void CudaBackend::swiglu_backward(TensorRef din, ConstTensorRef in, ConstTensorRef dout, std::int64_t rows,
+                                  std::int64_t f) {
+  LOOM_CUDA_OP("swiglu_backward", kernels::swiglu_backward(dev<T>(din), dev<T>(in), dev<T>(dout), rows, f, stream_),
+               din, in, dout);
+}
+
+// --- attention, dropout, rotary embedding ------------------------------------------------------------
+
+void CudaBackend::attention_probs(TensorRef probs, ConstTensorRef qkv, const AttentionShape& s) {
+  LOOM_CUDA_OP("attention_probs", kernels::attention_probs(*gemm_, dev<T>(probs), dev<T>(qkv), dims(s), stream_), probs,
+               qkv);
+}
+void CudaBackend::attention_context(TensorRef ctx, ConstTensorRef probs, ConstTensorRef qkv, const AttentionShape& s) {
+  LOOM_CUDA_OP("attention_context",
+               kernels::attention_context(*gemm_, dev<T>(ctx), dev<T>(probs), dev<T>(qkv), dims(s), stream_), ctx,
+               probs, qkv);
+}
+void CudaBackend::attention_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef probs, ConstTensorRef dropped,
+                                     const std::uint8_t* mask, float keep_scale, ConstTensorRef qkv,
+                                     const AttentionShape& s) {
+  on_device(mask, "attention_backward", "mask");
+  // Scratch for the probabilities' gradient, as the CPU backend's is: not charged to a category. Freed
+  // right after queueing: the next user of the block is queued after this backward on the same stream.
+  void* scratch = allocator_->allocate(s.probs_numel() * dtype_bytes(dqkv.dtype()));
+  LOOM_CUDA_OP("attention_backward",
+               kernels::attention_backward(*gemm_, dev<T>(dqkv), static_cast<T*>(scratch), dev<T>(dctx), dev<T>(probs),
+                                           dev<T>(dropped), mask, keep_scale, dev<T>(qkv), dims(s), stream_),
+               dqkv, dctx, probs, dropped, qkv);
+  allocator_->free(scratch);
+}
+void CudaBackend::dropout_mask(std::uint8_t* mask, std::int64_t n, std::uint64_t key, std::uint64_t first, float p) {
+  on_device(mask, "dropout_mask", "mask");
+  kernels::dropout_mask(mask, n, key, first, p, stream_);
+}
+void CudaBackend::apply_mask(TensorRef out, ConstTensorRef in, const std::uint8_t* mask, std::int64_t n, float scale) {
+  on_device(mask, "apply_mask", "mask");
+  LOOM_CUDA_OP("apply_mask", kernels::apply_mask(dev<T>(out), dev<T>(in), mask, n, scale, stream_), out, in);
+}
+void CudaBackend::rope(TensorRef qkv, const AttentionShape& s, bool inverse) {
+  LOOM_CUDA_OP("rope", kernels::rope(dev<T>(qkv), dims(s), inverse, stream_), qkv);
+}
+
+// --- cross-entropy and embedding (token ids staged from the host) -----------------------------------
+
+void CudaBackend::row_max(float* out, ConstTensorRef logits, std::int64_t rows, std::int64_t cols,
+                          std::int64_t valid_cols) {
+  on_device(out, "row_max", "out");
+  LOOM_CUDA_OP("row_max", kernels::row_max(out, dev<T>(logits), rows, cols, valid_cols, stream_), logits);
+}
+void CudaBackend::row_sum_exp(float* out, ConstTensorRef logits, const float* max, std::int64_t rows, std::int64_t cols,
+                              std::int64_t valid_cols) {
+  on_device(out, "row_sum_exp", "out");
+  on_device(max, "row_sum_exp", "max");
+  LOOM_CUDA_OP("row_sum_exp", kernels::row_sum_exp(out, dev<T>(logits), max, rows, cols, valid_cols, stream_), logits);
+}
+void CudaBackend::target_logit(float* out, ConstTensorRef logits, const int* targets, std::int64_t rows,
+                               std::int64_t cols, std::int64_t vocab_start) {
+  on_device(out, "target_logit", "out");
+  const int* t = device_ints(targets, rows);
+  LOOM_CUDA_OP("target_logit", kernels::target_logit(out, dev<T>(logits), t, rows, cols, vocab_start, stream_), logits);
+}
+void CudaBackend::cross_entropy_grad(TensorRef logits, const float* max, const float* sum_exp, const int* targets,
+                                     std::int64_t rows, std::int64_t cols, std::int64_t valid_cols,
+                                     std::int64_t vocab_start, float scale) {
+  on_device(max, "cross_entropy_grad", "max");
+  on_device(sum_exp, "cross_entropy_grad", "sum_exp");
+  const int* t = device_ints(targets, rows);
+  LOOM_CUDA_OP(
+      "cross_entropy_grad",
+      kernels::cross_entropy_grad(dev<T>(logits), max, sum_exp, t, rows, cols, valid_cols, vocab_start, scale, stream_),
+      logits);
+}
+void CudaBackend::embedding_forward(TensorRef out, ConstTensorRef table, const int* tokens, std::int64_t n,
+                                    std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) {
+  const int* t = device_ints(tokens, n);
+  LOOM_CUDA_OP("embedding_forward",
+               kernels::embedding_forward(dev<T>(out), dev<T>(table), t, n, cols, vocab_start, rows_held, stream_), out,
+               table);
+}
+void CudaBackend::embedding_backward(float* dtable, ConstTensorRef dout, const int* tokens, std::int64_t n,
+                                     std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) {
+  on_device(dtable, "embedding_backward", "dtable");
+  const int* t = device_ints(tokens, n);
+  LOOM_CUDA_OP("embedding_backward",
+               kernels::embedding_backward(dtable, dev<T>(dout), t, n, cols, vocab_start, rows_held, stream_), dout);
+}
+
+// --- optimizer ---------------------------------------------------------------------------------------
+
+void CudaBackend::adamw(float* param, const float* grad, float* m, float* v, std::int64_t n, float lr, float beta1,
+                        float beta2, float eps, float weight_decay, int step, TensorRef param_copy) {
+  on_device(param, "adamw", "param");
+  on_device(grad, "adamw", "grad");
+  on_device(m, "adamw", "m");
+  on_device(v, "adamw", "v");
+  const bool bf16_copy = !param_copy.null() && param_copy.dtype() == DType::kBF16;
+  kernels::adamw(param, bf16_copy ? dev<bf16>(param_copy) : nullptr, grad, m, v, n, lr, beta1, beta2, eps, weight_decay,
+                 step, stream_);
+  if (!param_copy.null() && !bf16_copy && param_copy.raw() != param) cast(param_copy, param, n);
+}
+
+}  // namespace loom::exec
