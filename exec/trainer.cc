@@ -19,8 +19,8 @@ Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& 
       layout_(make_rank_layout(options.model, options.config, groups.coords.tp_rank, groups.coords.pp_rank)),
       tp_(*groups.tp, backend, options.config.sequence_parallel, tracer),
       data_(data, seq_, options.config.micro_batch, micro_batches_, options.config.dp, groups.coords.dp_rank) {
-  for (Communicator* c :
-       {groups_.world.get(), groups_.tp.get(), groups_.dp.get(), groups_.pp.get(), groups_.embedding.get()})
+  for (Communicator* c : {groups_.world.get(), groups_.tp.get(), groups_.dp.get(), groups_.pp.get(),
+                          groups_.embedding.get(), groups_.shard.get(), groups_.replica.get()})
     if (c != nullptr) c->use_backend(backend_);
   params_ = std::make_unique<ParameterStore>(layout_.combined, groups_, backend_, tracer_);
   params_->initialize(options_.seed);
