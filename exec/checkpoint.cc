@@ -236,7 +236,7 @@ Result<std::vector<char>> read_verified_shard(const std::string& path, const Sha
   const std::uint32_t crc = crc32c(0, bytes.data(), bytes.size());
   if (crc != entry->crc32c)
     return make_error(
-        fmt::format("--resume: checkpoint shard '{}' is corrupt: its CRC-32C is {}, manifest.json "
+        fmt::format("--resume: checkpoint shard '{}' fails its checksum (corrupt): CRC-32C {}, manifest.json "
                     "records {}",
                     path, hex32(crc), hex32(entry->crc32c)));
   return bytes;
