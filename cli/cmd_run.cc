@@ -28,6 +28,10 @@ namespace loom::cli {
 
 namespace {
 
+// A non-finite loss or gradient norm under --on-nan stop: neither bad input (2) nor an internal
+// failure (1), so that a job script can tell a numerical blow-up apart.
+constexpr int kExitNonFinite = 3;
+
 struct RunOptions {
   std::string plan;
   SpecFlags spec;
@@ -37,7 +41,9 @@ struct RunOptions {
   std::string backend = "cpu";
   std::string checkpoint_dir;
   int save_every = 0;
+  int keep_checkpoints = 0;  // 0: keep all
   bool resume = false;
+  std::string on_nan = "stop";
   std::string log;
   std::string trace;
   int threads = 0;
@@ -114,6 +120,10 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   if (o.save_every < 0) throw InputError("--save-every must not be negative");
   if ((o.save_every > 0 || o.resume) && o.checkpoint_dir.empty())
     throw InputError("--save-every and --resume need --checkpoint-dir");
+  if (o.keep_checkpoints < 0) throw InputError("--keep-checkpoints must not be negative (0 keeps all)");
+  if (o.on_nan != "stop" && o.on_nan != "skip")
+    throw InputError(fmt::format("--on-nan: '{}' is neither 'stop' nor 'skip'", o.on_nan));
+  t.inject_nan = value_or_exit(exec::nan_injection_from_env(t.model, c));
   check_model_states_fit(t, runtime);
   std::string backend_error;
   // cpu-bf16 emulates a bf16 GPU on the CPU for tests and rehearsal of mixed precision: a run option only.
@@ -129,12 +139,15 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
                     "communicator reads host memory only",
                     runtime.world_size()));
   r.data.emplace(value_or_exit(exec::TokenFile::open(o.data, t.model.vocab, t.training.seq_len)));
-  if (o.resume) (void)value_or_exit(exec::find_resumable_checkpoint(o.checkpoint_dir, t.model, c));
   o.optimizer.decay_steps = o.optimizer.decay_steps > 0 ? o.optimizer.decay_steps : o.steps;
   t.optimizer = o.optimizer;
   t.seed = static_cast<std::uint64_t>(o.seed);
   if (o.dropout >= 1.0f) throw InputError(fmt::format("--dropout: {} must be below 1", o.dropout));
   t.dropout = o.dropout;
+  if (o.resume) {
+    const auto point = value_or_exit(exec::find_resumable_checkpoint(o.checkpoint_dir, exec::run_identity(t, *r.data)));
+    if (!point.note.empty() && runtime.world_rank() == 0) std::fprintf(stderr, "loom: %s\n", point.note.c_str());
+  }
 }
 
 std::string rank_path(const std::string& path, int rank, int world) {
@@ -159,13 +172,9 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
                                  .dump());
   exec::Trainer trainer(r.trainer, groups, *r.backend, *r.data, &tracer);
   if (o.resume) {
-    const Status s = trainer.load_checkpoint(o.checkpoint_dir);
-    double failed = s ? 0.0 : 1.0;
-    groups.world->all_reduce(&failed, 1, exec::ReduceOp::kSum);
-    if (failed > 0) {
-      if (rank == 0)
-        std::fprintf(stderr, "loom: %s\n",
-                     s ? "a rank could not read its checkpoint shard" : s.error().message.c_str());
+    const Status s = trainer.load_checkpoint(o.checkpoint_dir);  // the same verdict on every rank
+    if (!s) {
+      if (rank == 0) std::fprintf(stderr, "loom: %s\n", s.error().message.c_str());
       return kExitBadInput;
     }
   }
@@ -190,7 +199,24 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
       std::fflush(stdout);
       bar.update(static_cast<std::size_t>(last.step), static_cast<std::size_t>(o.steps),
                  fmt::format(" steps, {:.1f} s left", last.step_time_s * (o.steps - last.step)));
-      if (log) log << exec::step_record(last).dump() << "\n" << std::flush;
+      Json record = exec::step_record(last);
+      if (!last.nonfinite.empty()) {
+        record["nonfinite"] = last.nonfinite;  // where the first NaN/Inf was (a non-finite loss logs as null)
+        record["skipped"] = o.on_nan == "skip";
+      }
+      if (log) log << record.dump() << "\n" << std::flush;
+    }
+    if (!last.nonfinite.empty()) {  // every rank saw the same reduced loss and norm: all decide alike
+      const std::string where =
+          last.nonfinite == "loss" ? "in the loss" : fmt::format("in the gradient of {}", last.nonfinite);
+      if (o.on_nan == "skip") {
+        if (rank == 0) std::fprintf(stderr, "loom: step %d: NaN/Inf %s; update skipped\n", last.step, where.c_str());
+      } else {
+        if (rank == 0)
+          std::fprintf(stderr, "loom: step %d: NaN/Inf %s; stopping (--on-nan stop)%s\n", last.step, where.c_str(),
+                       o.checkpoint_dir.empty() ? "" : ", the last good checkpoint stays 'latest'");
+        return kExitNonFinite;
+      }
     }
     if (o.save_every > 0 && last.step % o.save_every == 0) {
       const Status s = trainer.save_checkpoint(o.checkpoint_dir);
@@ -198,6 +224,9 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
         if (rank == 0) std::fprintf(stderr, "loom: %s\n", s.error().message.c_str());
         return kExitFailure;
       }
+      if (rank == 0)
+        for (const std::string& problem : exec::prune_checkpoints(o.checkpoint_dir, last.step, o.keep_checkpoints))
+          std::fprintf(stderr, "loom: warning: %s\n", problem.c_str());
     }
   }
   // Every rank's peaks, gathered as a sum of rows each rank fills in its own.
@@ -263,7 +292,14 @@ std::function<int()> add_run_command(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "where checkpoints are written and resumed from");
   cmd->add_option("--save-every", o->save_every, "save a checkpoint every K steps");
+  cmd->add_option("--keep-checkpoints", o->keep_checkpoints,
+                  "after each save, delete all but the K newest complete checkpoints (0: keep all)")
+      ->capture_default_str();
   cmd->add_flag("--resume", o->resume, "continue from the newest checkpoint in --checkpoint-dir");
+  cmd->add_option("--on-nan", o->on_nan,
+                  "on a NaN/Inf loss or gradient norm: stop (exit 3, the last checkpoint stays latest) or skip "
+                  "the step's update")
+      ->capture_default_str();
   cmd->add_option("--log", o->log, "JSONL file, one object per step (rank 0)");
   cmd->add_option("--trace", o->trace, "Chrome trace per rank (FILE, or FILE.rankR.json with several ranks)");
   cmd->add_option("--threads", o->threads, "CPU threads per rank (default: cores / ranks on the node)");

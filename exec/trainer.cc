@@ -2,7 +2,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "core/flops.h"
 
@@ -18,7 +22,8 @@ Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& 
       micro_batches_(static_cast<int>(options.config.micro_batches(options.training.global_batch))),
       layout_(make_rank_layout(options.model, options.config, groups.coords.tp_rank, groups.coords.pp_rank)),
       tp_(*groups.tp, backend, options.config.sequence_parallel, tracer),
-      data_(data, seq_, options.config.micro_batch, micro_batches_, options.config.dp, groups.coords.dp_rank) {
+      data_(data, seq_, options.config.micro_batch, micro_batches_, options.config.dp, groups.coords.dp_rank),
+      identity_(run_identity(options, data)) {
   for (Communicator* c : {groups_.world.get(), groups_.tp.get(), groups_.dp.get(), groups_.pp.get(),
                           groups_.embedding.get(), groups_.shard.get(), groups_.replica.get()})
     if (c != nullptr) c->use_backend(backend_);
@@ -48,12 +53,12 @@ StepMetrics Trainer::step() {
     return MicroBatch{tokens[i].data(), targets[i].data(), data_.first_sequence(completed_steps_, i)};
   };
   params_->begin_step(micro_batches_);
-  const double loss_sum =
-      pipeline_->run(micro_batches_, loss_scale, load, [&](int i) { params_->begin_micro_batch(i); });
+  double loss_sum = pipeline_->run(micro_batches_, loss_scale, load, [&](int i) { params_->begin_micro_batch(i); });
   params_->finish_gradients();
+  inject_nan(step_number, loss_sum);
 
   // One world reduction carries the squared gradient norm and the loss (counted on the last
-  // stage's first TP rank of every DP replica).
+  // stage's first TP rank of every DP replica): a NaN or Inf anywhere reaches every rank in it.
   const bool counts_loss = groups_.last_stage() && groups_.coords.tp_rank == 0;
   double totals[2] = {params_->owned_grad_squares(), counts_loss ? loss_sum : 0.0};
   groups_.world->all_reduce(totals, 2, ReduceOp::kSum);
@@ -62,8 +67,13 @@ StepMetrics Trainer::step() {
   m.grad_norm = std::sqrt(totals[0]);
   m.loss = totals[1] / (tokens_per_rank * options_.config.dp);
   m.learning_rate = learning_rate_at(options_.optimizer, step_number);
-  params_->optimizer_step(options_.optimizer, static_cast<float>(m.learning_rate),
-                          clip_coefficient(options_.optimizer, m.grad_norm), step_number);
+  if (!std::isfinite(m.loss))
+    m.nonfinite = "loss";
+  else if (!std::isfinite(m.grad_norm))
+    m.nonfinite = first_nonfinite_gradient();  // a collective, entered by every rank alike
+  if (m.nonfinite.empty())
+    params_->optimizer_step(options_.optimizer, static_cast<float>(m.learning_rate),
+                            clip_coefficient(options_.optimizer, m.grad_norm), step_number);
   backend_.synchronize();
   completed_steps_ = step_number;
 
@@ -76,6 +86,72 @@ StepMetrics Trainer::step() {
     m.peak_bytes[c] = backend_.memory().peak_bytes(static_cast<MemoryCategory>(c));
   m.peak_total_bytes = backend_.memory().peak_total_bytes();
   return m;
+}
+
+void Trainer::inject_nan(int step, double& loss_sum) {
+  if (options_.inject_nan.step != step) return;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  if (options_.inject_nan.tensor == "loss") {
+    loss_sum = nan;  // the ranks that do not count the loss send 0 whatever it is
+    return;
+  }
+  for (const auto& span : params_->owned_gradients())
+    if (layout_.combined.units[span.unit].params[span.slot].name == options_.inject_nan.tensor) {
+      backend_.scale(span.values, nan, 1);
+      return;
+    }
+}
+
+std::string Trainer::first_nonfinite_gradient() {
+  // Each rank's first non-finite parameter gradient in its layout order, keyed so that the smallest
+  // key over the world is the first in stage order: ((pp · kUnits + unit) · kSlots + slot) · tp + tp rank.
+  constexpr std::int64_t kUnits = 1 << 16, kSlots = 1 << 10;  // far above any stage's counts; exact in a double
+  const std::int64_t tp = options_.config.tp;
+  double key = std::numeric_limits<double>::max();
+  for (const auto& span : params_->owned_gradients())
+    if (!std::isfinite(backend_.sum_squares(span.values, span.count))) {
+      key = static_cast<double>(((groups_.coords.pp_rank * kUnits + span.unit) * kSlots + span.slot) * tp +
+                                groups_.coords.tp_rank);
+      break;
+    }
+  double negated = -key;  // the world's maximum of the negated keys: its minimum key
+  groups_.world->all_reduce(&negated, 1, ReduceOp::kMax);
+  if (-negated == std::numeric_limits<double>::max()) return "gradient norm";  // no single tensor holds it
+  auto k = static_cast<std::int64_t>(-negated);
+  const int tp_rank = static_cast<int>(k % tp);
+  k /= tp;
+  const auto slot = static_cast<std::size_t>(k % kSlots);
+  k /= kSlots;
+  const auto unit = static_cast<std::size_t>(k % kUnits);
+  const int pp_rank = static_cast<int>(k / kUnits);
+  return make_rank_layout(options_.model, options_.config, tp_rank, pp_rank).combined.units[unit].params[slot].name;
+}
+
+Result<NanInjection> nan_injection_from_env(const ModelSpec& model, const ParallelConfig& config) {
+  const char* value = std::getenv("LOOM_TEST_INJECT_NAN");
+  if (value == nullptr) return NanInjection{};
+  const std::string text = value;
+  const auto colon = text.find(':');
+  NanInjection injection;
+  char* end = nullptr;
+  injection.step = colon == std::string::npos ? 0 : static_cast<int>(std::strtol(text.c_str(), &end, 10));
+  if (injection.step < 1 || end != text.c_str() + colon || colon + 1 == text.size())
+    return make_error(
+        fmt::format("LOOM_TEST_INJECT_NAN: '{}' is not STEP:TENSOR (a step from 1, then 'loss' or a "
+                    "parameter name)",
+                    text));
+  injection.tensor = text.substr(colon + 1);
+  if (injection.tensor == "loss") return injection;
+  std::string example;
+  for (int pp = 0; pp < config.pp; ++pp)
+    for (int tp = 0; tp < config.tp; ++tp)
+      for (const Unit& unit : make_rank_layout(model, config, tp, pp).combined.units)
+        for (const ParamSlot& slot : unit.params) {
+          if (slot.name == injection.tensor) return injection;
+          if (example.empty()) example = slot.name;
+        }
+  return make_error(fmt::format("LOOM_TEST_INJECT_NAN: {} has no parameter '{}' (names look like '{}')", model.name,
+                                injection.tensor, example));
 }
 
 }  // namespace loom::exec

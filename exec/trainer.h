@@ -13,6 +13,7 @@
 #include "core/result.h"
 #include "core/training_spec.h"
 #include "exec/backend.h"
+#include "exec/checkpoint.h"
 #include "exec/data_loader.h"
 #include "exec/model/gpt_layout.h"
 #include "exec/model/gpt_stage.h"
@@ -25,6 +26,14 @@
 
 namespace loom::exec {
 
+// Fault injection for tests: at step `step` a NaN goes into the loss (tensor "loss") or into the
+// first gradient value of parameter `tensor` that each rank holds, after the gradients are reduced.
+// `loom run` reads it from LOOM_TEST_INJECT_NAN=STEP:TENSOR (nan_injection_from_env).
+struct NanInjection {
+  int step = 0;  // 0: none
+  std::string tensor;
+};
+
 struct TrainerOptions {
   ModelSpec model;
   TrainingSpec training;  // global_batch and seq_len are used
@@ -35,7 +44,12 @@ struct TrainerOptions {
   // (ModelSpec::dropout, as GPT-3/Megatron), else 0.
   float dropout = -1;
   float dropout_probability() const { return dropout >= 0 ? dropout : (model.dropout ? 0.1f : 0.0f); }
+  NanInjection inject_nan{};
 };
+
+// LOOM_TEST_INJECT_NAN parsed and its tensor checked against the model's parameter names; no
+// injection when the variable is unset.
+Result<NanInjection> nan_injection_from_env(const ModelSpec& model, const ParallelConfig& config);
 
 struct StepMetrics {
   int step = 0;  // counting from 1
@@ -47,6 +61,11 @@ struct StepMetrics {
   double tflops_per_gpu = 0;  // model FLOPs per rank (core/flops.h, as `loom sim` counts them)
   std::array<std::int64_t, kMemoryCategories> peak_bytes{};  // this rank, since the run began
   std::int64_t peak_total_bytes = 0;
+  // Empty when the loss and the global gradient norm are finite (every rank sees the same, reduced
+  // values). Otherwise where the first non-finite value is — "loss", or the first parameter, in the
+  // order of pipeline stages and then each stage's units, whose gradient holds one — and the step's
+  // update was not applied (the gradients are zeroed at the next step; the step still counts).
+  std::string nonfinite;
 };
 
 class Trainer {
@@ -62,9 +81,11 @@ class Trainer {
   Backend& backend() { return backend_; }
   const TrainerOptions& options() const { return options_; }
 
-  // Per-rank shard + manifest under dir/step_NNNNNNNN; `latest` names the newest complete one.
+  // Per-rank shard + manifest under dir/step_NNNNNNNN; `latest` names the newest complete one
+  // (exec/checkpoint.h). Collective; on failure every rank returns the same error.
   Status save_checkpoint(const std::string& dir);
   Status load_checkpoint(const std::string& dir);
+  const RunIdentity& identity() const { return identity_; }
 
  private:
   TrainerOptions options_;
@@ -81,6 +102,11 @@ class Trainer {
   std::unique_ptr<PipelineRunner> pipeline_;
   DataLoader data_;
   int completed_steps_ = 0;
+  RunIdentity identity_;
+
+  Result<ShardEntry> write_shard(const std::string& path, int step, const std::vector<float>& parameters);
+  void inject_nan(int step, double& loss_sum);
+  std::string first_nonfinite_gradient();
 };
 
 }  // namespace loom::exec

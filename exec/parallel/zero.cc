@@ -185,6 +185,21 @@ double ParameterStore::owned_grad_squares() {
   return sum;
 }
 
+std::vector<ParameterStore::GradientSpan> ParameterStore::owned_gradients() {
+  std::vector<GradientSpan> spans;
+  for (std::size_t uu = 0; uu < layout_.units.size(); ++uu) {
+    const int u = static_cast<int>(uu);
+    const Range r = owned(u);
+    const auto& params = layout_.units[uu].params;
+    for (std::size_t s = 0; s < params.size(); ++s) {
+      const std::int64_t b = std::max(r.begin, params[s].offset),
+                         e = std::min(r.end, params[s].offset + params[s].numel());
+      if (b < e) spans.push_back({u, static_cast<int>(s), grad_at(u, b), e - b});
+    }
+  }
+  return spans;
+}
+
 void ParameterStore::optimizer_step(const OptimizerSettings& s, float lr, float grad_scale, int step) {
   TraceScope scope(tracer_, trace_names::kOptimizer, "compute", kComputeLane);
   for (std::size_t uu = 0; uu < layout_.units.size(); ++uu) {

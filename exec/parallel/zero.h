@@ -45,6 +45,14 @@ class ParameterStore final : public ParameterSource {
   // Sum of squared gradients this rank owns (each value counted once over the world).
   double owned_grad_squares();
   void optimizer_step(const OptimizerSettings& s, float lr, float grad_scale, int step);
+  // This rank's owned gradient values of each parameter (what optimizer_step updates), in layout
+  // order (unit, then slot), as backend pointers: where a non-finite gradient is looked for.
+  struct GradientSpan {
+    int unit = 0, slot = 0;
+    float* values = nullptr;
+    std::int64_t count = 0;
+  };
+  std::vector<GradientSpan> owned_gradients();
 
   // Flat state for checkpoints: parameters (or this rank's shard), then the two Adam moments (the
   // parameters are read and written through checkpoint_parameters / load_parameters).

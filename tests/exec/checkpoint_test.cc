@@ -56,7 +56,8 @@ TEST_P(ExecResume, GivesBitwiseIdenticalLossCurve) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ExecResume,
                          ::testing::Values(Case{"SingleRank", 1, ""}, Case{"DP2_ZeRO3", 2, "--dp 2 --zero 3"},
-                                           Case{"PP2xDP2_ZeRO2", 4, "--pp 2 --dp 2 --zero 2"}),
+                                           Case{"PP2xDP2_ZeRO2", 4, "--pp 2 --dp 2 --zero 2"},
+                                           Case{"DP4_HSDP2", 4, "--dp 4 --zero 3 --shard-group 2"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // A checkpoint saved under TP2×PP2 resumed under DP4 with ZeRO-3 (and single-rank): the shards are
@@ -77,6 +78,35 @@ TEST(ExecResumeOtherLayout, TP2xPP2CheckpointContinuesUnderDP4AndSingleRank) {
   const std::vector<double> expected = losses(dir + "/whole.jsonl");
   ASSERT_EQ(expected.size(), 6u);
   for (const auto& [ranks, flags] : {std::pair{4, "--dp 4 --zero 3"}, std::pair{1, ""}}) {
+    const std::string log = fmt::format("{}/resumed{}.jsonl", dir, ranks);
+    const ProcessResult resumed = run_shell(
+        fmt::format("{} {} {} --checkpoint-dir {}/ckpt --resume --log {}", loom_run(ranks), common, flags, dir, log));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+    const std::vector<double> got = losses(log);
+    ASSERT_EQ(got.size(), 3u);
+    for (int i = 0; i < 3; ++i)
+      EXPECT_NEAR(got[i], expected[3 + i], 1e-5 * expected[3 + i]) << flags << " step " << 4 + i;
+  }
+}
+
+// A checkpoint saved under HSDP (ZeRO-3 inside shard groups of 2 of the 4 dp ranks, replicated
+// across the groups) resumed under plain ZeRO-3 over 2 ranks and single-rank: the parameters are
+// reassembled from one group's shards, so the curve continues within fp32 rounding.
+TEST(ExecResumeOtherLayout, HSDPCheckpointContinuesUnderDP2ZeRO3AndSingleRank) {
+  if (!have_mpirun()) GTEST_SKIP() << "built without MPI";
+  const std::string dir = scratch_dir("resume_relayout_hsdp");
+  const std::string data = make_token_file(dir, 20000);
+  const std::string common = fmt::format("--model {} --data {} --global-batch 4 --threads 1 --lr 3e-3 --steps 6",
+                                         test_model("micro_llama"), data);
+  const ProcessResult whole = run_shell(
+      fmt::format("{} {} --dp 4 --zero 3 --shard-group 2 --checkpoint-dir {}/ckpt --save-every 3 --log {}/whole.jsonl",
+                  loom_run(4), common, dir, dir));
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  std::filesystem::remove_all(dir + "/ckpt/step_00000006");
+  std::ofstream(dir + "/ckpt/latest") << "step_00000003\n";
+  const std::vector<double> expected = losses(dir + "/whole.jsonl");
+  ASSERT_EQ(expected.size(), 6u);
+  for (const auto& [ranks, flags] : {std::pair{2, "--dp 2 --zero 3"}, std::pair{1, ""}}) {
     const std::string log = fmt::format("{}/resumed{}.jsonl", dir, ranks);
     const ProcessResult resumed = run_shell(
         fmt::format("{} {} {} --checkpoint-dir {}/ckpt --resume --log {}", loom_run(ranks), common, flags, dir, log));
