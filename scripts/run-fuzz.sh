@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Fuzzes each libFuzzer target of tests/fuzz for SECONDS (default 45) from its seed corpus, under
+# Fuzzes each libFuzzer target of tests/fuzz for SECONDS (default 30) from its seed corpus, under
 # AddressSanitizer and UBSan: a crash, a sanitizer report, a leak, an input slower than 1 s or an
 # uncaught exception fails. Inputs the fuzzer finds go to a scratch corpus, not the repository; a
 # failing input is kept as BUILD_DIR/fuzz-crash-<target>-* (copy it into tests/fuzz/corpus/<target>/
 # once fixed, so ctest replays it).
 # Usage: scripts/run-fuzz.sh [SECONDS] [BUILD_DIR]
-#   after: cmake --preset fuzz && cmake --build --preset fuzz -j2
+#   after: cmake --preset asan && cmake --build --preset asan -j2
 set -euo pipefail
-seconds=${1:-45}
+seconds=${1:-30}
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${2:-$root/build-fuzz}" && pwd)
+build=$(cd "${2:-$root/build-asan}" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
