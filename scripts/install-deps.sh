@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs Loom's build and test dependencies from Debian packages (run as root).
 # CUDA is not installed here: when nvcc is on PATH the CUDA backend is built, otherwise skipped.
-# clang and its compiler-rt build the fuzz targets (`fuzz` preset); g++ brings the ASan/UBSan
-# runtimes the `asan` preset uses.
+# clang and its compiler-rt (libFuzzer, ASan and UBSan runtimes) build the `asan` preset: the
+# sanitized tests and the fuzz targets .ci/run runs after the default build.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
