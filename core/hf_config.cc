@@ -96,6 +96,7 @@ Result<ModelSpec> from_gpt2(const Json& json, const std::string& type, const std
   m.linear_bias = true;
   if (m.hidden % m.heads != 0)
     return make_error(fmt::format("{}: n_embd {} is not divisible by n_head {}", what, m.hidden, m.heads));
+  if (Status size = check_model_size(m, what); !size) return size.error();
   return m;
 }
 
@@ -176,7 +177,12 @@ void read_moe(FieldReader& r, const Json& json, const std::string& type, ModelSp
     e.shared_ffn = static_cast<int>(shared);  // Qwen2-MoE: one shared expert behind a sigmoid gate
     e.shared_gate = true;
   } else {
-    e.shared_ffn = static_cast<int>(optional_integer(r, json, "n_shared_experts", 0, 1 << 10) * e.expert_ffn);
+    const long long shared_ffn = optional_integer(r, json, "n_shared_experts", 0, 1 << 10) * e.expert_ffn;
+    if (shared_ffn > (1 << 26))
+      r.fail(fmt::format("{}: n_shared_experts · moe_intermediate_size = {} is wider than any MLP ({} at most)",
+                         r.what(), shared_ffn, 1 << 26));
+    else
+      e.shared_ffn = static_cast<int>(shared_ffn);
   }
   e.first_dense_layers = static_cast<int>(optional_integer(r, json, "first_k_dense_replace", 0, m.layers));
   e.layer_freq = static_cast<int>(
@@ -240,6 +246,7 @@ Result<ModelSpec> from_decoder(const Json& json, const std::string& type, const 
   if (m.heads % m.kv_heads != 0)
     return make_error(fmt::format("{}: num_attention_heads {} is not divisible by num_key_value_heads {}", what,
                                   m.heads, m.kv_heads));
+  if (Status size = check_model_size(m, what); !size) return size.error();
   return m;
 }
 

@@ -23,6 +23,10 @@ constexpr long long kMaxLayers = 4096;
 constexpr long long kMaxHidden = 1 << 20;
 constexpr long long kMaxVocab = 1 << 24;
 constexpr long long kMaxSeq = 1 << 24;
+// The largest clusters built hold about 10^5 GPUs; 2^24 leaves two orders of magnitude and keeps
+// tp·pp·dp, and every rank index, far inside an int.
+constexpr long long kMaxGpus = 1 << 24;
+constexpr const char* kMaxGpusReason = "2^24, a hundred times the largest cluster built";
 
 }  // namespace
 
@@ -143,6 +147,7 @@ Result<ModelSpec> model_from_json(const Json& json) {
                     m.hidden, m.heads));
   if (m.heads % m.kv_heads != 0)
     return make_error(fmt::format("model JSON: heads {} is not divisible by kv_heads {}", m.heads, m.kv_heads));
+  if (Status size = check_model_size(m, "model JSON"); !size) return size.error();
   return m;
 }
 
@@ -183,6 +188,11 @@ Result<ParallelConfig> config_from_json(const Json& json) {
   c.split.account_for_embedding = r.boolean("account_for_embedding", false);
   c.split.account_for_loss = r.boolean("account_for_loss", false);
   if (!r.ok()) return make_error(r.error());
+  // Each degree is bounded on its own; their product, the world size, is an int.
+  const long long world = static_cast<long long>(c.tp) * c.pp * c.dp;
+  if (world > kMaxGpus)
+    return make_error(fmt::format("config: tp·pp·dp = {} GPUs is more than Loom's limit of {} ({})", world, kMaxGpus,
+                                  kMaxGpusReason));
   auto recompute = parse_recompute(rc);
   if (!recompute) return make_error(fmt::format("config: unknown recompute '{}' ({})", rc, recompute_names()));
   auto schedule = parse_schedule(sched);
@@ -212,7 +222,7 @@ Json to_json(const TrainingSpec& t) {
 Result<TrainingSpec> training_from_json(const Json& json) {
   FieldReader r(json, "training");
   TrainingSpec t;
-  t.gpus = static_cast<int>(r.integer("gpus", std::nullopt, 1, 1 << 24));
+  t.gpus = static_cast<int>(r.integer("gpus", std::nullopt, 1, kMaxGpus));
   t.global_batch = r.integer("global_batch", std::nullopt, 1, 1LL << 40);
   t.seq_len = static_cast<int>(r.integer("seq_len", 0, 0, kMaxSeq));
   t.tokens = r.number("tokens", 0.0, 0.0, 1e18);
@@ -309,6 +319,8 @@ Result<Plan> plan_from_json(const Json& json) {
   plan.model = std::move(*model);
   plan.training = *training;
   plan.config = *config;
+  if (json.contains("cluster") && !json["cluster"].is_string())
+    return make_error("plan: 'cluster' must be a cluster preset name or cost file path (a string)");
   plan.cluster = json.value("cluster", std::string("local-cpu"));
   if (json.contains("predicted")) {
     auto metrics = metrics_from_json(json["predicted"]);

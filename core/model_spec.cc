@@ -1,55 +1,104 @@
 #include "core/model_spec.h"
 
+#include <fmt/format.h>
+
 namespace loom {
 
 namespace {
-// A gated (SwiGLU/GeGLU) or plain MLP of inner width f on hidden h, with biases or not.
-std::int64_t mlp_block_params(std::int64_t h, std::int64_t f, bool gated, bool bias) {
-  const std::int64_t up_width = gated ? 2 * f : f;
+
+// One definition of every parameter count, evaluated in T = std::int64_t for the counts callers use
+// and in T = double for check_model_size, which must not wrap around on absurd shapes.
+template <typename T>
+T mlp_block_params(T h, T f, bool gated, bool bias) {
+  const T up_width = gated ? 2 * f : f;
   return h * up_width + f * h + (bias ? up_width + h : 0);
 }
-}  // namespace
 
-std::int64_t ModelSpec::attention_params() const {
-  const std::int64_t h = hidden;
-  const std::int64_t sinks = attention_sinks ? heads : 0;
-  if (mla.active()) {
+template <typename T>
+T attention_params_as(const ModelSpec& m) {
+  const T h = m.hidden;
+  const T heads = m.heads;
+  const T sinks = m.attention_sinks ? heads : 0;
+  if (m.mla.active()) {
     // DeepSeek-V2 MLA: Q (directly or through its latent and that latent's norm), the joint K/V latent
     // with the decoupled RoPE key, the latent's norm, its up-projection to per-head K (no-RoPE part) and V,
     // and the output projection.
-    const std::int64_t qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim;
-    const std::int64_t q =
-        mla.q_lora_rank > 0 ? h * mla.q_lora_rank + mla.q_lora_rank + mla.q_lora_rank * heads * qk : h * heads * qk;
-    const std::int64_t kv =
-        h * (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank +
-        static_cast<std::int64_t>(mla.kv_lora_rank) * heads * (mla.qk_nope_head_dim + mla.v_head_dim);
-    const std::int64_t out = static_cast<std::int64_t>(heads) * mla.v_head_dim * h;
+    const T q_lora = m.mla.q_lora_rank, kv_lora = m.mla.kv_lora_rank;
+    const T qk = static_cast<T>(m.mla.qk_nope_head_dim) + m.mla.qk_rope_head_dim;
+    const T q = q_lora > 0 ? h * q_lora + q_lora + q_lora * heads * qk : h * heads * qk;
+    const T kv = h * (kv_lora + m.mla.qk_rope_head_dim) + kv_lora +
+                 kv_lora * heads * (static_cast<T>(m.mla.qk_nope_head_dim) + m.mla.v_head_dim);
+    const T out = heads * m.mla.v_head_dim * h;
     return q + kv + out + sinks;
   }
-  const std::int64_t q_and_out = 2 * h * q_dim();
-  const std::int64_t kv = 2 * h * kv_dim();
-  const std::int64_t qkv_b = linear_bias || qkv_bias ? q_dim() + 2 * kv_dim() : 0;
-  const std::int64_t out_b = linear_bias ? h : 0;
+  const T head_dim = m.head_dim();
+  const T q_dim = heads * head_dim, kv_dim = static_cast<T>(m.kv_heads) * head_dim;
+  const T q_and_out = 2 * h * q_dim;
+  const T kv = 2 * h * kv_dim;
+  const T qkv_b = m.linear_bias || m.qkv_bias ? q_dim + 2 * kv_dim : 0;
+  const T out_b = m.linear_bias ? h : 0;
   return q_and_out + kv + qkv_b + out_b + sinks;
 }
 
-std::int64_t ModelSpec::mlp_params() const {
-  return mlp_block_params(hidden, ffn_hidden, activation == Activation::kSwiGLU, linear_bias);
+template <typename T>
+T mlp_params_as(const ModelSpec& m) {
+  return mlp_block_params<T>(m.hidden, m.ffn_hidden, m.activation == Activation::kSwiGLU, m.linear_bias);
 }
 
-std::int64_t ModelSpec::moe_params(bool active_only) const {
-  const bool gated = activation == Activation::kSwiGLU;
-  const std::int64_t h = hidden;
-  const std::int64_t router = h * moe.experts + (moe.expert_bias ? moe.experts : 0);
-  const std::int64_t routed = active_only ? moe.experts_per_token : moe.experts;
-  const std::int64_t shared =
-      moe.shared_ffn > 0 ? mlp_block_params(h, moe.shared_ffn, gated, false) + (moe.shared_gate ? h : 0) : 0;
-  return router + routed * mlp_block_params(h, moe.expert_ffn, gated, moe.expert_bias) + shared;
+template <typename T>
+T moe_params_as(const ModelSpec& m, bool active_only) {
+  const bool gated = m.activation == Activation::kSwiGLU;
+  const T h = m.hidden;
+  const T experts = m.moe.experts;
+  const T router = h * experts + (m.moe.expert_bias ? experts : 0);
+  const T routed = active_only ? m.moe.experts_per_token : m.moe.experts;
+  const T shared =
+      m.moe.shared_ffn > 0 ? mlp_block_params<T>(h, m.moe.shared_ffn, gated, false) + (m.moe.shared_gate ? h : 0) : 0;
+  return router + routed * mlp_block_params<T>(h, m.moe.expert_ffn, gated, m.moe.expert_bias) + shared;
 }
 
-std::int64_t ModelSpec::norm_params() const {
-  return norm == Norm::kLayerNorm ? 2LL * hidden : static_cast<std::int64_t>(hidden);
+template <typename T>
+T norm_params_as(const ModelSpec& m) {
+  return m.norm == Norm::kLayerNorm ? 2 * static_cast<T>(m.hidden) : static_cast<T>(m.hidden);
 }
+
+template <typename T>
+T layer_params_as(const ModelSpec& m, int layer, bool active_only) {
+  const T ffn = m.is_moe_layer(layer) ? moe_params_as<T>(m, active_only) : mlp_params_as<T>(m);
+  return attention_params_as<T>(m) + ffn + 2 * norm_params_as<T>(m);
+}
+
+template <typename T>
+T layers_params_as(const ModelSpec& m, bool active_only) {
+  const T moe_count = m.moe_layers();
+  const T dense = attention_params_as<T>(m) + mlp_params_as<T>(m) + 2 * norm_params_as<T>(m);
+  return (m.layers - moe_count) * dense +
+         (moe_count > 0 ? moe_count * layer_params_as<T>(m, m.moe.first_dense_layers, active_only) : 0);
+}
+
+template <typename T>
+T embedding_params_as(const ModelSpec& m, T padded) {
+  T params = padded * m.hidden;
+  if (m.position == PositionEmbedding::kLearned) params += static_cast<T>(m.seq_len) * m.hidden;
+  return params;
+}
+
+template <typename T>
+T total_params_as(const ModelSpec& m) {
+  const T vocab = m.vocab;
+  const T lm_head = m.tied_embeddings ? 0 : vocab * m.hidden;
+  return layers_params_as<T>(m, false) + embedding_params_as<T>(m, vocab) + lm_head + norm_params_as<T>(m);
+}
+
+}  // namespace
+
+std::int64_t ModelSpec::attention_params() const { return attention_params_as<std::int64_t>(*this); }
+
+std::int64_t ModelSpec::mlp_params() const { return mlp_params_as<std::int64_t>(*this); }
+
+std::int64_t ModelSpec::moe_params(bool active_only) const { return moe_params_as<std::int64_t>(*this, active_only); }
+
+std::int64_t ModelSpec::norm_params() const { return norm_params_as<std::int64_t>(*this); }
 
 bool ModelSpec::is_moe_layer(int layer) const {
   if (!moe.active() || layer < moe.first_dense_layers) return false;
@@ -63,33 +112,33 @@ int ModelSpec::moe_layers() const {
 }
 
 std::int64_t ModelSpec::layer_params(int layer, bool active_only) const {
-  const std::int64_t ffn = is_moe_layer(layer) ? moe_params(active_only) : mlp_params();
-  return attention_params() + ffn + 2 * norm_params();
+  return layer_params_as<std::int64_t>(*this, layer, active_only);
 }
 
 std::int64_t ModelSpec::layers_params(bool active_only) const {
-  const std::int64_t moe_count = moe_layers();
-  const std::int64_t dense = attention_params() + mlp_params() + 2 * norm_params();
-  return (layers - moe_count) * dense +
-         (moe_count > 0 ? moe_count * layer_params(moe.first_dense_layers, active_only) : 0);
+  return layers_params_as<std::int64_t>(*this, active_only);
 }
 
-std::int64_t ModelSpec::embedding_params(int padded) const {
-  std::int64_t params = static_cast<std::int64_t>(padded) * hidden;
-  if (position == PositionEmbedding::kLearned) params += static_cast<std::int64_t>(seq_len) * hidden;
-  return params;
-}
+std::int64_t ModelSpec::embedding_params(int padded) const { return embedding_params_as<std::int64_t>(*this, padded); }
 
 std::int64_t ModelSpec::lm_head_params(int padded) const {
   return tied_embeddings ? 0 : static_cast<std::int64_t>(padded) * hidden;
 }
 
-std::int64_t ModelSpec::total_params() const {
-  return layers_params() + embedding_params(vocab) + lm_head_params(vocab) + norm_params();
-}
+std::int64_t ModelSpec::total_params() const { return total_params_as<std::int64_t>(*this); }
 
 std::int64_t ModelSpec::active_params() const {
   return layers_params(true) + embedding_params(vocab) + lm_head_params(vocab) + norm_params();
+}
+
+Status check_model_size(const ModelSpec& model, const std::string& what) {
+  // In double, which cannot wrap: the int64 counts are only trusted once this passes. Every
+  // other count (active, per layer, per stage) is at most this one.
+  const double params = total_params_as<double>(model);
+  if (params > kMaxModelParams)
+    return make_error(fmt::format("{}: the shapes give {:.3g} parameters, more than Loom's limit of {:.3g} ({})", what,
+                                  params, kMaxModelParams, kMaxModelParamsReason));
+  return {};
 }
 
 double ModelSpec::moe_layer_fraction() const { return layers > 0 ? static_cast<double>(moe_layers()) / layers : 0.0; }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/names.h"
+#include "core/result.h"
 
 namespace loom {
 
@@ -96,5 +97,14 @@ struct ModelSpec {
 // Megatron pads the vocabulary so every TP rank holds an equal slice that is a multiple of 128
 // (--make-vocab-size-divisible-by 128).
 int padded_vocab(int vocab, int tp);
+
+// Parameter counts are exact in double up to 2^53, the precision memory and FLOP figures are
+// computed in, and 2^53 is over 4,000 times the largest model trained (about 2·10^12); a model
+// file beyond it holds a typo, and its counts would not be exact.
+inline constexpr double kMaxModelParams = 9007199254740992.0;  // 2^53
+inline constexpr const char* kMaxModelParamsReason = "2^53, where counts stop being exact in double";
+// Bad input when the model's total parameter count exceeds kMaxModelParams; `what` names the source.
+// The readers call this before anything computes the int64 counts, which it keeps from wrapping.
+Status check_model_size(const ModelSpec& model, const std::string& what);
 
 }  // namespace loom

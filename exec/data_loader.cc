@@ -95,7 +95,8 @@ void DataLoader::load(std::int64_t step, int index, std::vector<int>& tokens, st
   const std::int64_t positions = file_.num_tokens() - seq_;
   for (int j = 0; j < micro_batch_; ++j) {
     const std::int64_t g = first_sequence(step, index) + j;
-    file_.read((g * seq_) % positions, seq_ + 1, window.data());
+    // (g·seq) mod positions, reduced first: g·seq itself passes 2^63 on long runs of big batches.
+    file_.read(((g % positions) * seq_) % positions, seq_ + 1, window.data());
     std::copy(window.begin(), window.end() - 1, tokens.begin() + static_cast<std::ptrdiff_t>(j) * seq_);
     std::copy(window.begin() + 1, window.end(), targets.begin() + static_cast<std::ptrdiff_t>(j) * seq_);
   }

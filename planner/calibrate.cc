@@ -15,6 +15,78 @@
 
 namespace loom {
 
+namespace {
+
+// One cell as a finite number; the whole cell must be the number (std::stod alone takes "12abc").
+Result<double> csv_number(const std::string& cell, const std::string& where) {
+  std::size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(cell, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  while (used < cell.size() && (cell[used] == ' ' || cell[used] == '\r')) ++used;
+  if (used == 0 || used != cell.size() || !std::isfinite(x))
+    return make_error(fmt::format("{}: '{}' is not a number", where, cell));
+  return x;
+}
+
+// The vTrain columns 0–9 are whole numbers; the limits are the model and cluster readers' own.
+struct VtrainColumn {
+  const char* name;
+  double max;
+};
+constexpr VtrainColumn kVtrainColumns[10] = {{"GPUs", 1 << 24},
+                                             {"global batch", 1LL << 40},
+                                             {"micro batch", 1 << 24},
+                                             {"hidden size", 1 << 20},
+                                             {"attention heads", 1 << 20},
+                                             {"layers", 4096},
+                                             {"sequence length", 1 << 24},
+                                             {"tensor parallelism", 1 << 20},
+                                             {"data parallelism", 1 << 24},
+                                             {"pipeline parallelism", 1 << 20}};
+
+Result<MeasuredRun> vtrain_run(const std::vector<double>& v, const std::string& where) {
+  for (int i = 0; i < 10; ++i)
+    if (v[i] < 1 || v[i] > kVtrainColumns[i].max || std::floor(v[i]) != v[i])
+      return make_error(fmt::format("{}: {} {} is not a whole number in [1, {}]", where, kVtrainColumns[i].name, v[i],
+                                    kVtrainColumns[i].max));
+  if (!(v[10] > 0)) return make_error(fmt::format("{}: iteration time {} ms is not positive", where, v[10]));
+  MeasuredRun r;
+  r.model.name = fmt::format("gpt-h{}-l{}", v[3], v[5]);
+  r.model.hidden = static_cast<int>(v[3]);
+  r.model.heads = static_cast<int>(v[4]);
+  r.model.kv_heads = r.model.heads;
+  r.model.layers = static_cast<int>(v[5]);
+  r.model.ffn_hidden = 4 * r.model.hidden;
+  r.model.seq_len = static_cast<int>(v[6]);
+  r.model.vocab = 50257;  // GPT-2 tokenizer, padded per TP rank as Megatron does
+  r.training.gpus = static_cast<int>(v[0]);
+  r.training.global_batch = static_cast<long long>(v[1]);
+  r.training.seq_len = r.model.seq_len;
+  r.training.grad_bytes = 4;  // fp32 gradient accumulation
+  r.training.attention = AttentionKernel::kUnfused;
+  r.training.overlap_grad_reduce = false;
+  r.training.pipeline_sends_block = true;  // Megatron-DeepSpeed's synchronous p2p
+  r.config.micro_batch = static_cast<int>(v[2]);
+  r.config.tp = static_cast<int>(v[7]);
+  r.config.dp = static_cast<int>(v[8]);
+  r.config.pp = static_cast<int>(v[9]);
+  r.config.recompute = Recompute::kFull;
+  r.config.schedule = Schedule::k1F1B;
+  r.measured_s = v[10] / 1000.0;
+  if (r.model.hidden % r.model.heads != 0)
+    return make_error(fmt::format("{}: hidden size {} is not divisible by {} heads", where, v[3], v[4]));
+  if (v[7] * v[8] * v[9] != v[0])
+    return make_error(fmt::format("{}: tp·dp·pp = {} but the run has {} GPUs", where, v[7] * v[8] * v[9], v[0]));
+  if (Status size = check_model_size(r.model, where); !size) return size.error();
+  return r;
+}
+
+}  // namespace
+
 Result<std::vector<MeasuredRun>> read_vtrain_csv(const std::string& path) {
   std::ifstream in(path);
   if (!in) return make_error(fmt::format("{}: cannot open file", path));
@@ -23,42 +95,21 @@ Result<std::vector<MeasuredRun>> read_vtrain_csv(const std::string& path) {
   int line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || line[0] == '#') continue;
+    const std::string where = fmt::format("{}:{}", path, line_no);
     std::vector<double> v;
     std::stringstream ss(line);
     std::string cell;
     while (std::getline(ss, cell, ',')) {
-      try {
-        v.push_back(std::stod(cell));
-      } catch (const std::exception&) {
-        return make_error(fmt::format("{}:{}: '{}' is not a number", path, line_no, cell));
-      }
+      auto x = csv_number(cell, where);
+      if (!x) return x.error();
+      v.push_back(*x);
     }
-    if (v.size() != 11) return make_error(fmt::format("{}:{}: expected 11 columns, found {}", path, line_no, v.size()));
-    MeasuredRun r;
-    r.model.name = fmt::format("gpt-h{}-l{}", v[3], v[5]);
-    r.model.hidden = static_cast<int>(v[3]);
-    r.model.heads = static_cast<int>(v[4]);
-    r.model.kv_heads = r.model.heads;
-    r.model.layers = static_cast<int>(v[5]);
-    r.model.ffn_hidden = 4 * r.model.hidden;
-    r.model.seq_len = static_cast<int>(v[6]);
-    r.model.vocab = 50257;  // GPT-2 tokenizer, padded per TP rank as Megatron does
-    r.training.gpus = static_cast<int>(v[0]);
-    r.training.global_batch = static_cast<long long>(v[1]);
-    r.training.seq_len = r.model.seq_len;
-    r.training.grad_bytes = 4;  // fp32 gradient accumulation
-    r.training.attention = AttentionKernel::kUnfused;
-    r.training.overlap_grad_reduce = false;
-    r.training.pipeline_sends_block = true;  // Megatron-DeepSpeed's synchronous p2p
-    r.config.micro_batch = static_cast<int>(v[2]);
-    r.config.tp = static_cast<int>(v[7]);
-    r.config.dp = static_cast<int>(v[8]);
-    r.config.pp = static_cast<int>(v[9]);
-    r.config.recompute = Recompute::kFull;
-    r.config.schedule = Schedule::k1F1B;
-    r.measured_s = v[10] / 1000.0;
-    runs.push_back(r);
+    if (v.size() != 11) return make_error(fmt::format("{}: expected 11 columns, found {}", where, v.size()));
+    auto run = vtrain_run(v, where);
+    if (!run) return run.error();
+    runs.push_back(std::move(*run));
   }
   if (runs.empty()) return make_error(fmt::format("{}: no measurements", path));
   return runs;

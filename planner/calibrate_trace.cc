@@ -1,7 +1,9 @@
 // The executor's traces as calibration input: each `loom run --trace` file read into the median
 // duration of its passes, paired with the run it traced (from the trace's own description, or the
 // flags' fallback), and repeated traces of one run reduced to the fastest.
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -30,19 +32,25 @@ Result<TracePassTimes> read_executor_trace(const Json& trace, const std::string&
   std::vector<double> optimizer;
   TracePassTimes t;
   for (const auto& e : (*json)["traceEvents"]) {
-    if (e.value("ph", "") != "X" || !e.contains("dur")) continue;
-    const std::string name = e.value("name", "");
-    const double seconds = e["dur"].get<double>() * 1e-6;  // Chrome traces count microseconds
+    // Events Loom does not read (metadata, counters, other tools' slices) may have any shape.
+    if (!e.is_object() || !e.contains("ph") || e["ph"] != "X" || !e.contains("dur") || !e.contains("name") ||
+        !e["name"].is_string())
+      continue;
+    const std::string name = e["name"].get<std::string>();
     int chunk = 0;
     long long mb = 0;
+    std::map<int, std::vector<double>>* passes = nullptr;
     if (std::sscanf(name.c_str(), "F%d mb%lld", &chunk, &mb) == 2)
-      forward[chunk].push_back(seconds);
+      passes = &forward;
     else if (std::sscanf(name.c_str(), "B%d mb%lld", &chunk, &mb) == 2)
-      backward[chunk].push_back(seconds);
-    else if (name == "optimizer")
-      optimizer.push_back(seconds);
-    else
+      passes = &backward;
+    else if (name != "optimizer")
       continue;
+    const Json& dur = e["dur"];
+    if (!dur.is_number() || !std::isfinite(dur.get<double>()) || dur.get<double>() < 0)
+      return make_error(fmt::format("{}: slice '{}' has a 'dur' that is not a duration in microseconds", path, name));
+    const double seconds = dur.get<double>() * 1e-6;  // Chrome traces count microseconds
+    (passes ? (*passes)[chunk] : optimizer).push_back(seconds);
     ++t.slices;
   }
   if (forward.empty()) return make_error(fmt::format("{}: no forward slices ('F<chunk> mb<i>')", path));
@@ -55,10 +63,23 @@ Result<TracePassTimes> read_executor_trace(const Json& trace, const std::string&
 namespace {
 
 // Rank of a per-rank trace file ("trace.rank3.json"); a single-rank run writes no suffix.
-int trace_rank(const std::string& path) {
+// strtoll saturates: a rank too long for an int reads as one no layout has.
+long long trace_rank(const std::string& path) {
   std::smatch m;
   static const std::regex rank_suffix(R"(\.rank([0-9]+)(\.[^./]*)?$)");
-  return std::regex_search(path, m, rank_suffix) ? std::stoi(m[1].str()) : 0;
+  return std::regex_search(path, m, rank_suffix) ? std::strtoll(m[1].str().c_str(), nullptr, 10) : 0;
+}
+
+// A whole number in [min, max] under `key` of the run description; absent: `fallback`.
+Result<double> whole_number(const Json& run, const char* key, double fallback, double min, double max,
+                            const std::string& path) {
+  if (!run.contains(key)) return fallback;
+  const Json& v = run[key];
+  if (!v.is_number() || std::floor(v.get<double>()) != v.get<double>() || v.get<double>() < min ||
+      v.get<double>() > max)
+    return make_error(
+        fmt::format("{}: run description: '{}' = {} is not a whole number in [{}, {}]", path, key, v.dump(), min, max));
+  return v.get<double>();
 }
 
 // The run as the trace describes it (`loom run --trace` keeps model, layout and batch in
@@ -66,6 +87,7 @@ int trace_rank(const std::string& path) {
 Result<std::optional<TraceRun>> described_run(const Json& trace, const std::string& path) {
   if (!trace.contains("otherData") || !trace["otherData"].contains("loom_run")) return std::optional<TraceRun>{};
   const Json& run = trace["otherData"]["loom_run"];
+  if (!run.is_object()) return make_error(path + ": run description: 'otherData.loom_run' must be an object");
   auto model = model_from_json(run.value("model", Json::object()));
   if (!model) return prefix_error(path + ": run description: ", model.error());
   auto config = config_from_json(run.value("config", Json::object()));
@@ -73,9 +95,14 @@ Result<std::optional<TraceRun>> described_run(const Json& trace, const std::stri
   TraceRun r;
   r.model = *model;
   r.config = *config;
-  r.training.global_batch = run.value("global_batch", 0LL);
-  const int seq_len = run.value("seq_len", 0);
-  r.training.seq_len = seq_len > 0 ? seq_len : r.model.seq_len;
+  // Absent: one micro-batch per DP rank, and the model's context.
+  auto global_batch = whole_number(run, "global_batch", static_cast<double>(r.config.dp) * r.config.micro_batch, 1.0,
+                                   1099511627776.0 /* 2^40, the plan reader's limit */, path);
+  if (!global_batch) return global_batch.error();
+  auto seq_len = whole_number(run, "seq_len", 0, 0, 1 << 24, path);
+  if (!seq_len) return seq_len.error();
+  r.training.global_batch = static_cast<long long>(*global_batch);
+  r.training.seq_len = *seq_len > 0 ? static_cast<int>(*seq_len) : r.model.seq_len;
   return std::optional<TraceRun>(std::move(r));
 }
 
@@ -107,10 +134,18 @@ Result<TraceRun> read_trace_run(const std::string& path, const TraceFallback& fa
   r.training.gpus = r.config.world_size();
   use_fp32_precision(r.training);
   r.training.attention = AttentionKernel::kUnfused;
-  r.rank = trace_rank(path);
-  if (r.rank >= r.config.world_size())
-    return make_error(fmt::format("{}: rank {} is outside the layout's {} ranks", path, r.rank, r.config.world_size()));
+  const long long rank = trace_rank(path);
+  if (rank >= r.config.world_size())
+    return make_error(fmt::format("{}: rank {} is outside the layout's {} ranks", path, rank, r.config.world_size()));
+  r.rank = static_cast<int>(rank);
   r.stage = rank_coords(r.config, r.rank).pp_rank;
+  // The executor names a pass by its virtual stage (exec/parallel/pipeline.cc), below pp·vpp.
+  const int chunks = r.config.pp * r.config.vpp;
+  for (const auto* passes : {&times->forward_s, &times->backward_s})
+    for (const auto& [chunk, seconds] : *passes)
+      if (chunk < 0 || chunk >= chunks)
+        return make_error(fmt::format("{}: pass of chunk {} but the layout {} has {} chunks", path, chunk,
+                                      describe(r.config), chunks));
   r.measured = *times;
   r.label = std::filesystem::path(path).filename().string();
   return run;
