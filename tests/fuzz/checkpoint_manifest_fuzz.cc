@@ -16,9 +16,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::ofstream(d + "/latest") << "step_00000001\n";
     return d;
   }();
-  static const loom::ModelSpec model = *loom::model_preset("gpt-tiny");
+  static const loom::exec::RunIdentity run{.model = *loom::model_preset("gpt-tiny"),
+                                           .seed = 1234,
+                                           .global_batch = 8,
+                                           .seq_len = 64,
+                                           .data_tokens = 100000,
+                                           .data_fingerprint = 0};
   std::ofstream(loom::exec::checkpoint_step_dir(dir, 1) + "/manifest.json", std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  (void)loom::exec::find_resumable_checkpoint(dir, model, loom::ParallelConfig{});
+  (void)loom::exec::find_resumable_checkpoint(dir, run);
   return 0;
 }
