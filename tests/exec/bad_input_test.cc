@@ -15,18 +15,6 @@
 namespace loom::exec::testing {
 namespace {
 
-int count_lines_starting(const std::string& text, const std::string& prefix) {
-  int n = 0;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    const std::size_t end = text.find('\n', pos);
-    if (text.compare(pos, prefix.size(), prefix) == 0) ++n;
-    if (end == std::string::npos) break;
-    pos = end + 1;
-  }
-  return n;
-}
-
 void expect_one_clear_error(const ProcessResult& r, const std::string& fragment) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(count_lines_starting(r.err, "loom:"), 1) << r.err;

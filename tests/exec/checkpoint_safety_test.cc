@@ -17,18 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int count_lines_starting(const std::string& text, const std::string& prefix) {
-  int n = 0;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    const std::size_t end = text.find('\n', pos);
-    if (text.compare(pos, prefix.size(), prefix) == 0) ++n;
-    if (end == std::string::npos) break;
-    pos = end + 1;
-  }
-  return n;
-}
-
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   std::string s;

@@ -60,24 +60,25 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ExecResume,
                                            Case{"DP4_HSDP2", 4, "--dp 4 --zero 3 --shard-group 2"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
-// A checkpoint saved under TP2×PP2 resumed under DP4 with ZeRO-3 (and single-rank): the shards are
-// reassembled into full tensors and resharded, so the curve continues — within fp32 rounding of the
-// different reduction orders, not bit for bit.
-TEST(ExecResumeOtherLayout, TP2xPP2CheckpointContinuesUnderDP4AndSingleRank) {
+// A checkpoint saved under one layout (4 ranks) resumed under others: the shards are reassembled into
+// full tensors and resharded, so the curve continues — within fp32 rounding of the different
+// reduction orders, not bit for bit.
+void expect_resume_continues(const std::string& name, const std::string& saved_flags,
+                             const std::vector<std::pair<int, std::string>>& resumed_layouts) {
   if (!have_mpirun()) GTEST_SKIP() << "built without MPI";
-  const std::string dir = scratch_dir("resume_relayout");
+  const std::string dir = scratch_dir(name);
   const std::string data = make_token_file(dir, 20000);
   const std::string common = fmt::format("--model {} --data {} --global-batch 4 --threads 1 --lr 3e-3 --steps 6",
                                          test_model("micro_llama"), data);
   const ProcessResult whole =
-      run_shell(fmt::format("{} {} --tp 2 --pp 2 --checkpoint-dir {}/ckpt --save-every 3 --log {}/whole.jsonl",
-                            loom_run(4), common, dir, dir));
+      run_shell(fmt::format("{} {} {} --checkpoint-dir {}/ckpt --save-every 3 --log {}/whole.jsonl", loom_run(4),
+                            common, saved_flags, dir, dir));
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
   std::filesystem::remove_all(dir + "/ckpt/step_00000006");
   std::ofstream(dir + "/ckpt/latest") << "step_00000003\n";
   const std::vector<double> expected = losses(dir + "/whole.jsonl");
   ASSERT_EQ(expected.size(), 6u);
-  for (const auto& [ranks, flags] : {std::pair{4, "--dp 4 --zero 3"}, std::pair{1, ""}}) {
+  for (const auto& [ranks, flags] : resumed_layouts) {
     const std::string log = fmt::format("{}/resumed{}.jsonl", dir, ranks);
     const ProcessResult resumed = run_shell(
         fmt::format("{} {} {} --checkpoint-dir {}/ckpt --resume --log {}", loom_run(ranks), common, flags, dir, log));
@@ -89,33 +90,13 @@ TEST(ExecResumeOtherLayout, TP2xPP2CheckpointContinuesUnderDP4AndSingleRank) {
   }
 }
 
-// A checkpoint saved under HSDP (ZeRO-3 inside shard groups of 2 of the 4 dp ranks, replicated
-// across the groups) resumed under plain ZeRO-3 over 2 ranks and single-rank: the parameters are
-// reassembled from one group's shards, so the curve continues within fp32 rounding.
+TEST(ExecResumeOtherLayout, TP2xPP2CheckpointContinuesUnderDP4AndSingleRank) {
+  expect_resume_continues("resume_relayout", "--tp 2 --pp 2", {{4, "--dp 4 --zero 3"}, {1, ""}});
+}
+
+// HSDP saves each shard group's shards once (dp ranks 0..g-1); they reassemble the same way.
 TEST(ExecResumeOtherLayout, HSDPCheckpointContinuesUnderDP2ZeRO3AndSingleRank) {
-  if (!have_mpirun()) GTEST_SKIP() << "built without MPI";
-  const std::string dir = scratch_dir("resume_relayout_hsdp");
-  const std::string data = make_token_file(dir, 20000);
-  const std::string common = fmt::format("--model {} --data {} --global-batch 4 --threads 1 --lr 3e-3 --steps 6",
-                                         test_model("micro_llama"), data);
-  const ProcessResult whole = run_shell(
-      fmt::format("{} {} --dp 4 --zero 3 --shard-group 2 --checkpoint-dir {}/ckpt --save-every 3 --log {}/whole.jsonl",
-                  loom_run(4), common, dir, dir));
-  ASSERT_EQ(whole.exit_code, 0) << whole.err;
-  std::filesystem::remove_all(dir + "/ckpt/step_00000006");
-  std::ofstream(dir + "/ckpt/latest") << "step_00000003\n";
-  const std::vector<double> expected = losses(dir + "/whole.jsonl");
-  ASSERT_EQ(expected.size(), 6u);
-  for (const auto& [ranks, flags] : {std::pair{2, "--dp 2 --zero 3"}, std::pair{1, ""}}) {
-    const std::string log = fmt::format("{}/resumed{}.jsonl", dir, ranks);
-    const ProcessResult resumed = run_shell(
-        fmt::format("{} {} {} --checkpoint-dir {}/ckpt --resume --log {}", loom_run(ranks), common, flags, dir, log));
-    ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-    const std::vector<double> got = losses(log);
-    ASSERT_EQ(got.size(), 3u);
-    for (int i = 0; i < 3; ++i)
-      EXPECT_NEAR(got[i], expected[3 + i], 1e-5 * expected[3 + i]) << flags << " step " << 4 + i;
-  }
+  expect_resume_continues("resume_relayout_hsdp", "--dp 4 --zero 3 --shard-group 2", {{2, "--dp 2 --zero 3"}, {1, ""}});
 }
 
 }  // namespace

@@ -96,4 +96,16 @@ std::vector<double> losses(const std::string& log_path) {
   return out;
 }
 
+int count_lines_starting(const std::string& text, const std::string& prefix) {
+  int n = 0;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t end = text.find('\n', pos);
+    if (text.compare(pos, prefix.size(), prefix) == 0) ++n;
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return n;
+}
+
 }  // namespace loom::exec::testing

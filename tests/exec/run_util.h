@@ -32,5 +32,7 @@ std::string test_model(const std::string& name);  // tests/exec/data/<name>.json
 std::vector<Json> read_jsonl(const std::string& path);
 // The "loss" of every per-step record of a --log file.
 std::vector<double> losses(const std::string& log_path);
+// Lines of `text` that start with `prefix` ("loom:" counts a command's error lines).
+int count_lines_starting(const std::string& text, const std::string& prefix);
 
 }  // namespace loom::exec::testing
