@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <set>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include <map>
 
 #include "core/json_io.h"
+#include "core/stats.h"
 #include "run_util.h"
 #include "sim/collectives.h"
 
@@ -207,15 +209,21 @@ TEST(ValidateSubset, JsonHasEveryContractField) {
   const std::string cost = dir + "/cost.json";
   const ProcessResult p = run_shell(mpirun(2) + fmt::format(" profile --backend cpu --quick --out {}", cost), 300);
   ASSERT_EQ(p.exit_code, 0) << p.err;
-  const ProcessResult v = run_shell(
-      fmt::format("{} validate --profile {} --configs single,dp2-zero1,pp2-1f1b-m4 --steps 3 --warmup 1 --format json "
-                  "--work-dir {} --mpirun {}",
-                  loom_binary(), cost, dir + "/work", LOOM_MPIEXEC),
-      600);
-  ASSERT_EQ(v.exit_code, 0) << v.err;
-  auto json = parse_json(v.out, "validate output");
-  ASSERT_TRUE(json.ok()) << v.out;
-  const Json& rows = (*json)["rows"];
+  const auto validate = [&](const std::string& configs) {
+    const ProcessResult v = run_shell(
+        fmt::format(
+            "{} validate --profile {} --configs {} --steps 3 --warmup 1 --format json --work-dir {} --mpirun {}",
+            loom_binary(), cost, configs, dir + "/work", LOOM_MPIEXEC),
+        600);
+    EXPECT_EQ(v.exit_code, 0) << v.err;
+    auto json = parse_json(v.out, "validate output");
+    EXPECT_TRUE(json.ok()) << v.out;
+    return json.ok() ? (*json)["rows"] : Json::array();
+  };
+  const auto step_ratio = [](const Json& r) {
+    return r["predicted_step_time_s"].get<double>() / r["measured_step_time_s"].get<double>();
+  };
+  const Json rows = validate("single,dp2-zero1,pp2-1f1b-m4");
   ASSERT_EQ(rows.size(), 3u);
   for (const Json& r : rows) {
     for (const char* key :
@@ -229,17 +237,29 @@ TEST(ValidateSubset, JsonHasEveryContractField) {
     ASSERT_TRUE(r.contains("oversubscribed") && r["oversubscribed"].is_boolean());
     // Two steps after a one-step warm-up.
     EXPECT_EQ(r["measured_step_times_s"].size(), 2u);
-    // Not the accuracy bar (a benchmark; a quick profile on a shared CI host is off by up to a few
-    // times): guards against wiring errors such as simulating another model or batch. Step times
-    // within an order of magnitude; memory, which load does not disturb, within the 5 % bar.
-    const double ratio = r["predicted_step_time_s"].get<double>() / r["measured_step_time_s"].get<double>();
-    EXPECT_GT(ratio, 0.1) << r["name"];
-    EXPECT_LT(ratio, 10.0) << r["name"];
+    // Memory, which the host's speed does not change, within the 5 % bar: simulating another model,
+    // batch or layout shows here.
     EXPECT_LT(r["memory_error"].get<double>(), 0.05) << r["name"];
+    // Step times only within two orders of magnitude (seconds read as milliseconds would show):
+    // the quick profile times each op in a tight loop on warm memory, while this shared host has
+    // measured whole runs 9-20x slower than that (first touch of a page 15-40 us instead of under
+    // 1 us, a warm 256 MiB memset 0.04-1.4 s; see the README's "validate on a shared host").
+    EXPECT_GT(step_ratio(r), 0.01) << r["name"];
+    EXPECT_LT(step_ratio(r), 100.0) << r["name"];
     ASSERT_EQ(r["round_step_times_s"].size(), 1u);  // one round by default
     EXPECT_DOUBLE_EQ(r["round_step_times_s"][0].get<double>(), r["measured_step_time_s"].get<double>());
   }
   EXPECT_EQ(rows[1]["per_rank"].size(), 2u);  // DP2: both ranks' peaks
+  // A slow host slows every layout alike (CI measured 0.048/0.053/0.063 and 0.045/0.080/0.092 for
+  // these three rows); a layout simulated wrong (its bubble, its micro-batch count, its collective
+  // left out or doubled) moves its own row away from the others.
+  std::vector<double> ratios;
+  for (const Json& r : rows) ratios.push_back(step_ratio(r));
+  const double median = loom::median(ratios);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_GT(ratios[i] / median, 1.0 / 3.0) << rows[i]["name"];
+    EXPECT_LT(ratios[i] / median, 3.0) << rows[i]["name"];
+  }
 }
 
 TEST(BadInput, MissingProfileFile) {
