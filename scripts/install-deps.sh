@@ -7,7 +7,7 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
-  cmake ninja-build g++ make pkg-config \
+  cmake ninja-build g++ make pkg-config ccache \
   nlohmann-json3-dev libcli11-dev libfmt-dev libeigen3-dev libboost-graph-dev \
   libopenmpi-dev openmpi-bin libopenblas-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
