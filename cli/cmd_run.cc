@@ -21,6 +21,7 @@
 #include "exec/cpu/bf16_emulation.h"
 #include "exec/cpu/cpu_backend.h"
 #include "exec/cuda/device_allocator.h"
+#include "exec/model/gpt_layout.h"
 #include "exec/run_report.h"
 #include "exec/trainer.h"
 
@@ -102,6 +103,9 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
     const bool batch_given = o.spec.inputs.global_batch > 0;
     if (!batch_given) o.spec.inputs.global_batch = 1;  // replaced below once the layout is known
     Specs specs = o.spec.resolve();
+    // Before the layout is built: --cp 2 on one launched rank would otherwise read as a world-size error.
+    for (int cp : o.config.search_space().cp)
+      if (RuleStatus s = exec::check_context_parallel(cp); !s) throw InputError(s.violation().message);
     t.model = specs.model;
     t.training = specs.training;
     t.config = o.config.single(static_cast<int>(o.spec.inputs.gpus));
@@ -109,9 +113,11 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
       t.training.global_batch = static_cast<std::int64_t>(t.config.dp) * t.config.micro_batch * t.config.pp;
   }
   const ParallelConfig& c = t.config;
+  if (RuleStatus s = exec::check_context_parallel(c.cp); !s) throw InputError(s.violation().message);
   if (c.world_size() != runtime.world_size())
-    throw InputError(fmt::format("the plan needs tp {} × pp {} × dp {} = {} ranks but {} were launched ({})", c.tp,
-                                 c.pp, c.dp, c.world_size(), runtime.world_size(),
+    throw InputError(fmt::format("the plan needs tp {}{} × pp {} × dp {} = {} ranks but {} were launched ({})", c.tp,
+                                 c.cp > 1 ? fmt::format(" × cp {}", c.cp) : "", c.pp, c.dp, c.world_size(),
+                                 runtime.world_size(),
                                  exec::Runtime::has_mpi() ? fmt::format("mpirun -np {}", c.world_size())
                                                           : std::string("this loom was built without MPI")));
   if (Status legal = exec::check_runnable(t.model, t.training, c); !legal)

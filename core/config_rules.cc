@@ -19,6 +19,7 @@ RuleStatus check_all(const ModelSpec& model, const TrainingSpec& training, const
   if (auto s = check_sizes(c); !s) return s;
   if (auto s = check_world_size(training, c); !s) return s;
   if (auto s = check_tp(model, c.tp); !s) return s;
+  if (auto s = check_cp(model, training, c); !s) return s;
   if (cluster)
     if (auto s = check_tp_placement(*cluster, training, c.tp); !s) return s;
   if (auto s = check_layout(model, training, c, split); !s) return s;
@@ -34,6 +35,7 @@ RuleStatus check_sizes(const ParallelConfig& c) {
   if (c.tp < 1 || c.pp < 1 || c.dp < 1 || c.micro_batch < 1 || c.vpp < 1)
     return broken(rule::kSizes, fmt::format("tp {}, pp {}, dp {}, micro-batch {} and vpp {} must each be at least 1",
                                             c.tp, c.pp, c.dp, c.micro_batch, c.vpp));
+  if (c.cp < 1) return broken(rule::kSizes, fmt::format("cp {} must be at least 1", c.cp));
   if (c.split.first_stage_layers < 0 || c.split.last_stage_layers < 0)
     return broken(rule::kSizes, fmt::format("first stage layers {} and last stage layers {} must not be negative",
                                             c.split.first_stage_layers, c.split.last_stage_layers));
@@ -42,8 +44,35 @@ RuleStatus check_sizes(const ParallelConfig& c) {
 
 RuleStatus check_world_size(const TrainingSpec& training, const ParallelConfig& c) {
   if (c.world_size() != training.gpus)
-    return broken(rule::kWorldSize, fmt::format("tp {} × pp {} × dp {} = {} but --gpus is {}", c.tp, c.pp, c.dp,
+    return broken(rule::kWorldSize, fmt::format("tp {}{} × pp {} × dp {} = {} but --gpus is {}", c.tp,
+                                                c.cp > 1 ? fmt::format(" × cp {}", c.cp) : "", c.pp, c.dp,
                                                 c.world_size(), training.gpus));
+  return {};
+}
+
+RuleStatus check_cp(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& c) {
+  if (c.cp == 1) return {};
+  // Causal load balancing cuts the sequence into 2·cp chunks, rank r keeping chunks r and
+  // 2·cp−1−r (Megatron-LM docs/user-guide/features/context_parallel.md; arguments.py asserts it).
+  const int seq = seq_len_of(model, training);
+  if (seq % (2 * c.cp) != 0)
+    return broken(rule::kCpSeq, fmt::format("sequence {} not divisible by 2·cp = {} (causal load balancing cuts it "
+                                            "into 2·cp chunks)",
+                                            seq, 2 * c.cp));
+  // TransformerEngine runs CP only in its flash and cuDNN fused attention backends; the unfused
+  // one asserts against it (dot_product_attention/backends.py, UnfusedDotProductAttention).
+  if (training.attention != AttentionKernel::kFlash)
+    return broken(rule::kCpNeedsFlash,
+                  fmt::format("cp {} needs flash (fused) attention, not {}", c.cp, to_string(training.attention)));
+  // Ulysses turns sequence sharding into head sharding: every tp·cp rank needs whole query and
+  // key/value heads (TransformerEngine flash_attn_a2a_communicate asserts heads % cp == 0).
+  if (c.cp_comm == CpComm::kA2A) {
+    const long long ranks = static_cast<long long>(c.tp) * c.cp;
+    if (model.heads % ranks != 0 || model.kv_heads % ranks != 0)
+      return broken(rule::kCpA2aHeads,
+                    fmt::format("a2a context parallelism needs heads {} and kv_heads {} divisible by tp·cp = {}",
+                                model.heads, model.kv_heads, ranks));
+  }
   return {};
 }
 
@@ -122,10 +151,11 @@ RuleStatus check_zero(const ParallelConfig& c) {
 RuleStatus check_sequence_parallel(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& c) {
   if (!c.sequence_parallel) return {};
   if (c.tp == 1) return broken(rule::kSpNeedsTp, "sequence parallelism needs tp > 1");
-  const std::int64_t tokens = static_cast<std::int64_t>(c.micro_batch) * seq_len_of(model, training);
+  // Under context parallelism each rank splits its own s/cp tokens.
+  const std::int64_t tokens = static_cast<std::int64_t>(c.micro_batch) * seq_len_of(model, training) / c.cp;
   if (tokens % c.tp != 0)
-    return broken(rule::kSpTokens,
-                  fmt::format("sequence parallelism needs micro_batch·seq ({}) divisible by tp {}", tokens, c.tp));
+    return broken(rule::kSpTokens, fmt::format("sequence parallelism needs micro_batch·seq{} ({}) divisible by tp {}",
+                                               c.cp > 1 ? "/cp" : "", tokens, c.tp));
   return {};
 }
 

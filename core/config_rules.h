@@ -19,11 +19,14 @@ namespace loom {
 // Rule keys: short, stable, for grouping rejections (`loom plan --explain`, the GUI).
 namespace rule {
 inline constexpr std::string_view kSizes = "sizes below 1";
-inline constexpr std::string_view kWorldSize = "tp·pp·dp is not the GPU count";
+inline constexpr std::string_view kWorldSize = "tp·cp·pp·dp is not the GPU count";
 inline constexpr std::string_view kHeadsTp = "heads not divisible by tp";
 inline constexpr std::string_view kKvHeadsTp = "kv heads not divisible by tp";
 inline constexpr std::string_view kFfnTp = "ffn not divisible by tp";
 inline constexpr std::string_view kTpSpansNodes = "tp spans nodes";
+inline constexpr std::string_view kCpSeq = "sequence not divisible by 2·cp";
+inline constexpr std::string_view kCpNeedsFlash = "context parallelism needs flash attention";
+inline constexpr std::string_view kCpA2aHeads = "a2a context parallelism needs heads divisible by tp·cp";
 inline constexpr std::string_view kLayersPp = "layers not divisible by pp";
 inline constexpr std::string_view kStagesExceedLayers = "more pipeline stages than layers";
 inline constexpr std::string_view kBatchDp = "global batch not divisible by dp";
@@ -71,12 +74,15 @@ class [[nodiscard]] RuleStatus {
 enum class StageSplit { kEven, kUneven };
 
 // The rules level by level, as the enumerator meets them. Each checks only its own level's fields.
-// tp, pp, dp, micro-batch and vpp at least 1; pinned stage layers not negative.
+// tp, cp, pp, dp, micro-batch and vpp at least 1; pinned stage layers not negative.
 RuleStatus check_sizes(const ParallelConfig& config);
-// tp·pp·dp = training.gpus.
+// tp·cp·pp·dp = training.gpus.
 RuleStatus check_world_size(const TrainingSpec& training, const ParallelConfig& config);
 // Heads, key/value heads and the MLP split evenly over tp.
 RuleStatus check_tp(const ModelSpec& model, int tp);
+// Context parallelism (Megatron-core/TransformerEngine): the sequence in 2·cp chunks, a fused
+// attention kernel, and for the all-to-all kind query and key/value heads split over tp·cp.
+RuleStatus check_cp(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 // A tensor-parallel group inside one node, unless training.allow_cross_node_tp.
 RuleStatus check_tp_placement(const ClusterSpec& cluster, const TrainingSpec& training, int tp);
 // Layers over pp stages (the split's stage-level rules); the global batch over dp replicas.

@@ -24,7 +24,7 @@ constexpr long long kMaxHidden = 1 << 20;
 constexpr long long kMaxVocab = 1 << 24;
 constexpr long long kMaxSeq = 1 << 24;
 // The largest clusters built hold about 10^5 GPUs; 2^24 leaves two orders of magnitude and keeps
-// tp·pp·dp, and every rank index, far inside an int.
+// tp·cp·pp·dp, and every rank index, far inside an int.
 constexpr long long kMaxGpus = 1 << 24;
 constexpr const char* kMaxGpusReason = "2^24, a hundred times the largest cluster built";
 
@@ -167,6 +167,8 @@ Json to_json(const ParallelConfig& c) {
   j["last_stage_layers"] = c.split.last_stage_layers;
   j["account_for_embedding"] = c.split.account_for_embedding;
   j["account_for_loss"] = c.split.account_for_loss;
+  j["cp"] = c.cp;
+  j["cp_comm"] = to_string(c.cp_comm);
   return j;
 }
 
@@ -187,16 +189,22 @@ Result<ParallelConfig> config_from_json(const Json& json) {
   c.split.last_stage_layers = static_cast<int>(r.integer("last_stage_layers", 0, 0, 1 << 20));
   c.split.account_for_embedding = r.boolean("account_for_embedding", false);
   c.split.account_for_loss = r.boolean("account_for_loss", false);
+  // Plans written before context parallelism have no cp: one rank per sequence.
+  c.cp = static_cast<int>(r.integer("cp", 1, 1, 1 << 20));
+  const std::string cp_comm = r.string("cp_comm", std::string(to_string(CpComm::kP2P)));
   if (!r.ok()) return make_error(r.error());
   // Each degree is bounded on its own; their product, the world size, is an int.
-  const long long world = static_cast<long long>(c.tp) * c.pp * c.dp;
+  const long long world = static_cast<long long>(c.tp) * c.cp * c.pp * c.dp;
   if (world > kMaxGpus)
-    return make_error(fmt::format("config: tp·pp·dp = {} GPUs is more than Loom's limit of {} ({})", world, kMaxGpus,
+    return make_error(fmt::format("config: tp·cp·pp·dp = {} GPUs is more than Loom's limit of {} ({})", world, kMaxGpus,
                                   kMaxGpusReason));
   auto recompute = parse_recompute(rc);
   if (!recompute) return make_error(fmt::format("config: unknown recompute '{}' ({})", rc, recompute_names()));
   auto schedule = parse_schedule(sched);
   if (!schedule) return make_error(fmt::format("config: unknown schedule '{}' ({})", sched, schedule_names()));
+  auto comm = parse_cp_comm(cp_comm);
+  if (!comm) return make_error(fmt::format("config: unknown cp_comm '{}' ({})", cp_comm, cp_comm_names()));
+  c.cp_comm = *comm;
   c.recompute = *recompute;
   c.schedule = *schedule;
   return c;
@@ -329,7 +337,7 @@ Result<Plan> plan_from_json(const Json& json) {
   }
   if (plan.config.world_size() != plan.training.gpus)
     return make_error(
-        fmt::format("plan: tp·pp·dp = {} but training.gpus = {}", plan.config.world_size(), plan.training.gpus));
+        fmt::format("plan: tp·cp·pp·dp = {} but training.gpus = {}", plan.config.world_size(), plan.training.gpus));
   return plan;
 }
 

@@ -23,6 +23,10 @@ constexpr NameEntry<Schedule> kScheduleNames[] = {{Schedule::kGPipe, "gpipe"},
                                                   {Schedule::kInterleaved, "interleaved-1f1b"},
                                                   {Schedule::kZeroBubble, "zb-h1"},
                                                   {Schedule::kZeroBubble, "zero-bubble"}};
+// Megatron-core's cp_comm_type values first; "ring", "ulysses" and "allgather" as people call them.
+constexpr NameEntry<CpComm> kCpCommNames[] = {
+    {CpComm::kP2P, "p2p"},  {CpComm::kA2A, "a2a"},     {CpComm::kAllGather, "all_gather"},
+    {CpComm::kP2P, "ring"}, {CpComm::kA2A, "ulysses"}, {CpComm::kAllGather, "allgather"}};
 
 }  // namespace
 
@@ -32,11 +36,16 @@ const char* to_string(Schedule schedule) { return name_in<Schedule>(kScheduleNam
 std::optional<Recompute> parse_recompute(std::string_view text) { return parse_in<Recompute>(kRecomputeNames, text); }
 std::optional<Schedule> parse_schedule(std::string_view text) { return parse_in<Schedule>(kScheduleNames, text); }
 
+const char* to_string(CpComm comm) { return name_in<CpComm>(kCpCommNames, comm); }
+std::optional<CpComm> parse_cp_comm(std::string_view text) { return parse_in<CpComm>(kCpCommNames, text); }
+std::string cp_comm_names() { return one_of<CpComm>(kCpCommNames); }
+
 std::string recompute_names() { return one_of<Recompute>(kRecomputeNames); }
 std::string schedule_names() { return one_of<Schedule>(kScheduleNames); }
 
 std::string describe(const ParallelConfig& c) {
-  return fmt::format("tp{} pp{} dp{} zero{}{} mb{} vpp{} recompute={} sp={} {}{}", c.tp, c.pp, c.dp, c.zero,
+  return fmt::format("tp{}{} pp{} dp{} zero{}{} mb{} vpp{} recompute={} sp={} {}{}", c.tp,
+                     c.cp > 1 ? fmt::format(" cp{} {}", c.cp, to_string(c.cp_comm)) : "", c.pp, c.dp, c.zero,
                      c.shard_group > 0 ? fmt::format(" shard{}", c.shard_group) : "", c.micro_batch, c.vpp,
                      to_string(c.recompute), c.sequence_parallel ? "on" : "off", to_string(c.schedule),
                      c.split.even() ? "" : " split=" + describe(c.split));

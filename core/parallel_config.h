@@ -11,6 +11,11 @@ namespace loom {
 
 enum class Recompute { kNone, kSelective, kFull };
 enum class Schedule { kGPipe, k1F1B, kInterleaved, kZeroBubble };
+// How context-parallel ranks exchange keys and values (Megatron-core's cp_comm_type,
+// transformer_config.py): kP2P passes KV blocks around the CP ring, overlapped with the attention
+// tiles (TransformerEngine's AttnFuncWithCPAndKVP2P, Megatron's default); kA2A is DeepSpeed-Ulysses'
+// all-to-all from sequence to head sharding and back; kAllGather gathers all KV before attention.
+enum class CpComm { kP2P, kA2A, kAllGather };
 
 // Megatron-LM's pipeline split settings (transformer_block.py get_num_layers_to_build): the layer
 // count of the first and/or last pipeline stage pinned (--decoder-first/last-pipeline-num-layers),
@@ -44,11 +49,20 @@ struct ParallelConfig {
   bool sequence_parallel = false;
   Schedule schedule = Schedule::k1F1B;
   PipelineSplit split{};  // how layers spread over the pipeline stages
+  // Context parallelism: each sequence's tokens split over cp ranks (2·cp chunks, rank r keeping
+  // chunks r and 2·cp−1−r for causal load balance), only attention seeing the other ranks' tokens.
+  int cp = 1;
+  CpComm cp_comm = CpComm::kP2P;
 
-  int world_size() const { return tp * pp * dp; }
-  // Data-parallel ranks one parameter's ZeRO shards are spread over, and the replicas of each shard.
-  int zero_shards() const { return shard_group > 0 ? shard_group : dp; }
-  int shard_replicas() const { return dp / zero_shards(); }
+  int world_size() const { return tp * cp * pp * dp; }
+  // The ranks that hold the same parameters and reduce their gradients together: Megatron-core's
+  // dp_cp group (distributed_data_parallel.py), the DP ranks times the CP ranks of each.
+  int grad_ranks() const { return dp * cp; }
+  // Ranks one parameter's ZeRO shards are spread over, and the replicas of each shard. Megatron's
+  // distributed optimizer shards over the dp_cp group, and torchtitan folds cp into FSDP's shard
+  // dimension (fsdp = dp_shard·cp), so CP ranks shard too: a shard group of g dp ranks is g·cp ranks.
+  int zero_shards() const { return (shard_group > 0 ? shard_group : dp) * cp; }
+  int shard_replicas() const { return grad_ranks() / zero_shards(); }
   // Micro-batches per pipeline per step (gradient-accumulation steps).
   std::int64_t micro_batches(std::int64_t global_batch) const {
     return global_batch / (static_cast<std::int64_t>(dp) * micro_batch);
@@ -56,27 +70,35 @@ struct ParallelConfig {
   bool operator==(const ParallelConfig&) const = default;
 };
 
-// Rank placement shared by the simulator and the executor: TP fastest, then DP, then PP, so the
-// ranks of a TP group are neighbours (one node, the fast link).
+// Rank placement shared by the simulator and the executor: TP fastest, then CP, then DP, then PP
+// (Megatron-core's default order "tp-cp-ep-dp-pp", parallel_state.py), so the ranks of a TP group
+// are neighbours (one node, the fast link) and a CP ring's ranks are tp apart.
 struct RankCoords {
   int tp_rank = 0;
   int dp_rank = 0;
   int pp_rank = 0;
+  int cp_rank = 0;  // last, so that {tp, dp, pp} initialisers keep their meaning
 };
 inline RankCoords rank_coords(const ParallelConfig& c, int rank) {
-  return {rank % c.tp, (rank / c.tp) % c.dp, rank / (c.tp * c.dp)};
+  return {rank % c.tp, (rank / (c.tp * c.cp)) % c.dp, rank / (c.tp * c.cp * c.dp), (rank / c.tp) % c.cp};
 }
-inline int rank_of(const ParallelConfig& c, RankCoords r) { return r.tp_rank + c.tp * (r.dp_rank + c.dp * r.pp_rank); }
+inline int rank_of(const ParallelConfig& c, RankCoords r) {
+  return r.tp_rank + c.tp * (r.cp_rank + c.cp * (r.dp_rank + c.dp * r.pp_rank));
+}
 
 const char* to_string(Recompute recompute);
 const char* to_string(Schedule schedule);
 std::optional<Recompute> parse_recompute(std::string_view text);
 std::optional<Schedule> parse_schedule(std::string_view text);
+const char* to_string(CpComm comm);
+std::optional<CpComm> parse_cp_comm(std::string_view text);
 // The canonical names, for error messages: "none, selective or full".
 std::string recompute_names();
 std::string schedule_names();
+std::string cp_comm_names();
 
-// "tp8 pp16 dp8 z1 mb1 v1 sel sp 1f1b": compact one-line label used in logs and explanations.
+// "tp8 pp16 dp8 z1 mb1 v1 sel sp 1f1b" (cp and its kind shown when cp > 1): compact one-line label used in logs and
+// explanations.
 std::string describe(const ParallelConfig& config);
 
 }  // namespace loom

@@ -239,6 +239,7 @@ void GanttView::paint_kernels(QPainter& p, std::int32_t op, const QRectF& r, con
   double x = r.left();
   bool dark = false;
   for (const sim::Segment& seg : pass->segments) {
+    if (seg.beside) continue;  // a CP ring transfer under its tile: what it exposes is a segment of its own
     const double w = seg.seconds * px_per_s;
     if (x + w >= axis_.left_px && x <= axis_.left_px + axis_.width_px && w >= 0.5) {
       const QColor fill = seg.communication ? QColor(0xE4, 0x57, 0x56) : dark ? colour.darker(125) : colour.darker(108);

@@ -105,6 +105,8 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   lform->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
   const QString any = tr("any");
   lform->addRow("TP", tp_ = restriction("tp", any + tr(" (e.g. 4,8)")));
+  lform->addRow("CP", cp_ = restriction("cp", tr("1; long sequences: any (e.g. 2,4)")));
+  lform->addRow(tr("CP exchange"), cp_comm_ = restriction("cp_comm", tr("p2p,a2a (or all_gather)")));
   lform->addRow("PP", pp_ = restriction("pp", any));
   lform->addRow("DP", dp_ = restriction("dp", any));
   lform->addRow("ZeRO", zero_ = restriction("zero", any + " (0-3)"));
@@ -135,7 +137,8 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   connect(attention_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(cross_node_tp_, &QCheckBox::toggled, this, emit_changed);
   connect(sync_sends_, &QCheckBox::toggled, this, emit_changed);
-  for (QLineEdit* e : {tp_, pp_, dp_, zero_, shard_group_, micro_batch_, vpp_, recompute_, sp_, schedule_})
+  for (QLineEdit* e :
+       {tp_, cp_, cp_comm_, pp_, dp_, zero_, shard_group_, micro_batch_, vpp_, recompute_, sp_, schedule_})
     connect(e, &QLineEdit::editingFinished, this, emit_changed);
 }
 
@@ -161,6 +164,8 @@ PlanRequest InputsPanel::request() const {
   r.specs.sync_pipeline_sends = sync_sends_->isChecked();
   auto text = [](const QLineEdit* e) { return e->text().remove(' ').toStdString(); };
   r.config.tp = text(tp_);
+  r.config.cp = text(cp_);
+  r.config.cp_comm = text(cp_comm_);
   r.config.pp = text(pp_);
   r.config.dp = text(dp_);
   r.config.zero = text(zero_);
@@ -185,6 +190,8 @@ void InputsPanel::set_request(const PlanRequest& r) {
   cross_node_tp_->setChecked(r.specs.allow_cross_node_tp);
   sync_sends_->setChecked(r.specs.sync_pipeline_sends);
   tp_->setText(QString::fromStdString(r.config.tp));
+  cp_->setText(QString::fromStdString(r.config.cp));
+  cp_comm_->setText(QString::fromStdString(r.config.cp_comm));
   pp_->setText(QString::fromStdString(r.config.pp));
   dp_->setText(QString::fromStdString(r.config.dp));
   zero_->setText(QString::fromStdString(r.config.zero));

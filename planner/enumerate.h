@@ -1,4 +1,4 @@
-// Enumeration of parallel configurations: every (tp, pp, dp) with tp·pp·dp = GPUs and every
+// Enumeration of parallel configurations: every (tp, cp, pp, dp) with tp·cp·pp·dp = GPUs and every
 // ZeRO stage, micro-batch, interleave, recompute, sequence-parallel and schedule that is legal
 // for the model and cluster (core/config_rules.h, checked level by level so a broken tp rule
 // skips its micro-batches). Illegal combinations are kept with the reason they were dropped.
@@ -20,6 +20,9 @@ namespace loom {
 // Restrictions from the command line; an empty list means "every legal value".
 struct SearchSpace {
   std::vector<int> tp, pp, dp, zero, micro_batch, vpp;
+  // Context parallelism; empty: 1, and for long sequences the sizes of default_cp_sizes.
+  std::vector<int> cp;
+  std::vector<CpComm> cp_comm;  // empty: p2p (the ring)
   std::vector<Recompute> recompute;
   std::vector<bool> sequence_parallel;
   std::vector<Schedule> schedule;
@@ -28,6 +31,12 @@ struct SearchSpace {
   // (core/pipeline_split.h).
   std::optional<PipelineSplit> split = std::nullopt;
 };
+
+// The context-parallel sizes searched when --cp is not given: 1, and the powers of two that leave
+// each rank at least kMinCpTokensPerRank tokens of a `seq`-token sequence (and split it into 2·cp
+// chunks). See enumerate.cc for why.
+inline constexpr int kMinCpTokensPerRank = 4096;
+std::vector<int> default_cp_sizes(int seq);
 
 struct Rejection {
   ParallelConfig config;  // fields past the level where the rule applies keep their defaults

@@ -96,11 +96,31 @@ double p2p_buffer_bytes(const ParallelConfig& c, int stage, double message_bytes
   return ((last ? 0.0 : 2.0) + (first ? 0.0 : 1.0)) * message_bytes;
 }
 
+// Context parallelism's key/value exchange buffers for the one layer whose attention runs. Ring
+// (TransformerEngine's AttnFuncWithCPAndKVP2P): two receive buffers in flight, the current step's
+// and the next's, each of the local K and V — in the backward K, V and their gradients packed
+// together, twice that, which is the peak. All-to-all: the head-sharded copies of Q, K and V (and
+// of the output after) beside the sequence-sharded ones, the same size. All-gather: K and V of all
+// s tokens, and in the backward their gradients of the same size.
+double cp_buffer_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, double local_tokens) {
+  if (c.cp == 1) return 0.0;
+  const double ab = t.activation_bytes;
+  const double q = static_cast<double>(m.q_dim()) / c.tp, kv = static_cast<double>(m.kv_dim()) / c.tp;
+  const double local_kv = 2.0 * ab * local_tokens * kv;
+  switch (c.cp_comm) {
+    case CpComm::kP2P: return 2.0 * 2.0 * local_kv;
+    case CpComm::kA2A: return ab * local_tokens * (q + 2.0 * kv);
+    case CpComm::kAllGather: return 2.0 * c.cp * local_kv;
+  }
+  return 0.0;
+}
+
 }  // namespace
 
 double workspace_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, int stage) {
-  // In units of one token's values: [tokens, h] tensors with all tokens or (SP) this rank's share.
-  const double tokens = (t.seq_len > 0 ? t.seq_len : m.seq_len) * static_cast<double>(c.micro_batch);
+  // In units of one token's values: [tokens, h] tensors with all tokens or (SP) this rank's share;
+  // under context parallelism the rank's s/cp tokens.
+  const double tokens = (t.seq_len > 0 ? t.seq_len : m.seq_len) * static_cast<double>(c.micro_batch) / c.cp;
   const double ab = t.activation_bytes;
   const double h = m.hidden, tp = c.tp;
   const double local_h = c.sequence_parallel ? h / tp : h;  // a [local tokens, h] tensor, per token
@@ -141,7 +161,9 @@ ModelStateBytes model_state_bytes(double params, const TrainingSpec& t, int zero
 }
 
 double activation_bytes_per_layer(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
-  const double s = t.seq_len > 0 ? t.seq_len : m.seq_len;
+  // Context parallelism splits every activation along the sequence: a rank keeps its s/cp tokens'
+  // (and flash attention's statistics of its s/cp query rows), Megatron-LM context_parallel.md.
+  const double s = (t.seq_len > 0 ? t.seq_len : m.seq_len) / static_cast<double>(c.cp);
   const double b = c.micro_batch;
   const double ab = t.activation_bytes;
   const double sbh = s * b * m.hidden;
@@ -192,7 +214,7 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
   MemoryReport report;
   report.capacity_bytes = cluster.device.memory_bytes;
   const long long micro_batches = std::max<long long>(1, c.micro_batches(t.global_batch));
-  const double s = t.seq_len > 0 ? t.seq_len : m.seq_len;
+  const double s = (t.seq_len > 0 ? t.seq_len : m.seq_len) / static_cast<double>(c.cp);  // this rank's tokens
   const double b = c.micro_batch;
   const double ab = t.activation_bytes;
   const double sbh = s * b * m.hidden;
@@ -239,7 +261,7 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     // Data-parallel reductions run in place on the contiguous gradient buffer (Megatron-LM's
     // grad buffer, PyTorch DDP with gradient_as_bucket_view): no staging copy to count.
     sm.p2p_bytes = p2p_buffer_bytes(c, stage, ab * sbh / sp_divisor);
-    double buffers = zero_buffer_bytes(m, t, c, stage) + sm.p2p_bytes;
+    double buffers = zero_buffer_bytes(m, t, c, stage) + sm.p2p_bytes + cp_buffer_bytes(m, t, c, s * b);
     // The all-gathered input of a column-parallel GEMM (Megatron-LM's global memory buffer).
     if (c.tp > 1 && c.sequence_parallel) buffers += ab * sbh;
     sm.buffers_bytes = buffers;

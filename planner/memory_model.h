@@ -23,7 +23,7 @@ struct StageMemory {
   double grads_bytes = 0;
   double optimizer_bytes = 0;
   double activations_bytes = 0;
-  double buffers_bytes = 0;               // ZeRO's unsharded gradients and gathered units, p2p and SP buffers
+  double buffers_bytes = 0;               // ZeRO's unsharded gradients and gathered units, p2p, SP and CP buffers
   double p2p_bytes = 0;                   // the pipeline's send/receive buffers, part of buffers_bytes
   double workspace_bytes = 0;             // temporaries of one layer's backward, part of reserve_bytes
   double reserve_bytes = 0;               // framework reserve plus the workspace (inside buffers in the GiB view)
@@ -46,7 +46,9 @@ struct MemoryReport {
 
 // Model states of `params` parameters on one GPU under ZeRO stage `zero` sharded over `dp` ranks
 // (Rajbhandari et al. 2020, §5: 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N with 2 + 2 + 12 bytes). Under
-// HSDP, N is the shard group (ParallelConfig::zero_shards), not the whole data-parallel group.
+// HSDP, N is the shard group (ParallelConfig::zero_shards), not the whole data-parallel group;
+// under context parallelism N counts the CP ranks too (Megatron's distributed optimizer shards
+// over the dp·cp group).
 struct ModelStateBytes {
   double params = 0, grads = 0, optimizer = 0;
   double total() const { return params + grads + optimizer; }

@@ -28,7 +28,11 @@ struct Column {
   bool right_aligned;
 };
 
-std::vector<Column> columns(bool with_days) {
+// The CP column follows TP; the table and markdown show it only when a plan shown splits sequences
+// (so short-sequence tables read as before), the CSV always has it (scripts want fixed columns).
+constexpr std::size_t kCpColumn = 2;
+
+std::vector<Column> columns(bool with_days, bool with_cp) {
   std::vector<Column> c = {{"rank", true},        {"TP", true},     {"PP", true},        {"DP", true},
                            {"ZeRO", true},        {"shard", true},  {"MB", true},        {"VPP", true},
                            {"recompute", false},  {"SP", false},    {"schedule", false}, {"stage_layers", false},
@@ -36,13 +40,20 @@ std::vector<Column> columns(bool with_days) {
                            {"act", true},         {"buf", true},    {"step_s", true},    {"tokens/s", true},
                            {"TFLOP/s/GPU", true}, {"MFU%", true},   {"bubble%", true}};
   if (with_days) c.push_back({"days", true});
+  if (with_cp) c.insert(c.begin() + kCpColumn, {"CP", true});
   return c;
+}
+
+// "2" for the ring, "2 a2a" or "2 all_gather" for the other kinds.
+std::string cp_label(const ParallelConfig& c) {
+  return c.cp > 1 && c.cp_comm != CpComm::kP2P ? fmt::format("{} {}", c.cp, to_string(c.cp_comm))
+                                               : fmt::format("{}", c.cp);
 }
 
 // The ranks ZeRO-3 shards over ("8 of 64" reads as HSDP); "-" for the other stages.
 std::string shard_label(const ParallelConfig& c) { return c.zero >= 3 ? fmt::format("{}", c.zero_shards()) : "-"; }
 
-std::vector<std::string> cells(const PlanRow& r, std::size_t rank, bool with_days) {
+std::vector<std::string> cells(const PlanRow& r, std::size_t rank, bool with_days, bool with_cp) {
   const ParallelConfig& c = r.config;
   const MemoryBreakdownGiB& m = r.metrics.memory_gib;
   std::vector<std::string> v = {fmt::format("{}", rank),
@@ -69,11 +80,18 @@ std::vector<std::string> cells(const PlanRow& r, std::size_t rank, bool with_day
                                 fmt::format("{:.1f}", 100.0 * r.metrics.mfu),
                                 fmt::format("{:.1f}", 100.0 * r.metrics.bubble_fraction)};
   if (with_days) v.push_back(fmt::format("{:.1f}", r.days_to_train));
+  if (with_cp) v.insert(v.begin() + kCpColumn, cp_label(c));
   return v;
 }
 
 std::size_t shown(const PlanResult& result, std::size_t top) {
   return top == 0 ? result.plans.size() : std::min(top, result.plans.size());
+}
+
+bool any_cp(const PlanResult& result, std::size_t top) {
+  for (std::size_t i = 0; i < shown(result, top); ++i)
+    if (result.plans[i].config.cp > 1) return true;
+  return false;
 }
 
 }  // namespace
@@ -119,9 +137,10 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
 
 std::string format_table(const ReportContext& ctx, const PlanResult& result, std::size_t top) {
   const bool days = ctx.training->tokens > 0;
-  const auto cols = columns(days);
+  const bool cp = any_cp(result, top);
+  const auto cols = columns(days, cp);
   std::vector<std::vector<std::string>> rows;
-  for (std::size_t i = 0; i < shown(result, top); ++i) rows.push_back(cells(result.plans[i], i + 1, days));
+  for (std::size_t i = 0; i < shown(result, top); ++i) rows.push_back(cells(result.plans[i], i + 1, days, cp));
   std::vector<std::size_t> width(cols.size());
   for (std::size_t j = 0; j < cols.size(); ++j) {
     width[j] = std::string(cols[j].name).size();
@@ -149,11 +168,11 @@ std::string format_table(const ReportContext& ctx, const PlanResult& result, std
 std::string format_csv(const ReportContext& ctx, const PlanResult& result, std::size_t top) {
   const bool days = ctx.training->tokens > 0;
   std::string out;
-  const auto cols = columns(days);
+  const auto cols = columns(days, true);
   for (std::size_t j = 0; j < cols.size(); ++j) out += (j ? "," : "") + std::string(cols[j].name);
   out += "\n";
   for (std::size_t i = 0; i < shown(result, top); ++i) {
-    const auto v = cells(result.plans[i], i + 1, days);
+    const auto v = cells(result.plans[i], i + 1, days, true);
     for (std::size_t j = 0; j < v.size(); ++j) out += (j ? "," : "") + v[j];
     out += "\n";
   }
@@ -165,14 +184,15 @@ std::string format_markdown(const ReportContext& ctx, const PlanResult& result, 
   std::string out;
   for (const auto& line : assumption_lines(ctx, result)) out += "> " + line + "\n";
   out += "\n|";
-  const auto cols = columns(days);
+  const bool cp = any_cp(result, top);
+  const auto cols = columns(days, cp);
   for (const auto& c : cols) out += fmt::format(" {} |", c.name);
   out += "\n|";
   for (const auto& c : cols) out += c.right_aligned ? "---:|" : ":---|";
   out += "\n";
   for (std::size_t i = 0; i < shown(result, top); ++i) {
     out += "|";
-    for (const auto& v : cells(result.plans[i], i + 1, days)) out += fmt::format(" {} |", v);
+    for (const auto& v : cells(result.plans[i], i + 1, days, cp)) out += fmt::format(" {} |", v);
     out += "\n";
   }
   return out;
@@ -186,7 +206,8 @@ Json plan_row_json(const PlanRow& row, std::size_t rank) {
   const Json metrics = to_json(row.metrics);
   for (auto it = metrics.begin(); it != metrics.end(); ++it) j[it.key()] = it.value();
   j["micro_batches"] = row.micro_batches;
-  j["exposed_comm"] = {{"tp_s", row.exposed.tp_s}, {"pp_s", row.exposed.pp_s}, {"dp_s", row.exposed.dp_s}};
+  j["exposed_comm"] = {
+      {"tp_s", row.exposed.tp_s}, {"pp_s", row.exposed.pp_s}, {"dp_s", row.exposed.dp_s}, {"cp_s", row.exposed.cp_s}};
   j["days_to_train"] = row.days_to_train;
   j["limited_by"] = row.limited_by;
   return j;

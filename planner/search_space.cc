@@ -44,6 +44,11 @@ Result<bool> parse_sp_item(const std::string& item, const char* flag) {
   return make_error(fmt::format("{}: unknown value '{}' (on, off)", flag, item));
 }
 
+Result<CpComm> parse_cp_comm_item(const std::string& item, const char* flag) {
+  if (auto c = parse_cp_comm(item)) return *c;
+  return make_error(fmt::format("{}: unknown value '{}' ({})", flag, item, cp_comm_names()));
+}
+
 Result<Schedule> parse_schedule_item(const std::string& item, const char* flag) {
   if (auto s = parse_schedule(item)) return *s;
   return make_error(fmt::format("{}: unknown schedule '{}' ({})", flag, item, schedule_names()));
@@ -111,7 +116,9 @@ Result<SearchSpace> parse_search_space(const ConfigText& c) {
         split_list<Recompute>(c.recompute, "--recompute", parse_recompute_item, s.recompute),
         split_list<bool>(c.sp, "--sp", parse_sp_item, s.sequence_parallel),
         split_list<Schedule>(c.schedule, "--schedule", parse_schedule_item, s.schedule),
-        split_list<int>(c.shard_group, "--shard-group", parse_int, s.shard_group), parse_split(c, s.split)})
+        split_list<int>(c.shard_group, "--shard-group", parse_int, s.shard_group),
+        split_list<int>(c.cp, "--cp", parse_positive, s.cp),
+        split_list<CpComm>(c.cp_comm, "--cp-comm", parse_cp_comm_item, s.cp_comm), parse_split(c, s.split)})
     if (!status) return status.error();
   return s;
 }
@@ -121,10 +128,11 @@ Result<ParallelConfig> parse_parallel_config(const ConfigText& text, int gpus) {
   if (!space) return space.error();
   const SearchSpace& l = *space;
   ParallelConfig c;
-  for (Status s : {single_value(l.tp, "--tp", 1, c.tp), single_value(l.pp, "--pp", 1, c.pp)})
+  for (Status s : {single_value(l.tp, "--tp", 1, c.tp), single_value(l.pp, "--pp", 1, c.pp),
+                   single_value(l.cp, "--cp", 1, c.cp), single_value(l.cp_comm, "--cp-comm", CpComm::kP2P, c.cp_comm)})
     if (!s) return s.error();
-  const int model_parallel = c.tp * c.pp;
-  const int dp = model_parallel > 0 && gpus % model_parallel == 0 ? gpus / model_parallel : 0;
+  const long long model_parallel = static_cast<long long>(c.tp) * c.cp * c.pp;
+  const int dp = model_parallel > 0 && gpus % model_parallel == 0 ? static_cast<int>(gpus / model_parallel) : 0;
   for (Status s :
        {single_value(l.dp, "--dp", dp, c.dp), single_value(l.zero, "--zero", 0, c.zero),
         single_value(l.micro_batch, "--micro-batch", 1, c.micro_batch), single_value(l.vpp, "--vpp", 1, c.vpp),
@@ -136,9 +144,10 @@ Result<ParallelConfig> parse_parallel_config(const ConfigText& text, int gpus) {
   c.split = l.split.value_or(PipelineSplit{});
   if (Status s = single_value(l.shard_group, "--shard-group", 0, c.shard_group); !s) return s.error();
   if (c.shard_group == c.dp) c.shard_group = 0;  // one group of every dp rank: plain ZeRO-3
-  if (c.world_size() != gpus)
-    return make_error(fmt::format("tp {} × pp {} × dp {} = {} but --gpus is {}", c.tp, c.pp, c.dp,
-                                  static_cast<long long>(c.tp) * c.pp * c.dp, gpus));
+  if (static_cast<long long>(c.tp) * c.cp * c.pp * c.dp != gpus)
+    return make_error(fmt::format("tp {}{} × pp {} × dp {} = {} but --gpus is {}", c.tp,
+                                  c.cp > 1 ? fmt::format(" × cp {}", c.cp) : "", c.pp, c.dp,
+                                  static_cast<long long>(c.tp) * c.cp * c.pp * c.dp, gpus));
   return c;
 }
 

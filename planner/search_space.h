@@ -14,6 +14,7 @@ namespace loom {
 struct ConfigText {
   std::string tp, pp, dp, zero, micro_batch, vpp, recompute, sp, schedule;  // empty: not restricted
   std::string shard_group;  // ZeRO-3's shard group (HSDP); empty: all dp ranks and one node's
+  std::string cp, cp_comm;  // context parallelism and how its ranks exchange keys and values
   // The pipeline split (one value each; any of them set fixes the split the search uses):
   // Megatron-LM's first/last stage layer counts, and "on" to count the embedding/loss as a layer.
   std::string first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss;
@@ -21,9 +22,9 @@ struct ConfigText {
 
 Result<SearchSpace> parse_search_space(const ConfigText& text);
 
-// One configuration: each field one value; unset ones default (tp, pp 1; dp gpus/(tp·pp); zero 0;
-// micro-batch 1; vpp 1; no recompute; no SP; 1F1B, or interleaved when vpp > 1; the even split).
-// tp·pp·dp must be `gpus`.
+// One configuration: each field one value; unset ones default (tp, cp, pp 1; dp gpus/(tp·cp·pp);
+// ring (p2p) CP; zero 0; micro-batch 1; vpp 1; no recompute; no SP; 1F1B, or interleaved when
+// vpp > 1; the even split). tp·cp·pp·dp must be `gpus`.
 Result<ParallelConfig> parse_parallel_config(const ConfigText& text, int gpus);
 
 // Calls visit(flag, field, help) for every field; `lists` says each takes a comma list (`loom plan`).
@@ -31,6 +32,9 @@ template <typename Visit>
 void for_each_config_flag(ConfigText& c, bool lists, Visit&& visit) {
   const std::string each = lists ? " (one value or a comma list)" : "";
   visit("--tp", c.tp, "tensor-parallel size" + each);
+  visit("--cp", c.cp, "context-parallel size: each sequence split over this many ranks" + each);
+  visit("--cp-comm", c.cp_comm,
+        "how context-parallel ranks exchange keys and values: p2p (ring), a2a (Ulysses) or all_gather" + each);
   visit("--pp", c.pp, "pipeline-parallel size" + each);
   visit("--dp", c.dp, "data-parallel size" + each);
   visit("--zero", c.zero, "ZeRO stage 0-3" + each);

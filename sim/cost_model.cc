@@ -30,6 +30,7 @@ const char* tp_name(Collective c) {
 void PassCost::append(const PassCost& other, int times) {
   seconds += other.seconds * times;
   tp_comm_exposed_s += other.tp_comm_exposed_s * times;
+  cp_comm_exposed_s += other.cp_comm_exposed_s * times;
   sm_shared_s += other.sm_shared_s * times;
   flops += other.flops * times;
   if (record)
@@ -40,7 +41,9 @@ CostModel::CostModel(const ModelSpec& model, const TrainingSpec& training, const
                      const ClusterSpec& cluster, const CollectiveModel& collectives)
     : model_(model), training_(training), config_(config), cluster_(&cluster), collectives_(collectives) {
   seq_ = training.seq_len > 0 ? training.seq_len : model.seq_len;
-  tokens_ = seq_ * config.micro_batch;
+  // Context parallelism splits every sequence over cp ranks: each works on b·s/cp tokens, and only
+  // attention sees the rest (Megatron-LM docs/user-guide/features/context_parallel.md).
+  tokens_ = seq_ * config.micro_batch / config.cp;
   layer_params_ = layer_params_per_tp_rank(model, config.tp);
   vocab_ = padded_vocab(model.vocab, config.tp);
   table_ranks_ = table_concurrency(cluster, config.world_size());
@@ -129,31 +132,50 @@ double CostModel::wgrad_s(double out, double in, double tokens) const {
 GroupPlacement CostModel::tp_group() const { return {config_.tp, std::min(config_.tp, cluster_->gpus_per_node)}; }
 
 GroupPlacement CostModel::dp_group() const {
-  // Ranks of a DP group are tp apart: a node of g GPUs holds max(1, g / tp) of them.
+  // The dp·cp ranks of a gradient group are tp apart (CP ranks, then DP ranks, in rank order): a
+  // node of g GPUs holds max(1, g / tp) of them.
   const int per_node = std::max(1, cluster_->gpus_per_node / config_.tp);
-  return {config_.dp, std::min(config_.dp, per_node)};
+  return {config_.grad_ranks(), std::min(config_.grad_ranks(), per_node)};
+}
+
+GroupPlacement CostModel::cp_group() const {
+  const int per_node = std::max(1, cluster_->gpus_per_node / config_.tp);
+  return {config_.cp, std::min(config_.cp, per_node)};
+}
+
+LinkLevel CostModel::cp_ring_level() const {
+  // A ring over nodes runs each step at the pace of its slowest hop, an inter-node one.
+  return static_cast<long long>(config_.tp) * config_.cp <= cluster_->gpus_per_node ? LinkLevel::kIntraNode
+                                                                                    : LinkLevel::kInterNode;
+}
+
+double CostModel::cp_kv_bytes() const {
+  // K and V of the local tokens packed in one buffer (TransformerEngine's p2p_comm_buffers):
+  // 2·b·(s/cp)·kv_heads·head_dim / tp elements.
+  return 2.0 * tokens_ * static_cast<double>(model_.kv_dim()) / config_.tp * training_.activation_bytes;
 }
 
 GroupPlacement CostModel::shard_group() const {
-  // A shard group is zero_shards consecutive DP ranks, tp apart, as the DP group itself.
+  // A shard group is zero_shards consecutive ranks of the gradient group (each shard group of g
+  // dp ranks holds their g·cp CP ranks), tp apart, as the gradient group itself.
   const int per_node = std::max(1, cluster_->gpus_per_node / config_.tp);
   return {config_.zero_shards(), std::min(config_.zero_shards(), per_node)};
 }
 
 GroupPlacement CostModel::replica_group() const {
-  // The replicas of one shard are tp·zero_shards ranks apart.
+  // The replicas of one shard are tp·zero_shards ranks apart (zero_shards counts the CP ranks).
   const int per_node = std::max(1, cluster_->gpus_per_node / (config_.tp * config_.zero_shards()));
   return {config_.shard_replicas(), std::min(config_.shard_replicas(), per_node)};
 }
 
 bool CostModel::stages_share_node(int a, int b) const {
-  const long long stride = static_cast<long long>(config_.tp) * config_.dp;
+  const long long stride = static_cast<long long>(config_.tp) * config_.cp * config_.dp;
   return (a * stride) / cluster_->gpus_per_node == (b * stride) / cluster_->gpus_per_node;
 }
 
 double CostModel::pipe_send_s(int from_stage, int to_stage) const {
-  // Megatron sends the b·s·h activation; with sequence parallelism (or its scatter-gather
-  // optimisation) each TP rank sends only its 1/t slice.
+  // Megatron sends the b·s·h activation (b·s/cp·h under CP); with sequence parallelism (or its
+  // scatter-gather optimisation) each TP rank sends only its 1/t slice.
   const double bytes = tokens_ * model_.hidden * training_.activation_bytes / config_.tp;
   return collectives_.send_recv_s(
       bytes, stages_share_node(from_stage, to_stage) ? LinkLevel::kIntraNode : LinkLevel::kInterNode);
@@ -209,6 +231,7 @@ double CostModel::unfused_matmul_bytes() const {
 }
 
 PassCost CostModel::attention_core_forward() const {
+  if (config_.cp > 1) return cp_attention(false);
   PassCost p = new_pass();
   const double t = config_.tp;
   const double q = static_cast<double>(model_.q_dim());
@@ -232,6 +255,7 @@ PassCost CostModel::attention_core_forward() const {
 }
 
 PassCost CostModel::attention_core_backward() const {
+  if (config_.cp > 1) return cp_attention(true);
   PassCost p = new_pass();
   const double t = config_.tp;
   const double q = static_cast<double>(model_.q_dim());
@@ -254,6 +278,118 @@ PassCost CostModel::attention_core_backward() const {
   add_memory(p, "softmax_bwd", 3.0 * ab * scores);
   p.add("qk_bwd", 2.0 * gemm_s(tokens_, seq_, q / t, bytes), 2.0 * matmul_flops);
   return p;
+}
+
+double CostModel::flash_kernel_s(double forward_flops, double rows, double cols, double times) const {
+  const double eff = flash_efficiency(forward_flops);
+  if (eff > 0) return times * forward_flops / (cluster_->device.peak_flops * eff) + cluster_->compute.kernel_launch_s;
+  // No flash curve in the cost file: the GEMM of the kernel's shape, rows × cols over the inner
+  // width that gives its FLOPs (2·q/t for the whole heads of a TP rank, less under Ulysses).
+  return times * gemm_s(rows, cols, forward_flops / (2.0 * rows * cols), flash_bytes());
+}
+
+PassCost CostModel::cp_attention(bool backward) const {
+  PassCost p = new_pass();
+  switch (config_.cp_comm) {
+    case CpComm::kP2P: cp_ring_attention(p, backward); break;
+    case CpComm::kA2A: cp_a2a_attention(p, backward); break;
+    case CpComm::kAllGather: cp_all_gather_attention(p, backward); break;
+  }
+  return p;
+}
+
+// TransformerEngine's AttnFuncWithCPAndKVP2P (transformer_engine/pytorch/attention/
+// dot_product_attention/context_parallel.py, as summarised in shared/reference/modern-parallelism.md
+// §1): cp steps per layer. Step 0 is the causal "diagonal" tile of the rank's two chunks against
+// themselves; every later step is half of a full (s/cp)² tile (all of Q against the first half of
+// the received KV, or the second half of Q against all of it), so every step does the same work on
+// every rank: 2·b·(s/cp)²·q/t FLOPs forward, cp of them making the 1/cp share of causal attention.
+// Forward: at step i (i < cp−1) a rank posts isend/irecv of the KV for step i + 1, then runs tile
+// i; step i + 1 first waits for that KV. So cp − 1 transfers of K and V of the rank's s/cp tokens,
+// each hidden behind one tile, and only its excess over the tile shows. Backward: at every step
+// the KV for the next step travels with the dKV accumulated so far in one [2, …] buffer, except
+// that step 0 sends only KV and the last step only dKV (which the function waits for before it
+// returns): cp transfers beside cp backward tiles (2.5× the forward's FLOPs, as without CP). The
+// softmax-statistics correction merging each step's partial output is memory-bound work on
+// b·s/cp rows, small against a tile, and not charged.
+void CostModel::cp_ring_attention(PassCost& p, bool backward) const {
+  const int cp = config_.cp;
+  const double q = static_cast<double>(model_.q_dim());
+  const double tile_tokens = seq_ / cp;  // keys of one step: the rank's s/cp
+  // Half of a full tile's QK^T and AV: 0.5 · 2 · 2·(b·s/cp)·(s/cp)·q/t.
+  const double tile_flops = 2.0 * tokens_ * tile_tokens * q / config_.tp;
+  const double times = backward ? 2.5 : 1.0;
+  const double tile_s = flash_kernel_s(tile_flops, tokens_, 0.5 * tile_tokens, times);
+  const double kv_s = collectives_.send_recv_s(cp_kv_bytes(), cp_ring_level());
+  const double kv_dkv_s = collectives_.send_recv_s(2.0 * cp_kv_bytes(), cp_ring_level());
+  for (int step = 0; step < cp; ++step) {
+    // What the transfer posted at this step carries, and its time.
+    const char* payload = nullptr;
+    double transfer_s = 0;
+    if (!backward) {
+      if (step + 1 < cp) {
+        payload = "kv";
+        transfer_s = kv_s;
+      }
+    } else if (step == 0 || step + 1 == cp) {
+      payload = step == 0 ? "kv" : "dkv";
+      transfer_s = kv_s;
+    } else {
+      payload = "kv+dkv";
+      transfer_s = kv_dkv_s;
+    }
+    const double exposed = ring_exposed_s(transfer_s, tile_s);
+    if (!p.record) {  // totals only: no names to build
+      p.add("", tile_s, times * tile_flops);
+      if (exposed > 0) p.add_cp_comm(std::string(), exposed);
+      continue;
+    }
+    if (payload != nullptr) p.add_cp_beside(trace_names::cp_ring_send(step, cp, payload), transfer_s);
+    p.add(trace_names::cp_ring_tile(backward, step, cp), tile_s, times * tile_flops);
+    if (exposed > 0) p.add_cp_comm(trace_names::cp_ring_wait(step, cp), exposed);
+  }
+}
+
+// DeepSpeed-Ulysses (TransformerEngine AttnFuncWithCPAndQKVOA2A): all-to-alls turn Q, K and V from
+// sequence-sharded to head-sharded before attention and the output back after it; the backward
+// does the same for dO and dQ, dK, dV. None overlaps compute. Each all-to-all moves (cp−1)/cp of a
+// rank's local tensor, the all-gather's (n−1)/n bus factor on the same per-rank bytes
+// (nccl-tests PERFORMANCE.md), so it is costed as one. Attention then runs on all s tokens of
+// heads/(tp·cp) heads: one causal kernel of 1/cp of the FLOPs.
+void CostModel::cp_a2a_attention(PassCost& p, bool backward) const {
+  const double q = static_cast<double>(model_.q_dim());
+  const double kv = static_cast<double>(model_.kv_dim());
+  const double ab = training_.activation_bytes;
+  const GroupPlacement group = cp_group();
+  auto a2a = [&](double width) {
+    return collectives_.time_s(Collective::kAllGather, ab * tokens_ * width / config_.tp, group);
+  };
+  static const std::string name = trace_names::collective("all_to_all", "cp");
+  const double before = a2a(q) + 2.0 * a2a(kv), after = a2a(q);
+  const double flops = 2.0 * (2.0 * tokens_ * seq_ * q / config_.tp) * 0.5;  // heads/cp over all s: 1/cp
+  const double times = backward ? 2.5 : 1.0;
+  const double kernel = flash_kernel_s(flops, seq_ * config_.micro_batch, 0.5 * seq_, times);
+  // Forward: Q, K, V in, attention, O out. Backward: dO in, attention backward, dQ, dK, dV out.
+  p.add_cp_comm(name.c_str(), backward ? after : before);
+  p.add(backward ? "flash_attention_bwd" : "flash_attention", kernel, times * flops);
+  p.add_cp_comm(name.c_str(), backward ? before : after);
+}
+
+// Megatron-core cp_comm_type "all_gather": K and V of all s tokens gathered before attention, not
+// overlapped; the backward reduce-scatters dK, dV. The rank's s/cp queries then attend causally to
+// the gathered keys: 1/cp of the FLOPs, in one kernel.
+void CostModel::cp_all_gather_attention(PassCost& p, bool backward) const {
+  const double q = static_cast<double>(model_.q_dim());
+  const double gathered = cp_kv_bytes() * config_.cp;  // the whole buffer, as nccl-tests counts size
+  static const std::string gather = trace_names::collective(Collective::kAllGather, "cp");
+  static const std::string scatter = trace_names::collective(Collective::kReduceScatter, "cp");
+  const double flops = 2.0 * (2.0 * tokens_ * seq_ * q / config_.tp) * 0.5;
+  const double times = backward ? 2.5 : 1.0;
+  // The backward gathers KV again (only the rank's own chunk is kept after the forward).
+  p.add_cp_comm(gather.c_str(), collectives_.time_s(Collective::kAllGather, gathered, cp_group()));
+  p.add(backward ? "flash_attention_bwd" : "flash_attention", flash_kernel_s(flops, tokens_, 0.5 * seq_, times),
+        times * flops);
+  if (backward) p.add_cp_comm(scatter.c_str(), collectives_.time_s(Collective::kReduceScatter, gathered, cp_group()));
 }
 
 // An MoE layer's router (a replicated hidden × experts GEMM on every token, softmax and top-k) and the

@@ -5,6 +5,7 @@
 // Megatron-LM does); recompute adds its forward work to the backward.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -16,11 +17,19 @@
 
 namespace loom::sim {
 
-// One named piece of a pass, for traces: compute kernels or TP communication.
+// Where a segment runs, for traces: the compute stream, or the TP or CP communication beside it.
+enum class Lane { kCompute, kTpComm, kCpComm };
+
+// One named piece of a pass, for traces: compute kernels or communication. Segments follow each
+// other in the pass's time, except `beside` ones: a transfer that starts with the next segment and
+// runs beside it, taking none of the pass's time itself (the context-parallel ring's KV sends; their
+// excess over the tile beside them is a segment of its own, on the compute lane's time).
 struct Segment {
   std::string name;
   double seconds = 0;
   bool communication = false;
+  Lane lane = Lane::kCompute;
+  bool beside = false;
 };
 
 // One pass (forward, input-gradient backward, or weight-gradient backward) of one model chunk
@@ -28,19 +37,35 @@ struct Segment {
 struct PassCost {
   double seconds = 0;  // compute + exposed TP communication
   double tp_comm_exposed_s = 0;
-  double sm_shared_s = 0;  // of `seconds`: GEMM time added by the SMs collectives beside it held
-  double flops = 0;        // hardware FLOPs executed (recompute included)
-  bool record = true;      // keep the per-kernel segments (traces); off when only totals matter
+  double cp_comm_exposed_s = 0;  // context-parallel KV exchange not hidden behind attention tiles
+  double sm_shared_s = 0;        // of `seconds`: GEMM time added by the SMs collectives beside it held
+  double flops = 0;              // hardware FLOPs executed (recompute included)
+  bool record = true;            // keep the per-kernel segments (traces); off when only totals matter
   std::vector<Segment> segments;
   void add(const char* name, double s, double f = 0) {
     seconds += s;
     flops += f;
-    if (record) segments.push_back({name, s, false});
+    if (record) segments.push_back({name, s, false, Lane::kCompute, false});
+  }
+  void add(const std::string& name, double s, double f = 0) {
+    seconds += s;
+    flops += f;
+    if (record) segments.push_back({name, s, false, Lane::kCompute, false});
   }
   void add_comm(const char* name, double s) {
     seconds += s;
     tp_comm_exposed_s += s;
-    if (record) segments.push_back({name, s, true});
+    if (record) segments.push_back({name, s, true, Lane::kTpComm, false});
+  }
+  // Context-parallel communication the compute stream waits for (exposed).
+  void add_cp_comm(const std::string& name, double s) {
+    seconds += s;
+    cp_comm_exposed_s += s;
+    if (record) segments.push_back({name, s, true, Lane::kCpComm, false});
+  }
+  // A context-parallel transfer running beside the next segment: shown, not charged.
+  void add_cp_beside(const std::string& name, double s) {
+    if (record) segments.push_back({name, s, true, Lane::kCpComm, true});
   }
   void append(const PassCost& other, int times = 1);
 };
@@ -84,9 +109,19 @@ class CostModel {
   double pipe_send_s(int from_stage, int to_stage) const;
   bool stages_share_node(int a, int b) const;
 
-  // Data-parallel collectives over this stage's DP group.
+  // Data-parallel collectives over this stage's gradient group: the dp·cp ranks holding the same
+  // parameters (Megatron-core's dp_cp group).
   GroupPlacement dp_group() const;
   GroupPlacement tp_group() const;
+  // The cp ranks of one context-parallel group, tp apart (rank order tp, cp, dp, pp).
+  GroupPlacement cp_group() const;
+  // One hop of the CP ring: inside a node when the tp·cp ranks of a CP group fit in one.
+  LinkLevel cp_ring_level() const;
+  // Bytes of the keys and values of this rank's s/cp tokens, as one TP rank holds them: what one
+  // step of the ring sends forward (the backward sends them with their gradients, twice this).
+  double cp_kv_bytes() const;
+  // Exposed time of a ring transfer of `transfer_s` overlapped with an attention tile of `tile_s`.
+  static double ring_exposed_s(double transfer_s, double tile_s) { return std::max(0.0, transfer_s - tile_s); }
   double dp_collective_s(Collective c, double bytes) const { return collectives_.time_s(c, bytes, dp_group()); }
   // ZeRO-3 under HSDP: the group one parameter is sharded over (all dp ranks without a shard group),
   // and the replicas of one shard, across which its reduced gradient is all-reduced.
@@ -137,6 +172,14 @@ class CostModel {
   double flash_efficiency(double forward_flops) const;
   PassCost attention_core_forward() const;
   PassCost attention_core_backward() const;
+  // Context parallelism's attention (cp > 1) on this rank's s/cp query tokens, by kind.
+  PassCost cp_attention(bool backward) const;
+  void cp_ring_attention(PassCost& p, bool backward) const;
+  void cp_a2a_attention(PassCost& p, bool backward) const;
+  void cp_all_gather_attention(PassCost& p, bool backward) const;
+  // One flash-attention kernel of `forward_flops` (its backward: `times` = 2.5) over `rows` query
+  // tokens and `cols` key tokens it computes (after causal masking).
+  double flash_kernel_s(double forward_flops, double rows, double cols, double times) const;
   double tp_comm_s(Collective c, double bytes) const { return collectives_.time_s(c, bytes, tp_group()); }
   // A GEMM of `gemm_s` with a collective of `comm_s` started beside it (Megatron-LM's async TP
   // communication): while the collective runs it holds collective_sm_fraction of the SMs and the
@@ -151,8 +194,8 @@ class CostModel {
   ParallelConfig config_;
   const ClusterSpec* cluster_;
   const CollectiveModel& collectives_;
-  double tokens_ = 0;  // b·s per micro-batch
-  double seq_ = 0;
+  double tokens_ = 0;  // b·s/cp per micro-batch: the tokens this rank's layers work on
+  double seq_ = 0;     // the whole sequence s
   double layer_params_ = 0;
   int vocab_ = 0;  // padded for TP
   // Which measured kernel timings apply: those taken with this many ranks of a node running at

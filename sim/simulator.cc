@@ -71,7 +71,7 @@ Result<Timeline> run_step(StepGraph& graph, const ClusterSpec& cluster, const Pa
   auto timeline = run_engine(graph);
   if (!timeline) return timeline.error();
   const double sm_fraction = cluster.compute.collective_sm_fraction;
-  if (sm_fraction > 0 && config.dp > 1) {
+  if (sm_fraction > 0 && config.grad_ranks() > 1) {
     thread_local std::vector<std::int32_t> lengthened;
     share_sms_with_dp_collectives(graph, *timeline, sm_fraction, lengthened);
     run_engine_again(graph, *timeline, lengthened);

@@ -61,7 +61,7 @@ void StepBuilder::add_compute(const std::vector<std::vector<ChunkCost>>& chunks)
 }
 
 void StepBuilder::add_stage_compute(int s, const std::vector<ChunkCost>& chunks) {
-  const bool zero3 = c_.zero >= 3 && c_.dp > 1;
+  const bool zero3 = c_.zero >= 3 && c_.grad_ranks() > 1;
   ComputeCursor cursor;
   for (const PipelineOp& p : programs_[s]) {
     const Op op = make_pass(s, p, chunks[p.chunk]);
@@ -221,7 +221,7 @@ void StepBuilder::link_passes_across_stages() {
 void StepBuilder::add_data_parallel() {
   for (int s = 0; s < c_.pp; ++s) {
     last_dp_ = -1;
-    if (c_.dp > 1) add_gradient_reduction(s);
+    if (c_.grad_ranks() > 1) add_gradient_reduction(s);  // over the dp·cp ranks
     add_tied_embedding_reduction(s);
     add_optimizer(s);
   }
@@ -241,7 +241,8 @@ std::int32_t StepBuilder::add_dp_op(int s, double seconds, Collective kind, std:
 }
 
 void StepBuilder::add_gradient_reduction(int s) {
-  const double bucket_params = std::max(40e6, 1e6 * c_.dp);  // Megatron-LM DDP bucket size
+  // Megatron-LM DDP bucket size, max(40M, 1M · the dp·cp group's size) (distributed_data_parallel.py).
+  const double bucket_params = std::max(40e6, 1e6 * c_.grad_ranks());
   const Collective reduce = c_.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter;
   // Chunks finish their gradients in reverse order of the model (the backward runs backwards).
   for (int chunk = c_.vpp - 1; chunk >= 0; --chunk) {
@@ -298,7 +299,7 @@ void StepBuilder::add_optimizer(int s) {
   if (last_dp_ >= 0) graph_.depend(optimizer, last_dp_);
   if (training_.pipeline_sends_block && last_send_[s] >= 0) graph_.depend(optimizer, last_send_[s]);
   // ZeRO-1/2: the updated parameter shards are gathered back.
-  if (c_.dp > 1 && (c_.zero == 1 || c_.zero == 2))
+  if (c_.grad_ranks() > 1 && (c_.zero == 1 || c_.zero == 2))
     add_dp_op(s, cost_.dp_collective_s(Collective::kAllGather, cost_.stage_params(s) * training_.param_bytes),
               Collective::kAllGather, optimizer, 1.0f);
 }

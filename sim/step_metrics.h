@@ -15,7 +15,8 @@ struct ExposedComm {
   double tp_s = 0;  // TP collectives not hidden behind compute
   double pp_s = 0;  // pipeline sends on the critical path
   double dp_s = 0;  // gradient reduction / parameter gathers on the critical path
-  double total() const { return tp_s + pp_s + dp_s; }
+  double cp_s = 0;  // context-parallel KV exchange not hidden behind attention
+  double total() const { return tp_s + pp_s + dp_s + cp_s; }
 };
 
 struct StageTiming {

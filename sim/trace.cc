@@ -13,7 +13,7 @@ namespace loom::sim {
 namespace {
 
 // Thread ids inside a stage's process.
-enum Thread { kCompute = 0, kTpComm = 1, kPipe = 2, kDp = 3 };
+enum Thread { kCompute = 0, kTpComm = 1, kPipe = 2, kDp = 3, kCpComm = 4 };
 
 int thread_of(const Op& op) {
   switch (op.kind) {
@@ -53,32 +53,37 @@ class TraceWriter {
   bool first_ = true;
 };
 
-void write_metadata(TraceWriter& w, int stages) {
-  static const char* kThreadNames[] = {"compute", "tp comm", "pp send/recv", "dp comm"};
+// The cp comm thread only under context parallelism, so that other traces read as before.
+void write_metadata(TraceWriter& w, int stages, bool cp) {
+  static const char* kThreadNames[] = {"compute", "tp comm", "pp send/recv", "dp comm", "cp comm"};
   for (int s = 0; s < stages; ++s) {
     w.event(fmt::format(R"({{"ph": "M", "pid": {}, "name": "process_name", "args": {{"name": "stage {}"}}}})", s, s));
     w.event(
         fmt::format(R"({{"ph": "M", "pid": {}, "name": "process_sort_index", "args": {{"sort_index": {}}}}})", s, s));
-    for (int t = 0; t < 4; ++t)
+    for (int t = 0; t < (cp ? 5 : 4); ++t)
       w.event(fmt::format(R"({{"ph": "M", "pid": {}, "tid": {}, "name": "thread_name", "args": {{"name": "{}"}}}})", s,
                           t, kThreadNames[t]));
   }
 }
 
 // The kernels of a pass, laid end to end inside its slice: compute on the compute thread (nested
-// under the pass), TP collectives on the TP thread.
+// under the pass), TP collectives on the TP thread, context-parallel exchanges on the CP thread. A
+// `beside` segment (a ring transfer) starts with the segment after it and takes none of the
+// pass's time.
 void write_segments(TraceWriter& w, const PassCost& pass, int stage, TimeNs start, TimeNs duration) {
   if (pass.segments.empty() || pass.seconds <= 0) return;
   const double scale = static_cast<double>(duration) / (pass.seconds * kNsPerS);
   double offset = 0;
   for (const Segment& seg : pass.segments) {
     const TimeNs begin = start + static_cast<TimeNs>(offset * kNsPerS * scale);
-    offset += seg.seconds;
-    const TimeNs end = std::min(start + duration, start + static_cast<TimeNs>(offset * kNsPerS * scale));
+    const TimeNs end =
+        std::min(start + duration, start + static_cast<TimeNs>((offset + seg.seconds) * kNsPerS * scale));
+    if (!seg.beside) offset += seg.seconds;
     if (end <= begin) continue;
+    const int tid = seg.lane == Lane::kCpComm ? kCpComm : seg.lane == Lane::kTpComm ? kTpComm : kCompute;
+    const char* cat = seg.lane == Lane::kCpComm ? "cp" : seg.lane == Lane::kTpComm ? "tp" : "kernel";
     w.event(fmt::format(R"({{"ph": "X", "pid": {}, "tid": {}, "ts": {}, "dur": {}, "name": "{}", "cat": "{}"}})", stage,
-                        seg.communication ? kTpComm : kCompute, us(begin), us(end - begin), escape(seg.name),
-                        seg.communication ? "tp" : "kernel"));
+                        tid, us(begin), us(end - begin), escape(seg.name), cat));
   }
 }
 
@@ -88,7 +93,7 @@ std::string chrome_trace_json(const SimResult& r, const std::string& title) {
   TraceWriter w;
   const StepGraph& g = r.graph;
   const Timeline& t = r.timeline;
-  write_metadata(w, g.stages());
+  write_metadata(w, g.stages(), r.config.cp > 1);
 
   for (std::int32_t i = 0; i < static_cast<std::int32_t>(g.size()); ++i) {
     const Op& op = g.op(i);

@@ -167,7 +167,17 @@ RuleStatus check_model_inputs(const ModelSpec& m, int seq_len) {
 
 }  // namespace
 
+RuleStatus check_context_parallel(int cp) {
+  if (cp > 1)
+    return executor_limit(rule::kContextParallel,
+                          fmt::format("executor: cp {} > 1 (context parallelism) is not implemented "
+                                      "yet; loom plan and loom sim model it",
+                                      cp));
+  return {};
+}
+
 RuleStatus check_runnable(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
+  if (auto s = check_context_parallel(c.cp); !s) return s;
   if (auto s = check_model_inputs(m, t.seq_len > 0 ? t.seq_len : m.seq_len); !s) return s;
   if (auto s = check_config(m, t, c, StageSplit::kUneven); !s) return s;
   if (c.schedule == Schedule::kZeroBubble)

@@ -1,4 +1,4 @@
-// The ten configuration columns (TP … schedule) shared by the plans and rejected-configs
+// The eleven configuration columns (TP … schedule) shared by the plans and rejected-configs
 // tables: the text shown, or a number to sort by.
 #pragma once
 
@@ -8,24 +8,27 @@
 
 namespace loom::gui {
 
-inline constexpr int kConfigCellCount = 10;
+inline constexpr int kConfigCellCount = 11;
 
-// `field` 0..9: tp, pp, dp, zero, shard (the ranks ZeRO-3 shards over; "-" below ZeRO-3),
-// micro-batch, vpp, recompute, sp, schedule.
+// `field` 0..10: tp, cp (its exchange named unless the ring), pp, dp, zero, shard (the ranks
+// ZeRO-3 shards over; "-" below ZeRO-3), micro-batch, vpp, recompute, sp, schedule.
 inline QVariant config_cell(const ParallelConfig& c, int field, bool sort) {
   switch (field) {
     case 0: return c.tp;
-    case 1: return c.pp;
-    case 2: return c.dp;
-    case 3: return c.zero;
-    case 4:
+    case 1:
+      if (sort || c.cp == 1 || c.cp_comm == CpComm::kP2P) return c.cp;
+      return QString("%1 %2").arg(c.cp).arg(to_string(c.cp_comm));
+    case 2: return c.pp;
+    case 3: return c.dp;
+    case 4: return c.zero;
+    case 5:
       if (c.zero >= 3) return c.zero_shards();
       return sort ? QVariant(0) : QVariant("-");
-    case 5: return c.micro_batch;
-    case 6: return c.vpp;
-    case 7: return sort ? QVariant(static_cast<int>(c.recompute)) : QVariant(to_string(c.recompute));
-    case 8: return sort ? QVariant(c.sequence_parallel ? 1 : 0) : QVariant(c.sequence_parallel ? "on" : "off");
-    case 9: return sort ? QVariant(static_cast<int>(c.schedule)) : QVariant(to_string(c.schedule));
+    case 6: return c.micro_batch;
+    case 7: return c.vpp;
+    case 8: return sort ? QVariant(static_cast<int>(c.recompute)) : QVariant(to_string(c.recompute));
+    case 9: return sort ? QVariant(c.sequence_parallel ? 1 : 0) : QVariant(c.sequence_parallel ? "on" : "off");
+    case 10: return sort ? QVariant(static_cast<int>(c.schedule)) : QVariant(to_string(c.schedule));
     default: return {};
   }
 }

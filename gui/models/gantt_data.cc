@@ -103,9 +103,12 @@ std::string slice_tooltip(const PlanDetail& detail, std::int32_t index) {
     const sim::PassCost& pass = *found;
     if (pass.tp_comm_exposed_s > 0)
       text += fmt::format("\nexposed TP communication {}", duration_text(pass.tp_comm_exposed_s));
+    if (pass.cp_comm_exposed_s > 0)
+      text += fmt::format("\nexposed CP communication {}", duration_text(pass.cp_comm_exposed_s));
     // The largest kernels, merged by name (a chunk repeats each layer's kernels).
     std::vector<std::pair<std::string, double>> by_name;
     for (const auto& seg : pass.segments) {
+      if (seg.beside) continue;  // hidden under the next kernel: not a share of the pass
       auto it = std::find_if(by_name.begin(), by_name.end(), [&](const auto& p) { return p.first == seg.name; });
       if (it == by_name.end())
         by_name.push_back({seg.name, seg.seconds});

@@ -89,7 +89,8 @@ std::vector<CompareLine> compare_plans(const PlanRow& a, const PlanRow& b) {
   const PlanMetrics& m = a.metrics;
   const PlanMetrics& n = b.metrics;
   std::vector<CompareLine> lines = {
-      text("layout", fmt::format("tp{} pp{} dp{}", x.tp, x.pp, x.dp), fmt::format("tp{} pp{} dp{}", y.tp, y.pp, y.dp)),
+      text("layout", fmt::format("tp{} cp{} pp{} dp{}", x.tp, x.cp, x.pp, x.dp),
+           fmt::format("tp{} cp{} pp{} dp{}", y.tp, y.cp, y.pp, y.dp)),
       text("ZeRO / micro-batch / vpp", fmt::format("{} / {} / {}", x.zero, x.micro_batch, x.vpp),
            fmt::format("{} / {} / {}", y.zero, y.micro_batch, y.vpp)),
       text("recompute / SP", fmt::format("{} / {}", to_string(x.recompute), x.sequence_parallel ? "on" : "off"),

@@ -8,7 +8,7 @@
 #include "core/pipeline_split.h"
 
 static_assert(loom::gui::PlanTableModel::kSchedule - loom::gui::PlanTableModel::kTp + 1 == loom::gui::kConfigCellCount,
-              "the configuration columns are the nine of config_cell, in its order");
+              "the configuration columns are those of config_cell, in its order");
 
 namespace loom::gui {
 
@@ -22,10 +22,11 @@ struct ColumnInfo {
 constexpr std::array<ColumnInfo, PlanTableModel::kColumnCount> kColumns = {{
     {"rank", "rank by simulated step time"},
     {"TP", "tensor-parallel size"},
+    {"CP", "context-parallel size: ranks each sequence is split over (a2a/all_gather named; else the ring)"},
     {"PP", "pipeline-parallel size"},
     {"DP", "data-parallel size"},
     {"ZeRO", "ZeRO stage"},
-    {"shard", "data-parallel ranks ZeRO-3 shards over (fewer than DP: HSDP, replicated across groups)"},
+    {"shard", "ranks ZeRO-3 shards over, dp·cp or fewer (fewer: HSDP, replicated across groups)"},
     {"MB", "sequences per micro-batch"},
     {"VPP", "virtual pipeline chunks per stage"},
     {"recompute", "activation recompute"},
@@ -124,6 +125,8 @@ QVariant PlanTableModel::headerData(int section, Qt::Orientation orientation, in
 
 QStringList config_tokens(const ParallelConfig& c) {
   return {QStringLiteral("tp%1").arg(c.tp),
+          QStringLiteral("cp%1").arg(c.cp),
+          c.cp > 1 ? QString(to_string(c.cp_comm)) : QString(),
           QStringLiteral("pp%1").arg(c.pp),
           QStringLiteral("dp%1").arg(c.dp),
           QStringLiteral("z%1").arg(c.zero),

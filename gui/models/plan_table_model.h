@@ -19,6 +19,7 @@ class PlanTableModel : public QAbstractTableModel {
     // Config, then speed, then memory (the speed columns stay in view in a narrow window).
     kRank,
     kTp,
+    kCp,
     kPp,
     kDp,
     kZero,

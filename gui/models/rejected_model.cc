@@ -41,7 +41,7 @@ QVariant RejectedTableModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant RejectedTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  static const char* kHeaders[kColumnCount] = {"TP",  "PP",        "DP", "ZeRO",     "shard",  "MB",
+  static const char* kHeaders[kColumnCount] = {"TP",  "CP",        "PP", "DP",       "ZeRO",   "shard", "MB",
                                                "VPP", "recompute", "SP", "schedule", "reason", "rule"};
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole || section < 0 || section >= kColumnCount) return {};
   return QString(kHeaders[section]);

@@ -16,6 +16,7 @@ class RejectedTableModel : public QAbstractTableModel {
  public:
   enum Column {
     kTp,
+    kCp,
     kPp,
     kDp,
     kZero,

@@ -53,7 +53,7 @@ TEST(CliParsers, PlanFileContent) {
   const std::string wrap = write("wrap_plan.json", std::string(R"({"format": "loom-plan/1", "model": {)") + kModel +
                                                        R"(}, "training": {"gpus": 1, "global_batch": 1},
       "config": {"tp": 1048576, "pp": 1048576}})");
-  expect_bad_input("run --plan " + wrap + " --data /nonexistent.bin --steps 1", "tp·pp·dp = 1099511627776");
+  expect_bad_input("run --plan " + wrap + " --data /nonexistent.bin --steps 1", "tp·cp·pp·dp = 1099511627776");
   const std::string cluster = write("cluster_plan.json", std::string(R"({"format": "loom-plan/1", "model": {)") +
                                                              kModel + R"(}, "training": {"gpus": 1, "global_batch": 1},
       "config": {}, "cluster": 5})");

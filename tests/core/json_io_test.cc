@@ -61,7 +61,7 @@ TEST(JsonIo, PlanRoundTripAndWorldSizeCheck) {
   wrong["training"]["gpus"] = 4;
   auto bad = plan_from_json(wrong);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("tp·pp·dp = 8"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("tp·cp·pp·dp = 8"), std::string::npos) << bad.error().message;
 }
 
 TEST(JsonIo, BadInputGivesOneClearLine) {

@@ -80,7 +80,7 @@ TEST(SizeLimits, TenMillionGpusAreAPlanButTpTimesPpBeyondAnIntIsNot) {
   // Each degree within its own limit, the product 2^40: world_size() overflowed int.
   auto overflow = config_from_json(Json{{"tp", 1 << 20}, {"pp", 1 << 20}, {"dp", 1}});
   ASSERT_FALSE(overflow.ok());
-  EXPECT_NE(overflow.error().message.find("tp·pp·dp = 1099511627776 GPUs is more than"), std::string::npos)
+  EXPECT_NE(overflow.error().message.find("tp·cp·pp·dp = 1099511627776 GPUs is more than"), std::string::npos)
       << overflow.error().message;
   auto training = training_from_json(Json{{"gpus", 10'000'000}, {"global_batch", 1LL << 40}, {"seq_len", 1 << 24}});
   ASSERT_TRUE(training.ok()) << training.error().message;

@@ -64,6 +64,11 @@ TEST(GuiPlanTableModel, ConfigFilterMatchesWholeSizesAndNamePrefixes) {
   EXPECT_TRUE(config_matches(c, "TP8  inter sel z1"));
   EXPECT_FALSE(config_matches(c, "tp80"));
   EXPECT_FALSE(config_matches(c, "tp8 pp2"));
+  EXPECT_TRUE(config_matches(c, "cp1"));
+  c.cp = 2;
+  c.cp_comm = CpComm::kA2A;
+  EXPECT_TRUE(config_matches(c, "tp8 cp2 a2a"));
+  EXPECT_FALSE(config_matches(c, "cp1"));
   c.tp = 80;
   EXPECT_FALSE(config_matches(c, "tp8"));
   EXPECT_FALSE(config_matches(c, "full"));

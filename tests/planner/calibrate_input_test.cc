@@ -85,7 +85,7 @@ TEST(ExecutorTrace, RunDescriptionsOfTheWrongShapeAreOneLine) {
       {Json::array({1}), "'otherData.loom_run' must be an object"},
       {Json{{"model", model}, {"global_batch", "8"}}, "'global_batch' = \"8\" is not a whole number"},
       {Json{{"model", model}, {"seq_len", 1e300}}, "'seq_len' = 1e+300 is not a whole number"},
-      {Json{{"model", model}, {"config", Json{{"tp", 1 << 20}, {"pp", 1 << 20}}}}, "tp·pp·dp = 1099511627776"},
+      {Json{{"model", model}, {"config", Json{{"tp", 1 << 20}, {"pp", 1 << 20}}}}, "tp·cp·pp·dp = 1099511627776"},
   };
   int i = 0;
   for (const auto& [run, expected] : cases) {
