@@ -52,7 +52,10 @@ std::string table_text(const Specs& specs, const ParallelConfig& c, const sim::S
   t += fmt::format("# {} on {} x {} ({}), global batch {} x {} tokens, {} micro-batches per pipeline\n",
                    specs.model.name, specs.training.gpus, specs.cluster.device.name, specs.cluster.name,
                    specs.training.global_batch, specs.training.seq_len, r.micro_batches);
-  t += fmt::format("# config: {}\n", describe(c));
+  t += fmt::format("# config: {}{}\n", describe(c),
+                   specs.training.precision == Precision::kFp8
+                       ? fmt::format(", FP8 linear layers ({} scaling)", to_string(specs.training.fp8_recipe))
+                       : "");
   t += fmt::format("step time            {:.4f} s\n", r.step_time_s);
   t += fmt::format("tokens/s             {:.0f}\n", r.tokens_per_s);
   t += fmt::format("TFLOP/s per GPU      {:.1f} model, {:.1f} hardware (with recompute)\n", r.tflops_per_gpu,

@@ -109,11 +109,13 @@ Result<ClusterSpec> cluster_from_json(const Json& json) {
   c.device.memory_bandwidth_bytes_per_s = dev.number("memory_bandwidth_bytes_per_s", std::nullopt, 1.0, kHuge);
   c.device.peak_fp8_flops = dev.number("peak_fp8_flops", 0.0, 0.0, kHuge);
   c.device.peak_fp4_flops = dev.number("peak_fp4_flops", 0.0, 0.0, kHuge);
+  c.device.fp8_gemm_tn_only = dev.boolean("fp8_gemm_tn_only", false);
   if (!dev.ok()) return make_error(dev.error());
 
   FieldReader comp(json["compute"], "cost file: compute");
   c.compute.gemm_max_efficiency = comp.number("gemm_max_efficiency", std::nullopt, 1e-6, 1.0);
   c.compute.gemm_half_saturation_flops = comp.number("gemm_half_saturation_flops", 0.0, 0.0, kHuge);
+  c.compute.gemm_fp8_max_efficiency = comp.number("gemm_fp8_max_efficiency", 0.0, 0.0, 1.0);
   c.compute.memory_bound_efficiency = comp.number("memory_bound_efficiency", std::nullopt, 1e-6, 1.0);
   c.compute.kernel_launch_s = comp.number("kernel_launch_s", 0.0, 0.0, 1.0);
   c.compute.flash_attention_efficiency = comp.number("flash_attention_efficiency", 0.0, 0.0, 1.0);
@@ -189,11 +191,14 @@ Json to_json(const ClusterSpec& c) {
                  {"memory_bandwidth_bytes_per_s", c.device.memory_bandwidth_bytes_per_s}};
   if (c.device.peak_fp8_flops > 0) j["device"]["peak_fp8_flops"] = c.device.peak_fp8_flops;
   if (c.device.peak_fp4_flops > 0) j["device"]["peak_fp4_flops"] = c.device.peak_fp4_flops;
+  if (c.device.fp8_gemm_tn_only) j["device"]["fp8_gemm_tn_only"] = true;
   j["compute"] = {{"gemm_max_efficiency", c.compute.gemm_max_efficiency},
                   {"gemm_half_saturation_flops", c.compute.gemm_half_saturation_flops},
                   {"memory_bound_efficiency", c.compute.memory_bound_efficiency},
                   {"kernel_launch_s", c.compute.kernel_launch_s},
                   {"flash_attention_efficiency", c.compute.flash_attention_efficiency}};
+  if (c.compute.gemm_fp8_max_efficiency > 0)
+    j["compute"]["gemm_fp8_max_efficiency"] = c.compute.gemm_fp8_max_efficiency;
   if (!c.compute.memory_op_efficiency.empty()) j["compute"]["memory_op_efficiency"] = c.compute.memory_op_efficiency;
   if (c.compute.flash_attention_half_saturation_flops > 0)
     j["compute"]["flash_attention_half_saturation_flops"] = c.compute.flash_attention_half_saturation_flops;

@@ -19,6 +19,9 @@ struct DeviceSpec {
   // Hopper: no FP4). Datasheets list them "with sparsity", twice the dense figure.
   double peak_fp8_flops = 0;
   double peak_fp4_flops = 0;
+  // Hopper's FP8 tensor cores take only "TN" operands, so each FP8 operand is also stored transposed
+  // (TransformerEngine docs, performance_considerations.rst); Blackwell reads either layout.
+  bool fp8_gemm_tn_only = false;
 };
 
 // Achieved GEMM throughput as a function of problem size:
@@ -27,6 +30,10 @@ struct DeviceSpec {
 struct ComputeEfficiency {
   double gemm_max_efficiency = 1.0;
   double gemm_half_saturation_flops = 0.0;
+  // FP8 GEMM ceiling as a fraction of peak_fp8_flops (0: none known; FP8 GEMMs then reach the bf16
+  // fraction). Its half-saturation size is the bf16 one scaled by peak_fp8_flops / peak_flops: the
+  // curve stands for a fixed per-GEMM time, in which the faster unit does proportionally more work.
+  double gemm_fp8_max_efficiency = 0.0;
   double memory_bound_efficiency = 1.0;     // fraction of peak memory bandwidth element-wise kernels reach
   double kernel_launch_s = 0.0;             // per kernel
   double flash_attention_efficiency = 0.0;  // fraction of peak for fused attention; 0 → use GEMM curve

@@ -17,6 +17,12 @@ enum class Activation { kGelu, kSwiGLU };
 enum class Norm { kLayerNorm, kRMSNorm };
 enum class PositionEmbedding { kLearned, kRotary };
 enum class AttentionKernel { kFlash, kUnfused };
+// The precision of the linear layers' GEMMs: bf16 mixed precision, or FP8 as TransformerEngine runs it.
+enum class Precision { kBf16, kFp8 };
+// How FP8 scaling factors are chosen (Megatron-LM --fp8-recipe; TransformerEngine recipes): from an
+// amax history of earlier steps (DelayedScaling), or from each tensor's own amax, read before the cast
+// (Float8CurrentScaling; torchao's "tensorwise").
+enum class Fp8Recipe { kDelayed, kTensorwise };
 
 template <typename E>
 struct NameEntry {
@@ -37,6 +43,9 @@ inline constexpr NameEntry<PositionEmbedding> kPositionEmbeddingNames[] = {{Posi
                                                                            {PositionEmbedding::kRotary, "rope"}};
 inline constexpr NameEntry<AttentionKernel> kAttentionKernelNames[] = {{AttentionKernel::kFlash, "flash"},
                                                                        {AttentionKernel::kUnfused, "unfused"}};
+inline constexpr NameEntry<Precision> kPrecisionNames[] = {{Precision::kBf16, "bf16"}, {Precision::kFp8, "fp8"}};
+inline constexpr NameEntry<Fp8Recipe> kFp8RecipeNames[] = {
+    {Fp8Recipe::kDelayed, "delayed"}, {Fp8Recipe::kTensorwise, "tensorwise"}, {Fp8Recipe::kTensorwise, "current"}};
 
 // The table of an enum's names, for code generic over enums (tests, error messages).
 template <typename E>
@@ -64,6 +73,15 @@ constexpr std::span<const NameEntry<PositionEmbedding>> name_table<PositionEmbed
 template <>
 constexpr std::span<const NameEntry<AttentionKernel>> name_table<AttentionKernel>() {
   return kAttentionKernelNames;
+}
+
+template <>
+constexpr std::span<const NameEntry<Precision>> name_table<Precision>() {
+  return kPrecisionNames;
+}
+template <>
+constexpr std::span<const NameEntry<Fp8Recipe>> name_table<Fp8Recipe>() {
+  return kFp8RecipeNames;
 }
 
 // The canonical name of `value` in `table` ("?" if the table lacks it, which a test rules out).
@@ -107,6 +125,8 @@ inline const char* to_string(Activation a) { return name_in<Activation>(kActivat
 inline const char* to_string(Norm n) { return name_in<Norm>(kNormNames, n); }
 inline const char* to_string(PositionEmbedding p) { return name_in<PositionEmbedding>(kPositionEmbeddingNames, p); }
 inline const char* to_string(AttentionKernel k) { return name_in<AttentionKernel>(kAttentionKernelNames, k); }
+inline const char* to_string(Precision p) { return name_in<Precision>(kPrecisionNames, p); }
+inline const char* to_string(Fp8Recipe r) { return name_in<Fp8Recipe>(kFp8RecipeNames, r); }
 
 inline std::optional<Collective> parse_collective(std::string_view s) {
   return parse_in<Collective>(kCollectiveNames, s);
@@ -122,6 +142,9 @@ inline std::optional<PositionEmbedding> parse_position_embedding(std::string_vie
 inline std::optional<AttentionKernel> parse_attention_kernel(std::string_view s) {
   return parse_in<AttentionKernel>(kAttentionKernelNames, s);
 }
+
+inline std::optional<Precision> parse_precision(std::string_view s) { return parse_in<Precision>(kPrecisionNames, s); }
+inline std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view s) { return parse_in<Fp8Recipe>(kFp8RecipeNames, s); }
 
 // A collective name that a reader has already checked (a cost file's points and fits): an unknown
 // one here is a broken invariant, a bug in Loom, not bad input.

@@ -24,6 +24,18 @@ Status check_sizes(const SpecInputs& in, const ClusterSpec& cluster) {
   if (in.grad_bytes != 0 && in.grad_bytes != 2 && in.grad_bytes != 4) return make_error("--grad-bytes: must be 2 or 4");
   if (!parse_attention_kernel(in.attention))
     return make_error(fmt::format("--attention: unknown kernel '{}' ({})", in.attention, one_of<AttentionKernel>()));
+  const auto precision = parse_precision(in.precision);
+  if (!precision)
+    return make_error(fmt::format("--precision: unknown precision '{}' ({})", in.precision, one_of<Precision>()));
+  if (!in.fp8_recipe.empty() && !parse_fp8_recipe(in.fp8_recipe))
+    return make_error(fmt::format("--fp8-recipe: unknown recipe '{}' ({})", in.fp8_recipe, one_of<Fp8Recipe>()));
+  if (!in.fp8_recipe.empty() && precision != Precision::kFp8)
+    return make_error("--fp8-recipe: applies to --precision fp8 only");
+  if (precision == Precision::kFp8 && cluster.device.peak_fp8_flops <= 0)
+    return make_error(
+        fmt::format("--precision fp8: the {} of cluster '{}' has no FP8 tensor cores (no "
+                    "device.peak_fp8_flops in its cost file)",
+                    cluster.device.name, cluster.name));
   return {};
 }
 
@@ -54,6 +66,8 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
   t.pipeline_sends_block = in.sync_pipeline_sends;
   if (in.grad_bytes != 0) t.grad_bytes = in.grad_bytes;
   t.attention = *parse_attention_kernel(in.attention);
+  t.precision = *parse_precision(in.precision);
+  if (!in.fp8_recipe.empty()) t.fp8_recipe = *parse_fp8_recipe(in.fp8_recipe);
   return specs;
 }
 

@@ -20,6 +20,8 @@ struct SpecInputs {
   long long seq = 0;  // 0: the model's
   double tokens = 0;  // token budget, for days to train; 0: none
   std::string attention = to_string(AttentionKernel::kFlash);
+  std::string precision = to_string(Precision::kBf16);
+  std::string fp8_recipe = "";  // empty: TrainingSpec's default (delayed scaling)
   bool allow_cross_node_tp = false;
   int grad_bytes = 0;  // 0: the default of TrainingSpec
   bool sync_pipeline_sends = false;
@@ -46,6 +48,9 @@ void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
   visit("--seq", in.seq, "sequence length (default: the model's)", false);
   visit("--tokens", in.tokens, "token budget, for days to train", false);
   visit("--attention", in.attention, "attention kernel: flash or unfused", false);
+  visit("--precision", in.precision, "linear-layer GEMMs: bf16, or fp8 (TransformerEngine-style, bf16 elsewhere)",
+        false);
+  visit("--fp8-recipe", in.fp8_recipe, "FP8 scaling: delayed (amax history) or tensorwise (current scaling)", false);
   visit("--allow-cross-node-tp", in.allow_cross_node_tp, "let tensor parallelism span nodes", false);
   visit("--grad-bytes", in.grad_bytes, "bytes per gradient element (2 = bf16, 4 = fp32 main grads)", false);
   visit("--sync-pipeline-sends", in.sync_pipeline_sends,

@@ -21,6 +21,10 @@ struct TrainingSpec {
   int optimizer_bytes = 12;
   int activation_bytes = 2;
   AttentionKernel attention = AttentionKernel::kFlash;
+  // FP8 runs the linear layers' GEMMs (fprop, dgrad, wgrad) in FP8 with bf16 everywhere else, as
+  // TransformerEngine does; the LM head, attention and norms stay bf16.
+  Precision precision = Precision::kBf16;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
   bool allow_cross_node_tp = false;
   // Reduce gradients bucket by bucket while the last backward runs (PyTorch DDP, Megatron-LM);
   // false: one reduction after the backward (frameworks without gradient bucketing).

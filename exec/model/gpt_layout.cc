@@ -182,6 +182,9 @@ RuleStatus check_runnable(const ModelSpec& m, const TrainingSpec& t, const Paral
   if (auto s = check_config(m, t, c, StageSplit::kUneven); !s) return s;
   if (c.schedule == Schedule::kZeroBubble)
     return executor_limit(rule::kZeroBubbleSchedule, "the executor runs gpipe, 1f1b and interleaved, not zb");
+  if (t.precision != Precision::kBf16)
+    return executor_limit(rule::kExecutorPrecision,
+                          "the executor does not run --precision fp8 yet (it is planned and simulated)");
   return {};
 }
 

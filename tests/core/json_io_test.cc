@@ -47,6 +47,24 @@ TEST(JsonIo, PlanRoundTripAndWorldSizeCheck) {
     ASSERT_TRUE(again.ok()) << again.error().message;
     EXPECT_EQ(again->config.shard_group, 4);
   }
+  // FP8 with its recipe survives it too; a plan without the keys reads as bf16.
+  {
+    Plan fp8 = plan;
+    fp8.training.precision = Precision::kFp8;
+    fp8.training.fp8_recipe = Fp8Recipe::kTensorwise;
+    EXPECT_EQ(to_json(fp8)["training"]["precision"], "fp8");
+    auto again = plan_from_json(to_json(fp8));
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ(again->training.precision, Precision::kFp8);
+    EXPECT_EQ(again->training.fp8_recipe, Fp8Recipe::kTensorwise);
+    Json old = to_json(plan);
+    old["training"].erase("precision");
+    EXPECT_EQ(plan_from_json(old)->training.precision, Precision::kBf16);
+    old["training"]["precision"] = "fp16";
+    auto bad = plan_from_json(old);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.error().message, "training: 'precision' must be bf16 or fp8, not 'fp16'");
+  }
   metrics.step_time_s = 1.5;
   metrics.memory_gib.total = 3.0;
   plan.predicted = metrics;
@@ -99,6 +117,13 @@ TEST(JsonIo, ClusterRoundTrip) {
   EXPECT_EQ(back->collective_points.size(), c.collective_points.size());
   EXPECT_DOUBLE_EQ(back->device.peak_flops, c.device.peak_flops);
   EXPECT_DOUBLE_EQ(back->compute.gemm_half_saturation_flops, c.compute.gemm_half_saturation_flops);
+  // The FP8 fields of a Hopper file are written back.
+  const ClusterSpec h100 = *cluster_preset("dgx-h100");
+  auto h = cluster_from_json(to_json(h100));
+  ASSERT_TRUE(h.ok()) << h.error().message;
+  EXPECT_TRUE(h->device.fp8_gemm_tn_only);
+  EXPECT_DOUBLE_EQ(h->compute.gemm_fp8_max_efficiency, h100.compute.gemm_fp8_max_efficiency);
+  EXPECT_GT(h100.compute.gemm_fp8_max_efficiency, 0.0);
 }
 
 }  // namespace

@@ -38,6 +38,8 @@ TEST(Names, EveryEnumRoundTripsThroughItsTable) {
   expect_round_trip<Norm>(2, "norm");
   expect_round_trip<PositionEmbedding>(2, "position embedding");
   expect_round_trip<AttentionKernel>(2, "attention kernel");
+  expect_round_trip<Precision>(2, "precision");
+  expect_round_trip<Fp8Recipe>(2, "fp8 recipe");
 }
 
 TEST(Names, NamesAreTheOnesFilesAndTracesHaveAlwaysUsed) {
@@ -51,6 +53,9 @@ TEST(Names, NamesAreTheOnesFilesAndTracesHaveAlwaysUsed) {
   EXPECT_STREQ(to_string(Norm::kRMSNorm), "rmsnorm");
   EXPECT_STREQ(to_string(PositionEmbedding::kRotary), "rope");
   EXPECT_STREQ(to_string(AttentionKernel::kUnfused), "unfused");
+  EXPECT_STREQ(to_string(Precision::kFp8), "fp8");
+  EXPECT_STREQ(to_string(Fp8Recipe::kTensorwise), "tensorwise");   // Megatron-LM's --fp8-recipe name
+  EXPECT_EQ(parse_fp8_recipe("current"), Fp8Recipe::kTensorwise);  // TransformerEngine's name for it
 }
 
 TEST(Names, RecomputeAndScheduleAliasesParseButPrintCanonically) {

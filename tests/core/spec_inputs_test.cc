@@ -36,6 +36,20 @@ TEST(ResolveSpecs, LoadsPresetsAndFillsTheTrainingSpec) {
   EXPECT_TRUE(specs->training.pipeline_sends_block);
 }
 
+TEST(ResolveSpecs, Fp8OnHopperWithItsRecipe) {
+  SpecInputs in = llama_on_a100s();
+  in.cluster = "dgx-h100";
+  in.precision = "fp8";
+  auto delayed = resolve_specs(in);
+  ASSERT_TRUE(delayed) << delayed.error().message;
+  EXPECT_EQ(delayed->training.precision, Precision::kFp8);
+  EXPECT_EQ(delayed->training.fp8_recipe, Fp8Recipe::kDelayed);  // Megatron-LM's default --fp8-recipe
+  in.fp8_recipe = "current";
+  auto current = resolve_specs(in);
+  ASSERT_TRUE(current) << current.error().message;
+  EXPECT_EQ(current->training.fp8_recipe, Fp8Recipe::kTensorwise);
+}
+
 TEST(ResolveSpecs, SequenceDefaultsToTheModels) {
   auto specs = resolve_specs(llama_on_a100s());
   ASSERT_TRUE(specs) << specs.error().message;
@@ -53,6 +67,16 @@ TEST(ResolveSpecs, BadInputNamesTheFlagOnOneLine) {
       {[](SpecInputs& in) { in.attention = "paged"; }, "--attention: unknown kernel 'paged' (flash or unfused)"},
       {[](SpecInputs& in) { in.grad_bytes = 3; }, "--grad-bytes: must be 2 or 4"},
       {[](SpecInputs& in) { in.model = "llama2-7"; }, "did you mean 'llama2-7b'"},
+      {[](SpecInputs& in) { in.precision = "fp4"; }, "--precision: unknown precision 'fp4' (bf16 or fp8)"},
+      {[](SpecInputs& in) { in.precision = "fp8"; },
+       "--precision fp8: the A100-SXM4-80GB of cluster 'dgx-a100-80gb' has no FP8 tensor cores"},
+      {[](SpecInputs& in) { in.fp8_recipe = "delayed"; }, "--fp8-recipe: applies to --precision fp8 only"},
+      {[](SpecInputs& in) {
+         in.cluster = "dgx-h100";
+         in.precision = "fp8";
+         in.fp8_recipe = "mxfp8";
+       },
+       "--fp8-recipe: unknown recipe 'mxfp8' (delayed or tensorwise)"},
   };
   for (const Case& c : cases) {
     SpecInputs in = llama_on_a100s();
@@ -72,7 +96,7 @@ TEST(SpecFlagTable, NamesEveryInputOnceAndMarksTheThreeACommandCannotDefault) {
     flags.push_back(flag);
     if (needed) required.push_back(flag);
   });
-  EXPECT_EQ(flags.size(), 10u);
+  EXPECT_EQ(flags.size(), 12u);  // ... --precision and --fp8-recipe among them
   EXPECT_EQ(required, (std::vector<std::string>{"--model", "--gpus", "--global-batch"}));
 }
 
