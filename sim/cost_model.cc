@@ -47,6 +47,7 @@ CostModel::CostModel(const ModelSpec& model, const TrainingSpec& training, const
   layer_params_ = layer_params_per_tp_rank(model, config.tp);
   vocab_ = padded_vocab(model.vocab, config.tp);
   table_ranks_ = table_concurrency(cluster, config.world_size());
+  fp8_ = training.precision == Precision::kFp8 && cluster.device.peak_fp8_flops > 0;
 }
 
 int table_concurrency(const ClusterSpec& cluster, int world_size) {
@@ -91,6 +92,44 @@ double CostModel::gemm_s(double m, double n, double k, double bytes) const {
   return e.kernel_launch_s + std::max(flops / (cluster_->device.peak_flops * efficiency), memory);
 }
 
+double CostModel::linear_gemm_s(double m, double n, double k) const {
+  if (!fp8_) return gemm_s(m, n, k);
+  const ComputeEfficiency& e = cluster_->compute;
+  const DeviceSpec& d = cluster_->device;
+  const double fp8_ceiling = e.gemm_fp8_max_efficiency > 0 ? e.gemm_fp8_max_efficiency : e.gemm_max_efficiency;
+  if (!cluster_->gemm_table.empty()) {
+    // A measured (bf16) table: the same shape at the FP8 unit's rate over the bf16 one.
+    const double speedup = d.peak_fp8_flops * fp8_ceiling / (d.peak_flops * e.gemm_max_efficiency);
+    return gemm_s(m, n, k) / speedup;
+  }
+  const double flops = 2.0 * m * n * k;
+  const double half = e.gemm_half_saturation_flops * d.peak_fp8_flops / d.peak_flops;
+  const double efficiency = fp8_ceiling * flops / (flops + half);
+  // One-byte operands, the output in the activations' precision.
+  const double bytes = m * k + k * n + training_.activation_bytes * m * n;
+  const double memory = bytes / (d.memory_bandwidth_bytes_per_s * e.memory_bound_efficiency);
+  return e.kernel_launch_s + std::max(flops / (d.peak_fp8_flops * efficiency), memory);
+}
+
+double CostModel::fp8_cast_s(const char* op, double elements) const {
+  if (!fp8_) return 0.0;
+  // Read the bf16 tensor, write its FP8 copy (and the transposed one on Hopper); current scaling
+  // reads it once more for its amax before the cast (TransformerEngine's Float8CurrentScaling).
+  // Delayed scaling takes the scale from the amax history and records the new amax in the same pass.
+  double bytes = training_.activation_bytes + 1.0 + (cluster_->device.fp8_gemm_tn_only ? 1.0 : 0.0);
+  if (training_.fp8_recipe == Fp8Recipe::kTensorwise) bytes += training_.activation_bytes;
+  return memory_s(op, elements * bytes);
+}
+
+double CostModel::fp8_weight_cast_s(int stage) const {
+  if (!fp8_) return 0.0;
+  // The layers' weights (norm and bias parameters are a negligible share), cast from the bf16 model
+  // copy; under ZeRO-3 each rank casts its shard before the gather (FSDP2's float8 all-gather).
+  double weights = layer_params_ * stage_layer_count(model_.layers, config_, stage);
+  if (config_.zero >= 3) weights /= config_.zero_shards();
+  return fp8_cast_s("fp8_weight_cast", weights);
+}
+
 double CostModel::memory_s(const char* op, double bytes) const {
   // Measured points of this op (a final norm is a norm): linear between the two that bracket
   // `bytes`, the nearest one's rate outside them.
@@ -114,7 +153,7 @@ double CostModel::memory_s(const char* op, double bytes) const {
   return e.kernel_launch_s + bytes / (cluster_->device.memory_bandwidth_bytes_per_s * efficiency);
 }
 
-double CostModel::wgrad_s(double out, double in, double tokens) const {
+double CostModel::wgrad_s(double out, double in, double tokens, bool linear) const {
   // Megatron-LM accumulates weight gradients across micro-batches in a main-grad buffer (fp32
   // when grad_bytes = 4): either the GEMM epilogue reads and writes it (gradient-accumulation
   // fusion, beta = 1) or a separate add does. The epilogue runs after each tile's main loop, not
@@ -122,11 +161,11 @@ double CostModel::wgrad_s(double out, double in, double tokens) const {
   // few against the weight's size (e.g. 2048 tokens against a 12288 × 6144 slice: +26 %).
   // A measured GEMM table already holds it: `loom profile` times weight-gradient shapes with
   // beta = 1, as the executor runs them.
-  if (!cluster_->gemm_table.empty()) return gemm_s(out, in, tokens);
+  const double gemm = linear ? linear_gemm_s(out, in, tokens) : gemm_s(out, in, tokens);
+  if (!cluster_->gemm_table.empty()) return gemm;
   const ComputeEfficiency& e = cluster_->compute;
   const double accumulate_bytes = 2.0 * training_.grad_bytes * out * in;
-  return gemm_s(out, in, tokens) +
-         accumulate_bytes / (cluster_->device.memory_bandwidth_bytes_per_s * e.memory_bound_efficiency);
+  return gemm + accumulate_bytes / (cluster_->device.memory_bandwidth_bytes_per_s * e.memory_bound_efficiency);
 }
 
 GroupPlacement CostModel::tp_group() const { return {config_.tp, std::min(config_.tp, cluster_->gpus_per_node)}; }
@@ -418,7 +457,7 @@ void CostModel::moe_routing_backward(PassCost& in, PassCost& w, const LayerDims&
   const double e = model_.moe.experts, k = model_.moe.experts_per_token;
   add_memory(in, "moe_permute_bwd", f * d.element_bytes * tokens_ * d.hidden * (1.0 + k));
   in.add("router_bwd", f * gemm_s(tokens_, d.hidden, e), f * 2.0 * tokens_ * d.hidden * e);
-  w.add("router_bwd", f * wgrad_s(e, d.hidden, tokens_), f * 2.0 * tokens_ * d.hidden * e);
+  w.add("router_bwd", f * wgrad_s(e, d.hidden, tokens_, false), f * 2.0 * tokens_ * d.hidden * e);
 }
 
 CostModel::LayerDims CostModel::dims() const {
@@ -465,18 +504,23 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
 
   add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
   if (comm && d.sp) p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
-  p.add("qkv", gemm_s(tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp, d.hidden),
+  add_fp8_cast(p, "fp8_cast", d.rank_tokens * d.hidden);  // the norm's output, before SP's all-gather
+  p.add("qkv", linear_gemm_s(tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp, d.hidden),
         2.0 * tokens_ * d.hidden * (d.q_width + 2.0 * d.kv_width) / d.tp);
   p.append(attention_core_forward());
-  p.add("attn_out", gemm_s(tokens_, d.hidden, d.q_width / d.tp), 2.0 * tokens_ * d.hidden * d.q_width / d.tp);
+  add_fp8_cast(p, "fp8_cast", tokens_ * d.q_width / d.tp);
+  p.add("attn_out", linear_gemm_s(tokens_, d.hidden, d.q_width / d.tp), 2.0 * tokens_ * d.hidden * d.q_width / d.tp);
   reduce_output_into_residual();
   add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
   if (comm && d.sp) p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
   moe_routing_forward(p, d);
-  p.add("mlp_up", gemm_s(tokens_, d.mlp_up_width / d.tp, d.hidden), 2.0 * tokens_ * d.hidden * d.mlp_up_width / d.tp);
+  add_fp8_cast(p, "fp8_cast", d.rank_tokens * d.hidden);  // the norm's output, before SP's all-gather
+  p.add("mlp_up", linear_gemm_s(tokens_, d.mlp_up_width / d.tp, d.hidden),
+        2.0 * tokens_ * d.hidden * d.mlp_up_width / d.tp);
   add_memory(p, model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu",
              (model_.activation == Activation::kSwiGLU ? 3.0 : 2.0) * d.element_bytes * tokens_ * d.ffn / d.tp);
-  p.add("mlp_down", gemm_s(tokens_, d.hidden, d.ffn / d.tp), 2.0 * tokens_ * d.hidden * d.ffn / d.tp);
+  add_fp8_cast(p, "fp8_cast", tokens_ * d.ffn / d.tp);
+  p.add("mlp_down", linear_gemm_s(tokens_, d.hidden, d.ffn / d.tp), 2.0 * tokens_ * d.hidden * d.ffn / d.tp);
   moe_unpermute(p, d, "moe_unpermute");
   reduce_output_into_residual();
   return p;
@@ -514,7 +558,9 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
     return model_.linear_bias ? memory_s("bias_grad", rows * cols * d.element_bytes) : 0.0;
   };
   auto column_parallel = [&](const char* name, double out_features) {
-    const double dgrad = gemm_s(tokens_, d.hidden, out_features / d.tp) + bias_grad_s(tokens_, out_features / d.tp);
+    add_fp8_cast(in, "fp8_cast_bwd", tokens_ * out_features / d.tp);
+    const double dgrad =
+        linear_gemm_s(tokens_, d.hidden, out_features / d.tp) + bias_grad_s(tokens_, out_features / d.tp);
     const double wgrad = wgrad_s(out_features / d.tp, d.hidden, tokens_);
     const double flops = 2.0 * tokens_ * d.hidden * out_features / d.tp;
     const double gather = comm && d.sp ? tp_comm_s(Collective::kAllGather, d.activation_bytes) : 0.0;
@@ -534,7 +580,8 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
     // The backward of the forward's reduce-scatter is an all-gather of the output gradient.
     if (comm && d.sp)
       in.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
-    in.add(name, gemm_s(tokens_, in_features / d.tp, d.hidden) + bias_grad_s(d.rank_tokens, d.hidden),
+    add_fp8_cast(in, "fp8_cast_bwd", tokens_ * d.hidden);
+    in.add(name, linear_gemm_s(tokens_, in_features / d.tp, d.hidden) + bias_grad_s(d.rank_tokens, d.hidden),
            2.0 * tokens_ * d.hidden * in_features / d.tp);
     w.add(name, wgrad_s(d.hidden, in_features / d.tp, tokens_), 2.0 * tokens_ * d.hidden * in_features / d.tp);
   };
@@ -596,7 +643,7 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
       c.forward.add_comm(tp_name(Collective::kAllReduce), 3.0 * tp_comm_s(Collective::kAllReduce, tokens_ * 4.0));
     add_memory(c.backward, "cross_entropy_bwd", tokens_ * v / t * (4.0 + ab));
     c.backward.add("lm_head_bwd", gemm_s(tokens_, h, v / t), 2.0 * tokens_ * h * v / t);
-    const double wgrad = wgrad_s(h, v / t, tokens_);
+    const double wgrad = wgrad_s(h, v / t, tokens_, false);
     const double reduce =
         config_.tp > 1 ? tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes) : 0.0;
     const Overlap r = split_weight_grad ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);

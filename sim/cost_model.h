@@ -97,12 +97,22 @@ class CostModel {
   // curve over its FLOPs, never faster than moving its bytes (the operands read and the result
   // written once; `bytes` = 0 counts them from the shape, a batched product passes its own).
   double gemm_s(double m, double n, double k, double bytes = 0) const;
+  // A linear layer's GEMM (fprop, dgrad or wgrad of QKV, the attention projection, the MLP): FP8
+  // under --precision fp8 (TransformerEngine: FP8 operands, higher-precision output), else gemm_s.
+  double linear_gemm_s(double m, double n, double k) const;
   // A memory-bound op moving `bytes`: from the cost file's measurements of `op` where it has
   // them, else bytes / (bandwidth · memory_bound_efficiency).
   double memory_s(const char* op, double bytes) const;
   // Weight gradient of an (out × in) weight over `tokens`: the GEMM plus adding it into the
   // gradient buffer, which every micro-batch reads and writes at grad_bytes per element.
-  double wgrad_s(double out, double in, double tokens) const;
+  // `linear`: a linear layer's weight (FP8 under --precision fp8); the LM head and router are not.
+  double wgrad_s(double out, double in, double tokens, bool linear = true) const;
+  // FP8: the cast of `elements` bf16 values to FP8 before a GEMM (with the transposed copy Hopper
+  // needs, and under tensorwise scaling the amax read first); 0 in bf16.
+  double fp8_cast_s(const char* op, double elements) const;
+  // FP8: the step's cast of this stage's linear weights to FP8 (TransformerEngine casts them on the
+  // first micro-batch and keeps them for the rest of the step); 0 in bf16.
+  double fp8_weight_cast_s(int stage) const;
   const CollectiveModel& collectives() const { return collectives_; }
 
   // Activation (or its gradient) sent between neighbouring stages for one micro-batch.
@@ -165,6 +175,9 @@ class CostModel {
     return p;
   }
   void add_memory(PassCost& pass, const char* op, double bytes) const { pass.add(op, memory_s(op, bytes)); }
+  void add_fp8_cast(PassCost& pass, const char* op, double elements) const {
+    if (fp8_) pass.add(op, fp8_cast_s(op, elements));
+  }
   PassCost layer_forward(bool with_tp_comm) const;
   void layer_backward(PassCost& input_grad, PassCost& weight_grad) const;
   double flash_bytes() const;
@@ -203,6 +216,7 @@ class CostModel {
   int table_ranks_ = 0;
   bool applies(int ranks) const { return ranks == 0 || table_ranks_ == 0 || ranks == table_ranks_; }
   bool record_segments_ = true;
+  bool fp8_ = false;
 };
 
 }  // namespace loom::sim

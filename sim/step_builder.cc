@@ -294,7 +294,7 @@ void StepBuilder::add_optimizer(int s) {
   opt.stream = StepGraph::stream_of(s, StreamKind::kCompute);
   opt.stage = static_cast<std::int16_t>(s);
   const double shard = cost_.stage_params(s) / (c_.zero >= 1 ? static_cast<double>(c_.zero_shards()) : 1.0);
-  opt.duration = to_ns(cost_.optimizer_s(shard));
+  opt.duration = to_ns(cost_.optimizer_s(shard) + cost_.fp8_weight_cast_s(s));
   const std::int32_t optimizer = add(opt);
   if (last_dp_ >= 0) graph_.depend(optimizer, last_dp_);
   if (training_.pipeline_sends_block && last_send_[s] >= 0) graph_.depend(optimizer, last_send_[s]);
