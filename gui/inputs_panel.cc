@@ -91,6 +91,10 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   attention_ = new QComboBox;
   attention_->addItems({to_string(AttentionKernel::kFlash), to_string(AttentionKernel::kUnfused)});
   form->addRow(tr("Attention"), attention_);
+  precision_ = new QComboBox;
+  precision_->addItems({to_string(Precision::kBf16), to_string(Precision::kFp8)});
+  precision_->setToolTip(tr("linear-layer GEMMs in bf16, or in FP8 as TransformerEngine runs them"));
+  form->addRow(tr("Precision"), precision_);
   cross_node_tp_ = new QCheckBox(tr("allow TP across nodes"));
   form->addRow(QString(), cross_node_tp_);
   sync_sends_ = new QCheckBox(tr("synchronous pipeline sends"));
@@ -135,6 +139,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   connect(seq_, &QSpinBox::valueChanged, this, emit_changed);
   connect(tokens_b_, &QDoubleSpinBox::valueChanged, this, emit_changed);
   connect(attention_, &QComboBox::currentTextChanged, this, emit_changed);
+  connect(precision_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(cross_node_tp_, &QCheckBox::toggled, this, emit_changed);
   connect(sync_sends_, &QCheckBox::toggled, this, emit_changed);
   for (QLineEdit* e :
@@ -160,6 +165,7 @@ PlanRequest InputsPanel::request() const {
   r.specs.seq = seq_->value();
   r.specs.tokens = tokens_b_->value() * 1e9;
   r.specs.attention = attention_->currentText().toStdString();
+  r.specs.precision = precision_->currentText().toStdString();
   r.specs.allow_cross_node_tp = cross_node_tp_->isChecked();
   r.specs.sync_pipeline_sends = sync_sends_->isChecked();
   auto text = [](const QLineEdit* e) { return e->text().remove(' ').toStdString(); };
@@ -187,6 +193,7 @@ void InputsPanel::set_request(const PlanRequest& r) {
   seq_->setValue(static_cast<int>(r.specs.seq));
   tokens_b_->setValue(r.specs.tokens / 1e9);
   attention_->setCurrentText(QString::fromStdString(r.specs.attention));
+  precision_->setCurrentText(QString::fromStdString(r.specs.precision));
   cross_node_tp_->setChecked(r.specs.allow_cross_node_tp);
   sync_sends_->setChecked(r.specs.sync_pipeline_sends);
   tp_->setText(QString::fromStdString(r.config.tp));

@@ -50,6 +50,7 @@ class InputsPanel : public QWidget {
   QSpinBox* seq_;
   QDoubleSpinBox* tokens_b_;
   QComboBox* attention_;
+  QComboBox* precision_;
   QCheckBox* cross_node_tp_;
   QCheckBox* sync_sends_;
   QLineEdit *tp_, *cp_, *cp_comm_, *pp_, *dp_, *zero_, *shard_group_, *micro_batch_, *vpp_, *recompute_, *sp_,

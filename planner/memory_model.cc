@@ -18,24 +18,31 @@ int largest_chunk(const ModelSpec& m, const ParallelConfig& c, int stage) {
   return most;
 }
 
+// Bytes per element of a linear layer's input kept for its weight gradient: FP8 keeps the FP8 copy
+// it made for the forward GEMM (on Hopper the transposed one, which is what the weight gradient
+// reads), not the bf16 tensor (TransformerEngine docs, performance_considerations.rst).
+double linear_input_bytes(const TrainingSpec& t) { return t.precision == Precision::kFp8 ? 1.0 : t.activation_bytes; }
+
 // Activation bytes of the parts of a layer outside the tensor-parallel regions (norm inputs and
 // outputs, dropout masks): replicated across TP ranks unless sequence parallelism splits them.
-double replicated_activation_bytes(const ModelSpec& m, double sbh, double ab) {
+// `lb`: bytes per element of a linear layer's saved input.
+double replicated_activation_bytes(const ModelSpec& m, double sbh, double ab, double lb) {
   const double norm_inputs = 2.0 * ab * sbh;
-  const double norm_outputs = 2.0 * ab * sbh;                // inputs of the QKV and MLP-up projections
+  const double norm_outputs = 2.0 * lb * sbh;                // inputs of the QKV and MLP-up projections
   const double dropout_masks = m.dropout ? 2.0 * sbh : 0.0;  // 1 byte per element
   // MoE: each token's hidden state copied to the k experts it is routed to, kept as their GEMMs' input.
-  const double dispatched = ab * sbh * m.mean_dispatched_copies();
+  const double dispatched = lb * sbh * m.mean_dispatched_copies();
   return norm_inputs + norm_outputs + dropout_masks + dispatched;
 }
 
 // Activation bytes inside the TP regions, before dividing by t: Q, K, V, projection input, MLP.
-double tensor_parallel_activation_bytes(const ModelSpec& m, double sb, double ab) {
+double tensor_parallel_activation_bytes(const ModelSpec& m, double sb, double ab, double lb) {
   const double q = static_cast<double>(m.q_dim());
   const double kv = static_cast<double>(m.kv_dim());
   const double f = m.mean_mlp_ffn();  // MoE: the experts a token visits (and the shared one)
-  const double attention = ab * sb * (q + 2.0 * kv) + ab * sb * q;  // Q, K, V; attention output
-  const double mlp = (m.activation == Activation::kSwiGLU ? 3.0 : 2.0) * ab * sb * f;
+  const double attention = ab * sb * (q + 2.0 * kv) + lb * sb * q;  // Q, K, V; attention output (projection input)
+  // The activation function's input (gate and up for SwiGLU) and its output, the down projection's input.
+  const double mlp = (m.activation == Activation::kSwiGLU ? 2.0 : 1.0) * ab * sb * f + lb * sb * f;
   return attention + mlp;
 }
 
@@ -115,6 +122,29 @@ double cp_buffer_bytes(const ModelSpec& m, const TrainingSpec& t, const Parallel
   return 0.0;
 }
 
+// FP8: TransformerEngine keeps the bf16 weights and adds an FP8 copy of each linear weight (and
+// its transpose on Hopper), made on the step's first micro-batch and kept to its end: FP8 training
+// can need more memory than bf16 (TE issues #257, #1261, #1429). Under ZeRO-3 a rank casts its
+// shard (FSDP2's float8 all-gather). The layers' parameters stand for their linear weights (norms
+// and biases are a negligible share).
+double fp8_weight_copy_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c,
+                             const ClusterSpec& cluster, int stage) {
+  if (t.precision != Precision::kFp8) return 0.0;
+  double weights = layer_params_per_tp_rank(m, c.tp) * stage_layer_count(m.layers, c, stage);
+  if (c.zero >= 3) weights /= c.zero_shards();
+  return weights * (cluster.device.fp8_gemm_tn_only ? 2.0 : 1.0);
+}
+
+// Delayed scaling's amax history: per FP8 linear module (four per layer) fp32 tensors of shape
+// (history, 3) for the forward's input, weight and output and (history, 2) for the backward's
+// gradients, at TransformerEngine's default history of 1024 steps (DelayedScaling recipe; NeMo's
+// FP8 configs keep it).
+double fp8_amax_history_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, int stage) {
+  if (t.precision != Precision::kFp8 || t.fp8_recipe != Fp8Recipe::kDelayed) return 0.0;
+  constexpr double kHistory = 1024, kModulesPerLayer = 4, kTensorsPerModule = 3 + 2;
+  return stage_layer_count(m.layers, c, stage) * kModulesPerLayer * kHistory * kTensorsPerModule * 4.0;
+}
+
 }  // namespace
 
 double workspace_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, int stage) {
@@ -170,8 +200,9 @@ double activation_bytes_per_layer(const ModelSpec& m, const TrainingSpec& t, con
   const double tp = c.tp;
   const double replicated_divisor = c.sequence_parallel ? tp : 1.0;
   if (c.recompute == Recompute::kFull) return ab * sbh / replicated_divisor;  // the layer input only
-  double bytes = replicated_activation_bytes(m, sbh, ab) / replicated_divisor +
-                 tensor_parallel_activation_bytes(m, s * b, ab) / tp;
+  const double lb = linear_input_bytes(t);
+  double bytes = replicated_activation_bytes(m, sbh, ab, lb) / replicated_divisor +
+                 tensor_parallel_activation_bytes(m, s * b, ab, lb) / tp;
   const bool keep_core = c.recompute == Recompute::kNone || t.attention == AttentionKernel::kFlash;
   if (keep_core) bytes += attention_core_bytes(m, t, s, b, ab) / tp;
   return bytes;
@@ -233,7 +264,7 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     sm.param_count = params.total();
     const double n = sm.param_count;
     const ModelStateBytes states = model_state_bytes(n, t, c.zero, c.zero_shards());
-    sm.params_bytes = states.params;
+    sm.params_bytes = states.params + fp8_weight_copy_bytes(m, t, c, cluster, stage);
     sm.grads_bytes = states.grads;
     sm.optimizer_bytes = states.optimizer;
 
@@ -261,7 +292,8 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     // Data-parallel reductions run in place on the contiguous gradient buffer (Megatron-LM's
     // grad buffer, PyTorch DDP with gradient_as_bucket_view): no staging copy to count.
     sm.p2p_bytes = p2p_buffer_bytes(c, stage, ab * sbh / sp_divisor);
-    double buffers = zero_buffer_bytes(m, t, c, stage) + sm.p2p_bytes + cp_buffer_bytes(m, t, c, s * b);
+    double buffers = zero_buffer_bytes(m, t, c, stage) + sm.p2p_bytes + cp_buffer_bytes(m, t, c, s * b) +
+                     fp8_amax_history_bytes(m, t, c, stage);
     // The all-gathered input of a column-parallel GEMM (Megatron-LM's global memory buffer).
     if (c.tp > 1 && c.sequence_parallel) buffers += ab * sbh;
     sm.buffers_bytes = buffers;

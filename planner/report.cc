@@ -28,19 +28,27 @@ struct Column {
   bool right_aligned;
 };
 
-// The CP column follows TP; the table and markdown show it only when a plan shown splits sequences
-// (so short-sequence tables read as before), the CSV always has it (scripts want fixed columns).
+// Optional columns. CP follows TP and precision follows stage_layers; the table and markdown show
+// each only when a plan shown needs it (so bf16 tables without context parallelism read as
+// before), the CSV always has both (scripts want fixed columns).
+struct Optional {
+  bool days = false;
+  bool cp = false;
+  bool precision = false;
+};
 constexpr std::size_t kCpColumn = 2;
+constexpr std::size_t kPrecisionColumn = 12;
 
-std::vector<Column> columns(bool with_days, bool with_cp) {
+std::vector<Column> columns(const Optional& o) {
   std::vector<Column> c = {{"rank", true},        {"TP", true},     {"PP", true},        {"DP", true},
                            {"ZeRO", true},        {"shard", true},  {"MB", true},        {"VPP", true},
                            {"recompute", false},  {"SP", false},    {"schedule", false}, {"stage_layers", false},
                            {"mem_GiB", true},     {"params", true}, {"grads", true},     {"optim", true},
                            {"act", true},         {"buf", true},    {"step_s", true},    {"tokens/s", true},
                            {"TFLOP/s/GPU", true}, {"MFU%", true},   {"bubble%", true}};
-  if (with_days) c.push_back({"days", true});
-  if (with_cp) c.insert(c.begin() + kCpColumn, {"CP", true});
+  if (o.days) c.push_back({"days", true});
+  if (o.precision) c.insert(c.begin() + kPrecisionColumn, {"precision", false});
+  if (o.cp) c.insert(c.begin() + kCpColumn, {"CP", true});
   return c;
 }
 
@@ -53,7 +61,7 @@ std::string cp_label(const ParallelConfig& c) {
 // The ranks ZeRO-3 shards over ("8 of 64" reads as HSDP); "-" for the other stages.
 std::string shard_label(const ParallelConfig& c) { return c.zero >= 3 ? fmt::format("{}", c.zero_shards()) : "-"; }
 
-std::vector<std::string> cells(const PlanRow& r, std::size_t rank, bool with_days, bool with_cp) {
+std::vector<std::string> cells(const PlanRow& r, std::size_t rank, const Optional& o) {
   const ParallelConfig& c = r.config;
   const MemoryBreakdownGiB& m = r.metrics.memory_gib;
   std::vector<std::string> v = {fmt::format("{}", rank),
@@ -79,8 +87,9 @@ std::vector<std::string> cells(const PlanRow& r, std::size_t rank, bool with_day
                                 fmt::format("{:.1f}", r.metrics.tflops_per_gpu),
                                 fmt::format("{:.1f}", 100.0 * r.metrics.mfu),
                                 fmt::format("{:.1f}", 100.0 * r.metrics.bubble_fraction)};
-  if (with_days) v.push_back(fmt::format("{:.1f}", r.days_to_train));
-  if (with_cp) v.insert(v.begin() + kCpColumn, cp_label(c));
+  if (o.days) v.push_back(fmt::format("{:.1f}", r.days_to_train));
+  if (o.precision) v.insert(v.begin() + kPrecisionColumn, to_string(r.precision));
+  if (o.cp) v.insert(v.begin() + kCpColumn, cp_label(c));
   return v;
 }
 
@@ -88,10 +97,14 @@ std::size_t shown(const PlanResult& result, std::size_t top) {
   return top == 0 ? result.plans.size() : std::min(top, result.plans.size());
 }
 
-bool any_cp(const PlanResult& result, std::size_t top) {
-  for (std::size_t i = 0; i < shown(result, top); ++i)
-    if (result.plans[i].config.cp > 1) return true;
-  return false;
+// The optional columns the plans shown need.
+Optional needed(const PlanResult& result, std::size_t top, bool days) {
+  Optional o{.days = days};
+  for (std::size_t i = 0; i < shown(result, top); ++i) {
+    o.cp = o.cp || result.plans[i].config.cp > 1;
+    o.precision = o.precision || result.plans[i].precision != Precision::kBf16;
+  }
+  return o;
 }
 
 }  // namespace
@@ -119,8 +132,14 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
                               t.tokens > 0 ? fmt::format(", token budget {:.3g}", t.tokens) : ""));
   lines.push_back(
       fmt::format("precision: {}-byte params, {}-byte grads, {}-byte optimizer states per parameter (mixed "
-                  "precision Adam), {}-byte activations; {} attention",
-                  t.param_bytes, t.grad_bytes, t.optimizer_bytes, t.activation_bytes, to_string(t.attention)));
+                  "precision Adam), {}-byte activations; {} attention{}",
+                  t.param_bytes, t.grad_bytes, t.optimizer_bytes, t.activation_bytes, to_string(t.attention),
+                  t.precision == Precision::kFp8
+                      ? fmt::format("; FP8 linear-layer GEMMs ({} scaling; {:.0f} TFLOP/s FP8 peak), weights also kept "
+                                    "in FP8{}; MFU against the bf16 peak",
+                                    to_string(t.fp8_recipe), c.device.peak_fp8_flops / 1e12,
+                                    c.device.fp8_gemm_tn_only ? " and transposed" : "")
+                      : ""));
   lines.push_back(
       fmt::format("memory: most loaded pipeline stage; buf = communication buffers + one layer's backward "
                   "workspace + {:.1f} GiB framework reserve; fits if total <= {:.1f} GiB",
@@ -136,11 +155,10 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
 }
 
 std::string format_table(const ReportContext& ctx, const PlanResult& result, std::size_t top) {
-  const bool days = ctx.training->tokens > 0;
-  const bool cp = any_cp(result, top);
-  const auto cols = columns(days, cp);
+  const Optional o = needed(result, top, ctx.training->tokens > 0);
+  const auto cols = columns(o);
   std::vector<std::vector<std::string>> rows;
-  for (std::size_t i = 0; i < shown(result, top); ++i) rows.push_back(cells(result.plans[i], i + 1, days, cp));
+  for (std::size_t i = 0; i < shown(result, top); ++i) rows.push_back(cells(result.plans[i], i + 1, o));
   std::vector<std::size_t> width(cols.size());
   for (std::size_t j = 0; j < cols.size(); ++j) {
     width[j] = std::string(cols[j].name).size();
@@ -166,13 +184,13 @@ std::string format_table(const ReportContext& ctx, const PlanResult& result, std
 }
 
 std::string format_csv(const ReportContext& ctx, const PlanResult& result, std::size_t top) {
-  const bool days = ctx.training->tokens > 0;
+  const Optional o{.days = ctx.training->tokens > 0, .cp = true, .precision = true};
   std::string out;
-  const auto cols = columns(days, true);
+  const auto cols = columns(o);
   for (std::size_t j = 0; j < cols.size(); ++j) out += (j ? "," : "") + std::string(cols[j].name);
   out += "\n";
   for (std::size_t i = 0; i < shown(result, top); ++i) {
-    const auto v = cells(result.plans[i], i + 1, days, true);
+    const auto v = cells(result.plans[i], i + 1, o);
     for (std::size_t j = 0; j < v.size(); ++j) out += (j ? "," : "") + v[j];
     out += "\n";
   }
@@ -180,19 +198,18 @@ std::string format_csv(const ReportContext& ctx, const PlanResult& result, std::
 }
 
 std::string format_markdown(const ReportContext& ctx, const PlanResult& result, std::size_t top) {
-  const bool days = ctx.training->tokens > 0;
+  const Optional o = needed(result, top, ctx.training->tokens > 0);
   std::string out;
   for (const auto& line : assumption_lines(ctx, result)) out += "> " + line + "\n";
   out += "\n|";
-  const bool cp = any_cp(result, top);
-  const auto cols = columns(days, cp);
+  const auto cols = columns(o);
   for (const auto& c : cols) out += fmt::format(" {} |", c.name);
   out += "\n|";
   for (const auto& c : cols) out += c.right_aligned ? "---:|" : ":---|";
   out += "\n";
   for (std::size_t i = 0; i < shown(result, top); ++i) {
     out += "|";
-    for (const auto& v : cells(result.plans[i], i + 1, days, cp)) out += fmt::format(" {} |", v);
+    for (const auto& v : cells(result.plans[i], i + 1, o)) out += fmt::format(" {} |", v);
     out += "\n";
   }
   return out;
@@ -203,6 +220,7 @@ Json plan_row_json(const PlanRow& row, std::size_t rank) {
   j["rank"] = rank;
   j["config"] = to_json(row.config);
   j["config"]["stage_layers"] = row.stage_layers;
+  j["config"]["precision"] = to_string(row.precision);
   const Json metrics = to_json(row.metrics);
   for (auto it = metrics.begin(); it != metrics.end(); ++it) j[it.key()] = it.value();
   j["micro_batches"] = row.micro_batches;

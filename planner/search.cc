@@ -40,6 +40,7 @@ Result<PlanRow> evaluate_config(const ModelSpec& model, const TrainingSpec& trai
 PlanRow plan_row(const sim::SimResult& sim, const MemoryReport& memory, const TrainingSpec& training) {
   PlanRow row;
   row.config = sim.config;
+  row.precision = training.precision;
   row.micro_batches = sim.micro_batches;
   row.metrics.step_time_s = sim.step_time_s;
   row.metrics.tokens_per_s = sim.tokens_per_s;

@@ -17,8 +17,9 @@ namespace loom {
 struct PlanRow {
   ParallelConfig config;
   PlanMetrics metrics;
-  StageMemory memory;             // the most loaded stage
-  std::vector<int> stage_layers;  // transformer layers of each pipeline stage (all its chunks)
+  StageMemory memory;                      // the most loaded stage
+  std::vector<int> stage_layers;           // transformer layers of each pipeline stage (all its chunks)
+  Precision precision = Precision::kBf16;  // of the linear layers' GEMMs (the run's, the same on every row)
   sim::ExposedComm exposed;
   long long micro_batches = 0;
   double days_to_train = 0;  // 0 when no token budget was given

@@ -30,6 +30,7 @@ class PlanTableModel : public QAbstractTableModel {
     kSp,
     kSchedule,
     kStageLayers,
+    kPrecision,
     kStepTime,
     kTokensPerS,
     kTflopsPerGpu,
