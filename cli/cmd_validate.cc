@@ -16,6 +16,7 @@
 #include "core/json_io.h"
 #include "core/presets.h"
 #include "core/stats.h"
+#include "planner/public_runs.h"
 #include "planner/published.h"
 
 namespace loom::cli {
@@ -23,6 +24,7 @@ namespace {
 
 struct ValidateFlags {
   bool published = false;
+  bool public_runs = false;
   std::string validation_dir = "../shared/validation";
   std::string cluster = "dgx-a100-80gb";
   std::string profile;
@@ -70,6 +72,64 @@ int run_published(const ValidateFlags& f) {
         fmt::format("{:<6} {:<34} {:>4} {:>4} {:>5} {:>4} {:>12.2f} {:>12.2f} {:>+8.2f}\n", r.model, r.setting, r.gpus,
                     r.config.tp, r.config.pp, r.config.vpp, r.published_s, r.predicted_s, 100.0 * r.error());
   text += fmt::format("# mean |error| {:.2f} %, max |error| {:.2f} %\n", 100.0 * mean, 100.0 * worst);
+  write_output("", text);
+  return kExitOk;
+}
+
+// h100_public.json: every row simulated on its GPU's preset, or the reason it cannot be.
+int run_public_runs(const ValidateFlags& f) {
+  const auto runs = value_or_exit(reproduce_public_runs(f.validation_dir + "/h100_public.json"));
+  const auto summaries = summarize(runs);
+  if (f.format == "json") {
+    Json list = Json::array();
+    for (const auto& r : runs) {
+      Json row = {{"id", r.id}, {"source", r.source}, {"cluster", r.cluster}};
+      if (r.simulated()) {
+        row["config"] = to_json(r.config);
+        row["config"]["precision"] = to_string(r.training.precision);
+        row["predicted_s"] = r.predicted_s;
+        row["predicted_peak_memory_gib"] = r.predicted_peak_gib;
+      } else {
+        row["refused"] = r.refused;
+      }
+      if (r.published_s > 0) row["published_s"] = r.published_s;
+      if (r.scored()) row["error"] = r.error();
+      list.push_back(row);
+    }
+    Json sources = Json::array();
+    for (const auto& s : summaries)
+      sources.push_back({{"source", s.source.empty() ? "all" : s.source},
+                         {"rows", s.rows},
+                         {"simulated", s.simulated},
+                         {"scored", s.scored},
+                         {"mean_abs_error", s.mean_abs_error},
+                         {"max_abs_error", s.max_abs_error},
+                         {"mean_error", s.mean_error}});
+    write_output("", Json{{"rows", list}, {"summary", sources}}.dump(2) + "\n");
+    return kExitOk;
+  }
+  std::string text = "# published H100/H200/B200 runs (h100_public.json), each on its GPU's cluster preset\n";
+  text +=
+      fmt::format("{:<40} {:<9} {:<4} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>11} {:>11} {:>8}\n", "id", "cluster",
+                  "prec", "GPUs", "TP", "PP", "VPP", "DP", "MB", "mem", "published_s", "predicted_s", "error%");
+  for (const auto& r : runs) {
+    const std::string published = r.published_s > 0 ? fmt::format("{:.3f}", r.published_s) : "-";
+    if (!r.simulated()) {
+      text += fmt::format("{:<40} {:<9} refused: {}\n", r.id, r.cluster, r.refused);
+      continue;
+    }
+    const ParallelConfig& c = r.config;
+    text += fmt::format("{:<40} {:<9} {:<4} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6.1f} {:>11} {:>11.3f} {:>8}\n",
+                        r.id, r.cluster, to_string(r.training.precision), r.training.gpus, c.tp, c.pp, c.vpp, c.dp,
+                        c.micro_batch, r.predicted_peak_gib, published, r.predicted_s,
+                        r.scored() ? fmt::format("{:+.1f}", 100.0 * r.error()) : "-");
+  }
+  for (const auto& s : summaries)
+    text += fmt::format(
+        "# {}: {} rows, {} simulated, {} with a step time: mean |error| {:.1f} %, max {:.1f} %, mean "
+        "{:+.1f} %\n",
+        s.source.empty() ? "all sources" : s.source, s.rows, s.simulated, s.scored, 100.0 * s.mean_abs_error,
+        100.0 * s.max_abs_error, 100.0 * s.mean_error);
   write_output("", text);
   return kExitOk;
 }
@@ -226,6 +286,8 @@ std::function<int()> add_validate(CLI::App& root) {
   auto flags = std::make_shared<ValidateFlags>();
   CLI::App* app = root.add_subcommand("validate", "compare the simulator with measured step times");
   app->add_flag("--published", flags->published, "reproduce published measurements (Korthikanti et al. 2022, Table 5)");
+  app->add_flag("--public-runs", flags->public_runs,
+                "simulate the published H100/H200/B200 runs (h100_public.json: NeMo, Megatron-Bridge, torchtitan)");
   app->add_option("--validation-dir", flags->validation_dir, "folder with the published numbers")
       ->capture_default_str();
   app->add_option("--cluster", flags->cluster, "cluster preset or cost file for --published")->capture_default_str();
@@ -242,8 +304,10 @@ std::function<int()> add_validate(CLI::App& root) {
   return [flags]() -> int {
     check(check_format(flags->format, {"table", "json"}));
     if (flags->published) return run_published(*flags);
+    if (flags->public_runs) return run_public_runs(*flags);
     if (!flags->profile.empty()) return run_matrix(*flags);
-    throw InputError("validate: give --published or --profile FILE (a cost file measured on this machine)");
+    throw InputError(
+        "validate: give --published, --public-runs or --profile FILE (a cost file measured on this machine)");
   };
 }
 

@@ -1,0 +1,197 @@
+#include "planner/public_runs.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string_view>
+
+#include "core/json_io.h"
+#include "core/presets.h"
+#include "planner/memory_model.h"
+#include "sim/simulator.h"
+
+namespace loom {
+
+namespace {
+
+bool contains(std::string_view text, std::string_view word) { return text.find(word) != std::string_view::npos; }
+
+// The row's architecture. The file states shapes, activation, norm and tied embeddings; the rest
+// follows the family: GPT-3 as NeMo trains it has biases and learned positions, the LLaMA and
+// Nemotron families neither (rotary positions, no biases). Nemotron's squared-ReLU MLP is a
+// non-gated two-matrix MLP, costed as the GELU one (the file's activation_flop_class says the same).
+// None of these published performance runs uses dropout.
+Result<ModelSpec> row_model(const Json& m) {
+  ModelSpec s;
+  s.name = m.value("name", "");
+  s.layers = m.value("layers", 0);
+  s.hidden = m.value("hidden", 0);
+  s.heads = m.value("heads", 0);
+  s.kv_heads = m.value("kv_heads", s.heads);
+  s.ffn_hidden = m.value("ffn_hidden", 0);
+  s.vocab = m.value("vocab", 0);
+  s.seq_len = m.value("seq_len", 0);
+  s.tied_embeddings = m.value("tied_embeddings", false);
+  const std::string act = m.value("activation", "");
+  if (act == "swiglu")
+    s.activation = Activation::kSwiGLU;
+  else if (act == "gelu" || act == "squared_relu")
+    s.activation = Activation::kGelu;
+  else
+    return make_error(fmt::format("activation '{}' is not modelled", act));
+  const std::string norm = m.value("norm", "");
+  s.norm = norm == "rmsnorm" ? Norm::kRMSNorm : Norm::kLayerNorm;
+  const bool gpt3 = contains(s.name, "GPT3");
+  s.linear_bias = gpt3;
+  s.position = gpt3 ? PositionEmbedding::kLearned : PositionEmbedding::kRotary;
+  s.dropout = false;
+  return s;
+}
+
+std::string cluster_of(std::string_view gpu) {
+  if (contains(gpu, "B200")) return "dgx-b200";
+  if (contains(gpu, "H200")) return "dgx-h200";
+  if (contains(gpu, "H100")) return "dgx-h100";
+  return "";
+}
+
+bool torchtitan(std::string_view source) { return contains(source, "torchtitan"); }
+
+// Fills training and config from the row; returns why the row cannot be expressed (empty: it can).
+std::string express(const Json& r, PublicRun& run) {
+  const std::string precision = r.value("precision", "");
+  const std::string source = run.source;
+  TrainingSpec& t = run.training;
+  ParallelConfig& c = run.config;
+  t.gpus = r.value("gpus", 0);
+  t.global_batch = r.value("global_batch", 0);
+  t.seq_len = run.model.seq_len;
+  t.attention = AttentionKernel::kFlash;  // TransformerEngine's fused attention, PyTorch SDPA (flash/cuDNN)
+  if (contains(precision, "BF16")) {
+    t.precision = Precision::kBf16;
+  } else if (contains(precision, "rowwise")) {
+    return "rowwise-scaled FP8 GEMMs (torchao float8 rowwise) are not modelled";
+  } else if (contains(precision, "FP8")) {
+    t.precision = Precision::kFp8;
+    // "FP8-CS", torchao "tensorwise": scales from each tensor's own amax (current scaling); plain
+    // "FP8" in NeMo and Megatron-Bridge: Megatron's default recipe, delayed scaling.
+    const bool current = contains(precision, "CS") || contains(precision, "tensorwise");
+    t.fp8_recipe = current ? Fp8Recipe::kTensorwise : Fp8Recipe::kDelayed;
+  } else {
+    return fmt::format("precision '{}' is not modelled", precision);
+  }
+  if (r.value("ep", 1) > 1) return "expert parallelism";
+  c.tp = r.value("tp", 1);
+  // Context parallelism: Megatron-core's default exchange is the KV ring (cp_comm_type "p2p");
+  // torchtitan's is PyTorch's ring attention, whose default rotate method gathers K and V
+  // (_ContextParallelOptions.rotate_method = ALL_GATHER). The rows' dp excludes cp.
+  c.cp = r["cp"].is_null() ? 1 : r["cp"].get<int>();
+  c.cp_comm = torchtitan(source) ? CpComm::kAllGather : CpComm::kP2P;
+  c.pp = r.value("pp", 1);
+  c.dp = r.value("dp", 0);
+  const int vp = r["vp"].is_null() ? 1 : r["vp"].get<int>();
+  c.vpp = vp;
+  c.sequence_parallel = c.tp > 1;  // NeMo/Megatron-Bridge performance recipes and torchtitan's TP both use it
+  const bool fsdp = r.value("fsdp", false) || torchtitan(source) || contains(source, "AutoModel");
+  // Megatron-core runs the distributed optimizer (ZeRO-1); FSDP rows shard everything (ZeRO-3).
+  c.zero = fsdp ? 3 : 1;
+  if (c.pp > 1) c.schedule = c.vpp > 1 ? Schedule::kInterleaved : Schedule::k1F1B;
+  // 126 layers over pp·vp chunks: Megatron-Bridge's Llama 3.1 405B recipes count the embedding and
+  // the loss as one layer each (account_for_embedding/loss_in_pipeline_split), 128 = 8·8·2.
+  if (c.pp > 1 && run.model.layers % (c.pp * c.vpp) != 0 && (run.model.layers + 2) % (c.pp * c.vpp) == 0)
+    c.split.account_for_embedding = c.split.account_for_loss = true;
+  const std::string recompute = r["recompute"].is_null() ? "" : r["recompute"].get<std::string>();
+  c.recompute = contains(recompute, "full")        ? Recompute::kFull
+                : contains(recompute, "selective") ? Recompute::kSelective
+                                                   : Recompute::kNone;
+  // The micro-batch: stated by NeMo/Megatron-Bridge; torchtitan states the local batch per DP rank and
+  // runs it as one micro-batch without a pipeline (no gradient accumulation in these benchmarks), and
+  // with one as pp micro-batches (its default pipeline_parallel_microbatches is the PP degree at the
+  // benchmarked commit, as the rows' notes record).
+  const int pipeline_micro_batches = c.pp > 1 ? c.pp : 1;
+  if (!r["micro_batch"].is_null()) {
+    c.micro_batch = r["micro_batch"].get<int>();
+  } else if (c.dp > 0 && t.global_batch % (c.dp * pipeline_micro_batches) == 0 && torchtitan(source)) {
+    c.micro_batch = static_cast<int>(t.global_batch / (c.dp * pipeline_micro_batches));
+  } else {
+    return "no micro-batch size published";
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<std::vector<PublicRun>> reproduce_public_runs(const std::string& json_path) {
+  auto json = read_json_file(json_path);
+  if (!json) return json.error();
+  const Json& j = *json;
+  if (!j.contains("rows") || !j["rows"].is_array())
+    return make_error(fmt::format("{}: not the published-runs validation file (no 'rows')", json_path));
+  std::map<std::string, ClusterSpec> clusters;
+  std::vector<PublicRun> runs;
+  for (const Json& r : j["rows"]) {
+    PublicRun run;
+    run.id = r.value("id", "");
+    run.source = r.contains("source") ? r["source"].value("name", "") : "";
+    run.cluster = cluster_of(r.value("gpu", ""));
+    if (r.contains("step_time_s") && r["step_time_s"].is_number()) run.published_s = r["step_time_s"].get<double>();
+    auto model = row_model(r["model"]);
+    if (!model) {
+      run.refused = model.error().message;
+    } else {
+      run.model = *model;
+      run.refused = run.cluster.empty() ? "GPU without a cluster preset" : express(r, run);
+    }
+    if (run.simulated()) {
+      if (!clusters.contains(run.cluster)) {
+        auto cluster = cluster_preset(run.cluster);
+        if (!cluster) return cluster.error();
+        clusters.emplace(run.cluster, *cluster);
+      }
+      const ClusterSpec& cluster = clusters.at(run.cluster);
+      auto sim = sim::simulate(run.model, run.training, run.config, cluster);
+      if (!sim) {
+        run.refused = sim.error().message;
+      } else {
+        run.predicted_s = sim->step_time_s;
+        run.predicted_peak_gib = estimate_memory(run.model, run.training, run.config, cluster).most_loaded_gib().total;
+      }
+    }
+    runs.push_back(std::move(run));
+  }
+  return runs;
+}
+
+std::vector<PublicRunsSummary> summarize(const std::vector<PublicRun>& runs) {
+  std::vector<PublicRunsSummary> out;
+  auto add = [](PublicRunsSummary& s, const PublicRun& r) {
+    ++s.rows;
+    if (r.simulated()) ++s.simulated;
+    if (!r.scored()) return;
+    ++s.scored;
+    s.mean_abs_error += std::abs(r.error());
+    s.mean_error += r.error();
+    s.max_abs_error = std::max(s.max_abs_error, std::abs(r.error()));
+  };
+  PublicRunsSummary all;
+  for (const PublicRun& r : runs) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& s) { return s.source == r.source; });
+    if (it == out.end()) {
+      out.push_back({.source = r.source});
+      it = out.end() - 1;
+    }
+    add(*it, r);
+    add(all, r);
+  }
+  out.push_back(all);
+  for (auto& s : out) {
+    if (s.scored == 0) continue;
+    s.mean_abs_error /= s.scored;
+    s.mean_error /= s.scored;
+  }
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,85 @@
+// The published H100/H200/B200 runs of ../shared/validation/h100_public.json, simulated row by row
+// (`loom validate --public-runs` prints the same table). The rows were not used to set any figure.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <map>
+#include <string>
+
+#include "planner/public_runs.h"
+
+namespace loom {
+namespace {
+
+const std::string kFile = std::string(LOOM_VALIDATION_DIR) + "/h100_public.json";
+
+std::vector<PublicRun> runs() {
+  auto r = reproduce_public_runs(kFile);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() ? *r : std::vector<PublicRun>{};
+}
+
+// Every row is read; a row is refused only for a feature Loom does not model yet, or for a figure the
+// row does not publish (the long-sequence table states TFLOP/s without the micro-batch), named.
+TEST(PublicRuns, EveryRowIsSimulatedOrRefusedForANamedMissingFeature) {
+  const auto all = runs();
+  ASSERT_EQ(all.size(), 96u);
+  const std::string rowwise = "rowwise-scaled FP8 GEMMs (torchao float8 rowwise) are not modelled";
+  const std::string no_micro_batch = "no micro-batch size published";
+  std::map<std::string, int> refused;
+  int simulated = 0;
+  for (const PublicRun& r : all) {
+    if (r.simulated()) {
+      ++simulated;
+      EXPECT_GT(r.predicted_s, 0) << r.id;
+    } else {
+      ++refused[r.refused];
+      EXPECT_TRUE(r.refused == rowwise || r.refused == no_micro_batch) << r.id << ": " << r.refused;
+    }
+  }
+  // FP8 (delayed and current scaling), context parallelism, uneven stages, FSDP and interleaving are
+  // modelled. Left: torchao's rowwise FP8 (4 rows) and the long-sequence table (17 rows), which
+  // publishes TFLOP/s without a micro-batch or a step time (see its notes).
+  EXPECT_EQ(refused[rowwise], 4);
+  EXPECT_EQ(refused[no_micro_batch], 17);
+  EXPECT_EQ(simulated, 75);
+}
+
+// The report of errors per source and overall, printed to the log and bounded from above.
+TEST(PublicRuns, StepTimeErrorPerSource) {
+  const auto all = runs();
+  for (const PublicRun& r : all)
+    if (r.scored())
+      std::printf("%-40s %-9s %-4s published %8.3f s predicted %8.3f s  %+6.1f %%\n", r.id.c_str(), r.cluster.c_str(),
+                  to_string(r.training.precision), r.published_s, r.predicted_s, 100.0 * r.error());
+  const auto summaries = summarize(all);
+  for (const auto& s : summaries)
+    std::printf("%s: %d rows, %d simulated, %d scored, mean |error| %.1f %%, max %.1f %%, mean %+.1f %%\n",
+                s.source.empty() ? "all" : s.source.c_str(), s.rows, s.simulated, s.scored, 100 * s.mean_abs_error,
+                100 * s.max_abs_error, 100 * s.mean_error);
+  const PublicRunsSummary& overall = summaries.back();
+  EXPECT_EQ(overall.scored, 75);
+
+  // Megatron-core's runs (NeMo, Megatron-Bridge: 46 rows) meet the mean bar (<= 8 %); their
+  // max, 18 % on one NeMo-Launcher row, does not meet its 15 %. The PyTorch-native FSDP runs
+  // (torchtitan, NeMo AutoModel) come out 17-57 % too fast: a cost of FSDP as those frameworks run it
+  // that Loom lacks. Below the bar, the bounds are the figures measured when these tests were written
+  // (Megatron-core 6.3 % / 18.1 %, all rows 18.1 % / 56.5 %), a ratchet: a change that makes the
+  // simulator less accurate on these runs fails here.
+  std::vector<PublicRun> megatron;
+  for (const PublicRun& r : all)
+    if (r.source.find("torchtitan") == std::string::npos && r.source.find("AutoModel") == std::string::npos)
+      megatron.push_back(r);
+  const PublicRunsSummary m = summarize(megatron).back();
+  std::printf("Megatron-core rows: %d scored, mean |error| %.1f %%, max %.1f %%\n", m.scored, 100 * m.mean_abs_error,
+              100 * m.max_abs_error);
+  EXPECT_EQ(m.scored, 46);
+  EXPECT_LE(m.mean_abs_error, 0.08);
+  EXPECT_LE(m.max_abs_error, 0.185);
+  EXPECT_LE(overall.mean_abs_error, 0.185);
+  EXPECT_LE(overall.max_abs_error, 0.57);
+}
+
+}  // namespace
+}  // namespace loom
