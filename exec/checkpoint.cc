@@ -111,6 +111,11 @@ Result<ResumePoint> load_manifest(const std::string& step_dir, int step, const R
     if (m.at("step").get<int>() != step)
       return make_error(fmt::format("--resume: {}: records step {} but lies in the directory of step {}", path,
                                     m.at("step").get<int>(), step));
+    // Absent in manifests written before skipped updates were counted: every step updated then.
+    point.updates = m.value("optimizer_updates", step);
+    if (point.updates < 0 || point.updates > step)
+      return make_error(
+          fmt::format("--resume: {}: records {} optimizer updates in {} steps", path, point.updates, step));
     auto saved = config_from_json(m.at("config"));
     if (!saved) return make_error(fmt::format("--resume: {}: {}", path, saved.error().message));
     point.config = *saved;
@@ -175,13 +180,14 @@ RunIdentity run_identity(const TrainerOptions& options, const TokenFile& data) {
   return id;
 }
 
-Json checkpoint_manifest(const RunIdentity& run, int step, const ParallelConfig& config,
+Json checkpoint_manifest(const RunIdentity& run, int step, int updates, const ParallelConfig& config,
                          const std::string& compute_dtype, const std::vector<ShardEntry>& shards) {
   Json list = Json::array();
   for (const ShardEntry& s : shards)
     list.push_back({{"file", s.file}, {"bytes", s.bytes}, {"crc32c", hex32(s.crc32c)}});
   return {{"format", kFormat},
           {"step", step},
+          {"optimizer_updates", updates},
           {"world_size", config.world_size()},
           {"seed", run.seed},
           {"model", to_json(run.model)},

@@ -41,13 +41,15 @@ struct ShardEntry {
   std::uint32_t crc32c = 0;
 };
 
-// manifest.json of a checkpoint at `step` saved under `config`.
-Json checkpoint_manifest(const RunIdentity& run, int step, const ParallelConfig& config,
+// manifest.json of a checkpoint at `step` saved under `config`, after `updates` optimizer updates
+// (fewer than `step` when --on-nan skip dropped some).
+Json checkpoint_manifest(const RunIdentity& run, int step, int updates, const ParallelConfig& config,
                          const std::string& compute_dtype, const std::vector<ShardEntry>& shards);
 
 struct ResumePoint {
   Json manifest;
   int step = 0;
+  int updates = 0;  // optimizer updates applied by then: Adam's step count and the LR schedule's position
   std::string step_dir;
   ParallelConfig config;           // the layout it was saved under
   std::vector<ShardEntry> shards;  // by rank; empty for a manifest written before checksums

@@ -66,14 +66,17 @@ StepMetrics Trainer::step() {
   m.step = step_number;
   m.grad_norm = std::sqrt(totals[0]);
   m.loss = totals[1] / (tokens_per_rank * options_.config.dp);
-  m.learning_rate = learning_rate_at(options_.optimizer, step_number);
+  const int update = optimizer_updates_ + 1;
+  m.learning_rate = learning_rate_at(options_.optimizer, update);
   if (!std::isfinite(m.loss))
     m.nonfinite = "loss";
   else if (!std::isfinite(m.grad_norm))
     m.nonfinite = first_nonfinite_gradient();  // a collective, entered by every rank alike
-  if (m.nonfinite.empty())
+  if (m.nonfinite.empty()) {
     params_->optimizer_step(options_.optimizer, static_cast<float>(m.learning_rate),
-                            clip_coefficient(options_.optimizer, m.grad_norm), step_number);
+                            clip_coefficient(options_.optimizer, m.grad_norm), update);
+    optimizer_updates_ = update;
+  }
   backend_.synchronize();
   completed_steps_ = step_number;
 

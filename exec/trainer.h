@@ -64,7 +64,8 @@ struct StepMetrics {
   // Empty when the loss and the global gradient norm are finite (every rank sees the same, reduced
   // values). Otherwise where the first non-finite value is — "loss", or the first parameter, in the
   // order of pipeline stages and then each stage's units, whose gradient holds one — and the step's
-  // update was not applied (the gradients are zeroed at the next step; the step still counts).
+  // update was not applied (the gradients are zeroed at the next step; the step still counts, its
+  // update does not: the next applied one takes its learning rate and Adam step).
   std::string nonfinite;
 };
 
@@ -102,6 +103,9 @@ class Trainer {
   std::unique_ptr<PipelineRunner> pipeline_;
   DataLoader data_;
   int completed_steps_ = 0;
+  // Updates applied: a step whose update --on-nan skip dropped consumes its data but advances neither
+  // Adam's step count (bias correction) nor the LR schedule, as Megatron-LM and apex do.
+  int optimizer_updates_ = 0;
   RunIdentity identity_;
 
   Result<ShardEntry> write_shard(const std::string& path, int step, const std::vector<float>& parameters);

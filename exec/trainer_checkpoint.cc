@@ -185,8 +185,8 @@ Status Trainer::save_checkpoint(const std::string& dir) {
     for (int r = 0; r < world; ++r)
       shards.push_back({fmt::format("rank_{:05d}.bin", r), static_cast<std::int64_t>(table[2 * r]),
                         static_cast<std::uint32_t>(table[2 * r + 1])});
-    const Json manifest =
-        checkpoint_manifest(identity_, step, options_.config, to_string(backend_.compute_dtype()), shards);
+    const Json manifest = checkpoint_manifest(identity_, step, optimizer_updates_, options_.config,
+                                              to_string(backend_.compute_dtype()), shards);
     committed = write_file_durably(step_dir + "/manifest.json", manifest.dump(2) + "\n");
     if (committed) kill_if_requested(step, rank, "manifest");
     if (committed) committed = write_file_durably(dir + "/latest", fmt::format("step_{:08d}\n", step));
@@ -204,6 +204,7 @@ Status Trainer::load_checkpoint(const std::string& dir) {
     if (Status s = agree(*groups_.world, groups_.world_rank, full ? Status{} : Status(full.error())); !s) return s;
     params_->import_full((*full)[0], (*full)[1], (*full)[2]);
     completed_steps_ = point->step;
+    optimizer_updates_ = point->updates;
     return {};
   }
   auto arrays = read_shard(*point, groups_.world_rank);
@@ -218,6 +219,7 @@ Status Trainer::load_checkpoint(const std::string& dir) {
   for (std::size_t k = 1; k < state.size(); ++k)
     backend_.from_host(state[k]->ref(), (*arrays)[k].data(), state[k]->numel());
   completed_steps_ = point->step;
+  optimizer_updates_ = point->updates;
   return {};
 }
 

@@ -235,30 +235,54 @@ TEST_P(ExecOnNan, StopExitsThreeNamingStepAndTensorAndKeepsLastGoodCheckpoint) {
   EXPECT_FALSE(records[2]["skipped"].get<bool>());
 }
 
+// With a warm-up (the learning rate changes every step), a dropped update must not advance the
+// schedule or Adam's step count: the skip run's k-th applied update is the clean run's k-th.
 TEST_P(ExecOnNan, SkipDropsTheStepsUpdateAndContinues) {
-  const ProcessResult clean = run_shell(
-      fmt::format("{} --model {} --data {} --global-batch 4 --threads 1 --lr 3e-3 {} --steps 6 --log {}/clean.jsonl",
-                  loom_run(GetParam().ranks), test_model("micro"), data_, GetParam().flags, dir_));
+  const ProcessResult clean = run_shell(fmt::format(
+      "{} --model {} --data {} --global-batch 4 --threads 1 --lr 3e-3 --warmup 10 {} --steps 6 --log {}/clean.jsonl",
+      loom_run(GetParam().ranks), test_model("micro"), data_, GetParam().flags, dir_));
   ASSERT_EQ(clean.exit_code, 0) << clean.err;
-  const ProcessResult r = run_shell(run(fmt::format("--steps 6 --on-nan skip --log {}/log.jsonl", dir_)));
+  const ProcessResult r = run_shell(run(fmt::format("--warmup 10 --steps 6 --on-nan skip --log {}/log.jsonl", dir_)));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("step 3:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("update skipped"), std::string::npos) << r.err;
   const std::vector<Json> records = step_records(dir_ + "/log.jsonl");
-  const std::vector<double> reference = losses(dir_ + "/clean.jsonl");
+  const std::vector<Json> reference = step_records(dir_ + "/clean.jsonl");
   ASSERT_EQ(records.size(), 6u);
   ASSERT_EQ(reference.size(), 6u);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(records[i].contains("skipped"), i == 2) << "step " << i + 1;
   EXPECT_TRUE(records[2]["skipped"].get<bool>());
   EXPECT_EQ(records[2]["nonfinite"], GetParam().tensor);
-  for (int i = 0; i < 2; ++i) EXPECT_EQ(records[i]["loss"].get<double>(), reference[i]) << "before the NaN";
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(records[i]["loss"].get<double>(), reference[i]["loss"].get<double>());
   for (int i = 3; i < 6; ++i) {
     ASSERT_TRUE(records[i]["loss"].is_number()) << records[i].dump();
     EXPECT_TRUE(std::isfinite(records[i]["loss"].get<double>())) << "step " << i + 1;
     EXPECT_TRUE(std::isfinite(records[i]["grad_norm"].get<double>())) << "step " << i + 1;
+    // Steps 4-6 apply updates 3-5.
+    EXPECT_EQ(records[i]["lr"].get<double>(), reference[i - 1]["lr"].get<double>()) << "step " << i + 1;
   }
   // Step 3's update was dropped, so step 4 trains from step 2's weights: not the clean run's step 4.
-  EXPECT_NE(records[3]["loss"].get<double>(), reference[3]);
+  EXPECT_NE(records[3]["loss"].get<double>(), reference[3]["loss"].get<double>());
+
+  // The count of applied updates survives a checkpoint: 4 steps (one skipped), saved, resumed to 6,
+  // give the uninterrupted skip run's steps 5 and 6 bit for bit.
+  const ProcessResult first =
+      run_shell(run(fmt::format("--warmup 10 --steps 4 --on-nan skip --checkpoint-dir {}/ckpt --save-every 4", dir_)));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  std::ifstream manifest_file(dir_ + "/ckpt/step_00000004/manifest.json");
+  const Json manifest = Json::parse(manifest_file);
+  EXPECT_EQ(manifest["optimizer_updates"], 3);
+  const ProcessResult resumed = run_shell(fmt::format(
+      "{} --model {} --data {} --global-batch 4 --threads 1 --lr 3e-3 --warmup 10 {} --steps 6 --checkpoint-dir "
+      "{}/ckpt --resume --log {}/resumed.jsonl",
+      loom_run(GetParam().ranks), test_model("micro"), data_, GetParam().flags, dir_, dir_));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const std::vector<Json> after = step_records(dir_ + "/resumed.jsonl");
+  ASSERT_EQ(after.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(after[i]["loss"].get<double>(), records[4 + i]["loss"].get<double>()) << "step " << 5 + i;
+    EXPECT_EQ(after[i]["lr"].get<double>(), records[4 + i]["lr"].get<double>()) << "step " << 5 + i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ExecOnNan,
