@@ -126,11 +126,11 @@ double cp_buffer_bytes(const ModelSpec& m, const TrainingSpec& t, const Parallel
 // its transpose on Hopper), made on the step's first micro-batch and kept to its end: FP8 training
 // can need more memory than bf16 (TE issues #257, #1261, #1429). Under ZeRO-3 a rank casts its
 // shard (FSDP2's float8 all-gather). The layers' parameters stand for their linear weights (norms
-// and biases are a negligible share).
-double fp8_weight_copy_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c,
-                             const ClusterSpec& cluster, int stage) {
+// and biases are a negligible share). `layer_params`: the stage's layer parameters (StageParams::layers).
+double fp8_weight_copy_bytes(const TrainingSpec& t, const ParallelConfig& c, const ClusterSpec& cluster,
+                             double layer_params) {
   if (t.precision != Precision::kFp8) return 0.0;
-  double weights = layer_params_per_tp_rank(m, c.tp) * stage_layer_count(m.layers, c, stage);
+  double weights = layer_params;
   if (c.zero >= 3) weights /= c.zero_shards();
   return weights * (cluster.device.fp8_gemm_tn_only ? 2.0 : 1.0);
 }
@@ -139,10 +139,10 @@ double fp8_weight_copy_bytes(const ModelSpec& m, const TrainingSpec& t, const Pa
 // (history, 3) for the forward's input, weight and output and (history, 2) for the backward's
 // gradients, at TransformerEngine's default history of 1024 steps (DelayedScaling recipe; NeMo's
 // FP8 configs keep it).
-double fp8_amax_history_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, int stage) {
+double fp8_amax_history_bytes(const TrainingSpec& t, int layers) {
   if (t.precision != Precision::kFp8 || t.fp8_recipe != Fp8Recipe::kDelayed) return 0.0;
   constexpr double kHistory = 1024, kModulesPerLayer = 4, kTensorsPerModule = 3 + 2;
-  return stage_layer_count(m.layers, c, stage) * kModulesPerLayer * kHistory * kTensorsPerModule * 4.0;
+  return layers * kModulesPerLayer * kHistory * kTensorsPerModule * 4.0;
 }
 
 }  // namespace
@@ -264,7 +264,7 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     sm.param_count = params.total();
     const double n = sm.param_count;
     const ModelStateBytes states = model_state_bytes(n, t, c.zero, c.zero_shards());
-    sm.params_bytes = states.params + fp8_weight_copy_bytes(m, t, c, cluster, stage);
+    sm.params_bytes = states.params + fp8_weight_copy_bytes(t, c, cluster, params.layers);
     sm.grads_bytes = states.grads;
     sm.optimizer_bytes = states.optimizer;
 
@@ -293,7 +293,7 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     // grad buffer, PyTorch DDP with gradient_as_bucket_view): no staging copy to count.
     sm.p2p_bytes = p2p_buffer_bytes(c, stage, ab * sbh / sp_divisor);
     double buffers = zero_buffer_bytes(m, t, c, stage) + sm.p2p_bytes + cp_buffer_bytes(m, t, c, s * b) +
-                     fp8_amax_history_bytes(m, t, c, stage);
+                     fp8_amax_history_bytes(t, sm.layers);
     // The all-gathered input of a column-parallel GEMM (Megatron-LM's global memory buffer).
     if (c.tp > 1 && c.sequence_parallel) buffers += ab * sbh;
     sm.buffers_bytes = buffers;

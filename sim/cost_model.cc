@@ -83,13 +83,18 @@ double CostModel::gemm_s(double m, double n, double k, double bytes) const {
     }
     if (weight_sum > 0) return flops / (rate_sum / weight_sum);
   }
-  const double efficiency = e.gemm_max_efficiency * flops / (flops + e.gemm_half_saturation_flops);
   // Roofline: a GEMM also reads both operands and writes its result once. With a short inner
   // dimension (attention's QK^T over a head of 64-160) that traffic, not the arithmetic, sets the
   // time: a batched 2048 × 2048 × 96 product writes 21 times the bytes of its inputs.
   if (bytes <= 0) bytes = training_.activation_bytes * (m * k + k * n + m * n);
+  return curve_gemm_s(flops, bytes, cluster_->device.peak_flops, e.gemm_max_efficiency, e.gemm_half_saturation_flops);
+}
+
+double CostModel::curve_gemm_s(double flops, double bytes, double peak, double ceiling, double half) const {
+  const ComputeEfficiency& e = cluster_->compute;
+  const double efficiency = ceiling * flops / (flops + half);
   const double memory = bytes / (cluster_->device.memory_bandwidth_bytes_per_s * e.memory_bound_efficiency);
-  return e.kernel_launch_s + std::max(flops / (cluster_->device.peak_flops * efficiency), memory);
+  return e.kernel_launch_s + std::max(flops / (peak * efficiency), memory);
 }
 
 double CostModel::linear_gemm_s(double m, double n, double k) const {
@@ -102,13 +107,10 @@ double CostModel::linear_gemm_s(double m, double n, double k) const {
     const double speedup = d.peak_fp8_flops * fp8_ceiling / (d.peak_flops * e.gemm_max_efficiency);
     return gemm_s(m, n, k) / speedup;
   }
-  const double flops = 2.0 * m * n * k;
-  const double half = e.gemm_half_saturation_flops * d.peak_fp8_flops / d.peak_flops;
-  const double efficiency = fp8_ceiling * flops / (flops + half);
   // One-byte operands, the output in the activations' precision.
   const double bytes = m * k + k * n + training_.activation_bytes * m * n;
-  const double memory = bytes / (d.memory_bandwidth_bytes_per_s * e.memory_bound_efficiency);
-  return e.kernel_launch_s + std::max(flops / (d.peak_fp8_flops * efficiency), memory);
+  return curve_gemm_s(2.0 * m * n * k, bytes, d.peak_fp8_flops, fp8_ceiling,
+                      e.gemm_half_saturation_flops * d.peak_fp8_flops / d.peak_flops);
 }
 
 double CostModel::fp8_cast_s(const char* op, double elements) const {

@@ -100,6 +100,9 @@ class CostModel {
   // A linear layer's GEMM (fprop, dgrad or wgrad of QKV, the attention projection, the MLP): FP8
   // under --precision fp8 (TransformerEngine: FP8 operands, higher-precision output), else gemm_s.
   double linear_gemm_s(double m, double n, double k) const;
+  // The GEMM curve of either precision: `flops` at ceiling · flops / (flops + half) of `peak`,
+  // never faster than moving `bytes`, plus a kernel launch.
+  double curve_gemm_s(double flops, double bytes, double peak, double ceiling, double half) const;
   // A memory-bound op moving `bytes`: from the cost file's measurements of `op` where it has
   // them, else bytes / (bandwidth · memory_bound_efficiency).
   double memory_s(const char* op, double bytes) const;
