@@ -45,6 +45,7 @@ struct RunOptions {
   int keep_checkpoints = 0;  // 0: keep all
   bool resume = false;
   std::string on_nan = "stop";
+  double comm_timeout_s = 300;
   std::string log;
   std::string trace;
   int threads = 0;
@@ -129,7 +130,11 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   if (o.keep_checkpoints < 0) throw InputError("--keep-checkpoints must not be negative (0 keeps all)");
   if (o.on_nan != "stop" && o.on_nan != "skip")
     throw InputError(fmt::format("--on-nan: '{}' is neither 'stop' nor 'skip'", o.on_nan));
+  if (!(o.comm_timeout_s >= 0) || o.comm_timeout_s > 1e6)
+    throw InputError(
+        fmt::format("--comm-timeout: {} is not a number of seconds from 0 (off) to 1e6", o.comm_timeout_s));
   t.inject_nan = value_or_exit(exec::nan_injection_from_env(t.model, c));
+  t.inject_hang = value_or_exit(exec::hang_injection_from_env(runtime.world_size()));
   check_model_states_fit(t, runtime);
   std::string backend_error;
   // cpu-bf16 emulates a bf16 GPU on the CPU for tests and rehearsal of mixed precision: a run option only.
@@ -168,6 +173,8 @@ std::string rank_path(const std::string& path, int rank, int world) {
 int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   const int rank = runtime.world_rank(), world = runtime.world_size();
   exec::ProcessGroups groups = exec::make_process_groups(runtime, r.trainer.config, r.trainer.model.tied_embeddings);
+  // Stopped (joined) when train returns, before the groups and MPI go away.
+  const std::unique_ptr<exec::Watchdog> watchdog = runtime.start_watchdog(o.comm_timeout_s);
   exec::Tracer tracer(rank);
   tracer.set_enabled(!o.trace.empty());
   tracer.set_run_description(Json{{"model", to_json(r.trainer.model)},
@@ -305,6 +312,10 @@ std::function<int()> add_run_command(CLI::App& root) {
   cmd->add_option("--on-nan", o->on_nan,
                   "on a NaN/Inf loss or gradient norm: stop (exit 3, the last checkpoint stays latest) or skip "
                   "the step's update")
+      ->capture_default_str();
+  cmd->add_option("--comm-timeout", o->comm_timeout_s,
+                  "seconds a collective or send may make no progress before the watchdog names the ranks that "
+                  "did not arrive and ends the job with exit 4 (0: no watchdog)")
       ->capture_default_str();
   cmd->add_option("--log", o->log, "JSONL file, one object per step (rank 0)");
   cmd->add_option("--trace", o->trace, "Chrome trace per rank (FILE, or FILE.rankR.json with several ranks)");

@@ -1,9 +1,11 @@
 #include "exec/process_groups.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #ifdef LOOM_EXEC_MPI
 #include "exec/mpi/mpi_communicator.h"
+#include "exec/mpi/mpi_watchdog.h"
 #endif
 
 namespace loom::exec {
@@ -20,12 +22,18 @@ Runtime::Runtime() {
 #ifdef LOOM_EXEC_MPI
   int initialized = 0;
   MPI_Initialized(&initialized);
+  int provided = MPI_THREAD_SINGLE;
   if (!initialized) {
-    MPI_CHECK(MPI_Init(nullptr, nullptr));
+    // The watchdog thread talks MPI while the training thread is inside a collective.
+    MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
     owns_mpi_ = true;
+  } else {
+    MPI_CHECK(MPI_Query_thread(&provided));
   }
+  threads_ = provided == MPI_THREAD_MULTIPLE;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
+  for (int r = 0; r < world_size_; ++r) world_ranks_.push_back(r);
   MPI_Comm node = MPI_COMM_NULL;
   MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &node));
   MPI_CHECK(MPI_Comm_size(node, &local_size_));
@@ -36,7 +44,10 @@ Runtime::Runtime() {
 std::pair<int, bool> Runtime::agree_on_failure(bool failed) const {
   int flags[2] = {failed ? 1 : 0, failed && world_rank_ == 0 ? 1 : 0};
 #ifdef LOOM_EXEC_MPI
-  if (world_size_ > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  if (world_size_ > 1) {
+    const CommActivity::Blocked blocked("world", "all_reduce", CommActivity::process().issue("world"), world_ranks_);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  }
 #endif
   return {flags[0], flags[1] != 0};
 }
@@ -50,10 +61,31 @@ void Runtime::abort(int status) const {
 
 void Runtime::sum_over_world(double* data, int n) const {
 #ifdef LOOM_EXEC_MPI
-  if (world_size_ > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  if (world_size_ > 1) {
+    const CommActivity::Blocked blocked("world", "all_reduce", CommActivity::process().issue("world"), world_ranks_);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  }
 #else
   (void)data;
   (void)n;
+#endif
+}
+
+std::unique_ptr<Watchdog> Runtime::start_watchdog(double timeout_s) const {
+  if (world_size_ == 1 || timeout_s <= 0) return nullptr;
+#ifdef LOOM_EXEC_MPI
+  if (!threads_) {
+    if (world_rank_ == 0)
+      std::fprintf(stderr,
+                   "loom: warning: this MPI does not provide MPI_THREAD_MULTIPLE; running without the "
+                   "communication watchdog (a hung rank will not be reported)\n");
+    return nullptr;
+  }
+  return std::make_unique<MpiWatchdog>(timeout_s);
+#else
+  (void)threads_;
+  (void)world_ranks_;
+  return nullptr;
 #endif
 }
 

@@ -6,8 +6,10 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/parallel_config.h"
+#include "exec/comm_activity.h"
 #include "exec/communicator.h"
 
 namespace loom::exec {
@@ -31,12 +33,18 @@ class Runtime {
   [[noreturn]] void abort(int status) const;
   // Sums n doubles over the world (every rank's peaks at the end of a run).
   void sum_over_world(double* data, int n) const;
+  // Starts the communication watchdog (exec/mpi/mpi_watchdog.h) on every rank: collective. Null
+  // when there is nothing to watch (one rank, no MPI, timeout_s 0) or when MPI cannot run it (no
+  // MPI_THREAD_MULTIPLE: rank 0 says so in one line and the run goes on unwatched).
+  std::unique_ptr<Watchdog> start_watchdog(double timeout_s) const;
 
  private:
   int world_rank_ = 0;
   int world_size_ = 1;
   int local_size_ = 1;
   bool owns_mpi_ = false;
+  bool threads_ = false;  // MPI_THREAD_MULTIPLE provided
+  std::vector<int> world_ranks_;
 };
 
 struct ProcessGroups {

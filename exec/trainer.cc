@@ -2,13 +2,16 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/flops.h"
+#include "exec/comm_activity.h"
 
 namespace loom::exec {
 
@@ -43,6 +46,7 @@ Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& 
 StepMetrics Trainer::step() {
   const auto start = std::chrono::steady_clock::now();
   const int step_number = completed_steps_ + 1;
+  CommActivity::process().set_step(step_number);
   const std::int64_t tokens_per_micro_batch = chunks_.front()->tokens();
   const double tokens_per_rank = static_cast<double>(tokens_per_micro_batch) * micro_batches_;
   const float loss_scale = static_cast<float>(1.0 / (tokens_per_rank * options_.config.dp));
@@ -53,7 +57,10 @@ StepMetrics Trainer::step() {
     return MicroBatch{tokens[i].data(), targets[i].data(), data_.first_sequence(completed_steps_, i)};
   };
   params_->begin_step(micro_batches_);
-  double loss_sum = pipeline_->run(micro_batches_, loss_scale, load, [&](int i) { params_->begin_micro_batch(i); });
+  double loss_sum = pipeline_->run(micro_batches_, loss_scale, load, [&](int i) {
+    if (i == 0) hang_if_requested(step_number);
+    params_->begin_micro_batch(i);
+  });
   params_->finish_gradients();
   inject_nan(step_number, loss_sum);
 
@@ -89,6 +96,13 @@ StepMetrics Trainer::step() {
     m.peak_bytes[c] = backend_.memory().peak_bytes(static_cast<MemoryCategory>(c));
   m.peak_total_bytes = backend_.memory().peak_total_bytes();
   return m;
+}
+
+void Trainer::hang_if_requested(int step) const {
+  if (options_.inject_hang.step != step || options_.inject_hang.rank != groups_.world_rank) return;
+  std::fprintf(stderr, "loom: rank %d: LOOM_TEST_HANG: stops answering in step %d\n", groups_.world_rank, step);
+  std::fflush(stderr);
+  while (true) std::this_thread::sleep_for(std::chrono::hours(1));  // until the job is ended from outside
 }
 
 void Trainer::inject_nan(int step, double& loss_sum) {
@@ -128,6 +142,18 @@ std::string Trainer::first_nonfinite_gradient() {
   const auto unit = static_cast<std::size_t>(k % kUnits);
   const int pp_rank = static_cast<int>(k / kUnits);
   return make_rank_layout(options_.model, options_.config, tp_rank, pp_rank).combined.units[unit].params[slot].name;
+}
+
+Result<HangInjection> hang_injection_from_env(int world_size) {
+  const char* value = std::getenv("LOOM_TEST_HANG");
+  if (value == nullptr) return HangInjection{};
+  HangInjection hang;
+  char tail = 0;
+  if (std::sscanf(value, "%d:%d%c", &hang.rank, &hang.step, &tail) != 2 || hang.rank < 0 || hang.rank >= world_size ||
+      hang.step < 1)
+    return make_error(
+        fmt::format("LOOM_TEST_HANG: '{}' is not RANK:STEP (a rank below {}, a step from 1)", value, world_size));
+  return hang;
 }
 
 Result<NanInjection> nan_injection_from_env(const ModelSpec& model, const ParallelConfig& config) {

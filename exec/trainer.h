@@ -34,6 +34,14 @@ struct NanInjection {
   std::string tensor;
 };
 
+// A test of the communication watchdog: world rank `rank` stops answering in step `step` — it
+// sleeps, alive, before its first backward of that step, as a rank stuck in a kernel or a deadlock
+// would. `loom run` reads it from LOOM_TEST_HANG=RANK:STEP (hang_injection_from_env).
+struct HangInjection {
+  int rank = -1;
+  int step = 0;  // 0: none
+};
+
 struct TrainerOptions {
   ModelSpec model;
   TrainingSpec training;  // global_batch and seq_len are used
@@ -45,11 +53,14 @@ struct TrainerOptions {
   float dropout = -1;
   float dropout_probability() const { return dropout >= 0 ? dropout : (model.dropout ? 0.1f : 0.0f); }
   NanInjection inject_nan{};
+  HangInjection inject_hang{};
 };
 
 // LOOM_TEST_INJECT_NAN parsed and its tensor checked against the model's parameter names; no
 // injection when the variable is unset.
 Result<NanInjection> nan_injection_from_env(const ModelSpec& model, const ParallelConfig& config);
+// LOOM_TEST_HANG parsed, its rank checked against the world; no injection when the variable is unset.
+Result<HangInjection> hang_injection_from_env(int world_size);
 
 struct StepMetrics {
   int step = 0;  // counting from 1
@@ -110,6 +121,7 @@ class Trainer {
 
   Result<ShardEntry> write_shard(const std::string& path, int step, const std::vector<float>& parameters);
   void inject_nan(int step, double& loss_sum);
+  void hang_if_requested(int step) const;
   std::string first_nonfinite_gradient();
 };
 

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "exec/comm_activity.h"
 #include "kernels/numerics.h"
 
 namespace loom::exec {
@@ -61,11 +62,23 @@ MPI_Op mpi_op(ReduceOp op, DType d = DType::kF32) {
 
 std::int64_t byte_offset(std::int64_t elements, DType d) { return elements * dtype_bytes(d); }
 
+// A collective numbered in its group, or a point-to-point message with one peer (seq 0), as the
+// watchdog names it while the training thread waits for it.
+struct OpRecord {
+  std::string group;
+  const char* op;
+  std::int64_t seq;
+  std::vector<int> ranks;
+};
+
 class MpiRequest final : public Request {
  public:
+  explicit MpiRequest(OpRecord record) : record_(std::move(record)) {}
   MPI_Request request = MPI_REQUEST_NULL;
   void wait() override {
-    if (request != MPI_REQUEST_NULL) MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+    if (request == MPI_REQUEST_NULL) return;
+    const CommActivity::Blocked blocked(record_.group, record_.op, record_.seq, record_.ranks);
+    MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
   }
   bool test() override {
     if (request == MPI_REQUEST_NULL) return true;
@@ -74,6 +87,9 @@ class MpiRequest final : public Request {
     return done != 0;
   }
   ~MpiRequest() override { wait(); }
+
+ private:
+  OpRecord record_;
 };
 
 }  // namespace
@@ -82,6 +98,15 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name) : comm_(comm),
   MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  MPI_CHECK(MPI_Comm_group(comm_, &group));
+  MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+  std::vector<int> local(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) local[r] = r;
+  world_ranks_.resize(local.size());
+  MPI_CHECK(MPI_Group_translate_ranks(group, size_, local.data(), world, world_ranks_.data()));
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -91,16 +116,19 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 void MpiCommunicator::all_reduce(TensorRef data, std::int64_t n, ReduceOp op) {
+  const CommActivity::Blocked blocked(name_, "all_reduce", CommActivity::process().issue(name_), world_ranks_);
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data.raw(), count_of(n), mpi_type(data.dtype(), "all_reduce"),
                           mpi_op(op, data.dtype()), comm_));
 }
 
 void MpiCommunicator::all_reduce(double* data, std::int64_t n, ReduceOp op) {
+  const CommActivity::Blocked blocked(name_, "all_reduce", CommActivity::process().issue(name_), world_ranks_);
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, count_of(n), MPI_DOUBLE, mpi_op(op), comm_));
 }
 
 std::unique_ptr<Request> MpiCommunicator::all_reduce_async(TensorRef data, std::int64_t n) {
-  auto r = std::make_unique<MpiRequest>();
+  auto r =
+      std::make_unique<MpiRequest>(OpRecord{name_, "all_reduce", CommActivity::process().issue(name_), world_ranks_});
   MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data.raw(), count_of(n), mpi_type(data.dtype(), "all_reduce"),
                            mpi_op(ReduceOp::kSum, data.dtype()), comm_, &r->request));
   return r;
@@ -110,6 +138,7 @@ void MpiCommunicator::reduce_scatter(ConstTensorRef send, TensorRef recv, std::i
   check_dtype(recv.dtype(), send.dtype(), "reduce_scatter");
   const MPI_Datatype type = mpi_type(recv.dtype(), "reduce_scatter");
   const MPI_Op sum = mpi_op(ReduceOp::kSum, recv.dtype());
+  const CommActivity::Blocked blocked(name_, "reduce_scatter", CommActivity::process().issue(name_), world_ranks_);
   if (recv.raw() != (send + rank_ * recv_n).raw()) {
     MPI_CHECK(MPI_Reduce_scatter_block(send.raw(), recv.raw(), count_of(recv_n), type, sum, comm_));
     return;
@@ -125,6 +154,7 @@ void MpiCommunicator::reduce_scatter(ConstTensorRef send, TensorRef recv, std::i
 void MpiCommunicator::all_gather(ConstTensorRef send, TensorRef recv, std::int64_t send_n) {
   check_dtype(recv.dtype(), send.dtype(), "all_gather");
   const MPI_Datatype type = mpi_type(recv.dtype(), "all_gather");
+  const CommActivity::Blocked blocked(name_, "all_gather", CommActivity::process().issue(name_), world_ranks_);
   // Sending this rank's own block of the output is the in-place form: no staging copy.
   const void* source = send.raw() == (recv + rank_ * send_n).raw() ? MPI_IN_PLACE : send.raw();
   MPI_CHECK(MPI_Allgather(source, count_of(send_n), type, recv.raw(), count_of(send_n), type, comm_));
@@ -133,25 +163,29 @@ void MpiCommunicator::all_gather(ConstTensorRef send, TensorRef recv, std::int64
 std::unique_ptr<Request> MpiCommunicator::all_gather_async(ConstTensorRef send, TensorRef recv, std::int64_t send_n) {
   check_dtype(recv.dtype(), send.dtype(), "all_gather");
   const MPI_Datatype type = mpi_type(recv.dtype(), "all_gather");
-  auto r = std::make_unique<MpiRequest>();
+  auto r =
+      std::make_unique<MpiRequest>(OpRecord{name_, "all_gather", CommActivity::process().issue(name_), world_ranks_});
   const void* source = send.raw() == (recv + rank_ * send_n).raw() ? MPI_IN_PLACE : send.raw();
   MPI_CHECK(MPI_Iallgather(source, count_of(send_n), type, recv.raw(), count_of(send_n), type, comm_, &r->request));
   return r;
 }
 
 std::unique_ptr<Request> MpiCommunicator::isend(ConstTensorRef data, std::int64_t n, int peer, int tag) {
-  auto r = std::make_unique<MpiRequest>();
+  auto r = std::make_unique<MpiRequest>(OpRecord{name_, "send", 0, {world_ranks_.at(peer)}});
   MPI_CHECK(MPI_Isend(data.raw(), count_of(n), mpi_type(data.dtype(), "isend"), peer, tag, comm_, &r->request));
   return r;
 }
 
 std::unique_ptr<Request> MpiCommunicator::irecv(TensorRef data, std::int64_t n, int peer, int tag) {
-  auto r = std::make_unique<MpiRequest>();
+  auto r = std::make_unique<MpiRequest>(OpRecord{name_, "recv", 0, {world_ranks_.at(peer)}});
   MPI_CHECK(MPI_Irecv(data.raw(), count_of(n), mpi_type(data.dtype(), "irecv"), peer, tag, comm_, &r->request));
   return r;
 }
 
-void MpiCommunicator::barrier() { MPI_CHECK(MPI_Barrier(comm_)); }
+void MpiCommunicator::barrier() {
+  const CommActivity::Blocked blocked(name_, "barrier", CommActivity::process().issue(name_), world_ranks_);
+  MPI_CHECK(MPI_Barrier(comm_));
+}
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) const {
   MPI_Comm sub = MPI_COMM_NULL;

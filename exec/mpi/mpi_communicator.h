@@ -1,11 +1,13 @@
 // MPI communicator (built when LOOM_HAVE_MPI): collectives and non-blocking point-to-point over an
-// MPI_Comm, process groups cut from MPI_COMM_WORLD with MPI_Comm_split, and MPI_CHECK.
+// MPI_Comm, process groups cut from MPI_COMM_WORLD with MPI_Comm_split, and MPI_CHECK. Every
+// collective is counted and every blocking wait recorded in CommActivity, for the watchdog.
 #pragma once
 
 #include <mpi.h>
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "exec/communicator.h"
 
@@ -30,6 +32,8 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string name() const override { return name_; }
   MPI_Comm comm() const { return comm_; }
+  // The members' ranks in MPI_COMM_WORLD, by rank in this group.
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
 
   void all_reduce(TensorRef data, std::int64_t n, ReduceOp op) override;
   void all_reduce(double* data, std::int64_t n, ReduceOp op) override;
@@ -48,6 +52,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_;
   std::string name_;
   int rank_ = 0, size_ = 1;
+  std::vector<int> world_ranks_;
 };
 
 }  // namespace loom::exec
