@@ -262,7 +262,7 @@ int run_profile(const ProfileFlags& f) {
   exec::set_cpu_threads(f.threads);
   const auto wall_start = std::chrono::steady_clock::now();
   std::string error;
-  auto backend = exec::make_backend(f.backend, &error);
+  auto backend = exec::make_backend(f.backend, &error, {runtime.local_rank(), runtime.local_size()});
   KernelResults kernels = measure_kernels(*backend, f, rank == 0);
   // Then rank 0 alone, the other ranks sleeping (an MPI wait would spin on their cores).
   std::optional<KernelResults> alone;

@@ -141,7 +141,7 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   if (o.backend == "cpu-bf16")
     r.backend = std::make_unique<exec::CpuBf16Backend>();
   else
-    r.backend = exec::make_backend(o.backend, &backend_error);
+    r.backend = exec::make_backend(o.backend, &backend_error, {runtime.local_rank(), runtime.local_size()});
   if (!r.backend) throw InputError(backend_error);
   // Buffers on a GPU are device memory, which the MPI communicator cannot read (NCCL is not built yet).
   if (o.backend == "cuda" && runtime.world_size() > 1)
@@ -198,10 +198,12 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   }
   if (rank == 0)
     fmt::print(
-        "loom run: {} on {} rank(s), {} | global batch {} × seq {} | {} micro-batches | dropout {} | backend {} ({})\n",
+        "loom run: {} on {} rank(s), {} | global batch {} × seq {} | {} micro-batches | dropout {} | backend {} "
+        "({}{})\n",
         r.trainer.model.name, world, describe(r.trainer.config), r.trainer.training.global_batch, trainer.seq(),
         trainer.micro_batches(), r.trainer.dropout_probability(), r.backend->name(),
-        r.backend->name() == "cuda" ? "cuBLASLt" : exec::cpu_gemm_library());
+        r.backend->name() == "cuda" ? "cuBLASLt" : exec::cpu_gemm_library(),
+        r.backend->device() >= 0 ? fmt::format(", rank 0 on device {}", r.backend->device()) : "");
   exec::StepMetrics last;
   // Beside the step lines only when those go to a file or a pipe.
   ProgressBar bar("training", rank == 0 && isatty(STDOUT_FILENO) == 0);

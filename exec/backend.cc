@@ -62,10 +62,12 @@ Tensor Backend::recharge(Tensor tensor, MemoryCategory category) {
   return Tensor(this, tensor.release_storage(), rows, cols, category, dtype);
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& name, std::string* error) {
+std::unique_ptr<Backend> make_backend(const std::string& name, std::string* error, NodeSlot slot) {
   if (name == "cpu") return std::make_unique<CpuBackend>();
 #ifdef LOOM_WITH_CUDA
-  if (name == "cuda") return make_cuda_backend(error);
+  if (name == "cuda") return make_cuda_backend(error, slot);
+#else
+  (void)slot;
 #endif
   if (error != nullptr) {
     *error = name == "cuda" ? "--backend cuda: this build of loom has no CUDA backend (use --backend cpu)"

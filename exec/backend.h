@@ -37,6 +37,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // The GPU this backend drives (its index among the visible devices); -1 on the CPU.
+  virtual int device() const { return -1; }
 
   // The dtype of parameters and activations in the compute path: fp32 on the CPU (the reference), bf16
   // on GPUs (mixed precision: fp32 master weights, moments and main gradients beside it).
@@ -157,8 +159,15 @@ class Backend {
   MemoryTracker memory_;
 };
 
+// Where on its node a rank runs: a GPU backend drives device local_rank modulo the visible devices
+// (exec/device_placement.h).
+struct NodeSlot {
+  int local_rank = 0;
+  int local_size = 1;
+};
+
 // "cpu" (always) or "cuda" (when built with CUDA); nullptr with a message for anything else.
-std::unique_ptr<Backend> make_backend(const std::string& name, std::string* error);
+std::unique_ptr<Backend> make_backend(const std::string& name, std::string* error, NodeSlot slot = {});
 
 // The backend names this build can make, "cpu" first (the fp32 reference every other backend's
 // ops are tested against). A listed GPU backend may still fail to start on a host without a GPU.

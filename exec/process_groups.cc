@@ -37,6 +37,7 @@ Runtime::Runtime() {
   MPI_Comm node = MPI_COMM_NULL;
   MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &node));
   MPI_CHECK(MPI_Comm_size(node, &local_size_));
+  MPI_CHECK(MPI_Comm_rank(node, &local_rank_));
   MPI_Comm_free(&node);
 #endif
 }

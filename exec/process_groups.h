@@ -24,6 +24,7 @@ class Runtime {
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
   int local_size() const { return local_size_; }  // ranks on this node
+  int local_rank() const { return local_rank_; }  // this rank among them
   static bool has_mpi();
   // Every rank reports whether it failed; returns {ranks that failed, whether rank 0 did}. Used to
   // agree on bad input before any other collective, so every rank exits and none hangs.
@@ -42,6 +43,7 @@ class Runtime {
   int world_rank_ = 0;
   int world_size_ = 1;
   int local_size_ = 1;
+  int local_rank_ = 0;
   bool owns_mpi_ = false;
   bool threads_ = false;  // MPI_THREAD_MULTIPLE provided
   std::vector<int> world_ranks_;

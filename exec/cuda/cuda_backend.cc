@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "exec/cuda/dispatch.h"
+#include "exec/device_placement.h"
 #include "kernels/attention.h"
 #include "kernels/cuda_check.h"
 #include "kernels/gemm.h"
@@ -90,7 +91,7 @@ P* on_device(P* p, const char* op, const char* what) {
 
 // --- device, stream, memory --------------------------------------------------------------------------
 
-std::unique_ptr<Backend> make_cuda_backend(std::string* error) {
+std::unique_ptr<Backend> make_cuda_backend(std::string* error, NodeSlot slot) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
@@ -99,10 +100,19 @@ std::unique_ptr<Backend> make_cuda_backend(std::string* error) {
     if (error != nullptr) *error = "--backend cuda: no CUDA device (" + why + ")";
     return nullptr;
   }
-  return std::make_unique<CudaBackend>();
+  const Result<DevicePlacement> placement = place_rank_on_device(slot.local_rank, slot.local_size, count);
+  if (!placement) {
+    if (error != nullptr) *error = "--backend cuda: " + placement.error().message;
+    return nullptr;
+  }
+  // Before anything allocates: every later CUDA call of this process (allocator, cuBLASLt, kernels)
+  // goes to the current device.
+  CUDA_CHECK(cudaSetDevice(placement->device));
+  return std::make_unique<CudaBackend>(placement->device);
 }
 
-CudaBackend::CudaBackend() : allocator_(std::make_unique<DeviceAllocator>(std::make_unique<CudaDeviceMemory>())) {
+CudaBackend::CudaBackend(int device)
+    : device_(device), allocator_(std::make_unique<DeviceAllocator>(std::make_unique<CudaDeviceMemory>())) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_ = std::make_unique<kernels::Gemm>();
   sum_squares_scratch_ = static_cast<double*>(

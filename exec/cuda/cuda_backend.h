@@ -20,13 +20,14 @@ namespace loom::exec {
 
 class CudaBackend final : public Backend {
  public:
-  // Call make_cuda_backend, which checks for a device first.
-  CudaBackend();
+  // Call make_cuda_backend, which checks for a device and makes `device` current first.
+  explicit CudaBackend(int device);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string name() const override { return "cuda"; }
+  int device() const override { return device_; }
   DType compute_dtype() const override { return DType::kBF16; }
   // Device memory the allocator holds (in use + cached), beside the tracker's per-category bytes.
   const DeviceAllocator& allocator() const { return *allocator_; }
@@ -102,6 +103,7 @@ class CudaBackend final : public Backend {
   // the stream into a scratch buffer (the data loader's token vectors live on the host).
   const int* device_ints(const int* host_or_device, std::int64_t n);
 
+  int device_ = 0;
   CUstream_st* stream_ = nullptr;
   std::unique_ptr<DeviceAllocator> allocator_;
   std::unique_ptr<kernels::Gemm> gemm_;
@@ -110,7 +112,8 @@ class CudaBackend final : public Backend {
   double* sum_squares_scratch_ = nullptr;  // kernels::kSumSquaresScratch doubles
 };
 
-// nullptr and "--backend cuda: no CUDA device (<CUDA's message>)" where no device can be used.
-std::unique_ptr<Backend> make_cuda_backend(std::string* error);
+// The backend on this rank's device (exec/device_placement.h), made current for the process; nullptr
+// and "--backend cuda: no CUDA device (<CUDA's message>)" where no device can be used.
+std::unique_ptr<Backend> make_cuda_backend(std::string* error, NodeSlot slot = {});
 
 }  // namespace loom::exec
