@@ -30,10 +30,10 @@ class CommActivity {
 
   // An operation the training thread is blocked in.
   struct Wait {
-    std::string group;           // "tp", "dp", "pp", "world", ...
-    const char* op = "";         // "all_reduce", "send", "recv", ...
-    std::int64_t seq = 0;        // the group's collective number (1, 2, ...; equal on every member); 0: point-to-point
-    std::vector<int> ranks;      // world ranks that must take part: the group's members, or the peer
+    std::string group;       // "tp", "dp", "pp", "world", ...
+    const char* op = "";     // "all_reduce", "send", "recv", ...
+    std::int64_t seq = 0;    // the group's collective number (1, 2, ...; equal on every member); 0: point-to-point
+    std::vector<int> ranks;  // world ranks that must take part: the group's members, or the peer
     Clock::time_point since{};
   };
   struct Snapshot {
