@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Checks that every C++/CUDA source tracked by git is formatted by the checked-in .clang-format.
-# `scripts/check-format.sh --fix` rewrites them instead. Needs clang-format (Debian: clang-format).
+# Checks that every C++/CUDA source git tracks or would add (untracked, not ignored) is formatted by
+# the checked-in .clang-format. `scripts/check-format.sh --fix` rewrites them instead, new files
+# too. Needs clang-format (Debian: clang-format).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files '*.h' '*.cc' '*.cu' '*.cuh')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.h' '*.cc' '*.cu' '*.cuh')
 if [[ "${1:-}" == "--fix" ]]; then
   clang-format -i "${files[@]}"
   exit 0
