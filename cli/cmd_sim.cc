@@ -56,6 +56,9 @@ std::string table_text(const Specs& specs, const ParallelConfig& c, const sim::S
                    specs.training.precision == Precision::kFp8
                        ? fmt::format(", FP8 linear layers ({} scaling)", to_string(specs.training.fp8_recipe))
                        : "");
+  if (!specs.training.framework.empty())
+    t += fmt::format("# framework: {} (`loom frameworks` lists its behaviours and their sources)\n",
+                     specs.training.framework);
   t += fmt::format("step time            {:.4f} s\n", r.step_time_s);
   t += fmt::format("tokens/s             {:.0f}\n", r.tokens_per_s);
   t += fmt::format("TFLOP/s per GPU      {:.1f} model, {:.1f} hardware (with recompute)\n", r.tflops_per_gpu,

@@ -1,5 +1,6 @@
 // `loom validate`: the simulator against measurements. --published reproduces Korthikanti et al.
-// 2022 Table 5 (predicted, published, error); --profile FILE runs the on-machine matrix.
+// 2022 Table 5 and Narayanan et al. 2021 Table 1 (predicted, published, error); --profile FILE runs
+// the on-machine matrix.
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,41 +38,73 @@ struct ValidateFlags {
   int rounds = 1;
 };
 
+struct ErrorSummary {
+  double mean = 0, worst = 0;
+};
+ErrorSummary summarize(const std::vector<PublishedRow>& rows) {
+  ErrorSummary e;
+  for (const auto& r : rows) {
+    e.mean += std::abs(r.error());
+    e.worst = std::max(e.worst, std::abs(r.error()));
+  }
+  if (!rows.empty()) e.mean /= static_cast<double>(rows.size());
+  return e;
+}
+
+Json published_json(const std::vector<PublishedRow>& rows) {
+  Json list = Json::array();
+  for (const auto& r : rows)
+    list.push_back({{"model", r.model},
+                    {"setting", r.setting},
+                    {"config", to_json(r.config)},
+                    {"published_s", r.published_s},
+                    {"predicted_s", r.predicted_s},
+                    {"error", r.error()}});
+  return list;
+}
+
+std::string published_table(const std::vector<PublishedRow>& rows, const ErrorSummary& e, const char* setting) {
+  std::string text = fmt::format("{:<7} {:<34} {:>5} {:>4} {:>5} {:>5} {:>4} {:>12} {:>12} {:>8}\n", "model", setting,
+                                 "GPUs", "TP", "PP", "DP", "VPP", "published_s", "predicted_s", "error%");
+  for (const auto& r : rows)
+    text += fmt::format("{:<7} {:<34} {:>5} {:>4} {:>5} {:>5} {:>4} {:>12.2f} {:>12.2f} {:>+8.2f}\n", r.model,
+                        r.setting, r.gpus, r.config.tp, r.config.pp, r.config.dp, r.config.vpp, r.published_s,
+                        r.predicted_s, 100.0 * r.error());
+  text += fmt::format("# mean |error| {:.2f} %, max |error| {:.2f} %\n", 100.0 * e.mean, 100.0 * e.worst);
+  return text;
+}
+
+// Narayanan et al. 2021 Table 1 under the software that ran it.
+constexpr const char* kNarayananFramework = "megatron-lm-2021";
+
 int run_published(const ValidateFlags& f) {
   const ClusterSpec cluster = value_or_exit(load_cluster(f.cluster));
   const auto rows = value_or_exit(reproduce_korthikanti_table5(f.validation_dir + "/korthikanti2022.json", cluster));
-  double sum = 0, worst = 0;
-  for (const auto& r : rows) {
-    sum += std::abs(r.error());
-    worst = std::max(worst, std::abs(r.error()));
-  }
-  const double mean = rows.empty() ? 0.0 : sum / rows.size();
+  const auto weak = value_or_exit(
+      reproduce_narayanan_table1(f.validation_dir + "/narayanan2021_table1.json", cluster, kNarayananFramework));
+  const ErrorSummary e = summarize(rows), w = summarize(weak);
   if (f.format == "json") {
     Json out;
     out["source"] = "Korthikanti et al. 2022, Table 5";
     out["cluster"] = cluster.name;
-    Json list = Json::array();
-    for (const auto& r : rows)
-      list.push_back({{"model", r.model},
-                      {"setting", r.setting},
-                      {"config", to_json(r.config)},
-                      {"published_s", r.published_s},
-                      {"predicted_s", r.predicted_s},
-                      {"error", r.error()}});
-    out["rows"] = list;
-    out["mean_abs_error"] = mean;
-    out["max_abs_error"] = worst;
+    out["rows"] = published_json(rows);
+    out["mean_abs_error"] = e.mean;
+    out["max_abs_error"] = e.worst;
+    out["narayanan2021_table1"] = {{"source", "Narayanan et al. 2021, Table 1"},
+                                   {"framework", kNarayananFramework},
+                                   {"rows", published_json(weak)},
+                                   {"mean_abs_error", w.mean},
+                                   {"max_abs_error", w.worst}};
     write_output("", out.dump(2) + "\n");
     return kExitOk;
   }
   std::string text = fmt::format("# Korthikanti et al. 2022, Table 5: iteration time on DGX A100 ({})\n", cluster.name);
-  text += fmt::format("{:<6} {:<34} {:>4} {:>4} {:>5} {:>4} {:>12} {:>12} {:>8}\n", "model", "setting", "GPUs", "TP",
-                      "PP", "VPP", "published_s", "predicted_s", "error%");
-  for (const auto& r : rows)
-    text +=
-        fmt::format("{:<6} {:<34} {:>4} {:>4} {:>5} {:>4} {:>12.2f} {:>12.2f} {:>+8.2f}\n", r.model, r.setting, r.gpus,
-                    r.config.tp, r.config.pp, r.config.vpp, r.published_s, r.predicted_s, 100.0 * r.error());
-  text += fmt::format("# mean |error| {:.2f} %, max |error| {:.2f} %\n", 100.0 * mean, 100.0 * worst);
+  text += published_table(rows, e, "setting");
+  text += fmt::format(
+      "\n# Narayanan et al. 2021, Table 1: iteration time on DGX A100 ({}), --framework {}, full recompute; "
+      "micro-batch and interleaving unpublished: the planner's fastest\n",
+      cluster.name, kNarayananFramework);
+  text += published_table(weak, w, "planned (unpublished settings)");
   write_output("", text);
   return kExitOk;
 }
@@ -285,7 +318,8 @@ int run_matrix(const ValidateFlags& f) {
 std::function<int()> add_validate(CLI::App& root) {
   auto flags = std::make_shared<ValidateFlags>();
   CLI::App* app = root.add_subcommand("validate", "compare the simulator with measured step times");
-  app->add_flag("--published", flags->published, "reproduce published measurements (Korthikanti et al. 2022, Table 5)");
+  app->add_flag("--published", flags->published,
+                "reproduce published measurements (Korthikanti et al. 2022, Table 5; Narayanan et al. 2021, Table 1)");
   app->add_flag("--public-runs", flags->public_runs,
                 "simulate the published H100/H200/B200 runs (h100_public.json: NeMo, Megatron-Bridge, torchtitan)");
   app->add_option("--validation-dir", flags->validation_dir, "folder with the published numbers")

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/framework.h"
 #include "core/pipeline_split.h"
 
 namespace loom {
@@ -26,10 +27,19 @@ RuleStatus check_all(const ModelSpec& model, const TrainingSpec& training, const
   if (auto s = check_micro_batch(training, c); !s) return s;
   if (auto s = check_schedule(model, c, c.micro_batches(training.global_batch), split); !s) return s;
   if (auto s = check_zero(c); !s) return s;
-  return check_sequence_parallel(model, training, c);
+  if (auto s = check_sequence_parallel(model, training, c); !s) return s;
+  return check_framework(training, c);
 }
 
 }  // namespace
+
+RuleStatus check_framework(const TrainingSpec& training, const ParallelConfig& c) {
+  if (training.framework.empty()) return {};
+  auto preset = find_framework(training.framework);
+  if (!preset) return broken(rule::kFramework, preset.error().message);
+  if (auto why = framework_lacks(**preset, training, c)) return broken(rule::kFramework, *why);
+  return {};
+}
 
 RuleStatus check_sizes(const ParallelConfig& c) {
   if (c.tp < 1 || c.pp < 1 || c.dp < 1 || c.micro_batch < 1 || c.vpp < 1)

@@ -46,6 +46,7 @@ inline constexpr std::string_view kZeroStage = "no such ZeRO stage";
 inline constexpr std::string_view kShardGroup = "shard group not a proper divisor of dp under ZeRO-3";
 inline constexpr std::string_view kSpNeedsTp = "sequence parallelism needs tp > 1";
 inline constexpr std::string_view kSpTokens = "sequence parallelism needs tokens divisible by tp";
+inline constexpr std::string_view kFramework = "not run by the --framework";
 }  // namespace rule
 
 struct RuleViolation {
@@ -95,6 +96,8 @@ RuleStatus check_schedule(const ModelSpec& model, const ParallelConfig& config, 
                           StageSplit split = StageSplit::kEven);
 RuleStatus check_zero(const ParallelConfig& config);
 RuleStatus check_sequence_parallel(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
+// A configuration the named software stack (training.framework, core/framework.h) can run.
+RuleStatus check_framework(const TrainingSpec& training, const ParallelConfig& config);
 
 // Every rule above but the placement one (which needs a cluster), in the enumerator's order.
 RuleStatus check_config(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,

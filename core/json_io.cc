@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/framework.h"
 #include "core/internal/json_fields.h"
 #include "core/pipeline_split.h"
 
@@ -226,6 +227,8 @@ Json to_json(const TrainingSpec& t) {
   j["allow_cross_node_tp"] = t.allow_cross_node_tp;
   j["overlap_grad_reduce"] = t.overlap_grad_reduce;
   j["pipeline_sends_block"] = t.pipeline_sends_block;
+  j["tp_comm_overlap"] = t.tp_comm_overlap;
+  if (!t.framework.empty()) j["framework"] = t.framework;
   return j;
 }
 
@@ -246,7 +249,12 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.allow_cross_node_tp = r.boolean("allow_cross_node_tp", false);
   t.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
   t.pipeline_sends_block = r.boolean("pipeline_sends_block", false);
+  t.tp_comm_overlap = r.boolean("tp_comm_overlap", true);
+  t.framework = r.string("framework", std::string());
   if (!r.ok()) return make_error(r.error());
+  if (!t.framework.empty())
+    if (auto preset = find_framework(t.framework); !preset)
+      return make_error(fmt::format("training: 'framework' must be {}, not '{}'", framework_names(), t.framework));
   const auto kernel = parse_attention_kernel(attention);
   if (!kernel)
     return make_error(fmt::format("training: 'attention' must be {}, not '{}'", one_of<AttentionKernel>(), attention));

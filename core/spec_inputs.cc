@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/framework.h"
 #include "core/presets.h"
 
 namespace loom {
@@ -22,7 +23,9 @@ Status check_sizes(const SpecInputs& in, const ClusterSpec& cluster) {
     return make_error(fmt::format("--gpus: {} GPUs need {} nodes but cluster '{}' has {}", in.gpus, nodes, cluster.name,
                                   cluster.max_nodes));
   if (in.grad_bytes != 0 && in.grad_bytes != 2 && in.grad_bytes != 4) return make_error("--grad-bytes: must be 2 or 4");
-  if (!parse_attention_kernel(in.attention))
+  if (!in.framework.empty())
+    if (auto preset = find_framework(in.framework); !preset) return preset.error();
+  if (!in.attention.empty() && !parse_attention_kernel(in.attention))
     return make_error(fmt::format("--attention: unknown kernel '{}' ({})", in.attention, one_of<AttentionKernel>()));
   const auto precision = parse_precision(in.precision);
   if (!precision)
@@ -65,7 +68,11 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
   t.allow_cross_node_tp = in.allow_cross_node_tp;
   t.pipeline_sends_block = in.sync_pipeline_sends;
   if (in.grad_bytes != 0) t.grad_bytes = in.grad_bytes;
-  t.attention = *parse_attention_kernel(in.attention);
+  if (!in.attention.empty()) t.attention = *parse_attention_kernel(in.attention);
+  // The stack's behaviours where no flag set them: a flag given wins over its framework.
+  if (!in.framework.empty())
+    apply_framework(*find_framework(in.framework).value(), t,
+                    {!in.attention.empty(), in.grad_bytes != 0, in.sync_pipeline_sends});
   t.precision = *parse_precision(in.precision);
   if (!in.fp8_recipe.empty()) t.fp8_recipe = *parse_fp8_recipe(in.fp8_recipe);
   return specs;

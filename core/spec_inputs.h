@@ -17,9 +17,10 @@ struct SpecInputs {
   std::string cluster;  // preset name or cluster/cost file
   long long gpus = 0;
   long long global_batch = 0;
-  long long seq = 0;  // 0: the model's
-  double tokens = 0;  // token budget, for days to train; 0: none
-  std::string attention = to_string(AttentionKernel::kFlash);
+  long long seq = 0;           // 0: the model's
+  double tokens = 0;           // token budget, for days to train; 0: none
+  std::string attention = "";  // empty: the --framework's kernel, else flash
+  std::string framework = "";  // empty: none named (core/framework.h)
   std::string precision = to_string(Precision::kBf16);
   std::string fp8_recipe = "";  // empty: TrainingSpec's default (delayed scaling)
   bool allow_cross_node_tp = false;
@@ -47,7 +48,11 @@ void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
   visit("--cluster", in.cluster, "cluster preset or cost file (JSON)", false);
   visit("--seq", in.seq, "sequence length (default: the model's)", false);
   visit("--tokens", in.tokens, "token budget, for days to train", false);
-  visit("--attention", in.attention, "attention kernel: flash or unfused", false);
+  visit("--framework", in.framework,
+        "software stack whose known behaviours apply: megatron-lm-2021, megatron-core or torchtitan (default: none)",
+        false);
+  visit("--attention", in.attention, "attention kernel: flash or unfused (default: the --framework's, else flash)",
+        false);
   visit("--precision", in.precision, "linear-layer GEMMs: bf16, or fp8 (TransformerEngine-style, bf16 elsewhere)",
         false);
   visit("--fp8-recipe", in.fp8_recipe, "FP8 scaling: delayed (amax history) or tensorwise (current scaling)", false);

@@ -35,6 +35,12 @@ struct TrainingSpec {
   // Megatron-DeepSpeed). false: sends run on their own channel behind the compute, as Loom's
   // executor and Megatron-core with --overlap-p2p-communication do.
   bool pipeline_sends_block = false;
+  // A column-parallel linear's input-gradient all-reduce (reduce-scatter under SP) runs beside its
+  // weight-gradient GEMM (Megatron-LM's asynchronous TP all-reduce). false: one after the other.
+  bool tp_comm_overlap = true;
+  // The software stack the run is described by (core/framework.h; empty: none named, the
+  // behaviours above as set). A named one also limits the configurations to those it can run.
+  std::string framework = "";
 };
 
 // Plain fp32 training, as Loom's CPU executor runs: fp32 parameters (no master copy), gradients

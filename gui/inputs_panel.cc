@@ -1,5 +1,7 @@
 #include "gui/inputs_panel.h"
 
+#include <algorithm>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -13,6 +15,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include "core/framework.h"
 #include "core/presets.h"
 
 namespace loom::gui {
@@ -88,8 +91,22 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   tokens_b_->setKeyboardTracking(false);
   tokens_b_->setToolTip(tr("token budget, for days to train"));
   form->addRow(tr("Budget"), tokens_b_);
+  // Item data holds the flag's value ("" where the item stands for the flag not given).
+  framework_ = new QComboBox;
+  framework_->setObjectName("framework");
+  framework_->addItem(tr("none"), QString());
+  for (const FrameworkPreset& f : framework_presets()) {
+    framework_->addItem(f.name, QString(f.name));
+    framework_->setItemData(framework_->count() - 1, QString(f.description), Qt::ToolTipRole);
+  }
+  framework_->setToolTip(tr("the software stack whose known behaviours apply; `loom plan --framework`"));
+  form->addRow(tr("Framework"), framework_);
   attention_ = new QComboBox;
-  attention_->addItems({to_string(AttentionKernel::kFlash), to_string(AttentionKernel::kUnfused)});
+  attention_->setObjectName("attention");
+  attention_->addItem(tr("framework's"), QString());
+  for (const char* kernel : {to_string(AttentionKernel::kFlash), to_string(AttentionKernel::kUnfused)})
+    attention_->addItem(kernel, QString(kernel));
+  attention_->setToolTip(tr("the --framework's kernel (flash without one), or the one chosen"));
   form->addRow(tr("Attention"), attention_);
   precision_ = new QComboBox;
   precision_->addItems({to_string(Precision::kBf16), to_string(Precision::kFp8)});
@@ -138,6 +155,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   connect(global_batch_, &QSpinBox::valueChanged, this, emit_changed);
   connect(seq_, &QSpinBox::valueChanged, this, emit_changed);
   connect(tokens_b_, &QDoubleSpinBox::valueChanged, this, emit_changed);
+  connect(framework_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(attention_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(precision_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(cross_node_tp_, &QCheckBox::toggled, this, emit_changed);
@@ -164,7 +182,8 @@ PlanRequest InputsPanel::request() const {
   r.specs.global_batch = global_batch_->value();
   r.specs.seq = seq_->value();
   r.specs.tokens = tokens_b_->value() * 1e9;
-  r.specs.attention = attention_->currentText().toStdString();
+  r.specs.framework = framework_->currentData().toString().toStdString();
+  r.specs.attention = attention_->currentData().toString().toStdString();
   r.specs.precision = precision_->currentText().toStdString();
   r.specs.allow_cross_node_tp = cross_node_tp_->isChecked();
   r.specs.sync_pipeline_sends = sync_sends_->isChecked();
@@ -192,7 +211,8 @@ void InputsPanel::set_request(const PlanRequest& r) {
   global_batch_->setValue(static_cast<int>(r.specs.global_batch));
   seq_->setValue(static_cast<int>(r.specs.seq));
   tokens_b_->setValue(r.specs.tokens / 1e9);
-  attention_->setCurrentText(QString::fromStdString(r.specs.attention));
+  framework_->setCurrentIndex(std::max(0, framework_->findData(QString::fromStdString(r.specs.framework))));
+  attention_->setCurrentIndex(std::max(0, attention_->findData(QString::fromStdString(r.specs.attention))));
   precision_->setCurrentText(QString::fromStdString(r.specs.precision));
   cross_node_tp_->setChecked(r.specs.allow_cross_node_tp);
   sync_sends_->setChecked(r.specs.sync_pipeline_sends);

@@ -49,6 +49,7 @@ class InputsPanel : public QWidget {
   QSpinBox* global_batch_;
   QSpinBox* seq_;
   QDoubleSpinBox* tokens_b_;
+  QComboBox* framework_;
   QComboBox* attention_;
   QComboBox* precision_;
   QCheckBox* cross_node_tp_;

@@ -211,6 +211,7 @@ void Enumerator::for_zero(ParallelConfig c, const std::vector<Pipeline>& schedul
         c.schedule = p.schedule;
         c.vpp = p.vpp;
         c.split = p.split;
+        if (!passes(c, check_framework(training_, c))) continue;
         out_.legal.push_back(c);
       }
     }

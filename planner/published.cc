@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "core/framework.h"
 #include "core/json_io.h"
 #include "core/presets.h"
+#include "planner/search.h"
 #include "sim/simulator.h"
 
 namespace loom {
@@ -72,6 +74,58 @@ Result<std::vector<PublishedRow>> reproduce_korthikanti_table5(const std::string
       row.predicted_s = sim->step_time_s;
       rows.push_back(row);
     }
+  }
+  return rows;
+}
+
+Result<std::vector<PublishedRow>> reproduce_narayanan_table1(const std::string& json_path, const ClusterSpec& cluster,
+                                                             const std::string& framework, int threads) {
+  auto json = read_json_file(json_path);
+  if (!json) return json.error();
+  const Json& j = *json;
+  if (!j.contains("rows") || !j.contains("common") || !j["rows"].is_array())
+    return make_error(fmt::format("{}: not the Narayanan et al. validation file", json_path));
+  auto preset = find_framework(framework);
+  if (!preset) return preset.error();
+  const int seq = j["common"].value("seq_len", 2048);
+  const int vocab = j["common"].value("vocab", 51200);
+  std::vector<PublishedRow> rows;
+  for (const auto& r : j["rows"]) {
+    // Megatron-LM's GPT: learned positions, biases, dropout, tied embeddings, GELU MLP of 4h.
+    ModelSpec m;
+    m.name = fmt::format("gpt-{}b", r.value("params_billion", 0.0));
+    m.layers = r.value("layers", 0);
+    m.hidden = r.value("hidden", 0);
+    m.heads = r.value("heads", 0);
+    m.kv_heads = m.heads;
+    m.ffn_hidden = 4 * m.hidden;
+    m.vocab = vocab;
+    m.seq_len = seq;
+    PublishedRow row;
+    row.model = fmt::format("{}B", r.value("params_billion", 0.0));
+    row.gpus = r.value("gpus", 0);
+    row.global_batch = r.value("global_batch", 0LL);
+    row.published_s = r.value("iteration_time_s_derived", 0.0);
+    TrainingSpec t;
+    t.gpus = row.gpus;
+    t.global_batch = row.global_batch;
+    t.seq_len = seq;
+    apply_framework(**preset, t);
+    SearchSpace space;
+    space.tp = {r.value("tp", 1)};
+    space.pp = {r.value("pp", 1)};
+    space.recompute = {Recompute::kFull};
+    PlanOptions options;
+    options.threads = threads;
+    auto plans = search_plans(m, t, cluster, space, options);
+    if (!plans) return make_error(fmt::format("{}: {}", row.model, plans.error().message));
+    if (plans->plans.empty()) return make_error(fmt::format("{}: no configuration fits", row.model));
+    const PlanRow& best = plans->plans.front();
+    row.config = best.config;
+    row.predicted_s = best.metrics.step_time_s;
+    row.setting =
+        fmt::format("mb{} vpp{} {}", best.config.micro_batch, best.config.vpp, to_string(best.config.schedule));
+    rows.push_back(row);
   }
   return rows;
 }

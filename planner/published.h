@@ -27,4 +27,12 @@ struct PublishedRow {
 Result<std::vector<PublishedRow>> reproduce_korthikanti_table5(const std::string& json_path,
                                                                const ClusterSpec& cluster);
 
+// Narayanan et al. 2021, Table 1 (narayanan2021_table1.json: GPT 1.7B–1T on 32–3,072 A100s): each
+// row planned with its published TP and PP under `framework` (megatron-lm-2021: the behaviours and
+// the features of the software that ran it, core/framework.h) and full recompute; micro-batch,
+// schedule and interleaving are not published, so the planner picks them and the row reports the
+// fastest configuration that fits (`setting` holds it, e.g. "mb2 vpp5 interleaved").
+Result<std::vector<PublishedRow>> reproduce_narayanan_table1(const std::string& json_path, const ClusterSpec& cluster,
+                                                             const std::string& framework, int threads = 0);
+
 }  // namespace loom

@@ -140,6 +140,13 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
                                     to_string(t.fp8_recipe), c.device.peak_fp8_flops / 1e12,
                                     c.device.fp8_gemm_tn_only ? " and transposed" : "")
                       : ""));
+  lines.push_back(fmt::format(
+      "software: {}; gradients reduced {}; TP input-gradient reduction {} the weight-gradient GEMM; pipeline sends "
+      "{}{}",
+      t.framework.empty() ? "no --framework named" : "--framework " + t.framework,
+      t.overlap_grad_reduce ? "in buckets during the last backward" : "after the backward",
+      t.tp_comm_overlap ? "beside" : "after", t.pipeline_sends_block ? "block the next pass" : "run beside compute",
+      t.framework.empty() ? "" : " (`loom frameworks` gives each behaviour's source)"));
   lines.push_back(
       fmt::format("memory: most loaded pipeline stage; buf = communication buffers + one layer's backward "
                   "workspace + {:.1f} GiB framework reserve; fits if total <= {:.1f} GiB",

@@ -573,7 +573,7 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
     in.sm_shared_s += g.compute_s - dgrad;
     if (g.exposed_s > 0) in.add_comm(tp_name(Collective::kAllGather), g.exposed_s);
     // Split off (zero-bubble), the weight gradient runs later: nothing hides the reduction.
-    const Overlap r = split ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);
+    const Overlap r = split || !training_.tp_comm_overlap ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);
     w.add(name, r.compute_s, flops);
     w.sm_shared_s += r.compute_s - wgrad;
     if (r.exposed_s > 0) in.add_comm(tp_name(d.sp ? Collective::kReduceScatter : Collective::kAllReduce), r.exposed_s);
@@ -648,7 +648,8 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     const double wgrad = wgrad_s(h, v / t, tokens_, false);
     const double reduce =
         config_.tp > 1 ? tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes) : 0.0;
-    const Overlap r = split_weight_grad ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);
+    const Overlap r =
+        split_weight_grad || !training_.tp_comm_overlap ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);
     weight->add("lm_head_bwd", r.compute_s, 2.0 * tokens_ * h * v / t);
     weight->sm_shared_s += r.compute_s - wgrad;
     if (r.exposed_s > 0)

@@ -257,6 +257,11 @@ void StepBuilder::add_gradient_reduction(int s) {
           c_.zero >= 3 ? cost_.shard_collective_s(reduce, bucket_bytes) : cost_.dp_collective_s(reduce, bucket_bytes);
       const std::int32_t reduced = add_dp_op(s, seconds, reduce, last_grad_op_[s][chunk],
                                              static_cast<float>(b + 1) / static_cast<float>(buckets));
+      // Without overlap the whole buffer is reduced once the stage's backward is over (Megatron-LM
+      // 2021's allreduce_gradients after forward_backward_func), every chunk's last pass included.
+      if (!training_.overlap_grad_reduce)
+        for (int other = 0; other < c_.vpp; ++other)
+          if (other != chunk) graph_.depend(reduced, last_grad_op_[s][other]);
       // HSDP: the step's reduced shard is then all-reduced across the replicas of the shard group
       // (FSDP2 reduces across replicas once, after the last micro-batch's reduce-scatter).
       if (c_.zero >= 3 && c_.shard_replicas() > 1)

@@ -44,6 +44,9 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   expect_bad_input("calibrate --vtrain /nonexistent.csv --check --out " + (dir / "x.json").string(),
                    "--check fits nothing, so it writes no --out file");
   expect_bad_input("calibrate --trace /nonexistent.json --fit-ceiling", "--fit-ceiling goes with a --vtrain fit");
+  expect_bad_input(std::string("plan ") + kSpec + " --framework megatron", "--framework: unknown framework 'megatron'");
+  expect_bad_input(std::string("sim ") + kSpec + " --tp 8 --zero 1 --framework megatron-lm-2021",
+                   "megatron-lm-2021: ZeRO-1 (no distributed optimizer");
   expect_bad_input("frobnicate", "unknown command 'frobnicate'");
   expect_bad_input("plna", "did you mean 'plan'");
 }
@@ -169,6 +172,21 @@ TEST(Cli, TableStatesItsAssumptions) {
   for (const char* k : {"# model llama2-7b", "# precision:", "framework reserve", "# cluster dgx-a100-80gb", "days"})
     EXPECT_NE(r.out.find(k), std::string::npos) << k;
   EXPECT_TRUE(r.err.empty()) << "piped output shows no progress bar: " << r.err;
+}
+
+// --framework: the stack's behaviours show in the table's assumptions, what it cannot run is
+// rejected for that reason (--explain), and `loom frameworks` lists every behaviour's source.
+TEST(Cli, FrameworkAppliesItsBehavioursAndLimits) {
+  const auto r = run_loom(std::string("plan ") + kSpec + " --framework megatron-lm-2021 --top 3 --explain");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* k : {"# software: --framework megatron-lm-2021; gradients reduced after the backward; TP "
+                        "input-gradient reduction after the weight-gradient GEMM; pipeline sends block the next pass",
+                        "unfused attention", "4-byte grads", "not run by the --framework"})
+    EXPECT_NE(r.out.find(k), std::string::npos) << k << "\n" << r.out;
+  const auto list = run_loom("frameworks");
+  ASSERT_EQ(list.status, 0) << list.err;
+  for (const char* k : {"megatron-lm-2021", "megatron-core", "torchtitan", "megatron/training.py train_step", "FSDP2"})
+    EXPECT_NE(list.out.find(k), std::string::npos) << k;
 }
 
 TEST(Cli, VersionNamesBackends) {

@@ -96,7 +96,7 @@ TEST(SpecFlagTable, NamesEveryInputOnceAndMarksTheThreeACommandCannotDefault) {
     flags.push_back(flag);
     if (needed) required.push_back(flag);
   });
-  EXPECT_EQ(flags.size(), 12u);  // ... --precision and --fp8-recipe among them
+  EXPECT_EQ(flags.size(), 13u);  // ... --framework, --precision and --fp8-recipe among them
   EXPECT_EQ(required, (std::vector<std::string>{"--model", "--gpus", "--global-batch"}));
 }
 

@@ -95,6 +95,24 @@ TEST_F(GuiMainWindow, SynchronousPipelineSendsReachTheSearch) {
   ASSERT_GT(w().plans_view()->model()->rowCount(), 0);
 }
 
+TEST_F(GuiMainWindow, AFrameworkReachesTheSearchAndLimitsItsPlans) {
+  EXPECT_TRUE(w().outcome().specs.training.framework.empty());
+  auto* framework = w().inputs()->findChild<QComboBox*>("framework");
+  ASSERT_NE(framework, nullptr);
+  framework->setCurrentIndex(framework->findText("megatron-lm-2021"));
+  ASSERT_TRUE(wait_until([&] { return w().outcome().specs.training.framework == "megatron-lm-2021" && !w().busy(); }));
+  EXPECT_EQ(w().outcome().specs.training.attention, AttentionKernel::kUnfused);  // the combo left at "framework's"
+  ASSERT_GT(w().plans_model()->rowCount(), 0);
+  for (int r = 0; r < w().plans_model()->rowCount(); ++r) {
+    EXPECT_EQ(w().plans_model()->row(r)->config.zero, 0);
+    EXPECT_FALSE(w().plans_model()->row(r)->config.sequence_parallel);
+  }
+  // The request round-trips through the panel.
+  const PlanRequest request = w().inputs()->request();
+  EXPECT_EQ(request.specs.framework, "megatron-lm-2021");
+  EXPECT_EQ(request.specs.attention, "");
+}
+
 TEST_F(GuiMainWindow, BadInputShowsItsErrorAndClearsTheTable) {
   w().inputs()->model_box()->setCurrentText("no-such-model");
   ASSERT_TRUE(wait_until([&] { return !w().outcome().ok() && !w().busy(); }));

@@ -243,6 +243,50 @@ TEST(Simulator, BlockingPipelineSendsHoldTheStagesNextPass) {
   }
 }
 
+// Megatron-LM 2021 (core/framework.h): the TP input-gradient all-reduce after, not beside, the
+// weight-gradient GEMM; every chunk's gradients reduced once the stage's whole backward is over.
+TEST(Simulator, TpReductionWithoutOverlapIsExposed) {
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  const ModelSpec m = *model_preset("llama2-13b");
+  TrainingSpec t{.gpus = 8, .global_batch = 8, .seq_len = 4096};
+  const ParallelConfig c{.tp = 8, .pp = 1, .dp = 1};
+  auto beside = simulate(m, t, c, cluster);
+  t.tp_comm_overlap = false;
+  auto after = simulate(m, t, c, cluster);
+  ASSERT_TRUE(beside.ok() && after.ok());
+  EXPECT_GT(after->exposed.tp_s, beside->exposed.tp_s * 1.2);
+  EXPECT_GT(after->step_time_s, beside->step_time_s);
+}
+
+TEST(Simulator, GradientsReducedAfterTheBackwardWaitForEveryChunk) {
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  const ModelSpec m = *model_preset("llama2-13b");
+  TrainingSpec t{.gpus = 32, .global_batch = 32, .seq_len = 4096};
+  const ParallelConfig c{.tp = 4, .pp = 4, .dp = 2, .vpp = 2, .schedule = Schedule::kInterleaved};
+  SimOptions keep;
+  keep.keep_graph = true;
+  double step[2] = {0, 0};
+  bool early[2] = {false, false};  // some reduction started before its stage's backward ended
+  for (bool overlap : {true, false}) {
+    t.overlap_grad_reduce = overlap;
+    auto r = simulate(m, t, c, cluster, keep);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    step[overlap] = r->step_time_s;
+    const StepGraph& g = r->graph;
+    std::vector<TimeNs> backward_end(c.pp, 0);
+    for (std::int32_t op = 0; op < static_cast<std::int32_t>(g.size()); ++op)
+      if (g.op(op).kind == OpKind::kBackward)
+        backward_end[g.op(op).stage] = std::max(backward_end[g.op(op).stage], r->timeline.end(g, op));
+    for (std::int32_t op = 0; op < static_cast<std::int32_t>(g.size()); ++op)
+      if (g.op(op).kind == OpKind::kDataParallel && g.op(op).collective == Collective::kAllReduce &&
+          r->timeline.start[op] < backward_end[g.op(op).stage])
+        early[overlap] = true;
+  }
+  EXPECT_TRUE(early[true]);
+  EXPECT_FALSE(early[false]);
+  EXPECT_GT(step[false], step[true]);
+}
+
 TEST(Simulator, BadShapesAreErrorsNotCrashes) {
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
   const ModelSpec m = *model_preset("llama2-7b");

@@ -1,0 +1,62 @@
+// `loom frameworks`: the software stacks `--framework` names, each behaviour Loom applies for it
+// and each parallel feature it lacks, with the source or the reason.
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/output.h"
+#include "core/framework.h"
+
+namespace loom::cli {
+
+namespace {
+
+std::string on_off(bool value) { return value ? "yes" : "no"; }
+
+std::string preset_text(const FrameworkPreset& p) {
+  std::string t = fmt::format("{}\n  {}\n", p.name, p.description);
+  auto line = [&t](const char* what, const std::string& value, const char* source) {
+    t += fmt::format("  {:<28} {:<8} {}\n", what, value, source);
+  };
+  line("attention", to_string(p.attention.value), p.attention.source);
+  line("gradient bytes", std::to_string(p.grad_bytes.value), p.grad_bytes.source);
+  line("grad reduce overlapped", on_off(p.overlap_grad_reduce.value), p.overlap_grad_reduce.source);
+  line("pipeline sends block", on_off(p.pipeline_sends_block.value), p.pipeline_sends_block.source);
+  line("TP reduce beside wgrad GEMM", on_off(p.tp_comm_overlap.value), p.tp_comm_overlap.source);
+  std::string stages;
+  for (int z = 0; z <= 3; ++z)
+    if (p.zero_stages & (1u << z)) stages += (stages.empty() ? "" : ",") + std::to_string(z);
+  line("ZeRO stages", stages, p.zero_source);
+  const std::pair<const char*, const Missing*> features[] = {{"sequence parallelism", &p.sequence_parallel},
+                                                             {"interleaved schedule", &p.interleaved},
+                                                             {"zero-bubble schedule", &p.zero_bubble},
+                                                             {"GPipe schedule", &p.gpipe},
+                                                             {"context parallelism", &p.context_parallel},
+                                                             {"FP8", &p.fp8},
+                                                             {"hybrid sharding (HSDP)", &p.hsdp},
+                                                             {"uneven pipeline stages", &p.uneven_stages},
+                                                             {"TP without SP", &p.tp_without_sp}};
+  for (const auto& [name, missing] : features)
+    if (missing->missing) line(name, "no", missing->why);
+  return t;
+}
+
+std::function<int()> add_frameworks(CLI::App& root) {
+  auto out = std::make_shared<std::string>();
+  CLI::App* app = root.add_subcommand(
+      "frameworks", "the software stacks --framework names: the behaviours applied and the features each lacks");
+  app->add_option("--out", *out, "write to FILE instead of stdout");
+  return [out] {
+    std::string text;
+    for (const FrameworkPreset& p : framework_presets()) text += (text.empty() ? "" : "\n") + preset_text(p);
+    write_output(*out, text);
+    return kExitOk;
+  };
+}
+
+}  // namespace
+
+LOOM_REGISTER_COMMAND("frameworks", add_frameworks);
+
+}  // namespace loom::cli

@@ -1,0 +1,169 @@
+#include "core/framework.h"
+
+#include <fmt/format.h>
+
+#include <array>
+
+namespace loom {
+
+namespace {
+
+constexpr Missing kHas{};
+constexpr Missing lacks(const char* why) { return {true, why}; }
+
+const std::array<FrameworkPreset, 3> kPresets = {{
+    {
+        "megatron-lm-2021",
+        "Megatron-LM as Narayanan et al. (SC'21) ran it: fp16/bf16 mixed precision, the 1F1B and interleaved "
+        "schedules, no distributed optimizer",
+        {AttentionKernel::kUnfused,
+         "attention as batched cuBLAS GEMMs around the fused scale-mask-softmax kernel "
+         "(megatron/model/fused_softmax.py); FlashAttention (Dao et al.) was published in 2022"},
+        {4,
+         "every micro-batch accumulates into an fp32 main_grad buffer, all-reduced in fp32 "
+         "(--accumulate-allreduce-grads-in-fp32, forced on for bf16 in megatron/arguments.py); Megatron-LM's "
+         "docs/distrib_optimizer.md counts 18 bytes per parameter for this layout (fp16 param, fp32 grad)"},
+        {false,
+         "megatron/training.py train_step: forward_backward_func runs every micro-batch, then "
+         "model.allreduce_gradients() reduces the whole gradient buffer at once; the bucketed reduction during "
+         "the backward (--overlap-grad-reduce) arrived with Megatron-core in 2023"},
+        {true,
+         "megatron/p2p_communication.py: torch.distributed.batch_isend_irecv, a wait on every request, then "
+         "torch.cuda.synchronize()"},
+        {false,
+         "the tensor-parallel all-reduces (the paper's f and g operators, §2.3) run on the compute stream; the "
+         "input-gradient all-reduce beside the weight-gradient GEMM (--async-tensor-model-parallel-allreduce) "
+         "came in later releases, which Korthikanti et al. (2022) ran"},
+        0b0001,
+        "no distributed optimizer: Megatron-LM's ZeRO-1 (--use-distributed-optimizer) came in 2022, and it has "
+        "no ZeRO-2 or ZeRO-3",
+        lacks("sequence parallelism came with Korthikanti et al. (2022)"),
+        kHas,
+        lacks("zero-bubble schedules (Qi et al., 2023) are not in Megatron-LM"),
+        lacks("Megatron-LM runs 1F1B or interleaved 1F1B (megatron/schedules.py), not GPipe"),
+        lacks("context parallelism came with Megatron-core (2023)"),
+        lacks("FP8 needs TransformerEngine on Hopper (2022)"),
+        lacks("no ZeRO-3, so no hybrid sharding"),
+        lacks("layers must divide evenly over pipeline stages (megatron/arguments.py asserts it); "
+              "--decoder-first/last-pipeline-num-layers came with Megatron-core (2024)"),
+        kHas,
+    },
+    {
+        "megatron-core",
+        "Megatron-core with TransformerEngine as NVIDIA's current recipes (NeMo, Megatron-Bridge) run it",
+        {AttentionKernel::kFlash,
+         "TransformerEngine's fused attention (cuDNN or flash backend), the default "
+         "--transformer-impl transformer_engine"},
+        {4,
+         "gradients accumulate and reduce in fp32 (megatron/training/arguments.py turns "
+         "accumulate_allreduce_grads_in_fp32 on for bf16)"},
+        {true,
+         "--overlap-grad-reduce (DistributedDataParallelConfig.overlap_grad_reduce), on in the NeMo and "
+         "Megatron-Bridge performance recipes: buckets reduce while the backward runs"},
+        {false,
+         "--overlap-p2p-communication (on in the recipes that interleave): sends and receives run on their "
+         "own stream beside the compute"},
+        {true,
+         "the input-gradient all-reduce (reduce-scatter under SP) runs beside the weight-gradient GEMM "
+         "(LinearWithGradAccumulationAndAsyncCommunication, megatron/core/tensor_parallel/layers.py)"},
+        0b1111,
+        "the distributed optimizer (ZeRO-1, --use-distributed-optimizer) and Megatron-FSDP "
+        "(--data-parallel-sharding-strategy optim, optim_grads, optim_grads_params: ZeRO-1, 2, 3)",
+        kHas,
+        kHas,
+        lacks("zero-bubble schedules live in Sea AI Lab's fork, not in Megatron-core's schedules.py"),
+        lacks("Megatron-core runs 1F1B or interleaved 1F1B (megatron/core/pipeline_parallel/schedules.py), not "
+              "GPipe"),
+        kHas,
+        kHas,
+        kHas,
+        kHas,
+        kHas,
+    },
+    {
+        "torchtitan",
+        "torchtitan (PyTorch-native: FSDP2, DTensor tensor parallelism, torch.distributed.pipelining)",
+        {AttentionKernel::kFlash, "PyTorch scaled_dot_product_attention (flash or cuDNN backend) or FlexAttention"},
+        {4,
+         "FSDP2's MixedPrecisionPolicy with bf16 parameters and fp32 reduce_dtype "
+         "(torchtitan's mixed_precision_reduce defaults to float32)"},
+        {true, "FSDP2 reduce-scatters each module's gradients as its backward ends; DDP buckets them"},
+        {false,
+         "torch.distributed.pipelining posts isend/irecv and waits only for a receive before the pass "
+         "that consumes it"},
+        {false,
+         "DTensor's tensor-parallel collectives run on the compute stream; asynchronous TP "
+         "(parallelism.enable_async_tensor_parallel, torch.compile's micro-pipelining) is off by "
+         "default"},
+        0b1001,
+        "torchtitan replicates (DDP, ZeRO-0) or shards with FSDP2 (ZeRO-3); it has no ZeRO-1 or ZeRO-2",
+        kHas,
+        kHas,
+        kHas,
+        kHas,
+        kHas,
+        kHas,
+        kHas,
+        kHas,
+        lacks("torchtitan's tensor-parallel plan shards the norms over the sequence (SequenceParallel in "
+              "parallelize.py): its TP is always sequence-parallel"),
+    },
+}};
+
+}  // namespace
+
+std::span<const FrameworkPreset> framework_presets() { return kPresets; }
+
+std::string framework_names() {
+  std::string out;
+  for (std::size_t i = 0; i < kPresets.size(); ++i) {
+    if (i > 0) out += i + 1 == kPresets.size() ? " or " : ", ";
+    out += kPresets[i].name;
+  }
+  return out;
+}
+
+Result<const FrameworkPreset*> find_framework(std::string_view name) {
+  for (const auto& p : kPresets)
+    if (name == p.name) return &p;
+  return make_error(fmt::format("--framework: unknown framework '{}' ({})", name, framework_names()));
+}
+
+void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTraining keep) {
+  t.framework = preset.name;
+  if (!keep.attention) t.attention = preset.attention.value;
+  if (!keep.grad_bytes) t.grad_bytes = preset.grad_bytes.value;
+  if (!keep.pipeline_sends_block) t.pipeline_sends_block = preset.pipeline_sends_block.value;
+  t.overlap_grad_reduce = preset.overlap_grad_reduce.value;
+  t.tp_comm_overlap = preset.tp_comm_overlap.value;
+}
+
+std::optional<std::string> framework_lacks(const FrameworkPreset& p, const TrainingSpec& t, const ParallelConfig& c) {
+  auto no = [&](const char* feature, const Missing& m) -> std::optional<std::string> {
+    if (!m.missing) return std::nullopt;
+    return fmt::format("{}: {} ({})", p.name, feature, m.why);
+  };
+  if (c.zero < 0 || c.zero > 3 || !(p.zero_stages & (1u << c.zero)))
+    return fmt::format("{}: ZeRO-{} ({})", p.name, c.zero, p.zero_source);
+  if (c.sequence_parallel && c.tp > 1)
+    if (auto why = no("sequence parallelism", p.sequence_parallel)) return why;
+  if (!c.sequence_parallel && c.tp > 1)
+    if (auto why = no("tensor parallelism without sequence parallelism", p.tp_without_sp)) return why;
+  if (c.schedule == Schedule::kInterleaved)
+    if (auto why = no("the interleaved schedule", p.interleaved)) return why;
+  if (c.schedule == Schedule::kZeroBubble)
+    if (auto why = no("the zero-bubble schedule", p.zero_bubble)) return why;
+  if (c.schedule == Schedule::kGPipe && c.pp > 1)
+    if (auto why = no("the GPipe schedule", p.gpipe)) return why;
+  if (c.cp > 1)
+    if (auto why = no("context parallelism", p.context_parallel)) return why;
+  if (t.precision == Precision::kFp8)
+    if (auto why = no("FP8", p.fp8)) return why;
+  if (c.zero == 3 && c.shard_group > 0 && c.shard_group < c.dp)
+    if (auto why = no("hybrid sharding", p.hsdp)) return why;
+  if (!c.split.even() && c.pp > 1)
+    if (auto why = no("uneven pipeline stages", p.uneven_stages)) return why;
+  return std::nullopt;
+}
+
+}  // namespace loom

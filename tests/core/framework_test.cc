@@ -1,0 +1,156 @@
+// core/framework.h: the --framework presets set the training spec's behaviours (flags given win),
+// every behaviour and every missing feature carries its source, and the one legality rule rejects
+// what a stack cannot run with the feature named.
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/config_rules.h"
+#include "core/framework.h"
+#include "core/json_io.h"
+#include "core/spec_inputs.h"
+
+namespace loom {
+namespace {
+
+TEST(Framework, EveryPresetNamesItsSourcesAndWhyAFeatureIsMissing) {
+  std::set<std::string> names;
+  for (const FrameworkPreset& p : framework_presets()) {
+    EXPECT_TRUE(names.insert(p.name).second) << p.name;
+    EXPECT_GT(std::string(p.description).size(), 20u) << p.name;
+    for (const char* source : {p.attention.source, p.grad_bytes.source, p.overlap_grad_reduce.source,
+                               p.pipeline_sends_block.source, p.tp_comm_overlap.source, p.zero_source})
+      EXPECT_GT(std::string(source).size(), 20u) << p.name;
+    for (const Missing* m : {&p.sequence_parallel, &p.interleaved, &p.zero_bubble, &p.gpipe, &p.context_parallel,
+                             &p.fp8, &p.hsdp, &p.uneven_stages, &p.tp_without_sp})
+      EXPECT_EQ(m->missing, std::string(m->why).size() > 0) << p.name << ": " << m->why;
+    EXPECT_NE(p.zero_stages & 1u, 0u) << p.name << " runs plain data parallelism";
+    EXPECT_NE(framework_names().find(p.name), std::string::npos);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"megatron-lm-2021", "megatron-core", "torchtitan"}));
+}
+
+TEST(Framework, TheFlagsHelpListsEveryPreset) {
+  SpecInputs in;
+  std::string help;
+  for_each_spec_flag(in, [&](const char* flag, auto&, const char* text, bool) {
+    if (std::string(flag) == "--framework") help = text;
+  });
+  for (const FrameworkPreset& p : framework_presets()) EXPECT_NE(help.find(p.name), std::string::npos) << help;
+}
+
+SpecInputs gpt_on_a100s(const char* framework) {
+  SpecInputs in;
+  in.model = "gpt3-175b";
+  in.cluster = "dgx-a100-80gb";
+  in.gpus = 64;
+  in.global_batch = 64;
+  in.framework = framework;
+  return in;
+}
+
+TEST(Framework, ThePresetSetsTheBehavioursAFlagDidNotGive) {
+  auto specs = resolve_specs(gpt_on_a100s("megatron-lm-2021"));
+  ASSERT_TRUE(specs) << specs.error().message;
+  const TrainingSpec& t = specs->training;
+  EXPECT_EQ(t.framework, "megatron-lm-2021");
+  EXPECT_EQ(t.attention, AttentionKernel::kUnfused);
+  EXPECT_EQ(t.grad_bytes, 4);
+  EXPECT_TRUE(t.pipeline_sends_block);
+  EXPECT_FALSE(t.overlap_grad_reduce);
+  EXPECT_FALSE(t.tp_comm_overlap);
+
+  SpecInputs explicit_flags = gpt_on_a100s("megatron-lm-2021");
+  explicit_flags.attention = "flash";
+  explicit_flags.grad_bytes = 2;
+  auto kept = resolve_specs(explicit_flags);
+  ASSERT_TRUE(kept) << kept.error().message;
+  EXPECT_EQ(kept->training.attention, AttentionKernel::kFlash);
+  EXPECT_EQ(kept->training.grad_bytes, 2);
+  EXPECT_FALSE(kept->training.overlap_grad_reduce);  // no flag for it: the preset's
+
+  // No framework: Loom's own defaults, flash attention among them.
+  auto plain = resolve_specs(gpt_on_a100s(""));
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_EQ(plain->training.attention, AttentionKernel::kFlash);
+  EXPECT_TRUE(plain->training.framework.empty());
+  EXPECT_TRUE(plain->training.overlap_grad_reduce);
+  EXPECT_TRUE(plain->training.tp_comm_overlap);
+}
+
+TEST(Framework, AnUnknownNameIsOneLineListingTheKnownOnes) {
+  auto specs = resolve_specs(gpt_on_a100s("megatron-lm-2019"));
+  ASSERT_FALSE(specs.ok());
+  EXPECT_EQ(specs.error().message, "--framework: unknown framework 'megatron-lm-2019' (" + framework_names() + ")");
+  EXPECT_FALSE(specs.error().internal());
+}
+
+TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
+  TrainingSpec t{.gpus = 8, .global_batch = 8};
+  apply_framework(*find_framework("torchtitan").value(), t);
+  auto back = training_from_json(to_json(t));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->framework, "torchtitan");
+  EXPECT_FALSE(back->tp_comm_overlap);
+  Json bad = to_json(t);
+  bad["framework"] = "jax";
+  auto refused = training_from_json(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("'framework' must be"), std::string::npos) << refused.error().message;
+  // A plan file from before the field: Loom's defaults.
+  Json old = to_json(TrainingSpec{.gpus = 8, .global_batch = 8});
+  old.erase("framework");
+  old.erase("tp_comm_overlap");
+  auto defaults = training_from_json(old);
+  ASSERT_TRUE(defaults) << defaults.error().message;
+  EXPECT_TRUE(defaults->framework.empty());
+  EXPECT_TRUE(defaults->tp_comm_overlap);
+}
+
+// What each stack cannot run is rejected with the feature named; what it can passes.
+TEST(Framework, ConfigurationsTheStackCannotRunAreRejectedNamingTheFeature) {
+  struct Case {
+    const char* framework;
+    ParallelConfig config;
+    const char* lacks;  // empty: legal
+  };
+  const ParallelConfig tp8{.tp = 8, .pp = 1, .dp = 8};
+  auto with = [](ParallelConfig c, auto change) {
+    change(c);
+    return c;
+  };
+  const Case cases[] = {
+      {"megatron-lm-2021", tp8, ""},
+      {"megatron-lm-2021", with(tp8, [](ParallelConfig& c) { c.zero = 1; }), "ZeRO-1"},
+      {"megatron-lm-2021", with(tp8, [](ParallelConfig& c) { c.sequence_parallel = true; }), "sequence parallelism"},
+      {"megatron-lm-2021", ParallelConfig{.tp = 8, .pp = 2, .dp = 4, .vpp = 2, .schedule = Schedule::kInterleaved}, ""},
+      {"megatron-lm-2021", ParallelConfig{.tp = 8, .pp = 2, .dp = 4, .schedule = Schedule::kZeroBubble}, "zero-bubble"},
+      {"megatron-lm-2021", ParallelConfig{.tp = 8, .pp = 2, .dp = 4, .schedule = Schedule::kGPipe}, "GPipe"},
+      {"megatron-lm-2021", with(tp8, [](ParallelConfig& c) { c.cp = 2, c.dp = 4; }), "context parallelism"},
+      {"megatron-lm-2021", ParallelConfig{.tp = 8, .pp = 2, .dp = 4, .split = {.first_stage_layers = 40}},
+       "uneven pipeline stages"},
+      {"megatron-core", with(tp8, [](ParallelConfig& c) { c.zero = 1, c.sequence_parallel = true; }), ""},
+      {"megatron-core", ParallelConfig{.tp = 8, .pp = 2, .dp = 4, .schedule = Schedule::kZeroBubble}, "zero-bubble"},
+      {"torchtitan", with(tp8, [](ParallelConfig& c) { c.zero = 3, c.sequence_parallel = true; }), ""},
+      {"torchtitan", with(tp8, [](ParallelConfig& c) { c.zero = 3; }), "without sequence parallelism"},
+      {"torchtitan", ParallelConfig{.tp = 1, .pp = 1, .dp = 64, .zero = 2}, "ZeRO-2"},
+      {"torchtitan", ParallelConfig{.tp = 1, .pp = 1, .dp = 64, .zero = 3, .shard_group = 8}, ""},
+  };
+  for (const Case& c : cases) {
+    TrainingSpec t{.gpus = c.config.world_size(), .global_batch = 64};
+    t.framework = c.framework;
+    const RuleStatus status = check_framework(t, c.config);
+    if (std::string(c.lacks).empty()) {
+      EXPECT_TRUE(status.ok()) << c.framework << " " << describe(c.config) << ": " << status.violation().message;
+      continue;
+    }
+    ASSERT_FALSE(status.ok()) << c.framework << " " << describe(c.config);
+    EXPECT_EQ(status.violation().rule, rule::kFramework);
+    EXPECT_NE(status.violation().message.find(c.framework), std::string::npos) << status.violation().message;
+    EXPECT_NE(status.violation().message.find(c.lacks), std::string::npos) << status.violation().message;
+  }
+}
+
+}  // namespace
+}  // namespace loom
