@@ -46,6 +46,16 @@ Status check_collective_names(const std::string& collective, const std::string& 
 }
 
 Status read_collectives(const Json& json, ClusterSpec& c) {
+  FieldReader r(json, "cost file: collectives");
+  c.collective_library = r.string("library", std::string());
+  c.host_cpu_vendor = r.string("host_cpu_vendor", std::string());
+  if (!r.ok()) return make_error(r.error());
+  if (!c.collective_library.empty() && c.collective_library != "nccl")
+    return make_error(fmt::format("cost file: collectives.library '{}' is not one Loom models (nccl, or none)",
+                                  c.collective_library));
+  if (!c.host_cpu_vendor.empty() && c.host_cpu_vendor != "amd" && c.host_cpu_vendor != "intel")
+    return make_error(
+        fmt::format("cost file: collectives.host_cpu_vendor '{}' must be amd or intel", c.host_cpu_vendor));
   if (json.contains("fits")) {
     if (!json["fits"].is_array()) return make_error("cost file: 'collectives.fits' must be an array");
     for (const auto& f : json["fits"]) {
@@ -239,6 +249,8 @@ Json to_json(const ClusterSpec& c) {
                       {"bytes", p.bytes},
                       {"seconds", p.seconds}});
   j["collectives"] = {{"fits", fits}, {"points", points}};
+  if (!c.collective_library.empty()) j["collectives"]["library"] = c.collective_library;
+  if (!c.host_cpu_vendor.empty()) j["collectives"]["host_cpu_vendor"] = c.host_cpu_vendor;
   Json prov = Json::object();
   for (const auto& [k, v] : c.provenance) prov[k] = v;
   j["provenance"] = prov;

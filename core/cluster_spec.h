@@ -110,6 +110,12 @@ struct ClusterSpec {
   std::vector<MemoryOpTime> memory_op_table;
   std::vector<CollectiveFit> collective_fits;
   std::vector<CollectivePoint> collective_points;
+  // The library the collectives run on: "nccl" costs a group spanning nodes with NCCL's own
+  // algorithm and protocol choice (sim/nccl_tuning.h) where no inter-node measurement exists;
+  // empty (hosts, MPI): the α–β lines only. NCCL's network post overhead and LL bandwidth cap
+  // depend on the host CPU's vendor ("amd" or "intel").
+  std::string collective_library;
+  std::string host_cpu_vendor;
   std::map<std::string, std::string> provenance;  // host, date, versions, sources
 
   double gpu_memory_gib() const;

@@ -9,6 +9,7 @@
 #include <Eigen/Dense>
 
 #include "core/stats.h"
+#include "sim/nccl_tuning.h"
 
 namespace loom::sim {
 
@@ -165,6 +166,14 @@ CollectiveModel::CollectiveModel(const ClusterSpec& cluster) : cluster_(&cluster
     std::sort(regimes.begin(), regimes.end(), [](const auto& a, const auto& b) { return a.min_bytes < b.min_bytes; });
 }
 
+bool CollectiveModel::measured_across_nodes(Collective c) const {
+  for (const auto& [key, m] : measured_)
+    if (std::get<0>(key) == c && std::get<1>(key) == LinkLevel::kInterNode) return true;
+  for (const auto& [key, f] : fits_)
+    if (std::get<0>(key) == c && std::get<1>(key) == LinkLevel::kInterNode) return true;
+  return false;
+}
+
 const CollectiveModel::Measured* CollectiveModel::measured(Collective c, int n, LinkLevel level) const {
   auto it = measured_.find({c, level, n});
   if (it != measured_.end()) return &it->second;
@@ -217,6 +226,13 @@ double CollectiveModel::time_s(Collective c, double bytes, GroupPlacement g) con
   const int per_node = std::clamp(g.per_node, 1, g.size);
   const int nodes = (g.size + per_node - 1) / per_node;
   if (nodes == 1) return flat_time_s(c, bytes, g.size, LinkLevel::kIntraNode);
+  // On NCCL, one ring (or tree) through every rank, as NCCL itself costs and picks it, unless the
+  // cost file measured collectives across nodes.
+  if (cluster_->collective_library == "nccl" && c != Collective::kSendRecv && !measured_across_nodes(c))
+    return nccl_collective(c, bytes,
+                           {nodes, per_node, cluster_->intra_node.bandwidth_bytes_per_s,
+                            cluster_->inter_node.bandwidth_bytes_per_s, cluster_->host_cpu_vendor == "amd"})
+        .seconds;
   if (per_node == 1) return flat_time_s(c, bytes, g.size, LinkLevel::kInterNode);
   // Hierarchical: each of the per_node ranks drives its own NIC (rail) with 1/per_node of the data.
   const double shard = bytes / per_node;

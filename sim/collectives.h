@@ -5,7 +5,9 @@
 //   tree all-reduce (small S)  2⌈log2 n⌉·α + 2(n−1)/n · S/B
 // A group spanning nodes runs hierarchically (intra-node reduce-scatter, inter-node all-reduce on
 // each rail, intra-node all-gather). Measured points in the cost file win over the α–β line:
-// they are interpolated in size, and fitted by least squares (Eigen) to extrapolate.
+// they are interpolated in size, and fitted by least squares (Eigen) to extrapolate. On a cost
+// file whose collectives run on NCCL, a group spanning nodes is costed as NCCL costs it instead
+// (sim/nccl_tuning.h: one ring or tree through every rank, NCCL's latencies and protocols).
 #pragma once
 
 #include <map>
@@ -83,6 +85,8 @@ class CollectiveModel {
   };
   using Key = std::tuple<Collective, LinkLevel, int>;
   const Measured* measured(Collective c, int n, LinkLevel level) const;
+  // The cost file holds measured points or fits of `c` between nodes (then they win over NCCL's model).
+  bool measured_across_nodes(Collective c) const;
 
   const ClusterSpec* cluster_;
   std::map<Key, Measured> measured_;
