@@ -11,7 +11,7 @@ namespace {
 constexpr Missing kHas{};
 constexpr Missing lacks(const char* why) { return {true, why}; }
 
-const std::array<FrameworkPreset, 3> kPresets = {{
+const std::array<FrameworkPreset, 4> kPresets = {{
     {
         "megatron-lm-2021",
         "Megatron-LM as Narayanan et al. (SC'21) ran it: fp16/bf16 mixed precision, the 1F1B and interleaved "
@@ -34,6 +34,7 @@ const std::array<FrameworkPreset, 3> kPresets = {{
          "the tensor-parallel all-reduces (the paper's f and g operators, §2.3) run on the compute stream; the "
          "input-gradient all-reduce beside the weight-gradient GEMM (--async-tensor-model-parallel-allreduce) "
          "came in later releases, which Korthikanti et al. (2022) ran"},
+        {Zero3Unit::kLayer, "unused: Megatron-LM 2021 has no ZeRO-3 (below)"},
         0b0001,
         "no distributed optimizer: Megatron-LM's ZeRO-1 (--use-distributed-optimizer) came in 2022, and it has "
         "no ZeRO-2 or ZeRO-3",
@@ -66,6 +67,7 @@ const std::array<FrameworkPreset, 3> kPresets = {{
         {true,
          "the input-gradient all-reduce (reduce-scatter under SP) runs beside the weight-gradient GEMM "
          "(LinearWithGradAccumulationAndAsyncCommunication, megatron/core/tensor_parallel/layers.py)"},
+        {Zero3Unit::kLayer, "Megatron-FSDP gathers and reduce-scatters per transformer layer"},
         0b1111,
         "the distributed optimizer (ZeRO-1, --use-distributed-optimizer) and Megatron-FSDP "
         "(--data-parallel-sharding-strategy optim, optim_grads, optim_grads_params: ZeRO-1, 2, 3)",
@@ -95,6 +97,9 @@ const std::array<FrameworkPreset, 3> kPresets = {{
          "DTensor's tensor-parallel collectives run on the compute stream; asynchronous TP "
          "(parallelism.enable_async_tensor_parallel, torch.compile's micro-pipelining) is off by "
          "default"},
+        {Zero3Unit::kLayer,
+         "fully_shard on every TransformerBlock: one all-gather and one reduce-scatter per layer (torchtitan's "
+         "parallelize.py, FSDP2)"},
         0b1001,
         "torchtitan replicates (DDP, ZeRO-0) or shards with FSDP2 (ZeRO-3); it has no ZeRO-1 or ZeRO-2",
         kHas,
@@ -107,6 +112,39 @@ const std::array<FrameworkPreset, 3> kPresets = {{
         kHas,
         lacks("torchtitan's tensor-parallel plan shards the norms over the sequence (SequenceParallel in "
               "parallelize.py): its TP is always sequence-parallel"),
+    },
+    {
+        "deepspeed",
+        "DeepSpeed's ZeRO engine and pipeline engine running Megatron-DeepSpeed's GPT, as its 2021-2022 ZeRO-3 and 3D "
+        "runs did",
+        {AttentionKernel::kUnfused,
+         "Megatron-DeepSpeed's attention without --use-flash-attn (its default): batched "
+         "GEMMs around a fused softmax"},
+        {2,
+         "fp16 gradients reduced and partitioned in fp16 (ZeRO's 2 + 2 + 12 bytes per parameter, Rajbhandari "
+         "et al. 2020, §3.1)"},
+        {true,
+         "overlap_comm, on by default at ZeRO-3 (runtime/zero/config.py): gradient buckets (reduce_bucket_size "
+         "5e8) reduce while the backward runs"},
+        {true,
+         "the pipeline engine's p2p.send and p2p.recv are blocking torch.distributed calls "
+         "(runtime/pipe/p2p.py)"},
+        {false, "the model's tensor-parallel all-reduces run on the compute stream"},
+        {Zero3Unit::kModule,
+         "a hook on every submodule with parameters gathers them (coalesced per module) before "
+         "its forward and backward and reduce-scatters its gradients "
+         "(runtime/zero/partitioned_param_coordinator.py, stage3.py)"},
+        0b1111,
+        "ZeRO stages 1, 2 and 3 (Rajbhandari et al. 2020)",
+        lacks("Megatron-DeepSpeed's 2021-2022 code base predates Megatron-LM's sequence parallelism (2022)"),
+        lacks("DeepSpeed's pipeline engine runs one model chunk per stage (runtime/pipe/schedule.py TrainSchedule)"),
+        lacks("zero-bubble schedules (Qi et al., 2023) are not in DeepSpeed's pipeline engine"),
+        lacks("DeepSpeed's TrainSchedule interleaves forwards and backwards as 1F1B does, not GPipe's all-forward"),
+        lacks("DeepSpeed-Ulysses (all-to-all context parallelism) came in 2023, after the runs this preset describes"),
+        lacks("no FP8 in DeepSpeed's engine"),
+        kHas,
+        kHas,
+        kHas,
     },
 }};
 
@@ -136,6 +174,7 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
   if (!keep.pipeline_sends_block) t.pipeline_sends_block = preset.pipeline_sends_block.value;
   t.overlap_grad_reduce = preset.overlap_grad_reduce.value;
   t.tp_comm_overlap = preset.tp_comm_overlap.value;
+  t.zero3_unit = preset.zero3_unit.value;
 }
 
 std::optional<std::string> framework_lacks(const FrameworkPreset& p, const TrainingSpec& t, const ParallelConfig& c) {

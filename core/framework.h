@@ -39,6 +39,7 @@ struct FrameworkPreset {
   Sourced<bool> overlap_grad_reduce;   // buckets reduced during the last backward
   Sourced<bool> pipeline_sends_block;  // a stage waits for its send before its next pass
   Sourced<bool> tp_comm_overlap;       // input-gradient TP all-reduce beside the weight-gradient GEMM
+  Sourced<Zero3Unit> zero3_unit;       // what one ZeRO-3 gather and reduce-scatter covers
   // ZeRO stages the stack runs (bit z set: stage z).
   unsigned zero_stages = 0b1111;
   const char* zero_source = "";  // where the stages come from, or why the others are missing

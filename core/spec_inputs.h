@@ -49,7 +49,8 @@ void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
   visit("--seq", in.seq, "sequence length (default: the model's)", false);
   visit("--tokens", in.tokens, "token budget, for days to train", false);
   visit("--framework", in.framework,
-        "software stack whose known behaviours apply: megatron-lm-2021, megatron-core or torchtitan (default: none)",
+        "software stack whose known behaviours apply: megatron-lm-2021, megatron-core, torchtitan or deepspeed "
+        "(default: none)",
         false);
   visit("--attention", in.attention, "attention kernel: flash or unfused (default: the --framework's, else flash)",
         false);

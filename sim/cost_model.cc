@@ -240,6 +240,34 @@ double CostModel::optimizer_s(double params) const {
   return memory_s("optimizer", params * optimizer_bytes_per_param(training_));
 }
 
+double CostModel::zero3_collective_s(Collective c, int stage, int chunk) const {
+  const double element_bytes = c == Collective::kAllGather ? training_.param_bytes : training_.grad_bytes;
+  auto one = [&](double params) { return params > 0 ? shard_collective_s(c, params * element_bytes) : 0.0; };
+  const double layer = layer_params_per_tp_rank(model_, config_.tp);
+  // A layer's linear modules as DeepSpeed hooks them (Megatron's fused QKV and fc1); its norms and
+  // any smaller parameters below DeepSpeed's stage3_param_persistence_threshold (1e5 elements,
+  // runtime/zero/config.py) are never partitioned. MoE and latent-attention layers: per layer.
+  double layer_s = one(layer);
+  if (training_.zero3_unit == Zero3Unit::kModule && !model_.moe.active() && !model_.mla.active()) {
+    const LayerDims d = dims();
+    const double modules[4] = {d.hidden * (d.q_width + 2.0 * d.kv_width) / d.tp, d.q_width * d.hidden / d.tp,
+                               d.hidden * d.mlp_up_width / d.tp, d.ffn * d.hidden / d.tp};
+    constexpr double kPersistenceThreshold = 1e5;
+    double rest = layer;
+    layer_s = 0;
+    for (double m : modules) {
+      layer_s += one(m);
+      rest -= m;
+    }
+    if (rest > kPersistenceThreshold) layer_s += one(rest);
+  }
+  const StageParams p = loom::stage_params(model_, config_, stage);
+  double seconds = layer_s * chunk_layers(model_.layers, config_, stage, chunk);
+  if (chunk == 0) seconds += one(p.embedding);
+  if (chunk == config_.vpp - 1) seconds += one(p.head);
+  return seconds;
+}
+
 double CostModel::stage_params(int stage) const { return loom::stage_params(model_, config_, stage).total(); }
 
 double CostModel::chunk_params(int stage, int chunk) const {

@@ -141,6 +141,10 @@ class CostModel {
   GroupPlacement shard_group() const;
   GroupPlacement replica_group() const;
   double shard_collective_s(Collective c, double bytes) const { return collectives_.time_s(c, bytes, shard_group()); }
+  // ZeRO-3: the parameter all-gathers (or gradient reduce-scatters) one pass over local chunk
+  // `chunk` of `stage` runs: one collective per unit (a layer, or each linear module of it under
+  // Zero3Unit::kModule; the embedding and the LM head their own), each paying its latency.
+  double zero3_collective_s(Collective c, int stage, int chunk) const;
   double replica_collective_s(Collective c, double bytes) const {
     return collectives_.time_s(c, bytes, replica_group());
   }

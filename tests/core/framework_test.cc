@@ -19,8 +19,9 @@ TEST(Framework, EveryPresetNamesItsSourcesAndWhyAFeatureIsMissing) {
   for (const FrameworkPreset& p : framework_presets()) {
     EXPECT_TRUE(names.insert(p.name).second) << p.name;
     EXPECT_GT(std::string(p.description).size(), 20u) << p.name;
-    for (const char* source : {p.attention.source, p.grad_bytes.source, p.overlap_grad_reduce.source,
-                               p.pipeline_sends_block.source, p.tp_comm_overlap.source, p.zero_source})
+    for (const char* source :
+         {p.attention.source, p.grad_bytes.source, p.overlap_grad_reduce.source, p.pipeline_sends_block.source,
+          p.tp_comm_overlap.source, p.zero3_unit.source, p.zero_source})
       EXPECT_GT(std::string(source).size(), 20u) << p.name;
     for (const Missing* m : {&p.sequence_parallel, &p.interleaved, &p.zero_bubble, &p.gpipe, &p.context_parallel,
                              &p.fp8, &p.hsdp, &p.uneven_stages, &p.tp_without_sp})
@@ -28,7 +29,7 @@ TEST(Framework, EveryPresetNamesItsSourcesAndWhyAFeatureIsMissing) {
     EXPECT_NE(p.zero_stages & 1u, 0u) << p.name << " runs plain data parallelism";
     EXPECT_NE(framework_names().find(p.name), std::string::npos);
   }
-  EXPECT_EQ(names, (std::set<std::string>{"megatron-lm-2021", "megatron-core", "torchtitan"}));
+  EXPECT_EQ(names, (std::set<std::string>{"megatron-lm-2021", "megatron-core", "torchtitan", "deepspeed"}));
 }
 
 TEST(Framework, TheFlagsHelpListsEveryPreset) {
@@ -93,6 +94,9 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(back->framework, "torchtitan");
   EXPECT_FALSE(back->tp_comm_overlap);
+  TrainingSpec ds{.gpus = 8, .global_batch = 8};
+  apply_framework(*find_framework("deepspeed").value(), ds);
+  EXPECT_EQ(training_from_json(to_json(ds))->zero3_unit, Zero3Unit::kModule);
   Json bad = to_json(t);
   bad["framework"] = "jax";
   auto refused = training_from_json(bad);
@@ -102,10 +106,12 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   Json old = to_json(TrainingSpec{.gpus = 8, .global_batch = 8});
   old.erase("framework");
   old.erase("tp_comm_overlap");
+  old.erase("zero3_unit");
   auto defaults = training_from_json(old);
   ASSERT_TRUE(defaults) << defaults.error().message;
   EXPECT_TRUE(defaults->framework.empty());
   EXPECT_TRUE(defaults->tp_comm_overlap);
+  EXPECT_EQ(defaults->zero3_unit, Zero3Unit::kLayer);
 }
 
 // What each stack cannot run is rejected with the feature named; what it can passes.
@@ -136,6 +142,9 @@ TEST(Framework, ConfigurationsTheStackCannotRunAreRejectedNamingTheFeature) {
       {"torchtitan", with(tp8, [](ParallelConfig& c) { c.zero = 3; }), "without sequence parallelism"},
       {"torchtitan", ParallelConfig{.tp = 1, .pp = 1, .dp = 64, .zero = 2}, "ZeRO-2"},
       {"torchtitan", ParallelConfig{.tp = 1, .pp = 1, .dp = 64, .zero = 3, .shard_group = 8}, ""},
+      {"deepspeed", ParallelConfig{.tp = 1, .pp = 1, .dp = 64, .zero = 3}, ""},
+      {"deepspeed", ParallelConfig{.tp = 8, .pp = 2, .dp = 4, .vpp = 2, .schedule = Schedule::kInterleaved},
+       "interleaved"},
   };
   for (const Case& c : cases) {
     TrainingSpec t{.gpus = c.config.world_size(), .global_batch = 64};

@@ -287,6 +287,31 @@ TEST(Simulator, GradientsReducedAfterTheBackwardWaitForEveryChunk) {
   EXPECT_GT(step[false], step[true]);
 }
 
+// ZeRO-3 gathers one unit at a time, each paying its collective's latency: per linear module
+// (DeepSpeed's hooks) costs more than per layer (FSDP), and far more across 1,536 ranks, where
+// NCCL's ring latency is milliseconds, than inside one node.
+TEST(Simulator, Zero3CollectivesPerUnitPayEachUnitsLatency) {
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  const ModelSpec m = *model_preset("gpt3-175b");
+  const CollectiveModel collectives(cluster);
+  auto gather_s = [&](int gpus, Zero3Unit unit) {
+    TrainingSpec t{.gpus = gpus, .global_batch = gpus, .seq_len = 2048};
+    t.zero3_unit = unit;
+    const ParallelConfig c{.tp = 1, .pp = 1, .dp = gpus, .zero = 3, .recompute = Recompute::kFull};
+    return CostModel(m, t, c, cluster, collectives).zero3_collective_s(Collective::kAllGather, 0, 0);
+  };
+  const double bytes = 2.0 * 174.6e9;  // the whole model, once
+  for (int gpus : {8, 1536}) {
+    const double layer = gather_s(gpus, Zero3Unit::kLayer), module = gather_s(gpus, Zero3Unit::kModule);
+    const double whole = collectives.time_s(Collective::kAllGather, bytes, {gpus, std::min(gpus, 8)});
+    EXPECT_GT(layer, whole) << gpus;  // 96 layers' latencies on top of the same bytes
+    EXPECT_GT(module, layer) << gpus;
+    if (gpus == 8) EXPECT_LT(module / whole, 1.03);  // inside a node 384 gathers add about 1 % of latency
+  }
+  // 96 layers × 4 modules of latency at 1,536 ranks: seconds more than the bytes alone.
+  EXPECT_GT(gather_s(1536, Zero3Unit::kModule) - gather_s(1536, Zero3Unit::kLayer), 0.5);
+}
+
 TEST(Simulator, BadShapesAreErrorsNotCrashes) {
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
   const ModelSpec m = *model_preset("llama2-7b");
