@@ -141,7 +141,11 @@ const AlphaBeta& regime_for(const std::vector<AlphaBetaRegime>& regimes, double 
   return regimes[i].ab;
 }
 
-CollectiveModel::CollectiveModel(const ClusterSpec& cluster) : cluster_(&cluster) {
+CollectiveModel::CollectiveModel(const ClusterSpec& cluster)
+    : intra_node_(cluster.intra_node),
+      inter_node_(cluster.inter_node),
+      nccl_(cluster.collective_library == "nccl"),
+      amd_host_(cluster.host_cpu_vendor == "amd") {
   std::map<Key, std::vector<std::pair<double, double>>> grouped;
   for (const auto& p : cluster.collective_points) {
     auto c = parse_collective(p.collective);
@@ -187,7 +191,7 @@ AlphaBeta CollectiveModel::line(Collective c, int n, LinkLevel level, double byt
   if (const Measured* m = measured(c, n, level)) return regime_for(m->fit.regimes, bytes);
   auto it = fits_.find({c, level, n});
   if (it != fits_.end()) return regime_for(it->second, bytes);
-  const LinkSpec& link = level == LinkLevel::kIntraNode ? cluster_->intra_node : cluster_->inter_node;
+  const LinkSpec& link = level == LinkLevel::kIntraNode ? intra_node_ : inter_node_;
   return {link.latency_s, link.bandwidth_bytes_per_s, 1.0};
 }
 
@@ -228,10 +232,10 @@ double CollectiveModel::time_s(Collective c, double bytes, GroupPlacement g) con
   if (nodes == 1) return flat_time_s(c, bytes, g.size, LinkLevel::kIntraNode);
   // On NCCL, one ring (or tree) through every rank, as NCCL itself costs and picks it, unless the
   // cost file measured collectives across nodes.
-  if (cluster_->collective_library == "nccl" && c != Collective::kSendRecv && !measured_across_nodes(c))
-    return nccl_collective(c, bytes,
-                           {nodes, per_node, cluster_->intra_node.bandwidth_bytes_per_s,
-                            cluster_->inter_node.bandwidth_bytes_per_s, cluster_->host_cpu_vendor == "amd"})
+  if (nccl_ && c != Collective::kSendRecv && !measured_across_nodes(c))
+    return nccl_collective(
+               c, bytes,
+               {nodes, per_node, intra_node_.bandwidth_bytes_per_s, inter_node_.bandwidth_bytes_per_s, amd_host_})
         .seconds;
   if (per_node == 1) return flat_time_s(c, bytes, g.size, LinkLevel::kInterNode);
   // Hierarchical: each of the per_node ranks drives its own NIC (rail) with 1/per_node of the data.
@@ -254,7 +258,7 @@ double CollectiveModel::send_recv_s(double bytes, LinkLevel level) const {
   if (bytes <= 0) return 0.0;
   // Measured pairs (a `loom profile`) win over the link's one line.
   if (measured_.count({Collective::kSendRecv, level, 2})) return flat_time_s(Collective::kSendRecv, bytes, 2, level);
-  const LinkSpec& link = level == LinkLevel::kIntraNode ? cluster_->intra_node : cluster_->inter_node;
+  const LinkSpec& link = level == LinkLevel::kIntraNode ? intra_node_ : inter_node_;
   return link.latency_s + bytes / link.bandwidth_bytes_per_s;
 }
 

@@ -65,6 +65,7 @@ double alpha_beta_time(const AlphaBeta& ab, Collective c, int n, double bytes);
 
 class CollectiveModel {
  public:
+  // Copies what it needs of `cluster`: the model does not refer to it afterwards.
   explicit CollectiveModel(const ClusterSpec& cluster);
 
   // Time of one collective of `bytes` (the full buffer, as nccl-tests counts size) on a group.
@@ -88,7 +89,10 @@ class CollectiveModel {
   // The cost file holds measured points or fits of `c` between nodes (then they win over NCCL's model).
   bool measured_across_nodes(Collective c) const;
 
-  const ClusterSpec* cluster_;
+  // What the model reads of the cluster, copied: a model may outlive the spec it was built from.
+  LinkSpec intra_node_, inter_node_;
+  bool nccl_ = false;      // collectives run on NCCL (sim/nccl_tuning.h across nodes)
+  bool amd_host_ = false;  // NCCL's AMD-host constants
   std::map<Key, Measured> measured_;
   std::map<Key, std::vector<AlphaBetaRegime>> fits_;  // ascending in size
 };

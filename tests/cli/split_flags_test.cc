@@ -62,7 +62,7 @@ TEST(SplitFlags, PlanShowsTheSplitInEveryFormatAndItsPlanFileKeepsIt) {
   auto p = plan_from_json(*file);
   ASSERT_TRUE(p.ok()) << p.error().message;
   EXPECT_EQ(p->config.split, (PipelineSplit{.account_for_embedding = true, .account_for_loss = true}));
-  EXPECT_EQ((*file)["config"]["stage_layers"], nlohmann::json({13, 14, 13}));
+  EXPECT_EQ((*file)["config"]["stage_layers"], Json({13, 14, 13}));
 }
 
 }  // namespace
