@@ -378,12 +378,16 @@ Status check_format_tag(const Json& json, const char* key, const char* expected,
 Result<Json> parse_json(const std::string& text, const std::string& what) {
   Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) {
-    // Re-parse with exceptions only to obtain the position of the syntax error.
+    // Re-parse with exceptions only to say what is wrong and where.
     try {
       const Json reparsed = Json::parse(text);
       (void)reparsed;
     } catch (const Json::parse_error& e) {
       return make_error(fmt::format("{}: malformed JSON at byte {}", what, e.byte));
+    } catch (const Json::out_of_range& e) {
+      // A number past double's range ("1e505"), found by the fuzzers of tests/fuzz: it threw out
+      // of here before.
+      return make_error(fmt::format("{}: a number is out of range ({})", what, e.what()));
     }
     return make_error(fmt::format("{}: malformed JSON", what));
   }

@@ -86,6 +86,15 @@ TEST(JsonIo, BadInputGivesOneClearLine) {
   auto malformed = parse_json("{\"layers\": 2,", "model.json");
   ASSERT_FALSE(malformed.ok());
   EXPECT_NE(malformed.error().message.find("model.json: malformed JSON"), std::string::npos);
+  // A number past double's range makes the parser throw even without exceptions (found by the
+  // fuzzers in a cost file, an executor trace and a config.json): one line, not a terminate.
+  for (const char* text : {"{\"layers\": 1e505}", "[885555555e55555555555555]", "{\"a\": -3E50000000000}"}) {
+    auto overflow = parse_json(text, "x.json");
+    ASSERT_FALSE(overflow.ok()) << text;
+    EXPECT_NE(overflow.error().message.find("x.json: a number is out of range"), std::string::npos)
+        << overflow.error().message;
+    EXPECT_EQ(overflow.error().message.find('\n'), std::string::npos);
+  }
 
   struct Case {
     const char* json;
