@@ -55,9 +55,9 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {AttentionKernel::kFlash,
          "TransformerEngine's fused attention (cuDNN or flash backend), the default "
          "--transformer-impl transformer_engine"},
-        {4,
-         "gradients accumulate and reduce in fp32 (megatron/training/arguments.py turns "
-         "accumulate_allreduce_grads_in_fp32 on for bf16)"},
+        {2,
+         "the gradient buffer is in the parameters' dtype and reduced in it: DistributedDataParallelConfig."
+         "grad_reduce_in_fp32 defaults to False (--accumulate-allreduce-grads-in-fp32 turns fp32 on)"},
         {true,
          "--overlap-grad-reduce (DistributedDataParallelConfig.overlap_grad_reduce), on in the NeMo and "
          "Megatron-Bridge performance recipes: buckets reduce while the backward runs"},
