@@ -27,6 +27,21 @@ TrainingSpec paper_training(int gpus, long long global_batch, int seq) {
   return t;
 }
 
+// A validation row's GPT as Megatron-LM builds it: ModelSpec's defaults (learned positions, biases,
+// dropout, tied embeddings, GELU) with the row's layers, hidden size and heads, an MLP of 4h.
+ModelSpec megatron_gpt(const std::string& name, const Json& row, int vocab, int seq) {
+  ModelSpec m;
+  m.name = name;
+  m.layers = row.value("layers", 0);
+  m.hidden = row.value("hidden", 0);
+  m.heads = row.value("heads", 0);
+  m.kv_heads = m.heads;
+  m.ffn_hidden = 4 * m.hidden;
+  m.vocab = vocab;
+  m.seq_len = seq;
+  return m;
+}
+
 }  // namespace
 
 Result<std::vector<PublishedRow>> reproduce_korthikanti_table5(const std::string& json_path,
@@ -44,15 +59,7 @@ Result<std::vector<PublishedRow>> reproduce_korthikanti_table5(const std::string
       const std::string name = c.value("model", "");
       const auto& times = j["table5_iteration_time_s"][setting];
       if (!times.contains(name)) continue;
-      ModelSpec m;
-      m.name = "megatron-" + name;
-      m.layers = c.value("layers", 0);
-      m.hidden = c.value("hidden", 0);
-      m.heads = c.value("heads", 0);
-      m.kv_heads = m.heads;
-      m.ffn_hidden = 4 * m.hidden;
-      m.vocab = vocab;
-      m.seq_len = seq;
+      const ModelSpec m = megatron_gpt("megatron-" + name, c, vocab, seq);
       PublishedRow row;
       row.model = name;
       row.setting = setting;
@@ -91,16 +98,7 @@ Result<std::vector<PublishedRow>> reproduce_narayanan_table1(const std::string& 
   const int vocab = j["common"].value("vocab", 51200);
   std::vector<PublishedRow> rows;
   for (const auto& r : j["rows"]) {
-    // Megatron-LM's GPT: learned positions, biases, dropout, tied embeddings, GELU MLP of 4h.
-    ModelSpec m;
-    m.name = fmt::format("gpt-{}b", r.value("params_billion", 0.0));
-    m.layers = r.value("layers", 0);
-    m.hidden = r.value("hidden", 0);
-    m.heads = r.value("heads", 0);
-    m.kv_heads = m.heads;
-    m.ffn_hidden = 4 * m.hidden;
-    m.vocab = vocab;
-    m.seq_len = seq;
+    const ModelSpec m = megatron_gpt(fmt::format("gpt-{}b", r.value("params_billion", 0.0)), r, vocab, seq);
     PublishedRow row;
     row.model = fmt::format("{}B", r.value("params_billion", 0.0));
     row.gpus = r.value("gpus", 0);
