@@ -7,6 +7,7 @@
 #include <map>
 #include <string_view>
 
+#include "core/framework.h"
 #include "core/json_io.h"
 #include "core/presets.h"
 #include "planner/memory_model.h"
@@ -68,6 +69,15 @@ std::string express(const Json& r, PublicRun& run) {
   t.gpus = r.value("gpus", 0);
   t.global_batch = r.value("global_batch", 0);
   t.seq_len = run.model.seq_len;
+  // Each row under the stack that produced it (core/framework.h): Megatron-core for NeMo and
+  // Megatron-Bridge, torchtitan for torchtitan's benchmarks, whose async-TP rows turn its
+  // asynchronous tensor parallelism on. NeMo AutoModel's own FSDP2 backend has no preset.
+  if (torchtitan(source)) {
+    apply_framework(*find_framework("torchtitan").value(), t);
+    if (contains(run.id, "-async")) t.tp_comm_overlap = true;
+  } else if (!contains(source, "AutoModel")) {
+    apply_framework(*find_framework("megatron-core").value(), t);
+  }
   t.attention = AttentionKernel::kFlash;  // TransformerEngine's fused attention, PyTorch SDPA (flash/cuDNN)
   if (contains(precision, "BF16")) {
     t.precision = Precision::kBf16;

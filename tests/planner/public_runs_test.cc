@@ -70,6 +70,8 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   // (sim/nccl_tuning.h: one ring at the node's NIC bandwidth, 192 GB/s on DGX A100 as NVIDIA
   // measured, where the two-level composition gave about 126) left the Megatron-core mean at 6.3 %
   // and moved its worst row, launcher2406-Nemotron-8B-64, from −18.1 to −18.7 %.
+  // The torchtitan rows under their --framework preset (fp32 gradient reduction, TP collectives on
+  // the compute stream except in the async-TP rows) moved 0.5–3 points closer; all rows 17.7 %.
   std::vector<PublicRun> megatron;
   for (const PublicRun& r : all)
     if (r.source.find("torchtitan") == std::string::npos && r.source.find("AutoModel") == std::string::npos)
@@ -80,7 +82,7 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   EXPECT_EQ(m.scored, 46);
   EXPECT_LE(m.mean_abs_error, 0.08);
   EXPECT_LE(m.max_abs_error, 0.19);
-  EXPECT_LE(overall.mean_abs_error, 0.185);
+  EXPECT_LE(overall.mean_abs_error, 0.18);
   EXPECT_LE(overall.max_abs_error, 0.57);
 }
 
