@@ -21,8 +21,9 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "(megatron/model/fused_softmax.py); FlashAttention (Dao et al.) was published in 2022"},
         {4,
          "every micro-batch accumulates into an fp32 main_grad buffer, all-reduced in fp32 "
-         "(--accumulate-allreduce-grads-in-fp32, forced on for bf16 in megatron/arguments.py); Megatron-LM's "
-         "docs/distrib_optimizer.md counts 18 bytes per parameter for this layout (fp16 param, fp32 grad)"},
+         "(--accumulate-allreduce-grads-in-fp32, which megatron/arguments.py forces for bf16), as "
+         "Korthikanti et al. count the same code base's model state (Fig. 1; docs/distrib_optimizer.md: "
+         "18 bytes per parameter for bf16 params with fp32 grads)"},
         {false,
          "megatron/training.py train_step: forward_backward_func runs every micro-batch, then "
          "model.allreduce_gradients() reduces the whole gradient buffer at once; the bucketed reduction during "
