@@ -1,7 +1,6 @@
 #include "sim/nccl_tuning.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
 namespace loom::sim {
@@ -40,16 +39,6 @@ int floor_log2(int n) {
 }
 
 }  // namespace
-
-const char* to_string(NcclAlgorithm a) { return a == NcclAlgorithm::kRing ? "ring" : "tree"; }
-const char* to_string(NcclProtocol p) {
-  switch (p) {
-    case NcclProtocol::kLL: return "LL";
-    case NcclProtocol::kLL128: return "LL128";
-    case NcclProtocol::kSimple: return "Simple";
-  }
-  return "Simple";
-}
 
 double nccl_latency_s(Collective c, NcclAlgorithm a, NcclProtocol p, const NcclGroup& g) {
   const int alg = static_cast<int>(a), pr = index(p);

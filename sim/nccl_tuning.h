@@ -10,16 +10,12 @@
 // all-reduce may run as a double binary tree with logarithmic latency.
 #pragma once
 
-#include <string>
-
 #include "core/names.h"
 
 namespace loom::sim {
 
 enum class NcclAlgorithm { kRing, kTree };
 enum class NcclProtocol { kLL, kLL128, kSimple };
-const char* to_string(NcclAlgorithm a);
-const char* to_string(NcclProtocol p);
 
 // A group of `nodes` × `ranks_per_node` GPUs on NVLink inside a node and one NIC per GPU between
 // nodes (DGX/HGX: NCCL keeps each ring on one NIC index, so the group's ranks of a node use as

@@ -116,7 +116,7 @@ std::int32_t StepBuilder::add_gather(const Op& pass, int local_chunk, ComputeCur
   g.chunk = pass.chunk;
   g.micro_batch = pass.micro_batch;
   g.collective = Collective::kAllGather;
-  g.duration = to_ns(cost_.zero3_collective_s(Collective::kAllGather, pass.stage, local_chunk));
+  g.duration = to_ns(zero3_s(Collective::kAllGather, pass.stage, local_chunk));
   const std::int32_t gather = add(g);
   if (cursor.previous_compute >= 0) graph_.depend(gather, cursor.previous_compute, 0.0f);
   // The previous backward's gradients are reduce-scattered after this prefetch is issued.
@@ -125,6 +125,13 @@ std::int32_t StepBuilder::add_gather(const Op& pass, int local_chunk, ComputeCur
     cursor.pending_reduce = -1;
   }
   return gather;
+}
+
+double StepBuilder::zero3_s(Collective c, int stage, int chunk) {
+  const auto key = std::make_tuple(c, stage, chunk);
+  auto it = zero3_s_.find(key);
+  if (it == zero3_s_.end()) it = zero3_s_.emplace(key, cost_.zero3_collective_s(c, stage, chunk)).first;
+  return it->second;
 }
 
 void StepBuilder::record_pass(int s, const PipelineOp& p, std::int32_t id) {
@@ -145,7 +152,7 @@ void StepBuilder::add_reduce_scatter(int stage, int chunk, std::int32_t producer
   op.stage = static_cast<std::int16_t>(stage);
   op.collective = Collective::kReduceScatter;
   // ZeRO-2 shards over every dp rank; ZeRO-3 over its shard group (all dp ranks without HSDP).
-  op.duration = to_ns(c_.zero >= 3 ? cost_.zero3_collective_s(Collective::kReduceScatter, stage, chunk)
+  op.duration = to_ns(c_.zero >= 3 ? zero3_s(Collective::kReduceScatter, stage, chunk)
                                    : cost_.dp_collective_s(Collective::kReduceScatter,
                                                            cost_.chunk_params(stage, chunk) * training_.grad_bytes));
   graph_.depend(add(op), producer);
@@ -253,8 +260,8 @@ void StepBuilder::add_gradient_reduction(int s) {
     const double bucket_bytes = params / buckets * training_.grad_bytes;
     for (int b = 0; b < buckets; ++b) {
       // ZeRO-3 reduce-scatters per unit (core/training_spec.h Zero3Unit): the chunk's share per bucket.
-      const double seconds = c_.zero >= 3 ? cost_.zero3_collective_s(reduce, s, chunk) / buckets
-                                          : cost_.dp_collective_s(reduce, bucket_bytes);
+      const double seconds =
+          c_.zero >= 3 ? zero3_s(reduce, s, chunk) / buckets : cost_.dp_collective_s(reduce, bucket_bytes);
       const std::int32_t reduced = add_dp_op(s, seconds, reduce, last_grad_op_[s][chunk],
                                              static_cast<float>(b + 1) / static_cast<float>(buckets));
       // Without overlap the whole buffer is reduced once the stage's backward is over (Megatron-LM

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "core/model_spec.h"
@@ -67,6 +69,9 @@ class StepBuilder {
   void add_optimizer(int stage);
   // ZeRO-2/3: reduce-scatter of one micro-batch's gradients of a chunk after `producer` ends.
   void add_reduce_scatter(int stage, int chunk, std::int32_t producer);
+  // ZeRO-3: CostModel::zero3_collective_s for a chunk, computed once per step (every pass of a
+  // chunk gathers, and every micro-batch reduce-scatters, the same units).
+  double zero3_s(Collective c, int stage, int chunk);
 
   const ModelSpec& model_;
   const TrainingSpec& training_;
@@ -81,6 +86,7 @@ class StepBuilder {
   // Per stage and local chunk: the op after which that chunk's gradients are final.
   std::vector<std::vector<std::int32_t>> last_grad_op_;
   std::int32_t last_dp_ = -1;  // the last op on the data-parallel channel of the stage being built
+  std::map<std::tuple<Collective, int, int>, double> zero3_s_;  // (collective, stage, chunk) → seconds
 };
 
 }  // namespace loom::sim
