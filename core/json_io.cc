@@ -228,7 +228,7 @@ Json to_json(const TrainingSpec& t) {
   j["overlap_grad_reduce"] = t.overlap_grad_reduce;
   j["pipeline_sends_block"] = t.pipeline_sends_block;
   j["tp_comm_overlap"] = t.tp_comm_overlap;
-  j["zero3_unit"] = t.zero3_unit == Zero3Unit::kModule ? "module" : "layer";
+  j["zero3_unit"] = to_string(t.zero3_unit);
   if (!t.framework.empty()) j["framework"] = t.framework;
   return j;
 }
@@ -252,11 +252,12 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.pipeline_sends_block = r.boolean("pipeline_sends_block", false);
   t.tp_comm_overlap = r.boolean("tp_comm_overlap", true);
   t.framework = r.string("framework", std::string());
-  const std::string unit = r.string("zero3_unit", std::string("layer"));
+  const std::string unit = r.string("zero3_unit", std::string(to_string(Zero3Unit::kLayer)));
   if (!r.ok()) return make_error(r.error());
-  if (unit != "layer" && unit != "module")
-    return make_error(fmt::format("training: 'zero3_unit' must be layer or module, not '{}'", unit));
-  t.zero3_unit = unit == "module" ? Zero3Unit::kModule : Zero3Unit::kLayer;
+  const auto zero3_unit = parse_zero3_unit(unit);
+  if (!zero3_unit)
+    return make_error(fmt::format("training: 'zero3_unit' must be {}, not '{}'", one_of<Zero3Unit>(), unit));
+  t.zero3_unit = *zero3_unit;
   if (!t.framework.empty())
     if (auto preset = find_framework(t.framework); !preset)
       return make_error(fmt::format("training: 'framework' must be {}, not '{}'", framework_names(), t.framework));

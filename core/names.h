@@ -23,6 +23,10 @@ enum class Precision { kBf16, kFp8 };
 // amax history of earlier steps (DelayedScaling), or from each tensor's own amax, read before the cast
 // (Float8CurrentScaling; torchao's "tensorwise").
 enum class Fp8Recipe { kDelayed, kTensorwise };
+// What one ZeRO-3 parameter gather (and gradient reduce-scatter) covers: a transformer layer, as
+// FSDP's per-block units and Loom's executor run them, or one linear module, as DeepSpeed's hooks
+// on every submodule with parameters do.
+enum class Zero3Unit { kLayer, kModule };
 
 template <typename E>
 struct NameEntry {
@@ -46,6 +50,9 @@ inline constexpr NameEntry<AttentionKernel> kAttentionKernelNames[] = {{Attentio
 inline constexpr NameEntry<Precision> kPrecisionNames[] = {{Precision::kBf16, "bf16"}, {Precision::kFp8, "fp8"}};
 inline constexpr NameEntry<Fp8Recipe> kFp8RecipeNames[] = {
     {Fp8Recipe::kDelayed, "delayed"}, {Fp8Recipe::kTensorwise, "tensorwise"}, {Fp8Recipe::kTensorwise, "current"}};
+
+inline constexpr NameEntry<Zero3Unit> kZero3UnitNames[] = {{Zero3Unit::kLayer, "layer"},
+                                                           {Zero3Unit::kModule, "module"}};
 
 // The table of an enum's names, for code generic over enums (tests, error messages).
 template <typename E>
@@ -82,6 +89,10 @@ constexpr std::span<const NameEntry<Precision>> name_table<Precision>() {
 template <>
 constexpr std::span<const NameEntry<Fp8Recipe>> name_table<Fp8Recipe>() {
   return kFp8RecipeNames;
+}
+template <>
+constexpr std::span<const NameEntry<Zero3Unit>> name_table<Zero3Unit>() {
+  return kZero3UnitNames;
 }
 
 // The canonical name of `value` in `table` ("?" if the table lacks it, which a test rules out).
@@ -127,6 +138,7 @@ inline const char* to_string(PositionEmbedding p) { return name_in<PositionEmbed
 inline const char* to_string(AttentionKernel k) { return name_in<AttentionKernel>(kAttentionKernelNames, k); }
 inline const char* to_string(Precision p) { return name_in<Precision>(kPrecisionNames, p); }
 inline const char* to_string(Fp8Recipe r) { return name_in<Fp8Recipe>(kFp8RecipeNames, r); }
+inline const char* to_string(Zero3Unit u) { return name_in<Zero3Unit>(kZero3UnitNames, u); }
 
 inline std::optional<Collective> parse_collective(std::string_view s) {
   return parse_in<Collective>(kCollectiveNames, s);
@@ -145,6 +157,7 @@ inline std::optional<AttentionKernel> parse_attention_kernel(std::string_view s)
 
 inline std::optional<Precision> parse_precision(std::string_view s) { return parse_in<Precision>(kPrecisionNames, s); }
 inline std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view s) { return parse_in<Fp8Recipe>(kFp8RecipeNames, s); }
+inline std::optional<Zero3Unit> parse_zero3_unit(std::string_view s) { return parse_in<Zero3Unit>(kZero3UnitNames, s); }
 
 // A collective name that a reader has already checked (a cost file's points and fits): an unknown
 // one here is a broken invariant, a bug in Loom, not bad input.

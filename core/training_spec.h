@@ -9,8 +9,6 @@
 
 namespace loom {
 
-enum class Zero3Unit { kLayer, kModule };
-
 struct TrainingSpec {
   int gpus = 0;
   std::int64_t global_batch = 0;    // sequences per optimizer step
@@ -40,9 +38,7 @@ struct TrainingSpec {
   // A column-parallel linear's input-gradient all-reduce (reduce-scatter under SP) runs beside its
   // weight-gradient GEMM (Megatron-LM's asynchronous TP all-reduce). false: one after the other.
   bool tp_comm_overlap = true;
-  // ZeRO-3's collectives: one parameter gather (and one gradient reduce-scatter) per transformer
-  // layer, as FSDP's per-block units and Loom's executor run them, or per linear module, as
-  // DeepSpeed's hooks on every submodule with parameters do (core/framework.h).
+  // What one ZeRO-3 gather and reduce-scatter covers (core/names.h; the --framework's, core/framework.h).
   Zero3Unit zero3_unit = Zero3Unit::kLayer;
   // The software stack the run is described by (core/framework.h; empty: none named, the
   // behaviours above as set). A named one also limits the configurations to those it can run.
