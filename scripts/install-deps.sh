@@ -9,7 +9,7 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   cmake ninja-build g++ make pkg-config ccache \
   nlohmann-json3-dev libcli11-dev libfmt-dev libeigen3-dev libboost-graph-dev \
-  libopenmpi-dev openmpi-bin libopenblas-dev \
+  libopenmpi-dev openmpi-bin libopenblas-dev libopenblas-openmp-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev \
   python3 clang-format \

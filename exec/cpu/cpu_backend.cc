@@ -18,6 +18,7 @@
 #ifdef LOOM_EXEC_CBLAS
 #include <cblas.h>
 extern "C" void openblas_set_num_threads(int num_threads);
+extern "C" int openblas_get_parallel();  // 0: single-threaded build, 1: its own pthreads, 2: OpenMP
 #endif
 #ifdef _OPENMP
 #include <omp.h>
@@ -39,7 +40,11 @@ using Map = Eigen::Map<RowMajor, 0, Stride>;
 
 const char* cpu_gemm_library() {
 #ifdef LOOM_EXEC_CBLAS
-  return "openblas";
+  switch (openblas_get_parallel()) {
+    case 0: return "openblas (single-threaded build)";
+    case 2: return "openblas (openmp)";
+    default: return "openblas (pthreads)";
+  }
 #else
   return "eigen";
 #endif

@@ -10,7 +10,8 @@
 
 namespace loom::exec {
 
-// Which GEMM the CPU backend uses: "openblas" or "eigen" (chosen at build time).
+// Which GEMM the CPU backend uses: "openblas (openmp)", "openblas (pthreads)" (its own thread pool beside
+// OpenMP's: see exec/README.md's "Threads"), or "eigen" (chosen at build time).
 const char* cpu_gemm_library();
 // Eigen's GEMM, always compiled, so the benchmark can compare it with the BLAS one.
 void eigen_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
