@@ -14,9 +14,12 @@ namespace loom::exec {
 namespace {
 // Below this many values a loop runs on one thread: waking the OpenMP team costs more.
 [[maybe_unused]] constexpr std::int64_t kParallelWork = 1 << 16;
-}  // namespace
 
-namespace {
+// Causal attention runs over blocks of this many query rows: block [i0, i1) attends to keys [0, i1)
+// only, so the GEMMs skip the blocks above the diagonal (about half of QKᵀ, PV and their backward at
+// long sequences) instead of computing them and masking the result. 128 rows keep each GEMM large
+// enough for the BLAS's packed kernels (bench/exec/compare_tokens_per_s.py, exec/README.md "Threads").
+constexpr int kQueryBlock = 128;
 
 struct HeadView {
   std::int64_t ld;  // row stride of qkv
@@ -36,8 +39,11 @@ float* probs_at(float* probs, const AttentionShape& s, int b, int h) {
   return probs + (static_cast<std::int64_t>(b) * s.heads + h) * s.seq * s.seq;
 }
 
-void causal_softmax(float* p, int seq) {
-  for (int i = 0; i < seq; ++i) {
+// Rows [i0, i0 + rows) of a head's probabilities, scores [0, i] in each row on entry: the causal softmax
+// over them, and zeros after, so the whole [seq, seq] matrix is the probabilities (and so is what the
+// dropout mask is applied to).
+void causal_softmax(float* p, int i0, int rows, int seq) {
+  for (int i = i0; i < i0 + rows; ++i) {
     float* row = p + static_cast<std::int64_t>(i) * seq;
     float mx = -std::numeric_limits<float>::infinity();
     for (int j = 0; j <= i; ++j) mx = std::max(mx, row[j]);
@@ -46,8 +52,20 @@ void causal_softmax(float* p, int seq) {
     for (int j = 0; j <= i; ++j) sum += row[j];
     const float inv = 1.0f / sum;
     for (int j = 0; j <= i; ++j) row[j] *= inv;
-    for (int j = i + 1; j < seq; ++j) row[j] = 0;
+    std::fill(row + i + 1, row + seq, 0.0f);
   }
+}
+
+// Runs f(b, g) for every sequence b and key/value group g, on the OpenMP team. A task owns its query
+// heads' probabilities and context and, in the backward, its group's dK and dV columns, so no two tasks
+// write the same memory and every value is computed in the same order whatever the thread count (the
+// BLAS runs single-threaded inside the team).
+template <class F>
+void for_each_group(const AttentionShape& s, F&& f) {
+  const int tasks = s.batch * s.kv_heads;
+  [[maybe_unused]] const bool parallel = tasks > 1 && s.probs_numel() > kParallelWork;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (int t = 0; t < tasks; ++t) f(t / s.kv_heads, t % s.kv_heads);
 }
 
 }  // namespace
@@ -56,14 +74,20 @@ void CpuBackend::attention_probs(TensorRef probs_r, ConstTensorRef qkv_r, const 
   float* probs = f32(probs_r, "attention_probs");
   const float* qkv = f32(qkv_r, "attention_probs");
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-  for (int b = 0; b < s.batch; ++b)
-    for (int h = 0; h < s.heads; ++h) {
+  const int group = s.heads / s.kv_heads;
+  for_each_group(s, [&](int b, int g) {
+    for (int h = g * group; h < (g + 1) * group; ++h) {
       const HeadView hv = head_view(s, b, h);
       float* p = probs_at(probs, s, b, h);
-      gemm(false, true, s.seq, s.seq, s.head_dim, scale, qkv + hv.q, static_cast<int>(hv.ld), qkv + hv.k,
-           static_cast<int>(hv.ld), 0.0f, p, s.seq);
-      causal_softmax(p, s.seq);
+      const int ld = static_cast<int>(hv.ld);
+      for (int i0 = 0; i0 < s.seq; i0 += kQueryBlock) {
+        const int rows = std::min(kQueryBlock, s.seq - i0), keys = i0 + rows;
+        gemm(false, true, rows, keys, s.head_dim, scale, qkv + hv.q + static_cast<std::int64_t>(i0) * ld, ld,
+             qkv + hv.k, ld, 0.0f, p + static_cast<std::int64_t>(i0) * s.seq, s.seq);
+        causal_softmax(p, i0, rows, s.seq);
+      }
     }
+  });
 }
 
 void CpuBackend::attention_context(TensorRef ctx_r, ConstTensorRef probs_r, ConstTensorRef qkv_r,
@@ -72,13 +96,19 @@ void CpuBackend::attention_context(TensorRef ctx_r, ConstTensorRef probs_r, Cons
   const float* probs = f32(probs_r, "attention_context");
   const float* qkv = f32(qkv_r, "attention_context");
   const int ctx_ld = s.heads * s.head_dim;
-  for (int b = 0; b < s.batch; ++b)
-    for (int h = 0; h < s.heads; ++h) {
+  const int group = s.heads / s.kv_heads;
+  for_each_group(s, [&](int b, int g) {
+    for (int h = g * group; h < (g + 1) * group; ++h) {
       const HeadView hv = head_view(s, b, h);
+      const float* p = probs_at(const_cast<float*>(probs), s, b, h);
       float* out = ctx + static_cast<std::int64_t>(b) * s.seq * ctx_ld + static_cast<std::int64_t>(h) * s.head_dim;
-      gemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, probs_at(const_cast<float*>(probs), s, b, h), s.seq,
-           qkv + hv.v, static_cast<int>(hv.ld), 0.0f, out, ctx_ld);
+      for (int i0 = 0; i0 < s.seq; i0 += kQueryBlock) {
+        const int rows = std::min(kQueryBlock, s.seq - i0), keys = i0 + rows;
+        gemm(false, false, rows, s.head_dim, keys, 1.0f, p + static_cast<std::int64_t>(i0) * s.seq, s.seq, qkv + hv.v,
+             static_cast<int>(hv.ld), 0.0f, out + static_cast<std::int64_t>(i0) * ctx_ld, ctx_ld);
+      }
     }
+  });
 }
 
 void CpuBackend::attention_backward(TensorRef dqkv_r, ConstTensorRef dctx_r, ConstTensorRef probs_r,
@@ -92,31 +122,44 @@ void CpuBackend::attention_backward(TensorRef dqkv_r, ConstTensorRef dctx_r, Con
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   const int ctx_ld = s.heads * s.head_dim;
   const int ld = static_cast<int>(s.qkv_cols());
+  const int group = s.heads / s.kv_heads;
   zero(dqkv, static_cast<std::int64_t>(s.batch) * s.seq * ld);
-  std::vector<float> dp(static_cast<std::size_t>(s.seq) * s.seq);
-  for (int b = 0; b < s.batch; ++b)
-    for (int h = 0; h < s.heads; ++h) {
+  for_each_group(s, [&](int b, int g) {
+    // dP, then dS, of one query block: rows × keys with the row stride of the probabilities.
+    std::vector<float> dp(static_cast<std::size_t>(std::min(kQueryBlock, s.seq)) * s.seq);
+    for (int h = g * group; h < (g + 1) * group; ++h) {
       const HeadView hv = head_view(s, b, h);
       const float* p = probs_at(const_cast<float*>(probs), s, b, h);
       const float* pv = dropped != nullptr ? probs_at(const_cast<float*>(dropped), s, b, h) : p;
       const std::int64_t block = (static_cast<std::int64_t>(b) * s.heads + h) * s.seq * s.seq;
       const float* dc =
           dctx + static_cast<std::int64_t>(b) * s.seq * ctx_ld + static_cast<std::int64_t>(h) * s.head_dim;
-      gemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, dc, ctx_ld, qkv + hv.v, ld, 0.0f, dp.data(), s.seq);
-      gemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, pv, s.seq, dc, ctx_ld, 1.0f, dqkv + hv.v, ld);
-      if (mask != nullptr)
-        apply_mask(dp.data(), dp.data(), mask + block, static_cast<std::int64_t>(s.seq) * s.seq, keep_scale);
-      for (int i = 0; i < s.seq; ++i) {
-        const float* pr = p + static_cast<std::int64_t>(i) * s.seq;
-        float* dr = dp.data() + static_cast<std::int64_t>(i) * s.seq;
-        float dot = 0;
-        for (int j = 0; j <= i; ++j) dot += pr[j] * dr[j];
-        for (int j = 0; j <= i; ++j) dr[j] = pr[j] * (dr[j] - dot);
-        for (int j = i + 1; j < s.seq; ++j) dr[j] = 0;
+      for (int i0 = 0; i0 < s.seq; i0 += kQueryBlock) {
+        const int rows = std::min(kQueryBlock, s.seq - i0), keys = i0 + rows;
+        const std::int64_t r0 = static_cast<std::int64_t>(i0) * s.seq;  // block's first row in p, pv, mask
+        const float* dc_blk = dc + static_cast<std::int64_t>(i0) * ctx_ld;
+        gemm(false, true, rows, keys, s.head_dim, 1.0f, dc_blk, ctx_ld, qkv + hv.v, ld, 0.0f, dp.data(), s.seq);
+        gemm(true, false, keys, s.head_dim, rows, 1.0f, pv + r0, s.seq, dc_blk, ctx_ld, 1.0f, dqkv + hv.v, ld);
+        for (int r = 0; r < rows; ++r) {
+          const int i = i0 + r;
+          const float* pr = p + r0 + static_cast<std::int64_t>(r) * s.seq;
+          float* dr = dp.data() + static_cast<std::int64_t>(r) * s.seq;
+          if (mask != nullptr) {
+            const std::uint8_t* mr = mask + block + r0 + static_cast<std::int64_t>(r) * s.seq;
+            for (int j = 0; j <= i; ++j) dr[j] = mr[j] != 0 ? dr[j] * keep_scale : 0.0f;
+          }
+          float dot = 0;
+          for (int j = 0; j <= i; ++j) dot += pr[j] * dr[j];
+          for (int j = 0; j <= i; ++j) dr[j] = pr[j] * (dr[j] - dot);
+          std::fill(dr + i + 1, dr + keys, 0.0f);
+        }
+        gemm(false, false, rows, s.head_dim, keys, scale, dp.data(), s.seq, qkv + hv.k, ld, 1.0f,
+             dqkv + hv.q + static_cast<std::int64_t>(i0) * ld, ld);
+        gemm(true, false, keys, s.head_dim, rows, scale, dp.data(), s.seq,
+             qkv + hv.q + static_cast<std::int64_t>(i0) * ld, ld, 1.0f, dqkv + hv.k, ld);
       }
-      gemm(false, false, s.seq, s.head_dim, s.seq, scale, dp.data(), s.seq, qkv + hv.k, ld, 1.0f, dqkv + hv.q, ld);
-      gemm(true, false, s.seq, s.head_dim, s.seq, scale, dp.data(), s.seq, qkv + hv.q, ld, 1.0f, dqkv + hv.k, ld);
     }
+  });
 }
 
 void CpuBackend::dropout_mask(std::uint8_t* mask, std::int64_t n, std::uint64_t key, std::uint64_t first, float p) {

@@ -290,6 +290,97 @@ TEST_P(BackendOps, AttentionThroughDropoutMatchesReferenceAndItsFiniteDifference
       qkv, got[1], [&] { return dot(attention(be())[0], dctx); }, "dqkv");
 }
 
+// Causal attention with dropout written as the textbook loops, in double: P = softmax(QKᵀ/√d) over keys
+// j ≤ i, ctx = (mask ⊙ P · keep) V, and its backward. Independent of any backend's blocking.
+struct NaiveAttention {
+  Vec ctx, probs, dqkv;
+};
+NaiveAttention naive_attention(const Vec& qkv, const Vec& dctx, const Bytes& mask, float keep,
+                               const AttentionShape& sh) {
+  const int S = sh.seq, D = sh.head_dim, group = sh.heads / sh.kv_heads;
+  const std::size_t ld = sh.qkv_cols(), ctx_ld = static_cast<std::size_t>(sh.heads) * D;
+  NaiveAttention out{Vec(sh.batch * S * ctx_ld), Vec(sh.probs_numel()), Vec(qkv.size())};
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  for (int b = 0; b < sh.batch; ++b)
+    for (int h = 0; h < sh.heads; ++h) {
+      const int g = h / group;
+      auto q = [&](int i, int d) { return qkv[(b * S + i) * ld + h * D + d]; };
+      auto k = [&](int i, int d) { return qkv[(b * S + i) * ld + (sh.heads + g) * D + d]; };
+      auto v = [&](int i, int d) { return qkv[(b * S + i) * ld + (sh.heads + sh.kv_heads + g) * D + d]; };
+      const std::size_t pbase = (static_cast<std::size_t>(b) * sh.heads + h) * S * S;
+      std::vector<double> p(static_cast<std::size_t>(S) * S, 0.0);
+      for (int i = 0; i < S; ++i) {
+        double mx = -1e300;
+        std::vector<double> sc(i + 1);
+        for (int j = 0; j <= i; ++j) {
+          for (int d = 0; d < D; ++d) sc[j] += q(i, d) * k(j, d);
+          sc[j] *= scale;
+          mx = std::max(mx, sc[j]);
+        }
+        double sum = 0;
+        for (int j = 0; j <= i; ++j) sum += std::exp(sc[j] - mx);
+        for (int j = 0; j <= i; ++j) p[i * S + j] = std::exp(sc[j] - mx) / sum;
+      }
+      auto kept = [&](int i, int j) { return mask.empty() ? 1.0 : (mask[pbase + i * S + j] ? keep : 0.0); };
+      for (int i = 0; i < S; ++i) {
+        for (int j = 0; j < S; ++j) out.probs[pbase + i * S + j] = static_cast<float>(p[i * S + j]);
+        for (int d = 0; d < D; ++d) {
+          double c = 0;
+          for (int j = 0; j <= i; ++j) c += p[i * S + j] * kept(i, j) * v(j, d);
+          out.ctx[(b * S + i) * ctx_ld + h * D + d] = static_cast<float>(c);
+        }
+      }
+      auto dc = [&](int i, int d) { return dctx[(b * S + i) * ctx_ld + h * D + d]; };
+      for (int i = 0; i < S; ++i) {
+        std::vector<double> dp(i + 1);
+        double dot = 0;
+        for (int j = 0; j <= i; ++j) {
+          for (int d = 0; d < D; ++d) dp[j] += dc(i, d) * v(j, d);
+          dp[j] *= kept(i, j);
+          dot += p[i * S + j] * dp[j];
+          for (int d = 0; d < D; ++d)
+            out.dqkv[(b * S + j) * ld + (sh.heads + sh.kv_heads + g) * D + d] +=
+                static_cast<float>(p[i * S + j] * kept(i, j) * dc(i, d));
+        }
+        for (int j = 0; j <= i; ++j) {
+          const double ds = p[i * S + j] * (dp[j] - dot) * scale;
+          for (int d = 0; d < D; ++d) {
+            out.dqkv[(b * S + i) * ld + h * D + d] += static_cast<float>(ds * k(j, d));
+            out.dqkv[(b * S + j) * ld + (sh.heads + g) * D + d] += static_cast<float>(ds * q(i, d));
+          }
+        }
+      }
+    }
+  return out;
+}
+
+// Sequences longer than the CPU backend's query block (128 rows), with grouped queries and dropout:
+// every block, the diagonal ones and the skipped ones above them, against the textbook loops.
+TEST_P(BackendOps, CausalAttentionOverSeveralQueryBlocksMatchesTheTextbookLoops) {
+  const AttentionShape sh{2, 300, 4, 2, 8};
+  const std::size_t tokens = sh.batch * sh.seq, ctx_n = tokens * sh.heads * sh.head_dim, probs_n = sh.probs_numel();
+  const Vec qkv = random_vec(tokens * sh.qkv_cols(), 31), dctx = random_vec(ctx_n, 32);
+  Bytes mask(probs_n);
+  std::mt19937 rng(33);
+  for (auto& m : mask) m = (rng() % 10) < 8 ? 1 : 0;
+  const float keep = 1.0f / 0.8f;
+  for (const bool dropout : {false, true}) {
+    SCOPED_TRACE(dropout ? "with dropout" : "without dropout");
+    const NaiveAttention want = naive_attention(qkv, dctx, dropout ? mask : Bytes{}, keep, sh);
+    Staged s(be());
+    float *ctx = s.out(ctx_n), *probs = s.out(probs_n), *dropped = s.out(probs_n), *dqkv = s.out(qkv.size());
+    const float* in = s.in(qkv);
+    const std::uint8_t* mk = s.bytes(mask);
+    be().attention_probs(probs, in, sh);
+    if (dropout) be().apply_mask(dropped, probs, mk, probs_n, keep);
+    be().attention_context(ctx, dropout ? dropped : probs, in, sh);
+    be().attention_backward(dqkv, s.in(dctx), probs, dropout ? dropped : nullptr, dropout ? mk : nullptr, keep, in, sh);
+    expect_close(s.get(probs, probs_n), want.probs, kAttention, "probs");
+    expect_close(s.get(ctx, ctx_n), want.ctx, kAttention, "ctx");
+    expect_close(s.get(dqkv, qkv.size()), want.dqkv, {1e-4, 1e-4}, "dqkv");
+  }
+}
+
 TEST_P(BackendOps, RotaryEmbeddingMatchesReferenceAndItsBackwardIsItsTranspose) {
   const AttentionShape sh{1, 6, 2, 1, 4};
   const Vec x = random_vec(sh.seq * sh.qkv_cols(), 16), y = random_vec(x.size(), 17);
