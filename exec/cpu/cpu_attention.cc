@@ -6,14 +6,13 @@
 #include <vector>
 
 #include "exec/cpu/cpu_backend.h"
+#include "exec/cpu/cpu_loops.h"
 #include "exec/cpu/vector_math.h"
 #include "kernels/numerics.h"
 
 namespace loom::exec {
 
 namespace {
-// Below this many values a loop runs on one thread: waking the OpenMP team costs more.
-[[maybe_unused]] constexpr std::int64_t kParallelWork = 1 << 16;
 
 // Causal attention runs over blocks of this many query rows: block [i0, i1) attends to keys [0, i1)
 // only, so the GEMMs skip the blocks above the diagonal (about half of QKᵀ, PV and their backward at
@@ -42,7 +41,7 @@ float* probs_at(float* probs, const AttentionShape& s, int b, int h) {
 // Rows [i0, i0 + rows) of a head's probabilities, scores [0, i] in each row on entry: the causal softmax
 // over them, and zeros after, so the whole [seq, seq] matrix is the probabilities (and so is what the
 // dropout mask is applied to).
-void causal_softmax(float* p, int i0, int rows, int seq) {
+LOOM_CPU_CLONES void causal_softmax(float* p, int i0, int rows, int seq) {
   for (int i = i0; i < i0 + rows; ++i) {
     float* row = p + static_cast<std::int64_t>(i) * seq;
     float mx = -std::numeric_limits<float>::infinity();

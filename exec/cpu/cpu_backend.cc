@@ -1,5 +1,6 @@
 // CPU backend: memory, GEMM, element-wise, normalisation, activation and optimizer ops.
 #include "exec/cpu/cpu_backend.h"
+#include "exec/cpu/cpu_loops.h"
 #include "exec/cpu/vector_math.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/numerics.h"
 
@@ -25,11 +27,6 @@ extern "C" int openblas_get_parallel();  // 0: single-threaded build, 1: its own
 #endif
 
 namespace loom::exec {
-
-namespace {
-// Below this many values a loop runs on one thread: waking the OpenMP team costs more.
-[[maybe_unused]] constexpr std::int64_t kParallelWork = 1 << 16;
-}  // namespace
 
 namespace {
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -159,37 +156,73 @@ void CpuBackend::cast(TensorRef dst, ConstTensorRef src, std::int64_t n) {
                            to_string(dst.dtype()) + " is not implemented");
   }
 }
+namespace {
+LOOM_CPU_CLONES void axpy_kernel(float* y, float alpha, const float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+LOOM_CPU_CLONES void add_kernel(float* out, const float* a, const float* b, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+LOOM_CPU_CLONES void scale_kernel(float* x, float alpha, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+// Σ x² in double over eight interleaved lanes, added in a fixed order: vectorises without reassociating,
+// so every build and every thread count gets the same sum.
+LOOM_CPU_CLONES double sum_squares_kernel(const float* x, std::int64_t n) {
+  double lane[8] = {};
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) lane[l] += static_cast<double>(x[i + l]) * x[i + l];
+  for (; i < n; ++i) lane[i % 8] += static_cast<double>(x[i]) * x[i];
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+// dbias[c] += Σ_r dy[r, c] over rows [r0, r1): vectorised over the columns.
+LOOM_CPU_CLONES void column_sums(float* out, const float* dy, std::int64_t r0, std::int64_t r1, std::int64_t cols) {
+  for (std::int64_t r = r0; r < r1; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) out[c] += dy[r * cols + c];
+}
+
+// Rows per block of a reduction over rows (bias and norm weight gradients): each block sums into its own
+// partial, and the partials are added in block order.
+constexpr std::int64_t kRowBlock = 64;
+}  // namespace
+
 void CpuBackend::axpy(TensorRef y_r, float alpha, ConstTensorRef x_r, std::int64_t n) {
   float* y = f32(y_r, "axpy");
   const float* x = f32(x_r, "axpy");
-  for (std::int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+  for_chunks(n, [&](std::int64_t b, std::int64_t e, std::int64_t) { axpy_kernel(y + b, alpha, x + b, e - b); });
 }
 void CpuBackend::add(TensorRef out_r, ConstTensorRef a_r, ConstTensorRef b_r, std::int64_t n) {
   float* out = f32(out_r, "add");
   const float* a = f32(a_r, "add");
   const float* b = f32(b_r, "add");
-  for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  for_chunks(n, [&](std::int64_t lo, std::int64_t hi, std::int64_t) { add_kernel(out + lo, a + lo, b + lo, hi - lo); });
 }
 void CpuBackend::scale(TensorRef x_r, float alpha, std::int64_t n) {
   float* x = f32(x_r, "scale");
-  for (std::int64_t i = 0; i < n; ++i) x[i] *= alpha;
+  for_chunks(n, [&](std::int64_t b, std::int64_t e, std::int64_t) { scale_kernel(x + b, alpha, e - b); });
 }
 void CpuBackend::add_bias(TensorRef x_r, ConstTensorRef bias_r, std::int64_t rows, std::int64_t cols) {
   float* x = f32(x_r, "add_bias");
   const float* bias = f32(bias_r, "add_bias");
 #pragma omp parallel for if (rows * cols > kParallelWork)
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) x[r * cols + c] += bias[c];
+  for (std::int64_t r = 0; r < rows; ++r) add_kernel(x + r * cols, x + r * cols, bias, cols);
 }
 void CpuBackend::bias_grad(float* dbias, ConstTensorRef dy_r, std::int64_t rows, std::int64_t cols) {
   const float* dy = f32(dy_r, "bias_grad");
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) dbias[c] += dy[r * cols + c];
+  const std::int64_t blocks = chunk_count(rows, kRowBlock);
+  std::vector<float> partial(static_cast<std::size_t>(blocks * cols), 0.0f);
+  for_blocks(rows, kRowBlock, rows * cols, [&](std::int64_t r0, std::int64_t r1, std::int64_t blk) {
+    column_sums(&partial[blk * cols], dy, r0, r1, cols);
+  });
+  for (std::int64_t blk = 0; blk < blocks; ++blk) axpy_kernel(dbias, 1.0f, &partial[blk * cols], cols);
 }
 double CpuBackend::sum_squares(ConstTensorRef x_r, std::int64_t n) {
   const float* x = f32(x_r, "sum_squares");
+  std::vector<double> partial(static_cast<std::size_t>(chunk_count(n)));
+  for_chunks(n, [&](std::int64_t b, std::int64_t e, std::int64_t c) { partial[c] = sum_squares_kernel(x + b, e - b); });
   double s = 0;
-  for (std::int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  for (double p : partial) s += p;
   return s;
 }
 
@@ -216,14 +249,12 @@ void CpuBackend::layernorm_forward(TensorRef out_r, float* mean, float* rstd, Co
   }
 }
 
-void CpuBackend::layernorm_backward(TensorRef dx_r, float* dw, float* db, ConstTensorRef dout_r, ConstTensorRef x_r,
-                                    ConstTensorRef w_r, const float* mean, const float* rstd, std::int64_t rows,
-                                    std::int64_t cols) {
-  float* dx = f32(dx_r, "layernorm_backward");
-  const float* dout = f32(dout_r, "layernorm_backward");
-  const float* x = f32(x_r, "layernorm_backward");
-  const float* w = f32(w_r, "layernorm_backward");
-  for (std::int64_t r = 0; r < rows; ++r) {
+namespace {
+// Rows [r0, r1) of LayerNorm's backward: dx of each row, and the rows' dw and db added into dw, db.
+LOOM_CPU_CLONES void layernorm_backward_rows(float* dx, float* dw, float* db, const float* dout, const float* x,
+                                             const float* w, const float* mean, const float* rstd, std::int64_t r0,
+                                             std::int64_t r1, std::int64_t cols) {
+  for (std::int64_t r = r0; r < r1; ++r) {
     const float* xr = x + r * cols;
     const float* d = dout + r * cols;
     float dnorm_mean = 0, dnorm_norm_mean = 0;
@@ -242,6 +273,26 @@ void CpuBackend::layernorm_backward(TensorRef dx_r, float* dw, float* db, ConstT
       const float norm = (xr[c] - mean[r]) * rstd[r];
       dxr[c] = (w[c] * d[c] - dnorm_mean - norm * dnorm_norm_mean) * rstd[r];
     }
+  }
+}
+}  // namespace
+
+void CpuBackend::layernorm_backward(TensorRef dx_r, float* dw, float* db, ConstTensorRef dout_r, ConstTensorRef x_r,
+                                    ConstTensorRef w_r, const float* mean, const float* rstd, std::int64_t rows,
+                                    std::int64_t cols) {
+  float* dx = f32(dx_r, "layernorm_backward");
+  const float* dout = f32(dout_r, "layernorm_backward");
+  const float* x = f32(x_r, "layernorm_backward");
+  const float* w = f32(w_r, "layernorm_backward");
+  const std::int64_t blocks = chunk_count(rows, kRowBlock);
+  std::vector<float> partial(static_cast<std::size_t>(2 * blocks * cols), 0.0f);  // each block's dw, then db
+  for_blocks(rows, kRowBlock, rows * cols, [&](std::int64_t r0, std::int64_t r1, std::int64_t blk) {
+    layernorm_backward_rows(dx, &partial[2 * blk * cols], &partial[(2 * blk + 1) * cols], dout, x, w, mean, rstd, r0,
+                            r1, cols);
+  });
+  for (std::int64_t blk = 0; blk < blocks; ++blk) {
+    axpy_kernel(dw, 1.0f, &partial[2 * blk * cols], cols);
+    axpy_kernel(db, 1.0f, &partial[(2 * blk + 1) * cols], cols);
   }
 }
 
@@ -285,29 +336,37 @@ constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/π)
 }
 
 // tanh(u) = 1 − 2 / (1 + e^{2u}), saturating at ±1.
-inline float fast_tanh(float u) { return 1.0f - 2.0f / (1.0f + vector_exp(2.0f * u)); }
+LOOM_ALWAYS_INLINE float fast_tanh(float u) { return 1.0f - 2.0f / (1.0f + vector_exp(2.0f * u)); }
 
-void CpuBackend::gelu_forward(TensorRef out_r, ConstTensorRef in_r, std::int64_t n) {
-  float* out = f32(out_r, "gelu_forward");
-  const float* in = f32(in_r, "gelu_forward");
-#pragma omp parallel for simd if (n > kParallelWork)
+namespace {
+LOOM_CPU_CLONES void gelu_forward_kernel(float* out, const float* in, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float x = in[i];
     out[i] = 0.5f * x * (1.0f + fast_tanh(kGeluScale * (x + 0.044715f * x * x * x)));
   }
 }
-
-void CpuBackend::gelu_backward(TensorRef din_r, ConstTensorRef in_r, ConstTensorRef dout_r, std::int64_t n) {
-  float* din = f32(din_r, "gelu_backward");
-  const float* in = f32(in_r, "gelu_backward");
-  const float* dout = f32(dout_r, "gelu_backward");
-#pragma omp parallel for simd if (n > kParallelWork)
+LOOM_CPU_CLONES void gelu_backward_kernel(float* din, const float* in, const float* dout, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float x = in[i];
     const float t = fast_tanh(kGeluScale * (x + 0.044715f * x * x * x));
     const float dt = (1.0f - t * t) * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
     din[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * x * dt);
   }
+}
+}  // namespace
+
+void CpuBackend::gelu_forward(TensorRef out_r, ConstTensorRef in_r, std::int64_t n) {
+  float* out = f32(out_r, "gelu_forward");
+  const float* in = f32(in_r, "gelu_forward");
+  for_chunks(n, [&](std::int64_t b, std::int64_t e, std::int64_t) { gelu_forward_kernel(out + b, in + b, e - b); });
+}
+
+void CpuBackend::gelu_backward(TensorRef din_r, ConstTensorRef in_r, ConstTensorRef dout_r, std::int64_t n) {
+  float* din = f32(din_r, "gelu_backward");
+  const float* in = f32(in_r, "gelu_backward");
+  const float* dout = f32(dout_r, "gelu_backward");
+  for_chunks(
+      n, [&](std::int64_t b, std::int64_t e, std::int64_t) { gelu_backward_kernel(din + b, in + b, dout + b, e - b); });
 }
 
 void CpuBackend::swiglu_forward(TensorRef out_r, ConstTensorRef in_r, std::int64_t rows, std::int64_t f) {
@@ -337,16 +396,27 @@ void CpuBackend::swiglu_backward(TensorRef din_r, ConstTensorRef in_r, ConstTens
     }
 }
 
-void CpuBackend::adamw(float* param, const float* grad, float* m, float* v, std::int64_t n, float lr, float beta1,
-                       float beta2, float eps, float weight_decay, int step, TensorRef param_copy) {
-  const float c1 = 1.0f - std::pow(beta1, static_cast<float>(step));
-  const float c2 = 1.0f - std::pow(beta2, static_cast<float>(step));
+namespace {
+// The square root is the instruction (sqrtps), not libm's errno-setting call: the file is compiled with
+// -fno-math-errno, so the loop vectorises; the result is the same correctly rounded root.
+LOOM_CPU_CLONES void adamw_kernel(float* param, const float* grad, float* m, float* v, std::int64_t n, float lr,
+                                  float beta1, float beta2, float eps, float weight_decay, float c1, float c2) {
   for (std::int64_t i = 0; i < n; ++i) {
     m[i] = beta1 * m[i] + (1.0f - beta1) * grad[i];
     v[i] = beta2 * v[i] + (1.0f - beta2) * grad[i] * grad[i];
     const float mhat = m[i] / c1, vhat = v[i] / c2;
     param[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + weight_decay * param[i]);
   }
+}
+}  // namespace
+
+void CpuBackend::adamw(float* param, const float* grad, float* m, float* v, std::int64_t n, float lr, float beta1,
+                       float beta2, float eps, float weight_decay, int step, TensorRef param_copy) {
+  const float c1 = 1.0f - std::pow(beta1, static_cast<float>(step));
+  const float c2 = 1.0f - std::pow(beta2, static_cast<float>(step));
+  for_chunks(n, [&](std::int64_t b, std::int64_t e, std::int64_t) {
+    adamw_kernel(param + b, grad + b, m + b, v + b, e - b, lr, beta1, beta2, eps, weight_decay, c1, c2);
+  });
   if (!param_copy.null() && param_copy.raw() != param) cast(param_copy, param, n);
 }
 

@@ -6,12 +6,20 @@
 #include <bit>
 #include <cstdint>
 
+// Always inlined: the AVX2 copies of the kernels that call it (cpu_loops.h) may not inline a function
+// compiled for the baseline target otherwise, and a call in the loop stops it vectorising.
+#if defined(__GNUC__) || defined(__clang__)
+#define LOOM_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define LOOM_ALWAYS_INLINE inline
+#endif
+
 namespace loom::exec {
 
 // e^x as 2^n · p(r), r = x − n·ln2 in [−ln2/2, ln2/2], p a degree-6 Taylor polynomial (relative
 // error < 2e-7): plain arithmetic, so the compiler vectorises the loops that call it, which it
 // cannot do with libm's expf. Clamped to ±87 so 2^n stays a normal float.
-inline float vector_exp(float x) {
+LOOM_ALWAYS_INLINE float vector_exp(float x) {
   x = x < -87.0f ? -87.0f : (x > 87.0f ? 87.0f : x);
   // Round to nearest by adding and subtracting 1.5·2^23 (no libm call, so it vectorises).
   const float n = (x * 1.4426950408889634f + 12582912.0f) - 12582912.0f;
