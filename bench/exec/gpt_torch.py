@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""The gpt-tiny preset (4 layers, hidden 128, 4 heads, vocab 256, seq 128, tied embeddings, GELU,
-LayerNorm, no dropout) trained in PyTorch on the CPU with AdamW, for the tokens/s comparison in
-compare_tokens_per_s.sh. Reads the same llm.c .bin token file as `loom run`.
+"""A GPT of Loom's `gpt` preset family (learned positions, tied embeddings, GELU, LayerNorm, biases, no
+dropout; gpt-tiny by default: 4 layers, hidden 128, 4 heads, vocab 256, seq 128) trained in PyTorch on
+the CPU with AdamW, for the tokens/s comparison in compare_tokens_per_s.py. Reads the same llm.c .bin
+token file as `loom run`. With --profile it prints torch.profiler's per-op table (self CPU time) to stderr.
 
-    /usr/bin/python3 bench/exec/gpt_tiny_torch.py --data tokens.bin --steps 20 --batch 8 --threads 1
+    /usr/bin/python3 bench/exec/gpt_torch.py --data tokens.bin --steps 20 --batch 8 --threads 1 \
+        --hidden 256 --seq 256
 """
 import argparse
 import json
+import sys
 import time
 
 import numpy as np
@@ -62,15 +65,23 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     tokens = np.fromfile(args.data, dtype=np.uint16, offset=1024).astype(np.int64)
-    model = GPT(seq=args.seq)
+    model = GPT(layers=args.layers, h=args.hidden, heads=args.heads, seq=args.seq)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
     times = []
     B, S = args.batch, args.seq
+    profiler = None
     for step in range(args.steps):
+        if args.profile and step == 2:
+            profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+            profiler.__enter__()
         starts = [((step * B + j) * S) % (len(tokens) - S - 1) for j in range(B)]
         x = torch.from_numpy(np.stack([tokens[s:s + S] for s in starts]))
         y = torch.from_numpy(np.stack([tokens[s + 1:s + S + 1] for s in starts]))
@@ -81,6 +92,9 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         times.append(time.perf_counter() - t0)
+    if profiler is not None:
+        profiler.__exit__(None, None, None)
+        print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=25), file=sys.stderr)
     steady = sorted(times[2:])[len(times[2:]) // 2] if len(times) > 3 else times[-1]
     print(json.dumps({"framework": "pytorch " + torch.__version__, "threads": args.threads,
                       "median_step_time_s": steady, "tokens_per_s": B * S / steady, "final_loss": float(loss)}))
