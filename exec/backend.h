@@ -60,6 +60,10 @@ class Backend {
   virtual void cast(TensorRef dst, ConstTensorRef src, std::int64_t n) = 0;
   // Finishes queued work (streams on GPUs; a no-op on the CPU).
   virtual void synchronize() {}
+  // Writes back and drops `bytes` of `x` from the caches, so the next op reads them from memory (`loom
+  // profile` times memory-bound ops with cold operands, as a training step meets them). A no-op where
+  // the backend cannot.
+  virtual void evict_from_cache(ConstTensorRef /*x*/, std::int64_t /*bytes*/) {}
   // Marks the work queued so far, e.g. a gradient bucket's last op before its all-reduce.
   virtual std::unique_ptr<Event> record_event();
 
@@ -100,6 +104,10 @@ class Backend {
     attention_probs(probs, qkv, s);
     attention_context(ctx, probs, qkv, s);
   }
+  // Rows per query block of the attention's products: block [i0, i1) multiplies keys [0, i1) only and
+  // skips the products above the causal diagonal; 0: each product is one full seq × seq GEMM. `loom
+  // profile` times the attention GEMMs the same way.
+  virtual int attention_query_block() const { return 0; }
   // softmax(QKᵀ/√d) with the causal mask (also: selective recomputation).
   virtual void attention_probs(TensorRef probs, ConstTensorRef qkv, const AttentionShape& s) = 0;
   // ctx = P·V, P being the softmax output or its dropout.

@@ -16,9 +16,8 @@ namespace {
 
 // Causal attention runs over blocks of this many query rows: block [i0, i1) attends to keys [0, i1)
 // only, so the GEMMs skip the blocks above the diagonal (about half of QKᵀ, PV and their backward at
-// long sequences) instead of computing them and masking the result. 128 rows keep each GEMM large
-// enough for the BLAS's packed kernels (bench/exec/compare_tokens_per_s.py, exec/README.md "Threads").
-constexpr int kQueryBlock = 128;
+// long sequences) instead of computing them and masking the result.
+constexpr int kQueryBlock = CpuBackend::kAttentionQueryBlock;
 
 struct HeadView {
   std::int64_t ld;  // row stride of qkv

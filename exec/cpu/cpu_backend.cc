@@ -25,6 +25,9 @@ extern "C" int openblas_get_parallel();  // 0: single-threaded build, 1: its own
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace loom::exec {
 
@@ -126,6 +129,15 @@ float* f32(TensorRef r, const char* op) {
   return static_cast<float*>(r.raw());
 }
 const float* f32(ConstTensorRef r, const char* op) { return f32(TensorRef(const_cast<void*>(r.raw()), r.dtype()), op); }
+
+// clflush of every 64-byte line (x86; elsewhere the lines stay where they are).
+void CpuBackend::evict_from_cache([[maybe_unused]] ConstTensorRef x, [[maybe_unused]] std::int64_t bytes) {
+#if defined(__x86_64__) || defined(__i386__)
+  const char* p = static_cast<const char*>(x.raw());
+  for (std::int64_t i = 0; i < bytes; i += 64) _mm_clflush(p + i);
+  _mm_mfence();
+#endif
+}
 
 // Zeroing and same-dtype copies move bytes, so they serve every dtype.
 void CpuBackend::zero(TensorRef x, std::int64_t n) {

@@ -34,6 +34,7 @@ class CpuBackend : public Backend {
   void to_host(float* host, ConstTensorRef src, std::int64_t n) override { cast(host, src, n); }
   void from_host(TensorRef dst, const float* host, std::int64_t n) override { cast(dst, host, n); }
   void cast(TensorRef dst, ConstTensorRef src, std::int64_t n) override;
+  void evict_from_cache(ConstTensorRef x, std::int64_t bytes) override;
 
   void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, ConstTensorRef a, int lda, ConstTensorRef b,
             int ldb, float beta, TensorRef c, int ldc) override;
@@ -63,6 +64,10 @@ class CpuBackend : public Backend {
                        std::int64_t f) override;
 
   using Backend::attention_backward;
+  // Query rows per block of the causal attention (cpu_attention.cc): 128 keep each GEMM large enough for
+  // the BLAS's packed kernels while the products above the diagonal are skipped.
+  static constexpr int kAttentionQueryBlock = 128;
+  int attention_query_block() const override { return kAttentionQueryBlock; }
   void attention_probs(TensorRef probs, ConstTensorRef qkv, const AttentionShape& s) override;
   void attention_context(TensorRef ctx, ConstTensorRef probs, ConstTensorRef qkv, const AttentionShape& s) override;
   void attention_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef probs, ConstTensorRef dropped,

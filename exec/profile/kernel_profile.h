@@ -23,6 +23,9 @@ struct GemmCase {
   bool trans_a = false, trans_b = false;
   // Added into C (beta = 1), as the executor adds weight gradients into the gradient buffer.
   bool accumulate = false;
+  // A causal attention product, timed as the backend runs it (Backend::attention_query_block): over
+  // blocks of query rows (m), each against the keys up to its last row — the keys are n for QKᵀ, k for PV.
+  enum class Causal { kNone, kKeysAreN, kKeysAreK } causal = Causal::kNone;
 };
 
 struct GemmTiming {
@@ -70,5 +73,9 @@ double time_optimizer_step(Backend& backend, std::int64_t params, const TimingBu
 // Fastest seconds per call of `fn` over budget.batches batches (each batched to budget.min_batch_s;
 // `fn` runs at least once to warm up).
 double best_seconds(const std::function<void()>& fn, const TimingBudget& budget);
+// Fastest seconds of one call of `fn` with `evict` run (untimed) before each: as many calls as
+// budget.batches batches of budget.min_batch_s would take, at least budget.batches.
+double best_cold_seconds(const std::function<void()>& fn, const std::function<void()>& evict,
+                         const TimingBudget& budget);
 
 }  // namespace loom::exec::profile

@@ -117,6 +117,15 @@ TEST_P(BackendOps, GemmMatchesNaiveProductForEveryTransposition) {
     }
 }
 
+// `loom profile` evicts an op's operands before timing it cold: the values must survive the eviction.
+TEST_P(BackendOps, EvictingFromTheCachesKeepsTheValues) {
+  const Vec x = random_vec(10000, 41);
+  Staged s(be());
+  float* d = s.in(x);
+  be().evict_from_cache(d, static_cast<std::int64_t>(x.size() * sizeof(float)));
+  EXPECT_EQ(s.get(d, x.size()), x);
+}
+
 TEST_P(BackendOps, ElementwiseOpsFollowTheirFormulas) {
   const int rows = 3, cols = 4, n = rows * cols;
   const Vec x = random_vec(n, 30), y = random_vec(n, 31), bias = random_vec(cols, 32);
