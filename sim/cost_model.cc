@@ -155,6 +155,13 @@ double CostModel::memory_s(const char* op, double bytes) const {
   return e.kernel_launch_s + bytes / (cluster_->device.memory_bandwidth_bytes_per_s * efficiency);
 }
 
+double CostModel::bias_s(bool present, double rows, double cols) const {
+  if (!present) return 0.0;
+  const bool measured = std::any_of(cluster_->memory_op_table.begin(), cluster_->memory_op_table.end(),
+                                    [](const MemoryOpTime& p) { return p.op == "bias"; });
+  return measured ? memory_s("bias", 2.0 * training_.activation_bytes * rows * cols) : 0.0;
+}
+
 double CostModel::wgrad_s(double out, double in, double tokens, bool linear) const {
   // Megatron-LM accumulates weight gradients across micro-batches in a main-grad buffer (fp32
   // when grad_bytes = 4): either the GEMM epilogue reads and writes it (gradient-accumulation
@@ -529,13 +536,16 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
       const Collective c = d.sp ? Collective::kReduceScatter : Collective::kAllReduce;
       p.add_comm(tp_name(c), tp_comm_s(c, d.activation_bytes));
     }
-    add_memory(p, "residual", residual_bytes);
+    // The row-parallel layer's bias is added after the reduction, in the executor's residual slice.
+    p.add("residual", memory_s("residual", residual_bytes) + bias_s(model_.linear_bias, d.rank_tokens, d.hidden));
   };
 
   add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
   if (comm && d.sp) p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
   add_fp8_cast(p, "fp8_cast", d.rank_tokens * d.hidden);  // the norm's output, before SP's all-gather
-  p.add("qkv", linear_gemm_s(tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp, d.hidden),
+  p.add("qkv",
+        linear_gemm_s(tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp, d.hidden) +
+            bias_s(model_.linear_bias || model_.qkv_bias, tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp),
         2.0 * tokens_ * d.hidden * (d.q_width + 2.0 * d.kv_width) / d.tp);
   p.append(attention_core_forward());
   add_fp8_cast(p, "fp8_cast", tokens_ * d.q_width / d.tp);
@@ -545,7 +555,9 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
   if (comm && d.sp) p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
   moe_routing_forward(p, d);
   add_fp8_cast(p, "fp8_cast", d.rank_tokens * d.hidden);  // the norm's output, before SP's all-gather
-  p.add("mlp_up", linear_gemm_s(tokens_, d.mlp_up_width / d.tp, d.hidden),
+  p.add("mlp_up",
+        linear_gemm_s(tokens_, d.mlp_up_width / d.tp, d.hidden) +
+            bias_s(model_.linear_bias, tokens_, d.mlp_up_width / d.tp),
         2.0 * tokens_ * d.hidden * d.mlp_up_width / d.tp);
   add_memory(p, model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu",
              (model_.activation == Activation::kSwiGLU ? 3.0 : 2.0) * d.element_bytes * tokens_ * d.ffn / d.tp);

@@ -106,6 +106,11 @@ class CostModel {
   // A memory-bound op moving `bytes`: from the cost file's measurements of `op` where it has
   // them, else bytes / (bandwidth · memory_bound_efficiency).
   double memory_s(const char* op, double bytes) const;
+  // A linear layer's forward bias add over rows × cols outputs (when `present`: the model has that bias), where the
+  // software that measured the cost file adds it in a pass of its own: `loom profile` times Loom's executor's add as
+  // "bias". A cost file without "bias" points describes software that fuses the add into the GEMM epilogue or the next
+  // element-wise kernel (Megatron-LM's bias-GeLU and bias-dropout-add fusions): 0 s.
+  double bias_s(bool present, double rows, double cols) const;
   // Weight gradient of an (out × in) weight over `tokens`: the GEMM plus adding it into the
   // gradient buffer, which every micro-batch reads and writes at grad_bytes per element.
   // `linear`: a linear layer's weight (FP8 under --precision fp8); the LM head and router are not.

@@ -208,7 +208,7 @@ std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& m
     Tensor y = backend.alloc(T, std::max(h, f), MemoryCategory::kWorkspace);
     Tensor dy = backend.alloc(T, std::max(h, f), MemoryCategory::kWorkspace);
     Tensor w = backend.alloc(1, h, MemoryCategory::kWorkspace);
-    Tensor bias = backend.alloc(1, h, MemoryCategory::kWorkspace);
+    Tensor bias = backend.alloc(1, std::max(h, f), MemoryCategory::kWorkspace);
     Tensor dw = backend.alloc(1, h, MemoryCategory::kWorkspace);
     Tensor db = backend.alloc(1, h, MemoryCategory::kWorkspace);
     Tensor mean = backend.alloc(1, T, MemoryCategory::kWorkspace);
@@ -255,6 +255,9 @@ std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& m
         "residual", 3 * ab * T * h, [&] { backend.add(y.data(), x.data(), dy.data(), T * h); }, rows);
     time_op(
         "residual_bwd", 3 * ab * T * h, [&] { backend.axpy(y.data(), 1.0f, x.data(), T * h); }, rows);
+    // A linear layer's bias, added in a pass of its own after the GEMM (sim::CostModel::bias_s).
+    time_op(
+        "bias", 2 * ab * T * f, [&] { backend.add_bias(y.data(), bias.data(), T, f); }, rows);
     // Whole unfused attention cores (matmuls + causal softmax): `loom profile` subtracts the
     // per-head matmuls timed by time_gemms to leave the softmax, charged as the simulator does.
     const AttentionShape shape{b, seq, model.heads, model.kv_heads, static_cast<int>(model.head_dim())};

@@ -607,3 +607,47 @@ TEST(CostModel, KernelTimingsFollowTheRanksSharingANode) {
 
 }  // namespace
 }  // namespace loom::sim
+
+namespace loom::sim {
+namespace {
+
+double segment_s(const PassCost& p, const std::string& name) {
+  double s = 0;
+  for (const auto& seg : p.segments)
+    if (seg.name == name) s += seg.seconds;
+  return s;
+}
+
+// A cost file whose software adds linear biases in passes of their own (`loom profile` of Loom's
+// executor measures "bias") charges them to the GEMM's op (QKV, MLP up) and, for the row-parallel
+// layers, to the residual add, as the executor's trace slices hold them; one without "bias" points
+// (fused biases) charges nothing; a model without biases pays nothing either way.
+TEST(CostModel, SeparateBiasAddsAreChargedOnlyWhereTheCostFileMeasuredThem) {
+  ModelSpec m = *model_preset("gpt-tiny");
+  ClusterSpec fused = *cluster_preset("local-cpu");
+  fused.memory_op_table = {{"residual", 1e6, 1e-3}};
+  ClusterSpec separate = fused;
+  separate.memory_op_table.push_back({"bias", 1e6, 2e-3});  // 2 ms per MB moved
+  TrainingSpec t{.gpus = 1, .global_batch = 1};
+  const double T = m.seq_len, ab = t.activation_bytes;
+  auto forward = [&](const ModelSpec& model, const ClusterSpec& c) {
+    const CollectiveModel collectives(c);
+    const CostModel cost(model, t, ParallelConfig{}, c, collectives);
+    return cost.chunk(0, 0, false).forward;
+  };
+  const PassCost without = forward(m, fused), with = forward(m, separate);
+  // Per layer: QKV's bias over T × 3h, the MLP's over T × 4h, two residual adds each with an h-wide bias.
+  const double per_byte = 2e-3 / 1e6;
+  EXPECT_NEAR(segment_s(with, "qkv") - segment_s(without, "qkv"), m.layers * per_byte * 2 * ab * T * 3 * m.hidden,
+              1e-12);
+  EXPECT_NEAR(segment_s(with, "mlp_up") - segment_s(without, "mlp_up"), m.layers * per_byte * 2 * ab * T * 4 * m.hidden,
+              1e-12);
+  EXPECT_NEAR(segment_s(with, "residual") - segment_s(without, "residual"),
+              2 * m.layers * per_byte * 2 * ab * T * m.hidden, 1e-12);
+  m.linear_bias = false;
+  const PassCost no_bias = forward(m, separate), no_bias_fused = forward(m, fused);
+  EXPECT_DOUBLE_EQ(no_bias.seconds, no_bias_fused.seconds);
+}
+
+}  // namespace
+}  // namespace loom::sim
