@@ -65,9 +65,10 @@ std::string table_text(const Specs& specs, const ParallelConfig& c, const sim::S
                    r.hw_tflops_per_gpu);
   t += fmt::format("MFU                  {:.1f} %\n", 100.0 * r.mfu);
   t += fmt::format("bubble               {:.1f} % of the step\n", 100.0 * r.bubble_fraction);
-  t += fmt::format("exposed comm         {:.4f} s  (TP {:.4f}, PP {:.4f}, DP {:.4f}{})\n", r.exposed.total(),
+  t += fmt::format("exposed comm         {:.4f} s  (TP {:.4f}, PP {:.4f}, DP {:.4f}{}{})\n", r.exposed.total(),
                    r.exposed.tp_s, r.exposed.pp_s, r.exposed.dp_s,
-                   c.cp > 1 ? fmt::format(", CP {:.4f}", r.exposed.cp_s) : std::string());
+                   c.cp > 1 ? fmt::format(", CP {:.4f}", r.exposed.cp_s) : std::string(),
+                   c.ep > 1 ? fmt::format(", EP {:.4f}", r.exposed.ep_s) : std::string());
   t += fmt::format("memory per stage     (GiB; capacity {:.1f}; {})\n", bytes_to_gib(mem.capacity_bytes),
                    mem.fits ? "fits" : "DOES NOT FIT");
   t += fmt::format("  {:>5} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}\n", "stage", "layers", "params", "grads",

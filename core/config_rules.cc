@@ -28,6 +28,7 @@ RuleStatus check_all(const ModelSpec& model, const TrainingSpec& training, const
   if (auto s = check_schedule(model, c, c.micro_batches(training.global_batch), split); !s) return s;
   if (auto s = check_zero(c); !s) return s;
   if (auto s = check_sequence_parallel(model, training, c); !s) return s;
+  if (auto s = check_ep(model, c); !s) return s;
   return check_framework(training, c);
 }
 
@@ -41,11 +42,30 @@ RuleStatus check_framework(const TrainingSpec& training, const ParallelConfig& c
   return {};
 }
 
+RuleStatus check_ep(const ModelSpec& model, const ParallelConfig& c) {
+  if (c.ep == 1) return {};
+  if (!model.moe.active())
+    return broken(rule::kEpNeedsMoe,
+                  fmt::format("ep {} needs a mixture-of-experts model; {} has no routed experts", c.ep, model.name));
+  if (model.moe.experts % c.ep != 0)
+    return broken(rule::kEpExperts, fmt::format("{} experts are not divisible by ep {}", model.moe.experts, c.ep));
+  if (c.grad_ranks() % c.ep != 0)
+    return broken(rule::kEpGradRanks, fmt::format("ep {} must divide dp·cp = {} (expert-parallel ranks come from the "
+                                                  "data-parallel group)",
+                                                  c.ep, c.grad_ranks()));
+  if (c.zero >= 3 || c.shard_group > 0)
+    return broken(rule::kEpZero3, fmt::format("ep {} with ZeRO-3{} is not modelled: experts' states are sharded by "
+                                              "ZeRO-1/2 over the expert-data-parallel group",
+                                              c.ep, c.shard_group > 0 ? " (HSDP)" : ""));
+  return {};
+}
+
 RuleStatus check_sizes(const ParallelConfig& c) {
   if (c.tp < 1 || c.pp < 1 || c.dp < 1 || c.micro_batch < 1 || c.vpp < 1)
     return broken(rule::kSizes, fmt::format("tp {}, pp {}, dp {}, micro-batch {} and vpp {} must each be at least 1",
                                             c.tp, c.pp, c.dp, c.micro_batch, c.vpp));
   if (c.cp < 1) return broken(rule::kSizes, fmt::format("cp {} must be at least 1", c.cp));
+  if (c.ep < 1) return broken(rule::kSizes, fmt::format("ep {} must be at least 1", c.ep));
   if (c.split.first_stage_layers < 0 || c.split.last_stage_layers < 0)
     return broken(rule::kSizes, fmt::format("first stage layers {} and last stage layers {} must not be negative",
                                             c.split.first_stage_layers, c.split.last_stage_layers));

@@ -47,6 +47,10 @@ inline constexpr std::string_view kShardGroup = "shard group not a proper diviso
 inline constexpr std::string_view kSpNeedsTp = "sequence parallelism needs tp > 1";
 inline constexpr std::string_view kSpTokens = "sequence parallelism needs tokens divisible by tp";
 inline constexpr std::string_view kFramework = "not run by the --framework";
+inline constexpr std::string_view kEpNeedsMoe = "expert parallelism needs a mixture-of-experts model";
+inline constexpr std::string_view kEpExperts = "experts not divisible by ep";
+inline constexpr std::string_view kEpGradRanks = "dp·cp not divisible by ep";
+inline constexpr std::string_view kEpZero3 = "expert parallelism with ZeRO-3 or HSDP";
 }  // namespace rule
 
 struct RuleViolation {
@@ -98,6 +102,10 @@ RuleStatus check_zero(const ParallelConfig& config);
 RuleStatus check_sequence_parallel(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 // A configuration the named software stack (training.framework, core/framework.h) can run.
 RuleStatus check_framework(const TrainingSpec& training, const ParallelConfig& config);
+// Expert parallelism: an MoE model whose routed experts divide by ep, and ep ranks inside the dp·cp
+// group (Megatron-core builds EP groups from it); not with ZeRO-3 or HSDP, which Loom does not model
+// for experts (Megatron-core shards expert states with its distributed optimizer, ZeRO-1/2 here).
+RuleStatus check_ep(const ModelSpec& model, const ParallelConfig& config);
 
 // Every rule above but the placement one (which needs a cluster), in the enumerator's order.
 RuleStatus check_config(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,

@@ -170,6 +170,7 @@ Json to_json(const ParallelConfig& c) {
   j["account_for_loss"] = c.split.account_for_loss;
   j["cp"] = c.cp;
   j["cp_comm"] = to_string(c.cp_comm);
+  j["ep"] = c.ep;
   return j;
 }
 
@@ -192,6 +193,8 @@ Result<ParallelConfig> config_from_json(const Json& json) {
   c.split.account_for_loss = r.boolean("account_for_loss", false);
   // Plans written before context parallelism have no cp: one rank per sequence.
   c.cp = static_cast<int>(r.integer("cp", 1, 1, 1 << 20));
+  // Plans written before expert parallelism have no ep: every rank holds every expert.
+  c.ep = static_cast<int>(r.integer("ep", 1, 1, 1 << 20));
   const std::string cp_comm = r.string("cp_comm", std::string(to_string(CpComm::kP2P)));
   if (!r.ok()) return make_error(r.error());
   // Each degree is bounded on its own; their product, the world size, is an int.
@@ -230,6 +233,7 @@ Json to_json(const TrainingSpec& t) {
   j["tp_comm_overlap"] = t.tp_comm_overlap;
   j["zero3_unit"] = to_string(t.zero3_unit);
   if (!t.framework.empty()) j["framework"] = t.framework;
+  if (t.moe_imbalance != 1.0) j["moe_imbalance"] = t.moe_imbalance;
   return j;
 }
 
@@ -252,6 +256,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.pipeline_sends_block = r.boolean("pipeline_sends_block", false);
   t.tp_comm_overlap = r.boolean("tp_comm_overlap", true);
   t.framework = r.string("framework", std::string());
+  t.moe_imbalance = r.number("moe_imbalance", 1.0, 1.0, 1e3);
   const std::string unit = r.string("zero3_unit", std::string(to_string(Zero3Unit::kLayer)));
   if (!r.ok()) return make_error(r.error());
   const auto zero3_unit = parse_zero3_unit(unit);

@@ -97,6 +97,11 @@ std::int64_t ModelSpec::attention_params() const { return attention_params_as<st
 std::int64_t ModelSpec::mlp_params() const { return mlp_params_as<std::int64_t>(*this); }
 
 std::int64_t ModelSpec::moe_params(bool active_only) const { return moe_params_as<std::int64_t>(*this, active_only); }
+std::int64_t ModelSpec::routed_expert_params() const {
+  if (!moe.active()) return 0;
+  return static_cast<std::int64_t>(moe.experts) *
+         mlp_block_params<std::int64_t>(hidden, moe.expert_ffn, activation == Activation::kSwiGLU, moe.expert_bias);
+}
 
 std::int64_t ModelSpec::norm_params() const { return norm_params_as<std::int64_t>(*this); }
 

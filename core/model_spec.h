@@ -69,6 +69,8 @@ struct ModelSpec {
   std::int64_t mlp_params() const;  // the dense MLP
   // An MoE layer's router, routed experts (all of them, or the experts_per_token a token uses) and shared expert.
   std::int64_t moe_params(bool active_only) const;
+  // An MoE layer's routed experts alone (what expert parallelism splits), all of them.
+  std::int64_t routed_expert_params() const;
   std::int64_t norm_params() const;  // one norm layer
   bool is_moe_layer(int layer) const;
   int moe_layers() const;

@@ -53,6 +53,12 @@ struct ParallelConfig {
   // chunks r and 2·cp−1−r for causal load balance), only attention seeing the other ranks' tokens.
   int cp = 1;
   CpComm cp_comm = CpComm::kP2P;
+  // Expert parallelism (Megatron-core's layout, rank order tp-cp-ep-dp-pp): an MoE layer's routed
+  // experts split over ep ranks of the dp·cp group, each keeping experts/ep of them (still sharded over
+  // TP: expert TP = TP), tokens dispatched to their experts' ranks and combined back by all-to-alls.
+  // The experts' gradients reduce, and ZeRO shards their states, over the other dp·cp/ep ranks (the
+  // expert-data-parallel group).
+  int ep = 1;
 
   int world_size() const { return tp * cp * pp * dp; }
   // The ranks that hold the same parameters and reduce their gradients together: Megatron-core's
@@ -63,6 +69,8 @@ struct ParallelConfig {
   // dimension (fsdp = dp_shard·cp), so CP ranks shard too: a shard group of g dp ranks is g·cp ranks.
   int zero_shards() const { return (shard_group > 0 ? shard_group : dp) * cp; }
   int shard_replicas() const { return grad_ranks() / zero_shards(); }
+  // The expert-data-parallel group: the ranks holding the same experts (Megatron-core's expt_dp).
+  int expert_grad_ranks() const { return grad_ranks() / ep; }
   // Micro-batches per pipeline per step (gradient-accumulation steps).
   std::int64_t micro_batches(std::int64_t global_batch) const {
     return global_batch / (static_cast<std::int64_t>(dp) * micro_batch);

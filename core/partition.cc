@@ -24,11 +24,25 @@ double layer_params_per_tp_rank(const ModelSpec& m, int tp) {
   return (mean - replicated) / tp + replicated;
 }
 
+double routed_expert_params_per_tp_rank(const ModelSpec& m, int tp) {
+  if (!m.moe.active()) return 0.0;
+  // Each expert's down bias is replicated over TP (row-parallel), the rest split t ways.
+  const double down_biases = m.moe.expert_bias ? static_cast<double>(m.hidden) * m.moe.experts : 0.0;
+  const double per_layer = (static_cast<double>(m.routed_expert_params()) - down_biases) / tp + down_biases;
+  return per_layer * m.moe_layers() / m.layers;
+}
+
+double layer_params_per_rank(const ModelSpec& m, int tp, int ep) {
+  return layer_params_per_tp_rank(m, tp) - routed_expert_params_per_tp_rank(m, tp) * (1.0 - 1.0 / ep);
+}
+
 StageParams stage_params(const ModelSpec& m, const ParallelConfig& c, int stage) {
   const int vocab = padded_vocab(m.vocab, c.tp);
   const double word_embedding = static_cast<double>(vocab) * m.hidden / c.tp;
   StageParams p;
-  p.layers = layer_params_per_tp_rank(m, c.tp) * stage_layer_count(m.layers, c, stage);
+  const int layers = stage_layer_count(m.layers, c, stage);
+  p.layers = layer_params_per_rank(m, c.tp, c.ep) * layers;
+  p.experts = routed_expert_params_per_tp_rank(m, c.tp) / c.ep * layers;
   if (stage == 0) {
     p.embedding = word_embedding;
     if (m.position == PositionEmbedding::kLearned) p.embedding += static_cast<double>(m.seq_len) * m.hidden;

@@ -15,10 +15,16 @@ double layer_params_per_tp_rank(const ModelSpec& model, int tp);
 
 struct StageParams {
   double layers = 0;     // transformer layers on the stage (all its chunks)
+  double experts = 0;    // of `layers`: the routed experts this rank holds (1/ep of the stage's)
   double embedding = 0;  // vocab-parallel word embedding (+ learned positions): first stage
   double head = 0;       // final norm + LM head, or the tied embedding's copy: last stage
   double total() const { return layers + embedding + head; }
 };
+
+// One layer's routed experts per TP rank (the mean over the layers, as layer_params_per_tp_rank), and
+// one layer's parameters on a rank that holds 1/ep of the experts.
+double routed_expert_params_per_tp_rank(const ModelSpec& model, int tp);
+double layer_params_per_rank(const ModelSpec& model, int tp, int ep);
 
 // Parameters one TP rank of `stage` holds (its own layers, core/pipeline_split.h).
 StageParams stage_params(const ModelSpec& model, const ParallelConfig& config, int stage);

@@ -23,6 +23,8 @@ Status check_sizes(const SpecInputs& in, const ClusterSpec& cluster) {
     return make_error(fmt::format("--gpus: {} GPUs need {} nodes but cluster '{}' has {}", in.gpus, nodes, cluster.name,
                                   cluster.max_nodes));
   if (in.grad_bytes != 0 && in.grad_bytes != 2 && in.grad_bytes != 4) return make_error("--grad-bytes: must be 2 or 4");
+  if (!(in.moe_imbalance >= 1.0) || in.moe_imbalance > 1e3)
+    return make_error(fmt::format("--moe-imbalance: {} must be between 1 (balanced) and 1000", in.moe_imbalance));
   if (!in.framework.empty())
     if (auto preset = find_framework(in.framework); !preset) return preset.error();
   if (!in.attention.empty() && !parse_attention_kernel(in.attention))
@@ -67,6 +69,7 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
   t.tokens = in.tokens;
   t.allow_cross_node_tp = in.allow_cross_node_tp;
   t.pipeline_sends_block = in.sync_pipeline_sends;
+  t.moe_imbalance = in.moe_imbalance;
   if (in.grad_bytes != 0) t.grad_bytes = in.grad_bytes;
   if (!in.attention.empty()) t.attention = *parse_attention_kernel(in.attention);
   // The stack's behaviours where no flag set them: a flag given wins over its framework.

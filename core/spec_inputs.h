@@ -26,6 +26,7 @@ struct SpecInputs {
   bool allow_cross_node_tp = false;
   int grad_bytes = 0;  // 0: the default of TrainingSpec
   bool sync_pipeline_sends = false;
+  double moe_imbalance = 1.0;
 };
 
 struct Specs {
@@ -61,6 +62,8 @@ void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
   visit("--grad-bytes", in.grad_bytes, "bytes per gradient element (2 = bf16, 4 = fp32 main grads)", false);
   visit("--sync-pipeline-sends", in.sync_pipeline_sends,
         "a stage waits for its pipeline send before its next pass (Megatron-LM's batch_p2p_sync)", false);
+  visit("--moe-imbalance", in.moe_imbalance,
+        "expert parallelism: the busiest EP rank's routed tokens over the mean (default 1: balanced)", false);
 }
 
 }  // namespace loom

@@ -43,6 +43,12 @@ struct TrainingSpec {
   // The software stack the run is described by (core/framework.h; empty: none named, the
   // behaviours above as set). A named one also limits the configurations to those it can run.
   std::string framework = "";
+  // Expert parallelism: the busiest EP rank's routed tokens over the mean (≥ 1). Its expert GEMMs and
+  // its all-to-all share take that much longer, and every rank waits for it at the combine. 1: the
+  // load balancing (Megatron-core's aux loss, DeepSeek-V3's expert bias) keeps experts even. Loom's
+  // references hold no measured max/mean value to default to (../shared/reference/modern-parallelism.md
+  // §6 has only how little it moves with EP: ≤ 5 % from EP 4 to 32), so the plan states what it assumed.
+  double moe_imbalance = 1.0;
 };
 
 // Plain fp32 training, as Loom's CPU executor runs: fp32 parameters (no master copy), gradients

@@ -128,6 +128,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   lform->addRow("TP", tp_ = restriction("tp", any + tr(" (e.g. 4,8)")));
   lform->addRow("CP", cp_ = restriction("cp", tr("1; long sequences: any (e.g. 2,4)")));
   lform->addRow(tr("CP exchange"), cp_comm_ = restriction("cp_comm", tr("p2p,a2a (or all_gather)")));
+  lform->addRow("EP", ep_ = restriction("ep", tr("1; MoE models: any dividing the experts (e.g. 8)")));
   lform->addRow("PP", pp_ = restriction("pp", any));
   lform->addRow("DP", dp_ = restriction("dp", any));
   lform->addRow("ZeRO", zero_ = restriction("zero", any + " (0-3)"));
@@ -161,7 +162,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   connect(cross_node_tp_, &QCheckBox::toggled, this, emit_changed);
   connect(sync_sends_, &QCheckBox::toggled, this, emit_changed);
   for (QLineEdit* e :
-       {tp_, cp_, cp_comm_, pp_, dp_, zero_, shard_group_, micro_batch_, vpp_, recompute_, sp_, schedule_})
+       {tp_, cp_, cp_comm_, ep_, pp_, dp_, zero_, shard_group_, micro_batch_, vpp_, recompute_, sp_, schedule_})
     connect(e, &QLineEdit::editingFinished, this, emit_changed);
 }
 
@@ -191,6 +192,7 @@ PlanRequest InputsPanel::request() const {
   r.config.tp = text(tp_);
   r.config.cp = text(cp_);
   r.config.cp_comm = text(cp_comm_);
+  r.config.ep = text(ep_);
   r.config.pp = text(pp_);
   r.config.dp = text(dp_);
   r.config.zero = text(zero_);
@@ -219,6 +221,7 @@ void InputsPanel::set_request(const PlanRequest& r) {
   tp_->setText(QString::fromStdString(r.config.tp));
   cp_->setText(QString::fromStdString(r.config.cp));
   cp_comm_->setText(QString::fromStdString(r.config.cp_comm));
+  ep_->setText(QString::fromStdString(r.config.ep));
   pp_->setText(QString::fromStdString(r.config.pp));
   dp_->setText(QString::fromStdString(r.config.dp));
   zero_->setText(QString::fromStdString(r.config.zero));

@@ -53,6 +53,7 @@ class Enumerator {
   std::vector<PipelineSplit> split_candidates(ParallelConfig c);
   std::vector<Pipeline> schedule_candidates(const ParallelConfig& c, long long micro_batches);
   std::vector<int> shard_group_candidates(const ParallelConfig& c) const;
+  std::vector<int> ep_candidates(const ParallelConfig& c) const;
   void for_zero(ParallelConfig c, const std::vector<Pipeline>& schedules);
 
   const ModelSpec& model_;
@@ -161,9 +162,15 @@ void Enumerator::for_micro_batch(ParallelConfig c, long long m) {
       if (space_.zero.empty() || allowed(space_.zero, 0)) continue;  // identical to ZeRO-0
     }
     if (zero != 3 || c.dp == 1) {  // HSDP's shard groups are of dp ranks (each with its cp ranks)
-      for_zero(c, schedules);
+      for (int ep : ep_candidates(c)) {
+        c.ep = ep;
+        if (passes(c, check_ep(model_, c))) for_zero(c, schedules);
+      }
+      c.ep = 1;
       continue;
     }
+    // ZeRO-3 keeps every expert on every rank (check_ep): only when --ep allows 1.
+    if (!space_.ep.empty() && !allowed(space_.ep, 1)) continue;
     for (int g : shard_group_candidates(c)) {
       c.shard_group = g;
       if (passes(c, check_zero(c))) for_zero(c, schedules);
@@ -187,6 +194,18 @@ std::vector<int> Enumerator::shard_group_candidates(const ParallelConfig& c) con
   out.push_back(0);
   const int node = cluster_.gpus_per_node / (c.tp * c.cp);  // dp ranks are tp·cp apart
   if (node >= 2 && node < c.dp && c.dp % node == 0) out.push_back(node);
+  return out;
+}
+
+// Expert-parallel sizes: --ep's list, else 1 for a dense model and, for an MoE model, every size that
+// divides both its routed experts and the dp·cp group EP ranks come from (Megatron-core's guidance keeps
+// EP·TP inside a node; the simulator charges the all-to-alls across nodes where it is not).
+std::vector<int> Enumerator::ep_candidates(const ParallelConfig& c) const {
+  if (!space_.ep.empty()) return space_.ep;
+  std::vector<int> out = {1};
+  if (!model_.moe.active()) return out;
+  for (int ep = 2; ep <= std::min(model_.moe.experts, c.grad_ranks()); ++ep)
+    if (model_.moe.experts % ep == 0 && c.grad_ranks() % ep == 0) out.push_back(ep);
   return out;
 }
 

@@ -23,6 +23,9 @@ struct SearchSpace {
   // Context parallelism; empty: 1, and for long sequences the sizes of default_cp_sizes.
   std::vector<int> cp;
   std::vector<CpComm> cp_comm;  // empty: p2p (the ring)
+  // Expert parallelism; empty: 1 for dense models, and for MoE models every size that divides both
+  // the routed experts and dp·cp.
+  std::vector<int> ep;
   std::vector<Recompute> recompute;
   std::vector<bool> sequence_parallel;
   std::vector<Schedule> schedule;

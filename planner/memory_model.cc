@@ -62,7 +62,7 @@ double attention_core_bytes(const ModelSpec& m, const TrainingSpec& t, double s,
 double zero_buffer_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, int stage) {
   if (c.zero < 2) return 0.0;  // ZeRO-0/1 reduce the contiguous gradient buffer in place
   const double pb = t.param_bytes, gb = t.grad_bytes;
-  const double layer = layer_params_per_tp_rank(m, c.tp);
+  const double layer = layer_params_per_rank(m, c.tp, c.ep);
   const double embedding = static_cast<double>(padded_vocab(m.vocab, c.tp)) * m.hidden / c.tp;
   const double positions = m.position == PositionEmbedding::kLearned ? static_cast<double>(m.seq_len) * m.hidden : 0.0;
   const double norm = static_cast<double>(m.norm_params());
@@ -263,7 +263,14 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     const StageParams params = stage_params(m, c, stage);
     sm.param_count = params.total();
     const double n = sm.param_count;
-    const ModelStateBytes states = model_state_bytes(n, t, c.zero, c.zero_shards());
+    // Expert parallelism: the rank's routed experts are held by no other rank of its EP group, so ZeRO
+    // shards their states over the expert-data-parallel group only (Megatron-core's distributed
+    // optimizer over expt_dp); everything else over the whole group.
+    ModelStateBytes states = model_state_bytes(n - params.experts, t, c.zero, c.zero_shards());
+    const ModelStateBytes experts = model_state_bytes(params.experts, t, c.zero, c.zero_shards() / c.ep);
+    states.params += experts.params;
+    states.grads += experts.grads;
+    states.optimizer += experts.optimizer;
     sm.params_bytes = states.params + fp8_weight_copy_bytes(t, c, cluster, params.layers);
     sm.grads_bytes = states.grads;
     sm.optimizer_bytes = states.optimizer;

@@ -28,15 +28,17 @@ struct Column {
   bool right_aligned;
 };
 
-// Optional columns. CP follows TP and precision follows stage_layers; the table and markdown show
-// each only when a plan shown needs it (so bf16 tables without context parallelism read as
-// before), the CSV always has both (scripts want fixed columns).
+// Optional columns. CP follows TP, EP follows DP and precision follows stage_layers; the table and
+// markdown show each only when a plan shown needs it (so bf16 tables without context or expert
+// parallelism read as before), the CSV always has all three (scripts want fixed columns).
 struct Optional {
   bool days = false;
   bool cp = false;
   bool precision = false;
+  bool ep = false;  // EP follows DP
 };
 constexpr std::size_t kCpColumn = 2;
+constexpr std::size_t kEpColumn = 4;
 constexpr std::size_t kPrecisionColumn = 12;
 
 std::vector<Column> columns(const Optional& o) {
@@ -48,6 +50,7 @@ std::vector<Column> columns(const Optional& o) {
                            {"TFLOP/s/GPU", true}, {"MFU%", true},   {"bubble%", true}};
   if (o.days) c.push_back({"days", true});
   if (o.precision) c.insert(c.begin() + kPrecisionColumn, {"precision", false});
+  if (o.ep) c.insert(c.begin() + kEpColumn, {"EP", true});
   if (o.cp) c.insert(c.begin() + kCpColumn, {"CP", true});
   return c;
 }
@@ -89,6 +92,7 @@ std::vector<std::string> cells(const PlanRow& r, std::size_t rank, const Optiona
                                 fmt::format("{:.1f}", 100.0 * r.metrics.bubble_fraction)};
   if (o.days) v.push_back(fmt::format("{:.1f}", r.days_to_train));
   if (o.precision) v.insert(v.begin() + kPrecisionColumn, to_string(r.precision));
+  if (o.ep) v.insert(v.begin() + kEpColumn, fmt::format("{}", c.ep));
   if (o.cp) v.insert(v.begin() + kCpColumn, cp_label(c));
   return v;
 }
@@ -103,6 +107,7 @@ Optional needed(const PlanResult& result, std::size_t top, bool days) {
   for (std::size_t i = 0; i < shown(result, top); ++i) {
     o.cp = o.cp || result.plans[i].config.cp > 1;
     o.precision = o.precision || result.plans[i].precision != Precision::kBf16;
+    o.ep = o.ep || result.plans[i].config.ep > 1;
   }
   return o;
 }
@@ -147,6 +152,12 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
       t.overlap_grad_reduce ? "in buckets during the last backward" : "after the backward",
       t.tp_comm_overlap ? "beside" : "after", t.pipeline_sends_block ? "block the next pass" : "run beside compute",
       t.framework.empty() ? "" : " (`loom frameworks` gives each behaviour's source)"));
+  if (m.moe.active())
+    lines.push_back(fmt::format(
+        "experts: EP splits each MoE layer's routed experts over ep ranks of the dp·cp group (expert TP = TP); "
+        "token dispatch and combine are all-to-alls on the EP group, not overlapped with compute; the busiest EP "
+        "rank routes {:.2f}x the mean tokens (--moe-imbalance; 1 = balanced, assumed, not measured)",
+        t.moe_imbalance));
   lines.push_back(
       fmt::format("memory: most loaded pipeline stage; buf = communication buffers + one layer's backward "
                   "workspace + {:.1f} GiB framework reserve; fits if total <= {:.1f} GiB",
@@ -191,7 +202,7 @@ std::string format_table(const ReportContext& ctx, const PlanResult& result, std
 }
 
 std::string format_csv(const ReportContext& ctx, const PlanResult& result, std::size_t top) {
-  const Optional o{.days = ctx.training->tokens > 0, .cp = true, .precision = true};
+  const Optional o{.days = ctx.training->tokens > 0, .cp = true, .precision = true, .ep = true};
   std::string out;
   const auto cols = columns(o);
   for (std::size_t j = 0; j < cols.size(); ++j) out += (j ? "," : "") + std::string(cols[j].name);
@@ -231,8 +242,11 @@ Json plan_row_json(const PlanRow& row, std::size_t rank) {
   const Json metrics = to_json(row.metrics);
   for (auto it = metrics.begin(); it != metrics.end(); ++it) j[it.key()] = it.value();
   j["micro_batches"] = row.micro_batches;
-  j["exposed_comm"] = {
-      {"tp_s", row.exposed.tp_s}, {"pp_s", row.exposed.pp_s}, {"dp_s", row.exposed.dp_s}, {"cp_s", row.exposed.cp_s}};
+  j["exposed_comm"] = {{"tp_s", row.exposed.tp_s},
+                       {"pp_s", row.exposed.pp_s},
+                       {"dp_s", row.exposed.dp_s},
+                       {"cp_s", row.exposed.cp_s},
+                       {"ep_s", row.exposed.ep_s}};
   j["days_to_train"] = row.days_to_train;
   j["limited_by"] = row.limited_by;
   return j;

@@ -18,7 +18,7 @@ bool config_less(const ParallelConfig& a, const ParallelConfig& b) {
     return std::make_tuple(c.tp, c.pp, c.dp, c.zero, c.shard_group, c.micro_batch, c.vpp, static_cast<int>(c.recompute),
                            c.sequence_parallel, static_cast<int>(c.schedule), c.split.first_stage_layers,
                            c.split.last_stage_layers, c.split.account_for_embedding, c.split.account_for_loss, c.cp,
-                           static_cast<int>(c.cp_comm));
+                           static_cast<int>(c.cp_comm), c.ep);
   };
   return key(a) < key(b);
 }

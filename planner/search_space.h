@@ -15,6 +15,7 @@ struct ConfigText {
   std::string tp, pp, dp, zero, micro_batch, vpp, recompute, sp, schedule;  // empty: not restricted
   std::string shard_group;  // ZeRO-3's shard group (HSDP); empty: all dp ranks and one node's
   std::string cp, cp_comm;  // context parallelism and how its ranks exchange keys and values
+  std::string ep;           // expert parallelism (MoE models)
   // The pipeline split (one value each; any of them set fixes the split the search uses):
   // Megatron-LM's first/last stage layer counts, and "on" to count the embedding/loss as a layer.
   std::string first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss;
@@ -36,6 +37,8 @@ void for_each_config_flag(ConfigText& c, bool lists, Visit&& visit) {
   visit("--cp-comm", c.cp_comm,
         "how context-parallel ranks exchange keys and values: p2p (ring), a2a (Ulysses) or all_gather" + each);
   visit("--pp", c.pp, "pipeline-parallel size" + each);
+  visit("--ep", c.ep,
+        "expert-parallel size: an MoE layer's experts split over this many ranks of the data-parallel group" + each);
   visit("--dp", c.dp, "data-parallel size" + each);
   visit("--zero", c.zero, "ZeRO stage 0-3" + each);
   visit("--shard-group", c.shard_group,

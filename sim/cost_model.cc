@@ -31,6 +31,7 @@ void PassCost::append(const PassCost& other, int times) {
   seconds += other.seconds * times;
   tp_comm_exposed_s += other.tp_comm_exposed_s * times;
   cp_comm_exposed_s += other.cp_comm_exposed_s * times;
+  ep_comm_exposed_s += other.ep_comm_exposed_s * times;
   sm_shared_s += other.sm_shared_s * times;
   flops += other.flops * times;
   if (record)
@@ -44,7 +45,7 @@ CostModel::CostModel(const ModelSpec& model, const TrainingSpec& training, const
   // Context parallelism splits every sequence over cp ranks: each works on b·s/cp tokens, and only
   // attention sees the rest (Megatron-LM docs/user-guide/features/context_parallel.md).
   tokens_ = seq_ * config.micro_batch / config.cp;
-  layer_params_ = layer_params_per_tp_rank(model, config.tp);
+  layer_params_ = layer_params_per_rank(model, config.tp, config.ep);
   vocab_ = padded_vocab(model.vocab, config.tp);
   table_ranks_ = table_concurrency(cluster, config.world_size());
   fp8_ = training.precision == Precision::kFp8 && cluster.device.peak_fp8_flops > 0;
@@ -191,6 +192,22 @@ GroupPlacement CostModel::cp_group() const {
   return {config_.cp, std::min(config_.cp, per_node)};
 }
 
+GroupPlacement CostModel::ep_group() const {
+  const int per_node = std::max(1, cluster_->gpus_per_node / config_.tp);
+  return {config_.ep, std::min(config_.ep, per_node)};
+}
+
+GroupPlacement CostModel::expert_dp_group() const {
+  const int per_node = std::max(1, cluster_->gpus_per_node / (config_.tp * config_.ep));
+  return {config_.expert_grad_ranks(), std::min(config_.expert_grad_ranks(), per_node)};
+}
+
+double CostModel::grad_collective_s(Collective c, double bytes, double expert_bytes) const {
+  double s = dp_collective_s(c, bytes);
+  if (expert_bytes > 0 && config_.expert_grad_ranks() > 1) s += collectives_.time_s(c, expert_bytes, expert_dp_group());
+  return s;
+}
+
 LinkLevel CostModel::cp_ring_level() const {
   // A ring over nodes runs each step at the pace of its slowest hop, an inter-node one.
   return static_cast<long long>(config_.tp) * config_.cp <= cluster_->gpus_per_node ? LinkLevel::kIntraNode
@@ -277,9 +294,17 @@ double CostModel::zero3_collective_s(Collective c, int stage, int chunk) const {
 
 double CostModel::stage_params(int stage) const { return loom::stage_params(model_, config_, stage).total(); }
 
+double CostModel::chunk_expert_params(int stage, int chunk) const {
+  return routed_expert_params_per_tp_rank(model_, config_.tp) / config_.ep *
+         chunk_layers(model_.layers, config_, stage, chunk);
+}
+
+double CostModel::stage_expert_params(int stage) const { return loom::stage_params(model_, config_, stage).experts; }
+
 double CostModel::chunk_params(int stage, int chunk) const {
   const StageParams p = loom::stage_params(model_, config_, stage);
-  double params = layer_params_per_tp_rank(model_, config_.tp) * chunk_layers(model_.layers, config_, stage, chunk);
+  double params =
+      layer_params_per_rank(model_, config_.tp, config_.ep) * chunk_layers(model_.layers, config_, stage, chunk);
   if (chunk == 0) params += p.embedding;
   if (chunk == config_.vpp - 1) params += p.head;
   return params;
@@ -477,13 +502,32 @@ void CostModel::moe_routing_forward(PassCost& p, const LayerDims& d) const {
   const double e = model_.moe.experts, k = model_.moe.experts_per_token;
   p.add("router", f * gemm_s(tokens_, e, d.hidden), f * 2.0 * tokens_ * d.hidden * e);
   add_memory(p, "moe_permute", f * d.element_bytes * tokens_ * d.hidden * (1.0 + k));
+  add_ep_all_to_all(p, d, "dispatch");
 }
 
 // Each token's k expert outputs weighted by the router and summed back (k read, one written).
 void CostModel::moe_unpermute(PassCost& p, const LayerDims& d, const char* name) const {
   const double f = model_.moe_layer_fraction();
   if (f <= 0) return;
+  add_ep_all_to_all(p, d, std::string_view(name).ends_with("_bwd") ? "combine_bwd" : "combine");
   add_memory(p, name, f * d.element_bytes * tokens_ * d.hidden * (model_.moe.experts_per_token + 1.0));
+}
+
+// Expert parallelism's token exchange (Megatron-core's alltoall dispatcher): each rank sends the k
+// copies of its local tokens' hidden states to the ranks holding their experts and gets its experts'
+// tokens back, T_local·k·h elements each way, of which (ep−1)/ep leave the rank (routing spread evenly
+// over the experts); the combine returns the outputs the same way, and the backward repeats both with
+// gradients. An all-to-all moves the all-gather's (n−1)/n of the per-rank bytes (nccl-tests
+// PERFORMANCE.md), so it is costed as one, on the EP group's links. Not overlapped with compute:
+// Megatron-core overlaps it only with --overlap-moe-expert-parallel-comm (and --delay-wgrad-compute).
+// The expert tensor parallelism's gathers are the layer's TP collectives already charged.
+void CostModel::add_ep_all_to_all(PassCost& p, const LayerDims& d, const char* what) const {
+  if (config_.ep <= 1) return;
+  const double bytes =
+      d.element_bytes * d.rank_tokens * d.hidden * model_.moe.experts_per_token * training_.moe_imbalance;
+  static const std::string name = trace_names::collective("all_to_all", "ep");
+  p.add_ep_comm(name + " " + what,
+                model_.moe_layer_fraction() * collectives_.time_s(Collective::kAllGather, bytes, ep_group()));
 }
 
 // Backward of the permutation (k gradients summed into one) and of the router: its input gradient
@@ -492,6 +536,7 @@ void CostModel::moe_routing_backward(PassCost& in, PassCost& w, const LayerDims&
   const double f = model_.moe_layer_fraction();
   if (f <= 0) return;
   const double e = model_.moe.experts, k = model_.moe.experts_per_token;
+  add_ep_all_to_all(in, d, "dispatch_bwd");
   add_memory(in, "moe_permute_bwd", f * d.element_bytes * tokens_ * d.hidden * (1.0 + k));
   in.add("router_bwd", f * gemm_s(tokens_, d.hidden, e), f * 2.0 * tokens_ * d.hidden * e);
   w.add("router_bwd", f * wgrad_s(e, d.hidden, tokens_, false), f * 2.0 * tokens_ * d.hidden * e);
@@ -506,6 +551,10 @@ CostModel::LayerDims CostModel::dims() const {
   // MoE layers: the experts a token visits run as one grouped GEMM (Megatron-core --moe-grouped-gemm) of
   // k · expert_ffn (+ the shared expert) per token; the mean over dense and MoE layers.
   d.ffn = model_.mean_mlp_ffn();
+  // Expert parallelism: the busiest rank's routed tokens are moe_imbalance times the mean.
+  if (config_.ep > 1)
+    d.ffn += model_.moe_layer_fraction() * (training_.moe_imbalance - 1.0) * model_.moe.experts_per_token *
+             model_.moe.expert_ffn;
   d.mlp_up_width = model_.activation == Activation::kSwiGLU ? 2.0 * d.ffn : d.ffn;
   d.element_bytes = training_.activation_bytes;
   d.sp = config_.sequence_parallel && config_.tp > 1;

@@ -18,7 +18,7 @@
 namespace loom::sim {
 
 // Where a segment runs, for traces: the compute stream, or the TP or CP communication beside it.
-enum class Lane { kCompute, kTpComm, kCpComm };
+enum class Lane { kCompute, kTpComm, kCpComm, kEpComm };
 
 // One named piece of a pass, for traces: compute kernels or communication. Segments follow each
 // other in the pass's time, except `beside` ones: a transfer that starts with the next segment and
@@ -38,6 +38,7 @@ struct PassCost {
   double seconds = 0;  // compute + exposed TP communication
   double tp_comm_exposed_s = 0;
   double cp_comm_exposed_s = 0;  // context-parallel KV exchange not hidden behind attention tiles
+  double ep_comm_exposed_s = 0;  // expert-parallel token dispatch and combine (all-to-all)
   double sm_shared_s = 0;        // of `seconds`: GEMM time added by the SMs collectives beside it held
   double flops = 0;              // hardware FLOPs executed (recompute included)
   bool record = true;            // keep the per-kernel segments (traces); off when only totals matter
@@ -62,6 +63,12 @@ struct PassCost {
     seconds += s;
     cp_comm_exposed_s += s;
     if (record) segments.push_back({name, s, true, Lane::kCpComm, false});
+  }
+  // Expert-parallel all-to-all the compute stream waits for (exposed).
+  void add_ep_comm(const std::string& name, double s) {
+    seconds += s;
+    ep_comm_exposed_s += s;
+    if (record) segments.push_back({name, s, true, Lane::kEpComm, false});
   }
   // A context-parallel transfer running beside the next segment: shown, not charged.
   void add_cp_beside(const std::string& name, double s) {
@@ -133,6 +140,13 @@ class CostModel {
   GroupPlacement tp_group() const;
   // The cp ranks of one context-parallel group, tp apart (rank order tp, cp, dp, pp).
   GroupPlacement cp_group() const;
+  // Expert parallelism: an EP group (tp apart in the expert grid etp-ep-edp, Megatron-core's MoE
+  // parallel folding) and the expert-data-parallel group (tp·ep apart).
+  GroupPlacement ep_group() const;
+  GroupPlacement expert_dp_group() const;
+  // A gradient or parameter collective over the data-parallel ranks: `bytes` of non-expert tensors
+  // over the dp·cp group, `expert_bytes` of routed experts over the expert-data-parallel group.
+  double grad_collective_s(Collective c, double bytes, double expert_bytes) const;
   // One hop of the CP ring: inside a node when the tp·cp ranks of a CP group fit in one.
   LinkLevel cp_ring_level() const;
   // Bytes of the keys and values of this rank's s/cp tokens, as one TP rank holds them: what one
@@ -161,6 +175,10 @@ class CostModel {
   // Parameters one TP rank holds on `stage` (all chunks), and in one chunk.
   double stage_params(int stage) const;
   double chunk_params(int stage, int chunk) const;
+  // Of those: the routed experts (1/ep of the stage's), whose gradients reduce over the
+  // expert-data-parallel group.
+  double stage_expert_params(int stage) const;
+  double chunk_expert_params(int stage, int chunk) const;
   double layer_params() const { return layer_params_; }
 
  private:
@@ -179,6 +197,7 @@ class CostModel {
   };
   void moe_routing_forward(PassCost& p, const LayerDims& d) const;
   void moe_unpermute(PassCost& p, const LayerDims& d, const char* name) const;
+  void add_ep_all_to_all(PassCost& p, const LayerDims& d, const char* what) const;
   void moe_routing_backward(PassCost& in, PassCost& w, const LayerDims& d) const;
   LayerDims dims() const;
   PassCost new_pass() const {

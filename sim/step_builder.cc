@@ -152,9 +152,12 @@ void StepBuilder::add_reduce_scatter(int stage, int chunk, std::int32_t producer
   op.stage = static_cast<std::int16_t>(stage);
   op.collective = Collective::kReduceScatter;
   // ZeRO-2 shards over every dp rank; ZeRO-3 over its shard group (all dp ranks without HSDP).
-  op.duration = to_ns(c_.zero >= 3 ? zero3_s(Collective::kReduceScatter, stage, chunk)
-                                   : cost_.dp_collective_s(Collective::kReduceScatter,
-                                                           cost_.chunk_params(stage, chunk) * training_.grad_bytes));
+  const double experts = cost_.chunk_expert_params(stage, chunk);
+  op.duration =
+      to_ns(c_.zero >= 3 ? zero3_s(Collective::kReduceScatter, stage, chunk)
+                         : cost_.grad_collective_s(Collective::kReduceScatter,
+                                                   (cost_.chunk_params(stage, chunk) - experts) * training_.grad_bytes,
+                                                   experts * training_.grad_bytes));
   graph_.depend(add(op), producer);
 }
 
@@ -253,6 +256,8 @@ void StepBuilder::add_gradient_reduction(int s) {
   // Chunks finish their gradients in reverse order of the model (the backward runs backwards).
   for (int chunk = c_.vpp - 1; chunk >= 0; --chunk) {
     const double params = cost_.chunk_params(s, chunk);
+    // Routed experts (expert parallelism) reduce over the expert-data-parallel group, in the same buckets.
+    const double expert_share = params > 0 ? cost_.chunk_expert_params(s, chunk) / params : 0.0;
     if (c_.zero == 2) add_zero2_reduce_scatters(s, chunk);
     // The final backward of the chunk releases its gradients bucket by bucket, last layer first.
     const int buckets =
@@ -260,8 +265,9 @@ void StepBuilder::add_gradient_reduction(int s) {
     const double bucket_bytes = params / buckets * training_.grad_bytes;
     for (int b = 0; b < buckets; ++b) {
       // ZeRO-3 reduce-scatters per unit (core/training_spec.h Zero3Unit): the chunk's share per bucket.
-      const double seconds =
-          c_.zero >= 3 ? zero3_s(reduce, s, chunk) / buckets : cost_.dp_collective_s(reduce, bucket_bytes);
+      const double seconds = c_.zero >= 3 ? zero3_s(reduce, s, chunk) / buckets
+                                          : cost_.grad_collective_s(reduce, bucket_bytes * (1.0 - expert_share),
+                                                                    bucket_bytes * expert_share);
       const std::int32_t reduced = add_dp_op(s, seconds, reduce, last_grad_op_[s][chunk],
                                              static_cast<float>(b + 1) / static_cast<float>(buckets));
       // Without overlap the whole buffer is reduced once the stage's backward is over (Megatron-LM
@@ -305,14 +311,19 @@ void StepBuilder::add_optimizer(int s) {
   opt.kind = OpKind::kOptimizer;
   opt.stream = StepGraph::stream_of(s, StreamKind::kCompute);
   opt.stage = static_cast<std::int16_t>(s);
-  const double shard = cost_.stage_params(s) / (c_.zero >= 1 ? static_cast<double>(c_.zero_shards()) : 1.0);
+  // ZeRO shards the routed experts' states over the expert-data-parallel group (zero_shards / ep).
+  const double experts = cost_.stage_expert_params(s);
+  const double shards = c_.zero >= 1 ? static_cast<double>(c_.zero_shards()) : 1.0;
+  const double shard = (cost_.stage_params(s) - experts) / shards + experts / (c_.zero >= 1 ? shards / c_.ep : 1.0);
   opt.duration = to_ns(cost_.optimizer_s(shard) + cost_.fp8_weight_cast_s(s));
   const std::int32_t optimizer = add(opt);
   if (last_dp_ >= 0) graph_.depend(optimizer, last_dp_);
   if (training_.pipeline_sends_block && last_send_[s] >= 0) graph_.depend(optimizer, last_send_[s]);
   // ZeRO-1/2: the updated parameter shards are gathered back.
   if (c_.grad_ranks() > 1 && (c_.zero == 1 || c_.zero == 2))
-    add_dp_op(s, cost_.dp_collective_s(Collective::kAllGather, cost_.stage_params(s) * training_.param_bytes),
+    add_dp_op(s,
+              cost_.grad_collective_s(Collective::kAllGather, (cost_.stage_params(s) - experts) * training_.param_bytes,
+                                      experts * training_.param_bytes),
               Collective::kAllGather, optimizer, 1.0f);
 }
 

@@ -98,7 +98,8 @@ StepStats step_stats(const StepGraph& g, const Timeline& t, const std::vector<st
         const double share = op_s > 0 ? contribution / op_s : 0.0;
         st.exposed.tp_s += pass.tp_comm_exposed_s * share;
         st.exposed.cp_s += pass.cp_comm_exposed_s * share;
-        compute_s += contribution - (pass.tp_comm_exposed_s + pass.cp_comm_exposed_s) * share;
+        st.exposed.ep_s += pass.ep_comm_exposed_s * share;
+        compute_s += contribution - (pass.tp_comm_exposed_s + pass.cp_comm_exposed_s + pass.ep_comm_exposed_s) * share;
         sm_shared_s += (pass.sm_shared_s + std::max(0.0, op_s - pass.seconds)) * share;
         break;
       }
@@ -114,10 +115,11 @@ StepStats step_stats(const StepGraph& g, const Timeline& t, const std::vector<st
                                  ? fmt::format(" (incl. {:.0f}% lost to SMs held by collectives)", pct(sm_shared_s))
                                  : std::string();
   st.limited_by = fmt::format(
-      "compute {:.0f}%{}, TP comm {:.0f}%,{} PP sends {:.0f}%, DP comm {:.0f}%, optimizer {:.0f}% of the step; "
+      "compute {:.0f}%{}, TP comm {:.0f}%,{}{} PP sends {:.0f}%, DP comm {:.0f}%, optimizer {:.0f}% of the step; "
       "the path crosses {} of {} stages{}",
       pct(compute_s), shared, pct(st.exposed.tp_s),
       st.exposed.cp_s > 0 ? fmt::format(" CP comm {:.0f}%,", pct(st.exposed.cp_s)) : std::string(),
+      st.exposed.ep_s > 0 ? fmt::format(" EP all-to-all {:.0f}%,", pct(st.exposed.ep_s)) : std::string(),
       pct(st.exposed.pp_s), pct(st.exposed.dp_s), pct(optimizer_s), crossed, g.stages(),
       crossed > 1 ? " (pipeline fill and drain)" : "");
   return st;

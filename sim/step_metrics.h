@@ -16,7 +16,8 @@ struct ExposedComm {
   double pp_s = 0;  // pipeline sends on the critical path
   double dp_s = 0;  // gradient reduction / parameter gathers on the critical path
   double cp_s = 0;  // context-parallel KV exchange not hidden behind attention
-  double total() const { return tp_s + pp_s + dp_s + cp_s; }
+  double ep_s = 0;  // expert-parallel token dispatch and combine (all-to-alls)
+  double total() const { return tp_s + pp_s + dp_s + cp_s + ep_s; }
 };
 
 struct StageTiming {

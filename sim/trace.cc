@@ -13,7 +13,7 @@ namespace loom::sim {
 namespace {
 
 // Thread ids inside a stage's process.
-enum Thread { kCompute = 0, kTpComm = 1, kPipe = 2, kDp = 3, kCpComm = 4 };
+enum Thread { kCompute = 0, kTpComm = 1, kPipe = 2, kDp = 3, kCpComm = 4, kEpComm = 5 };
 
 int thread_of(const Op& op) {
   switch (op.kind) {
@@ -53,16 +53,18 @@ class TraceWriter {
   bool first_ = true;
 };
 
-// The cp comm thread only under context parallelism, so that other traces read as before.
-void write_metadata(TraceWriter& w, int stages, bool cp) {
-  static const char* kThreadNames[] = {"compute", "tp comm", "pp send/recv", "dp comm", "cp comm"};
+// The cp and ep comm threads only under context and expert parallelism, so that other traces read as before.
+void write_metadata(TraceWriter& w, int stages, bool cp, bool ep) {
+  static const char* kThreadNames[] = {"compute", "tp comm", "pp send/recv", "dp comm", "cp comm", "ep comm"};
   for (int s = 0; s < stages; ++s) {
     w.event(fmt::format(R"({{"ph": "M", "pid": {}, "name": "process_name", "args": {{"name": "stage {}"}}}})", s, s));
     w.event(
         fmt::format(R"({{"ph": "M", "pid": {}, "name": "process_sort_index", "args": {{"sort_index": {}}}}})", s, s));
-    for (int t = 0; t < (cp ? 5 : 4); ++t)
+    for (int t = 0; t < 6; ++t) {
+      if ((t == kCpComm && !cp) || (t == kEpComm && !ep)) continue;
       w.event(fmt::format(R"({{"ph": "M", "pid": {}, "tid": {}, "name": "thread_name", "args": {{"name": "{}"}}}})", s,
                           t, kThreadNames[t]));
+    }
   }
 }
 
@@ -80,8 +82,14 @@ void write_segments(TraceWriter& w, const PassCost& pass, int stage, TimeNs star
         std::min(start + duration, start + static_cast<TimeNs>((offset + seg.seconds) * kNsPerS * scale));
     if (!seg.beside) offset += seg.seconds;
     if (end <= begin) continue;
-    const int tid = seg.lane == Lane::kCpComm ? kCpComm : seg.lane == Lane::kTpComm ? kTpComm : kCompute;
-    const char* cat = seg.lane == Lane::kCpComm ? "cp" : seg.lane == Lane::kTpComm ? "tp" : "kernel";
+    const int tid = seg.lane == Lane::kEpComm   ? kEpComm
+                    : seg.lane == Lane::kCpComm ? kCpComm
+                    : seg.lane == Lane::kTpComm ? kTpComm
+                                                : kCompute;
+    const char* cat = seg.lane == Lane::kEpComm   ? "ep"
+                      : seg.lane == Lane::kCpComm ? "cp"
+                      : seg.lane == Lane::kTpComm ? "tp"
+                                                  : "kernel";
     w.event(fmt::format(R"({{"ph": "X", "pid": {}, "tid": {}, "ts": {}, "dur": {}, "name": "{}", "cat": "{}"}})", stage,
                         tid, us(begin), us(end - begin), escape(seg.name), cat));
   }
@@ -93,7 +101,7 @@ std::string chrome_trace_json(const SimResult& r, const std::string& title) {
   TraceWriter w;
   const StepGraph& g = r.graph;
   const Timeline& t = r.timeline;
-  write_metadata(w, g.stages(), r.config.cp > 1);
+  write_metadata(w, g.stages(), r.config.cp > 1, r.config.ep > 1);
 
   for (std::int32_t i = 0; i < static_cast<std::int32_t>(g.size()); ++i) {
     const Op& op = g.op(i);

@@ -62,6 +62,33 @@ TEST(ConfigRules, ALegalConfigurationPassesEveryRule) {
   EXPECT_TRUE(c.check().ok()) << c.check().violation().message;
 }
 
+// Expert parallelism: routed experts to split, ep dividing them and the dp·cp group, and ZeRO-1/2 only.
+TEST(ConfigRules, ExpertParallelismSplitsRoutedExpertsOverTheDataParallelGroup) {
+  Case c;
+  c.config.ep = 2;
+  expect_broken(c.check(), rule::kEpNeedsMoe, "ep 2 needs a mixture-of-experts model; grid has no routed experts");
+  c.model.moe.experts = 6;
+  c.model.moe.experts_per_token = 2;
+  c.model.moe.expert_ffn = 32;
+  EXPECT_TRUE(c.check().ok()) << c.check().violation().message;
+  c.config.ep = 4;
+  expect_broken(c.check(), rule::kEpExperts, "6 experts are not divisible by ep 4");
+  c.model.moe.experts = 12;
+  c.config.ep = 12;
+  expect_broken(c.check(), rule::kEpGradRanks,
+                "ep 12 must divide dp·cp = 16 (expert-parallel ranks come from the data-parallel group)");
+  c.config.ep = 4;
+  c.config.zero = 2;
+  EXPECT_TRUE(c.check().ok()) << c.check().violation().message;
+  c.config.zero = 3;
+  expect_broken(c.check(), rule::kEpZero3,
+                "ep 4 with ZeRO-3 is not modelled: experts' states are sharded by ZeRO-1/2 over the "
+                "expert-data-parallel group");
+  c.config.zero = 1;
+  c.config.ep = 0;
+  expect_broken(c.check(), rule::kSizes, "ep 0 must be at least 1");
+}
+
 TEST(ConfigRules, SizesAndWorldSize) {
   Case c;
   c.config.micro_batch = 0;

@@ -77,6 +77,7 @@ TEST(ResolveSpecs, BadInputNamesTheFlagOnOneLine) {
          in.fp8_recipe = "mxfp8";
        },
        "--fp8-recipe: unknown recipe 'mxfp8' (delayed or tensorwise)"},
+      {[](SpecInputs& in) { in.moe_imbalance = 0.5; }, "--moe-imbalance: 0.5 must be between 1 (balanced) and 1000"},
   };
   for (const Case& c : cases) {
     SpecInputs in = llama_on_a100s();
@@ -96,7 +97,7 @@ TEST(SpecFlagTable, NamesEveryInputOnceAndMarksTheThreeACommandCannotDefault) {
     flags.push_back(flag);
     if (needed) required.push_back(flag);
   });
-  EXPECT_EQ(flags.size(), 13u);  // ... --framework, --precision and --fp8-recipe among them
+  EXPECT_EQ(flags.size(), 14u);  // ... --framework, --precision, --fp8-recipe and --moe-imbalance among them
   EXPECT_EQ(required, (std::vector<std::string>{"--model", "--gpus", "--global-batch"}));
 }
 

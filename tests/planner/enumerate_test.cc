@@ -129,6 +129,34 @@ TEST(Enumerate, Zero3ComesWithAndWithoutAShardGroup) {
   EXPECT_TRUE(has_reason(*e, "shard group 5 must divide dp 32 and lie between 2 and dp/2 (dp itself is plain ZeRO-3)"));
 }
 
+// An MoE model's search covers every expert-parallel size dividing both its experts and dp·cp (with
+// ZeRO-0/1/2 only); a dense model's stays at ep 1; --ep restricts it.
+TEST(Enumerate, ExpertParallelSizesForMixtureOfExpertsModels) {
+  ModelSpec m = *model_preset("llama2-7b");
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  TrainingSpec t{.gpus = 32, .global_batch = 64, .seq_len = 4096};
+  SearchSpace space;
+  space.tp = {2};
+  space.pp = {1};
+  auto eps = [&](const SearchSpace& s) {
+    auto e = enumerate_configs(m, t, cluster, s);
+    EXPECT_TRUE(e.ok()) << e.error().message;
+    std::set<int> out;
+    for (const auto& c : e->legal) {
+      out.insert(c.ep);
+      if (c.ep > 1) EXPECT_LT(c.zero, 3) << describe(c);
+    }
+    return out;
+  };
+  EXPECT_EQ(eps(space), (std::set<int>{1}));
+  m.moe.experts = 8;
+  m.moe.experts_per_token = 2;
+  m.moe.expert_ffn = 2048;
+  EXPECT_EQ(eps(space), (std::set<int>{1, 2, 4, 8}));  // dp 16, 8 experts
+  space.ep = {4};
+  EXPECT_EQ(eps(space), (std::set<int>{4}));
+}
+
 TEST(Enumerate, NoUsableLayoutIsAnError) {
   Gpt3Case s;
   // 96 heads and a batch of 1536 do not divide by 97, and 97 stages are more than the 96 layers

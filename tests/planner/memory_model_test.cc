@@ -259,6 +259,36 @@ TEST(MemoryModel, MixtralStatesPerGpuFollowTheHandDerivation) {
   EXPECT_GT(r.stages[0].param_count, 1.4e9);
 }
 
+// Expert parallelism: Mixtral-8x7B on 64 H100s, TP 1 · PP 2 · DP 32 with EP 8, ZeRO-1. Each rank holds
+// one of the 8 experts of its 16 layers (unsplit: TP 1); ZeRO-1 shards the dense parameters' optimizer
+// states over all 32 dp ranks and the expert's over the 32/8 = 4 ranks that hold the same expert.
+TEST(MemoryModel, MixtralExpertParallelStatesFollowTheHandDerivation) {
+  auto m = load_model(std::string(LOOM_VALIDATION_DIR) + "/hf_configs/mixtral-8x7b/config.json");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const double h = 4096, f = 14336;
+  const double attention = h * (4096 + 2 * 1024) + 4096 * h;
+  const double one_expert = 3 * h * f;
+  const double replicated = 8 * h + 2 * h;  // router, two RMSNorms
+  const double dense_layer = attention + replicated;
+  const double embedding = 32000.0 * h;  // vocabulary 32000, already a multiple of 128 at TP 1
+  TrainingSpec t{.gpus = 64, .global_batch = 256, .seq_len = 4096};
+  ParallelConfig c{.pp = 2, .dp = 32, .zero = 1, .micro_batch = 1};
+  c.ep = 8;
+  const MemoryReport r = estimate_memory(*m, t, c, *cluster_preset("dgx-h100"));
+  const double dense = 16 * dense_layer + embedding, experts = 16 * one_expert;
+  EXPECT_NEAR(r.stages[0].param_count, dense + experts, 1.0);
+  // bf16 parameters and gradients of everything held; 12 bytes of Adam states, dense / 32 + experts / 4.
+  EXPECT_NEAR(r.stages[0].params_bytes, 2 * (dense + experts), 1.0);
+  EXPECT_NEAR(r.stages[0].grads_bytes, 2 * (dense + experts), 1.0);
+  EXPECT_NEAR(r.stages[0].optimizer_bytes, 12 * dense / 32 + 12 * experts / 4, 1.0);
+  // Without EP the same layout holds all 8 experts: 8 times the expert parameters, the same
+  // optimizer bytes (all experts over 32 ranks = one expert over 4).
+  c.ep = 1;
+  const MemoryReport all = estimate_memory(*m, t, c, *cluster_preset("dgx-h100"));
+  EXPECT_NEAR(all.stages[0].param_count, dense + 8 * experts, 1.0);
+  EXPECT_NEAR(all.stages[0].optimizer_bytes, r.stages[0].optimizer_bytes, 1.0);
+}
+
 TEST(MemoryModel, ZeroBuffersHoldGatheredUnitsAndUnshardedGradients) {
   const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
   TrainingSpec t{.gpus = 8, .global_batch = 64, .seq_len = 4096};

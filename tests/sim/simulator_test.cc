@@ -651,3 +651,76 @@ TEST(CostModel, SeparateBiasAddsAreChargedOnlyWhereTheCostFileMeasuredThem) {
 
 }  // namespace
 }  // namespace loom::sim
+
+namespace loom::sim {
+namespace {
+
+// Expert parallelism: each MoE layer's pass pays an all-to-all on the EP group to dispatch its
+// tokens' k copies and one to combine them (forward; the backward the same), on intra-node links while
+// the EP group fits a node and slower once it spans two; without EP there is none. Routed experts'
+// gradients reduce over the expert-data-parallel group, which is empty when ep covers every dp rank.
+TEST(CostModel, ExpertParallelAllToAllsAndExpertGradientGroups) {
+  ModelSpec m = *model_preset("llama2-7b");
+  m.moe.experts = 16;
+  m.moe.experts_per_token = 2;
+  m.moe.expert_ffn = 4096;
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  const CollectiveModel collectives(cluster);
+  TrainingSpec t{.gpus = 16, .global_batch = 64, .seq_len = 4096};
+  auto config = [](int ep) {
+    ParallelConfig c{.dp = 16, .zero = 1};
+    c.ep = ep;
+    return c;
+  };
+  auto a2a_s = [&](const PassCost& p) {
+    double s = 0;
+    for (const auto& seg : p.segments)
+      if (seg.name.starts_with("all_to_all ep")) s += seg.seconds;
+    return s;
+  };
+  const double bytes = t.activation_bytes * 4096 * m.hidden * 2;  // a micro-batch's tokens, k = 2 copies each
+  {
+    const CostModel cost(m, t, config(1), cluster, collectives);
+    const ChunkCost c = cost.chunk(0, 0, false);
+    EXPECT_EQ(a2a_s(c.forward), 0.0);
+    EXPECT_EQ(c.forward.ep_comm_exposed_s, 0.0);
+  }
+  double inside = 0;
+  {
+    const CostModel cost(m, t, config(8), cluster, collectives);
+    const ChunkCost c = cost.chunk(0, 0, false);
+    inside = collectives.time_s(Collective::kAllGather, bytes, {8, 8});
+    EXPECT_NEAR(a2a_s(c.forward), 2 * m.layers * inside, 1e-12);
+    EXPECT_NEAR(a2a_s(c.backward), 2 * m.layers * inside, 1e-12);
+    EXPECT_NEAR(c.forward.ep_comm_exposed_s, a2a_s(c.forward), 1e-12);
+    // Two ranks hold each expert: its gradient is all-reduced over them (across the two nodes).
+    EXPECT_GT(cost.grad_collective_s(Collective::kAllReduce, 0, 1e9), 0.0);
+  }
+  {
+    const CostModel cost(m, t, config(16), cluster, collectives);
+    const ChunkCost c = cost.chunk(0, 0, false);
+    EXPECT_GT(a2a_s(c.forward), 2 * m.layers * inside);                      // the EP group spans both nodes
+    EXPECT_EQ(cost.grad_collective_s(Collective::kAllReduce, 0, 1e9), 0.0);  // each expert on one rank
+    auto r = simulate(m, t, config(16), cluster);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_GT(r->exposed.ep_s, 0.0);
+  }
+  // Routing imbalance: the busiest EP rank's experts get 1.5x the mean tokens, and its all-to-all
+  // share 1.5x the bytes; without EP every rank runs every expert on its own tokens and nothing changes.
+  TrainingSpec skewed = t;
+  skewed.moe_imbalance = 1.5;
+  {
+    const CostModel even(m, t, config(8), cluster, collectives), busy(m, skewed, config(8), cluster, collectives);
+    const ChunkCost e = even.chunk(0, 0, false), b = busy.chunk(0, 0, false);
+    EXPECT_GT(b.forward.seconds, e.forward.seconds);
+    EXPECT_NEAR(a2a_s(b.forward), 2 * m.layers * collectives.time_s(Collective::kAllGather, 1.5 * bytes, {8, 8}),
+                1e-12);
+  }
+  {
+    const CostModel even(m, t, config(1), cluster, collectives), busy(m, skewed, config(1), cluster, collectives);
+    EXPECT_DOUBLE_EQ(busy.chunk(0, 0, false).forward.seconds, even.chunk(0, 0, false).forward.seconds);
+  }
+}
+
+}  // namespace
+}  // namespace loom::sim
