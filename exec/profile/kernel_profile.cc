@@ -239,8 +239,7 @@ std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& m
                          budget)});
     };
     // Byte counts as sim/cost_model.cc charges each op.
-    const std::int64_t rows_bytes = T * std::max(h, f) * static_cast<std::int64_t>(ab);
-    const Operands rows = {{x.data(), rows_bytes}, {y.data(), rows_bytes}, {dy.data(), rows_bytes}};
+    const Operands rows = {{x.data(), x.bytes()}, {y.data(), y.bytes()}, {dy.data(), dy.bytes()}};
     time_op(
         "norm", 2 * ab * T * h,
         [&] { backend.layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), T, h); },
@@ -271,11 +270,10 @@ std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& m
     Tensor ctx = backend.alloc(T, h, MemoryCategory::kWorkspace);
     Tensor probs = backend.alloc(1, shape.probs_numel(), MemoryCategory::kWorkspace);
     const double scores = static_cast<double>(shape.probs_numel());
-    const std::int64_t qkv_bytes = T * shape.qkv_cols() * static_cast<std::int64_t>(ab);
-    const Operands attention = {{qkv.data(), qkv_bytes},
-                                {dqkv.data(), qkv_bytes},
-                                {ctx.data(), T * h * static_cast<std::int64_t>(ab)},
-                                {probs.data(), shape.probs_numel() * static_cast<std::int64_t>(ab)}};
+    const Operands attention = {{qkv.data(), qkv.bytes()},
+                                {dqkv.data(), dqkv.bytes()},
+                                {ctx.data(), ctx.bytes()},
+                                {probs.data(), probs.bytes()}};
     time_op(
         "attention_core", 2 * ab * scores,
         [&] { backend.attention_forward(ctx.data(), probs.data(), qkv.data(), shape); }, attention);
