@@ -4,6 +4,7 @@
 #include "exec/cpu/vector_math.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -194,9 +195,23 @@ LOOM_CPU_CLONES void column_sums(float* out, const float* dy, std::int64_t r0, s
     for (std::int64_t c = 0; c < cols; ++c) out[c] += dy[r * cols + c];
 }
 
-// Rows per block of a reduction over rows (bias and norm weight gradients): each block sums into its own
-// partial, and the partials are added in block order.
+// A reduction over rows (bias and norm weight gradients) in blocks of kRowBlock rows on the team:
+// f(r0, r1, sums) adds rows [r0, r1) into its block's K zeroed arrays of `cols`, and the blocks' sums
+// are then added into outs[0..K) in block order.
 constexpr std::int64_t kRowBlock = 64;
+template <std::size_t K, class F>
+void sum_row_blocks(std::int64_t rows, std::int64_t cols, const std::array<float*, K>& outs, F&& f) {
+  const std::int64_t blocks = chunk_count(rows, kRowBlock);
+  std::vector<float> partial(static_cast<std::size_t>(K * blocks * cols), 0.0f);
+  auto sums = [&](std::int64_t blk, std::size_t k) { return &partial[(K * blk + k) * cols]; };
+  for_blocks(rows, kRowBlock, rows * cols, [&](std::int64_t r0, std::int64_t r1, std::int64_t blk) {
+    std::array<float*, K> mine;
+    for (std::size_t k = 0; k < K; ++k) mine[k] = sums(blk, k);
+    f(r0, r1, mine);
+  });
+  for (std::int64_t blk = 0; blk < blocks; ++blk)
+    for (std::size_t k = 0; k < K; ++k) axpy_kernel(outs[k], 1.0f, sums(blk, k), cols);
+}
 }  // namespace
 
 void CpuBackend::axpy(TensorRef y_r, float alpha, ConstTensorRef x_r, std::int64_t n) {
@@ -222,12 +237,9 @@ void CpuBackend::add_bias(TensorRef x_r, ConstTensorRef bias_r, std::int64_t row
 }
 void CpuBackend::bias_grad(float* dbias, ConstTensorRef dy_r, std::int64_t rows, std::int64_t cols) {
   const float* dy = f32(dy_r, "bias_grad");
-  const std::int64_t blocks = chunk_count(rows, kRowBlock);
-  std::vector<float> partial(static_cast<std::size_t>(blocks * cols), 0.0f);
-  for_blocks(rows, kRowBlock, rows * cols, [&](std::int64_t r0, std::int64_t r1, std::int64_t blk) {
-    column_sums(&partial[blk * cols], dy, r0, r1, cols);
+  sum_row_blocks<1>(rows, cols, {dbias}, [&](std::int64_t r0, std::int64_t r1, const std::array<float*, 1>& sums) {
+    column_sums(sums[0], dy, r0, r1, cols);
   });
-  for (std::int64_t blk = 0; blk < blocks; ++blk) axpy_kernel(dbias, 1.0f, &partial[blk * cols], cols);
 }
 double CpuBackend::sum_squares(ConstTensorRef x_r, std::int64_t n) {
   const float* x = f32(x_r, "sum_squares");
@@ -296,16 +308,9 @@ void CpuBackend::layernorm_backward(TensorRef dx_r, float* dw, float* db, ConstT
   const float* dout = f32(dout_r, "layernorm_backward");
   const float* x = f32(x_r, "layernorm_backward");
   const float* w = f32(w_r, "layernorm_backward");
-  const std::int64_t blocks = chunk_count(rows, kRowBlock);
-  std::vector<float> partial(static_cast<std::size_t>(2 * blocks * cols), 0.0f);  // each block's dw, then db
-  for_blocks(rows, kRowBlock, rows * cols, [&](std::int64_t r0, std::int64_t r1, std::int64_t blk) {
-    layernorm_backward_rows(dx, &partial[2 * blk * cols], &partial[(2 * blk + 1) * cols], dout, x, w, mean, rstd, r0,
-                            r1, cols);
+  sum_row_blocks<2>(rows, cols, {dw, db}, [&](std::int64_t r0, std::int64_t r1, const std::array<float*, 2>& sums) {
+    layernorm_backward_rows(dx, sums[0], sums[1], dout, x, w, mean, rstd, r0, r1, cols);
   });
-  for (std::int64_t blk = 0; blk < blocks; ++blk) {
-    axpy_kernel(dw, 1.0f, &partial[2 * blk * cols], cols);
-    axpy_kernel(db, 1.0f, &partial[(2 * blk + 1) * cols], cols);
-  }
 }
 
 void CpuBackend::rmsnorm_forward(TensorRef out_r, float* rstd, ConstTensorRef x_r, ConstTensorRef w_r,
