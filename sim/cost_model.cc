@@ -46,6 +46,8 @@ CostModel::CostModel(const ModelSpec& model, const TrainingSpec& training, const
   // attention sees the rest (Megatron-LM docs/user-guide/features/context_parallel.md).
   tokens_ = seq_ * config.micro_batch / config.cp;
   layer_params_ = layer_params_per_rank(model, config.tp, config.ep);
+  separate_bias_ = std::any_of(cluster.memory_op_table.begin(), cluster.memory_op_table.end(),
+                               [](const MemoryOpTime& p) { return p.op == "bias"; });
   vocab_ = padded_vocab(model.vocab, config.tp);
   table_ranks_ = table_concurrency(cluster, config.world_size());
   fp8_ = training.precision == Precision::kFp8 && cluster.device.peak_fp8_flops > 0;
@@ -157,10 +159,7 @@ double CostModel::memory_s(const char* op, double bytes) const {
 }
 
 double CostModel::bias_s(bool present, double rows, double cols) const {
-  if (!present) return 0.0;
-  const bool measured = std::any_of(cluster_->memory_op_table.begin(), cluster_->memory_op_table.end(),
-                                    [](const MemoryOpTime& p) { return p.op == "bias"; });
-  return measured ? memory_s("bias", 2.0 * training_.activation_bytes * rows * cols) : 0.0;
+  return present && separate_bias_ ? memory_s("bias", 2.0 * training_.activation_bytes * rows * cols) : 0.0;
 }
 
 double CostModel::wgrad_s(double out, double in, double tokens, bool linear) const {

@@ -241,7 +241,8 @@ class CostModel {
   double tokens_ = 0;  // b·s/cp per micro-batch: the tokens this rank's layers work on
   double seq_ = 0;     // the whole sequence s
   double layer_params_ = 0;
-  int vocab_ = 0;  // padded for TP
+  bool separate_bias_ = false;  // the cost file has "bias" points (bias_s)
+  int vocab_ = 0;               // padded for TP
   // Which measured kernel timings apply: those taken with this many ranks of a node running at
   // once (0: every entry; cost files without the tag).
   int table_ranks_ = 0;
