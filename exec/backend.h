@@ -148,6 +148,19 @@ class Backend {
   virtual void embedding_backward(float* dtable, ConstTensorRef dout, const int* tokens, std::int64_t n,
                                   std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) = 0;
 
+  // Mixture of experts: token rows moved to their experts' order and back (index arrays are host ints;
+  // `scales` and `out` of row_dots are fp32 backend memory).
+  // out[i] = in[index[i]] for `rows` rows of `cols` values: a gather or a permutation, any dtype.
+  virtual void index_rows(TensorRef out, ConstTensorRef in, const int* index, std::int64_t rows, std::int64_t cols) = 0;
+  // out[i] = Σ_j in[index[i·k + j]] for j < k, added in j order: each token's k expert outputs summed back.
+  virtual void sum_indexed_rows(TensorRef out, ConstTensorRef in, const int* index, std::int64_t rows, int k,
+                                std::int64_t cols) = 0;
+  // out[i] = scales[i] · in[i] (a routed row's activation weighted by its router probability); in may be out.
+  virtual void scale_rows(TensorRef out, ConstTensorRef in, const float* scales, std::int64_t rows,
+                          std::int64_t cols) = 0;
+  // out[i] = Σ_c a[i, c] · b[i, c], accumulated in fp32 (the router probability's gradient).
+  virtual void row_dots(float* out, ConstTensorRef a, ConstTensorRef b, std::int64_t rows, std::int64_t cols) = 0;
+
   // AdamW (Loshchilov & Hutter) on n fp32 values `param` (the master weights under mixed precision);
   // `step` counts from 1. A non-null `param_copy` receives the updated values in its dtype (the
   // compute-dtype parameters the next forward reads), in the same pass.

@@ -41,6 +41,17 @@ std::unique_ptr<Request> SelfCommunicator::all_gather_async(ConstTensorRef send,
   return std::make_unique<DoneRequest>();
 }
 
+void SelfCommunicator::all_to_all(ConstTensorRef send, const std::vector<std::int64_t>& send_counts, TensorRef recv,
+                                  const std::vector<std::int64_t>& recv_counts) {
+  if (send_counts.size() != 1 || recv_counts.size() != 1 || send_counts[0] != recv_counts[0])
+    throw std::logic_error("all_to_all in a group of one (" + name_ + "): counts do not match");
+  copy_values(send, recv, send_counts[0]);
+}
+
+void SelfCommunicator::all_to_all(const std::int64_t* send, std::int64_t* recv, std::int64_t per_peer) {
+  std::memmove(recv, send, static_cast<std::size_t>(per_peer) * sizeof(std::int64_t));
+}
+
 // A group of one has no peer: the pipeline never sends within a single stage.
 std::unique_ptr<Request> SelfCommunicator::isend(ConstTensorRef, std::int64_t, int, int) {
   throw std::logic_error("point-to-point send in a group of one (" + name_ + ")");

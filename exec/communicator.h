@@ -41,6 +41,14 @@ class Communicator {
   virtual void all_gather(ConstTensorRef send, TensorRef recv, std::int64_t send_n) = 0;
   // The same, non-blocking: recv is complete once the request is (ZeRO-3's prefetch).
   virtual std::unique_ptr<Request> all_gather_async(ConstTensorRef send, TensorRef recv, std::int64_t send_n) = 0;
+  // Personalised all-to-all (MPI_Alltoallv; expert parallelism's token dispatch and combine): `send` holds
+  // one block per rank back to back in rank order, send_counts[p] values for rank p, which receives it as
+  // block rank() of its `recv` (blocks back to back, recv_counts[q] values from rank q).
+  virtual void all_to_all(ConstTensorRef send, const std::vector<std::int64_t>& send_counts, TensorRef recv,
+                          const std::vector<std::int64_t>& recv_counts) = 0;
+  // `per_peer` host integers to every rank: send[p·per_peer, +per_peer) to rank p, received from rank q
+  // into recv[q·per_peer, +per_peer) (the counts an all_to_all of values needs).
+  virtual void all_to_all(const std::int64_t* send, std::int64_t* recv, std::int64_t per_peer) = 0;
   virtual std::unique_ptr<Request> isend(ConstTensorRef data, std::int64_t n, int peer, int tag) = 0;
   virtual std::unique_ptr<Request> irecv(TensorRef data, std::int64_t n, int peer, int tag) = 0;
   virtual void barrier() = 0;
@@ -61,6 +69,9 @@ class SelfCommunicator final : public Communicator {
   void reduce_scatter(ConstTensorRef send, TensorRef recv, std::int64_t recv_n) override;
   void all_gather(ConstTensorRef send, TensorRef recv, std::int64_t send_n) override;
   std::unique_ptr<Request> all_gather_async(ConstTensorRef send, TensorRef recv, std::int64_t send_n) override;
+  void all_to_all(ConstTensorRef send, const std::vector<std::int64_t>& send_counts, TensorRef recv,
+                  const std::vector<std::int64_t>& recv_counts) override;
+  void all_to_all(const std::int64_t* send, std::int64_t* recv, std::int64_t per_peer) override;
   std::unique_ptr<Request> isend(ConstTensorRef, std::int64_t, int, int) override;
   std::unique_ptr<Request> irecv(TensorRef, std::int64_t, int, int) override;
   void barrier() override {}

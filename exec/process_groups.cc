@@ -119,6 +119,9 @@ ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& 
       g.shard = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * group), member, "shard");
       g.replica = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * member), group, "replica");
     }
+    const int ep_group = c.dp_rank / config.ep, ep_member = c.dp_rank % config.ep;
+    g.ep = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * ep_group), ep_member, "ep");
+    g.expert_dp = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * ep_member), ep_group, "expert_dp");
     g.world = std::move(world);
     return g;
   }
@@ -129,6 +132,8 @@ ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& 
   g.tp = std::make_unique<SelfCommunicator>("tp");
   g.dp = std::make_unique<SelfCommunicator>("dp");
   g.pp = std::make_unique<SelfCommunicator>("pp");
+  g.ep = std::make_unique<SelfCommunicator>("ep");
+  g.expert_dp = std::make_unique<SelfCommunicator>("expert_dp");
   return g;
 }
 

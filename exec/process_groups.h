@@ -1,5 +1,6 @@
 // The process groups of one parallel layout: world, TP, DP, PP, the embedding group (first and
-// last pipeline stage, which share the tied word embedding) and HSDP's shard and replica groups. Rank placement is
+// last pipeline stage, which share the tied word embedding), HSDP's shard and replica groups and expert
+// parallelism's ep and expert_dp groups. Rank placement is
 // core's rank_coords: TP fastest, then DP, then PP — the placement the simulator assumes.
 #pragma once
 
@@ -59,6 +60,12 @@ struct ProcessGroups {
   // the same shard in the other groups. Null without a shard group (ZeRO shards over all of dp).
   std::unique_ptr<Communicator> shard, replica;
   Communicator& zero_shards() { return shard != nullptr ? *shard : *dp; }
+  // Expert parallelism (config.ep ranks of dp, Megatron-core's order tp-cp-ep-dp): the consecutive dp
+  // ranks whose MoE layers split the routed experts (tokens are dispatched among them), and the dp ranks
+  // holding the same experts, which reduce and shard their gradients. ep has size 1 and expert_dp is dp
+  // when ep is 1.
+  std::unique_ptr<Communicator> ep, expert_dp;
+  int ep_rank() const { return coords.dp_rank % config.ep; }
   bool first_stage() const { return coords.pp_rank == 0; }
   bool last_stage() const { return coords.pp_rank == config.pp - 1; }
 };

@@ -1,5 +1,6 @@
 #include "exec/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,12 +24,14 @@ Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& 
       tracer_(tracer),
       seq_(options.training.seq_len > 0 ? options.training.seq_len : options.model.seq_len),
       micro_batches_(static_cast<int>(options.config.micro_batches(options.training.global_batch))),
-      layout_(make_rank_layout(options.model, options.config, groups.coords.tp_rank, groups.coords.pp_rank)),
+      layout_(make_rank_layout(options.model, options.config, groups.coords.tp_rank, groups.coords.pp_rank,
+                               groups.ep_rank())),
       tp_(*groups.tp, backend, options.config.sequence_parallel, tracer),
       data_(data, seq_, options.config.micro_batch, micro_batches_, options.config.dp, groups.coords.dp_rank),
       identity_(run_identity(options, data)) {
-  for (Communicator* c : {groups_.world.get(), groups_.tp.get(), groups_.dp.get(), groups_.pp.get(),
-                          groups_.embedding.get(), groups_.shard.get(), groups_.replica.get()})
+  for (Communicator* c :
+       {groups_.world.get(), groups_.tp.get(), groups_.dp.get(), groups_.pp.get(), groups_.embedding.get(),
+        groups_.shard.get(), groups_.replica.get(), groups_.ep.get(), groups_.expert_dp.get()})
     if (c != nullptr) c->use_backend(backend_);
   params_ = std::make_unique<ParameterStore>(layout_.combined, groups_, backend_, tracer_);
   params_->initialize(options_.seed);
@@ -37,7 +40,7 @@ Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& 
   for (std::size_t c = 0; c < layout_.chunks.size(); ++c) {
     chunk_params_.push_back(std::make_unique<ChunkParameters>(*params_, layout_.unit_offset[c]));
     chunks_.push_back(std::make_unique<GptStage>(options_.model, options_.config, layout_.chunks[c], seq_, backend_,
-                                                 tp_, *chunk_params_.back(), dropout, tracer_));
+                                                 tp_, *chunk_params_.back(), dropout, tracer_, groups_.ep.get()));
     chunks.push_back(chunks_.back().get());
   }
   pipeline_ = std::make_unique<PipelineRunner>(std::move(chunks), groups_, backend_, tracer_);
@@ -95,6 +98,7 @@ StepMetrics Trainer::step() {
   for (int c = 0; c < kMemoryCategories; ++c)
     m.peak_bytes[c] = backend_.memory().peak_bytes(static_cast<MemoryCategory>(c));
   m.peak_total_bytes = backend_.memory().peak_total_bytes();
+  for (const auto& chunk : chunks_) m.moe_imbalance = std::max(m.moe_imbalance, chunk->moe_imbalance());
   return m;
 }
 
@@ -121,14 +125,16 @@ void Trainer::inject_nan(int step, double& loss_sum) {
 
 std::string Trainer::first_nonfinite_gradient() {
   // Each rank's first non-finite parameter gradient in its layout order, keyed so that the smallest
-  // key over the world is the first in stage order: ((pp · kUnits + unit) · kSlots + slot) · tp + tp rank.
+  // key over the world is the first in stage order: (((pp · kUnits + unit) · kSlots + slot) · ep + ep
+  // rank) · tp + tp rank (the ep rank tells whose routed experts the unit holds).
   constexpr std::int64_t kUnits = 1 << 16, kSlots = 1 << 10;  // far above any stage's counts; exact in a double
-  const std::int64_t tp = options_.config.tp;
+  const std::int64_t tp = options_.config.tp, ep = options_.config.ep;
   double key = std::numeric_limits<double>::max();
   for (const auto& span : params_->owned_gradients())
     if (!std::isfinite(backend_.sum_squares(span.values, span.count))) {
-      key = static_cast<double>(((groups_.coords.pp_rank * kUnits + span.unit) * kSlots + span.slot) * tp +
-                                groups_.coords.tp_rank);
+      key = static_cast<double>(
+          (((groups_.coords.pp_rank * kUnits + span.unit) * kSlots + span.slot) * ep + groups_.ep_rank()) * tp +
+          groups_.coords.tp_rank);
       break;
     }
   double negated = -key;  // the world's maximum of the negated keys: its minimum key
@@ -137,11 +143,16 @@ std::string Trainer::first_nonfinite_gradient() {
   auto k = static_cast<std::int64_t>(-negated);
   const int tp_rank = static_cast<int>(k % tp);
   k /= tp;
+  const int ep_rank = static_cast<int>(k % ep);
+  k /= ep;
   const auto slot = static_cast<std::size_t>(k % kSlots);
   k /= kSlots;
   const auto unit = static_cast<std::size_t>(k % kUnits);
   const int pp_rank = static_cast<int>(k / kUnits);
-  return make_rank_layout(options_.model, options_.config, tp_rank, pp_rank).combined.units[unit].params[slot].name;
+  return make_rank_layout(options_.model, options_.config, tp_rank, pp_rank, ep_rank)
+      .combined.units[unit]
+      .params[slot]
+      .name;
 }
 
 Result<HangInjection> hang_injection_from_env(int world_size) {
@@ -174,11 +185,12 @@ Result<NanInjection> nan_injection_from_env(const ModelSpec& model, const Parall
   std::string example;
   for (int pp = 0; pp < config.pp; ++pp)
     for (int tp = 0; tp < config.tp; ++tp)
-      for (const Unit& unit : make_rank_layout(model, config, tp, pp).combined.units)
-        for (const ParamSlot& slot : unit.params) {
-          if (slot.name == injection.tensor) return injection;
-          if (example.empty()) example = slot.name;
-        }
+      for (int ep = 0; ep < config.ep; ++ep)
+        for (const Unit& unit : make_rank_layout(model, config, tp, pp, ep).combined.units)
+          for (const ParamSlot& slot : unit.params) {
+            if (slot.name == injection.tensor) return injection;
+            if (example.empty()) example = slot.name;
+          }
   return make_error(fmt::format("LOOM_TEST_INJECT_NAN: {} has no parameter '{}' (names look like '{}')", model.name,
                                 injection.tensor, example));
 }

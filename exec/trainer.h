@@ -72,6 +72,9 @@ struct StepMetrics {
   double tflops_per_gpu = 0;  // model FLOPs per rank (core/flops.h, as `loom sim` counts them)
   std::array<std::int64_t, kMemoryCategories> peak_bytes{};  // this rank, since the run began
   std::int64_t peak_total_bytes = 0;
+  // MoE: the most rows this rank's experts received in one layer's dispatch, over the mean (tokens·k),
+  // since the run began (1 is balanced; what `loom plan --moe-imbalance` assumes). 0 for a dense model.
+  double moe_imbalance = 0;
   // Empty when the loss and the global gradient norm are finite (every rank sees the same, reduced
   // values). Otherwise where the first non-finite value is — "loss", or the first parameter, in the
   // order of pipeline stages and then each stage's units, whose gradient holds one — and the step's

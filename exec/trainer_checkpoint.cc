@@ -75,47 +75,61 @@ Result<std::vector<std::vector<float>>> read_shard(const ResumePoint& point, int
 }
 
 // Every parameter and Adam moment of a checkpoint as full tensors, from the shards of all the
-// ranks of the layout it was saved with (TP slices, pipeline stages, ZeRO shards reassembled).
+// ranks of the layout it was saved with (TP slices, pipeline stages, ZeRO shards and expert-parallel
+// ranks' routed experts reassembled).
 Result<std::array<ParameterStore::FullTensors, 3>> read_full_checkpoint(const ResumePoint& point,
                                                                         const ModelSpec& model) {
   const ParallelConfig& saved = point.config;
   std::array<ParameterStore::FullTensors, 3> full;
   for (int pp = 0; pp < saved.pp; ++pp)
     for (int tp = 0; tp < saved.tp; ++tp) {
-      const StageLayout layout = make_rank_layout(model, saved, tp, pp).combined;
       std::vector<std::vector<std::vector<float>>> shards;  // [dp rank][tensor]
       for (int d = 0; d < saved.dp; ++d) {
         auto shard = read_shard(point, rank_of(saved, {tp, d, pp}));
         if (!shard) return shard.error();
         shards.push_back(std::move(*shard));
       }
-      std::int64_t offset = 0, shard_offset = 0;
-      for (const Unit& unit : layout.units) {
-        const std::int64_t part = unit.padded / saved.zero_shards();  // HSDP: dp ranks 0..g-1 hold the shards
-        for (int k = 0; k < 3; ++k) {
-          const bool sharded = k == 0 ? saved.zero >= 3 : saved.zero >= 1;
-          std::vector<float> values(static_cast<std::size_t>(unit.padded));
-          for (std::int64_t i = 0; i < unit.padded; ++i) {
-            const std::size_t from = static_cast<std::size_t>(sharded ? shard_offset + i % part : offset + i);
-            const auto& source = shards[sharded ? i / part : 0][k];
-            if (from >= source.size())
-              return make_error(fmt::format("--resume: checkpoint '{}' has the wrong sizes", point.step_dir));
-            values[static_cast<std::size_t>(i)] = source[from];
+      // The dp ranks of EP rank e (dp rank % ep == e) hold experts [e·E/ep, (e+1)·E/ep) after the same
+      // units as every other dp rank: the shared units are read with e = 0, each rank's experts with its e.
+      for (int e = 0; e < saved.ep; ++e) {
+        const StageLayout layout = make_rank_layout(model, saved, tp, pp, e).combined;
+        std::int64_t offset = 0, shard_offset = 0;
+        for (const Unit& unit : layout.units) {
+          const bool expert = unit.experts() && saved.ep > 1;
+          // HSDP: dp ranks 0..g-1 hold the shards; routed experts: dp ranks e, e + ep, ... (expert_dp).
+          const int holders = expert ? saved.zero_shards() / saved.ep : saved.zero_shards();
+          const std::int64_t part = unit.padded / holders;
+          if (!expert && e > 0) {
+            offset += unit.padded;
+            shard_offset += part;
+            continue;
           }
-          for (const ParamSlot& slot : unit.params) {
-            std::vector<float>& dst = full[k][slot.name];
-            for (const RowBlock& b : slot.row_blocks)
-              for (std::int64_t r = 0; r < b.count; ++r)
-                for (std::int64_t c = 0; c < slot.cols; ++c) {
-                  const std::size_t index =
-                      static_cast<std::size_t>((b.full_row + r) * slot.full_cols + slot.col_offset + c);
-                  if (dst.size() <= index) dst.resize(index + 1, 0.0f);
-                  dst[index] = values[static_cast<std::size_t>(slot.offset + (b.local_row + r) * slot.cols + c)];
-                }
+          for (int k = 0; k < 3; ++k) {
+            const bool sharded = k == 0 ? saved.zero >= 3 : saved.zero >= 1;
+            std::vector<float> values(static_cast<std::size_t>(unit.padded));
+            for (std::int64_t i = 0; i < unit.padded; ++i) {
+              const std::size_t from = static_cast<std::size_t>(sharded ? shard_offset + i % part : offset + i);
+              const int holder = sharded ? static_cast<int>(i / part) : 0;
+              const auto& source = shards[expert ? holder * saved.ep + e : holder][k];
+              if (from >= source.size())
+                return make_error(fmt::format("--resume: checkpoint '{}' has the wrong sizes", point.step_dir));
+              values[static_cast<std::size_t>(i)] = source[from];
+            }
+            for (const ParamSlot& slot : unit.params) {
+              std::vector<float>& dst = full[k][slot.name];
+              for (const RowBlock& b : slot.row_blocks)
+                for (std::int64_t r = 0; r < b.count; ++r)
+                  for (std::int64_t c = 0; c < slot.cols; ++c) {
+                    const std::size_t index =
+                        static_cast<std::size_t>((b.full_row + r) * slot.full_cols + slot.col_offset + c);
+                    if (dst.size() <= index) dst.resize(index + 1, 0.0f);
+                    dst[index] = values[static_cast<std::size_t>(slot.offset + (b.local_row + r) * slot.cols + c)];
+                  }
+            }
           }
+          offset += unit.padded;
+          shard_offset += part;
         }
-        offset += unit.padded;
-        shard_offset += part;
       }
     }
   return full;

@@ -115,6 +115,17 @@ template <class T>
 void embedding_backward(float* dtable, const T* dout, const int* tokens, i64 n, i64 cols, i64 vocab_start,
                         i64 rows_held, cudaStream_t stream);
 
+// --- moe.cu: rows moved into their experts' order and back. index_rows: out[i] = in[index[i]], rows of
+// `row_bytes` bytes (any dtype). sum_indexed_rows: out[i] = Σ_j in[index[i·k + j]] for j < k, in j order.
+// scale_rows: out[i] = scales[i]·in[i] (in may be out). row_dots: out[i] = Σ_c a[i, c]·b[i, c] in fp32.
+void index_rows(void* out, const void* in, const int* index, i64 rows, i64 row_bytes, cudaStream_t stream);
+template <class T>
+void sum_indexed_rows(T* out, const T* in, const int* index, i64 rows, int k, i64 cols, cudaStream_t stream);
+template <class T>
+void scale_rows(T* out, const T* in, const float* scales, i64 rows, i64 cols, cudaStream_t stream);
+template <class T>
+void row_dots(float* out, const T* a, const T* b, i64 rows, i64 cols, cudaStream_t stream);
+
 // --- adamw.cu: fp32 master weights, gradient and moments; `step` counts from 1. When `param` is not
 // null it receives the updated master rounded to bf16 (the compute copy).
 void adamw(float* master, bf16* param, const float* grad, float* m, float* v, i64 n, float lr, float beta1, float beta2,

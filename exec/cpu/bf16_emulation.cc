@@ -2,6 +2,7 @@
 // and its bf16 outputs rounded back on the way out; fp32 views (statistics, main gradients) pass as they are.
 #include "exec/cpu/bf16_emulation.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace loom::exec {
@@ -195,6 +196,24 @@ void CpuBf16Backend::embedding_forward(TensorRef out, ConstTensorRef table, cons
 void CpuBf16Backend::embedding_backward(float* dtable, ConstTensorRef dout, const int* tokens, std::int64_t n,
                                         std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) {
   CpuBackend::embedding_backward(dtable, In(*this, dout, n * cols), tokens, n, cols, vocab_start, rows_held);
+}
+
+void CpuBf16Backend::sum_indexed_rows(TensorRef out, ConstTensorRef in, const int* index, std::int64_t rows, int k,
+                                      std::int64_t cols) {
+  std::int64_t in_rows = 0;  // rows of `in` the indices reach
+  for (std::int64_t i = 0; i < rows * k; ++i) in_rows = std::max<std::int64_t>(in_rows, index[i] + 1);
+  In i32(*this, in, in_rows * cols);
+  Out o32(*this, out, rows * cols, false);
+  CpuBackend::sum_indexed_rows(o32, i32, index, rows, k, cols);
+}
+void CpuBf16Backend::scale_rows(TensorRef out, ConstTensorRef in, const float* scales, std::int64_t rows,
+                                std::int64_t cols) {
+  In i32(*this, in, rows * cols);
+  Out o32(*this, out, rows * cols, false);
+  CpuBackend::scale_rows(o32, i32, scales, rows, cols);
+}
+void CpuBf16Backend::row_dots(float* out, ConstTensorRef a, ConstTensorRef b, std::int64_t rows, std::int64_t cols) {
+  CpuBackend::row_dots(out, In(*this, a, rows * cols), In(*this, b, rows * cols), rows, cols);
 }
 
 }  // namespace loom::exec

@@ -59,6 +59,12 @@ class CpuBf16Backend final : public CpuBackend {
                          std::int64_t vocab_start, std::int64_t rows_held) override;
   void embedding_backward(float* dtable, ConstTensorRef dout, const int* tokens, std::int64_t n, std::int64_t cols,
                           std::int64_t vocab_start, std::int64_t rows_held) override;
+
+  // index_rows moves values of any dtype as they are: the CPU backend's serves.
+  void sum_indexed_rows(TensorRef out, ConstTensorRef in, const int* index, std::int64_t rows, int k,
+                        std::int64_t cols) override;
+  void scale_rows(TensorRef out, ConstTensorRef in, const float* scales, std::int64_t rows, std::int64_t cols) override;
+  void row_dots(float* out, ConstTensorRef a, ConstTensorRef b, std::int64_t rows, std::int64_t cols) override;
 };
 
 }  // namespace loom::exec

@@ -91,6 +91,12 @@ class CpuBackend : public Backend {
   void embedding_backward(float* dtable, ConstTensorRef dout, const int* tokens, std::int64_t n, std::int64_t cols,
                           std::int64_t vocab_start, std::int64_t rows_held) override;
 
+  void index_rows(TensorRef out, ConstTensorRef in, const int* index, std::int64_t rows, std::int64_t cols) override;
+  void sum_indexed_rows(TensorRef out, ConstTensorRef in, const int* index, std::int64_t rows, int k,
+                        std::int64_t cols) override;
+  void scale_rows(TensorRef out, ConstTensorRef in, const float* scales, std::int64_t rows, std::int64_t cols) override;
+  void row_dots(float* out, ConstTensorRef a, ConstTensorRef b, std::int64_t rows, std::int64_t cols) override;
+
   using Backend::adamw;
   void adamw(float* param, const float* grad, float* m, float* v, std::int64_t n, float lr, float beta1, float beta2,
              float eps, float weight_decay, int step, TensorRef param_copy) override;

@@ -393,6 +393,29 @@ void CudaBackend::embedding_backward(float* dtable, ConstTensorRef dout, const i
                kernels::embedding_backward(dtable, dev<T>(dout), t, n, cols, vocab_start, rows_held, stream_), dout);
 }
 
+// --- mixture of experts -------------------------------------------------------------------------------
+
+void CudaBackend::index_rows(TensorRef out, ConstTensorRef in, const int* index, std::int64_t rows, std::int64_t cols) {
+  if (out.dtype() != in.dtype()) cuda::unsupported("index_rows", {in.dtype(), out.dtype()});
+  const int* i = device_ints(index, rows);
+  kernels::index_rows(out.raw(), in.raw(), i, rows, cols * dtype_bytes(in.dtype()), stream_);
+}
+void CudaBackend::sum_indexed_rows(TensorRef out, ConstTensorRef in, const int* index, std::int64_t rows, int k,
+                                   std::int64_t cols) {
+  const int* i = device_ints(index, rows * k);
+  LOOM_CUDA_OP("sum_indexed_rows", kernels::sum_indexed_rows(dev<T>(out), dev<T>(in), i, rows, k, cols, stream_), out,
+               in);
+}
+void CudaBackend::scale_rows(TensorRef out, ConstTensorRef in, const float* scales, std::int64_t rows,
+                             std::int64_t cols) {
+  on_device(scales, "scale_rows", "scales");
+  LOOM_CUDA_OP("scale_rows", kernels::scale_rows(dev<T>(out), dev<T>(in), scales, rows, cols, stream_), out, in);
+}
+void CudaBackend::row_dots(float* out, ConstTensorRef a, ConstTensorRef b, std::int64_t rows, std::int64_t cols) {
+  on_device(out, "row_dots", "out");
+  LOOM_CUDA_OP("row_dots", kernels::row_dots(out, dev<T>(a), dev<T>(b), rows, cols, stream_), a, b);
+}
+
 // --- optimizer ---------------------------------------------------------------------------------------
 
 void CudaBackend::adamw(float* param, const float* grad, float* m, float* v, std::int64_t n, float lr, float beta1,

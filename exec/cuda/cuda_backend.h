@@ -85,6 +85,11 @@ class CudaBackend final : public Backend {
   void cross_entropy_grad(TensorRef logits, const float* max, const float* sum_exp, const int* targets,
                           std::int64_t rows, std::int64_t cols, std::int64_t valid_cols, std::int64_t vocab_start,
                           float scale) override;
+  void index_rows(TensorRef out, ConstTensorRef in, const int* index, std::int64_t rows, std::int64_t cols) override;
+  void sum_indexed_rows(TensorRef out, ConstTensorRef in, const int* index, std::int64_t rows, int k,
+                        std::int64_t cols) override;
+  void scale_rows(TensorRef out, ConstTensorRef in, const float* scales, std::int64_t rows, std::int64_t cols) override;
+  void row_dots(float* out, ConstTensorRef a, ConstTensorRef b, std::int64_t rows, std::int64_t cols) override;
   void embedding_forward(TensorRef out, ConstTensorRef table, const int* tokens, std::int64_t n, std::int64_t cols,
                          std::int64_t vocab_start, std::int64_t rows_held) override;
   void embedding_backward(float* dtable, ConstTensorRef dout, const int* tokens, std::int64_t n, std::int64_t cols,

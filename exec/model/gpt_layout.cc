@@ -13,6 +13,10 @@ namespace {
 constexpr std::uint64_t kWordEmbeddingId = 1, kPositionId = 2, kHeadId = 3, kFinalNormWeightId = 4,
                         kFinalNormBiasId = 5;
 std::uint64_t layer_param_id(int layer, int kind) { return 1000 + static_cast<std::uint64_t>(layer) * 32 + kind; }
+// Routed expert e's two matrices: an id space of their own, far above every layer's.
+std::uint64_t expert_param_id(int layer, int expert, int kind) {
+  return (1ULL << 40) + (static_cast<std::uint64_t>(layer) << 20) + static_cast<std::uint64_t>(expert) * 2 + kind;
+}
 
 std::uint64_t splitmix64(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ULL;
@@ -61,6 +65,14 @@ void add_norm(UnitBuilder& b, const ModelSpec& m, const std::string& prefix, std
   if (m.norm == Norm::kLayerNorm) b.replicated(prefix + ".bias", bias_id, m.hidden, ParamInit::kZeros);
 }
 
+// Rows of a column-parallel MLP input matrix held by TP rank r: [r·f, (r+1)·f) of the full `full`
+// rows, and for a gated activation the same rows of the up half too (full rows [full, 2·full)).
+std::vector<RowBlock> mlp_in_blocks(const ModelSpec& m, std::int64_t f, std::int64_t full, std::int64_t r) {
+  std::vector<RowBlock> blocks = {{0, r * f, f}};
+  if (m.activation == Activation::kSwiGLU) blocks.push_back({f, full + r * f, f});
+  return blocks;
+}
+
 Unit make_layer_unit(const ModelSpec& m, const LocalDims& d, int layer) {
   Unit u;
   u.name = fmt::format("layers.{}", layer);
@@ -77,8 +89,6 @@ Unit make_layer_unit(const ModelSpec& m, const LocalDims& d, int layer) {
   const std::vector<RowBlock> qkv_blocks = {{0, r * q_rows, q_rows},
                                             {q_rows, q_full + r * kv_rows, kv_rows},
                                             {q_rows + kv_rows, q_full + kv_full + r * kv_rows, kv_rows}};
-  std::vector<RowBlock> fc_blocks = {{0, r * d.ffn, d.ffn}};
-  if (m.activation == Activation::kSwiGLU) fc_blocks.push_back({d.ffn, m.ffn_hidden + r * d.ffn, d.ffn});
 
   add_norm(b, m, p + "ln1", layer_param_id(layer, 0), layer_param_id(layer, 1));
   b.add(p + "attn.qkv.weight", layer_param_id(layer, 2), d.qkv_cols, m.hidden, ParamInit::kNormal, std_in, m.hidden, 0,
@@ -89,6 +99,21 @@ Unit make_layer_unit(const ModelSpec& m, const LocalDims& d, int layer) {
         r * q_rows, {{0, 0, m.hidden}});
   if (m.linear_bias) b.replicated(p + "attn.proj.bias", layer_param_id(layer, 5), m.hidden, ParamInit::kZeros);
   add_norm(b, m, p + "ln2", layer_param_id(layer, 6), layer_param_id(layer, 7));
+  if (m.is_moe_layer(layer)) {
+    // The router: replicated on every TP rank (its gradient a partial sum under SP, as a norm's).
+    ParamSlot& router = b.add(p + "mlp.router.weight", layer_param_id(layer, 12), d.experts, m.hidden,
+                              ParamInit::kNormal, std_in, m.hidden, 0, {{0, 0, d.experts}});
+    router.tp_replicated = true;
+    router.sequence_partial = true;
+    if (d.shared_ffn > 0) {  // the shared expert: a dense MLP beside the routed ones, split over TP alike
+      b.add(p + "mlp.shared.fc.weight", layer_param_id(layer, 13), d.shared_ffn_in, m.hidden, ParamInit::kNormal,
+            std_in, m.hidden, 0, mlp_in_blocks(m, d.shared_ffn, m.moe.shared_ffn, r));
+      b.add(p + "mlp.shared.proj.weight", layer_param_id(layer, 14), m.hidden, d.shared_ffn, ParamInit::kNormal,
+            std_out, m.moe.shared_ffn, r * d.shared_ffn, {{0, 0, m.hidden}});
+    }
+    return u;
+  }
+  const std::vector<RowBlock> fc_blocks = mlp_in_blocks(m, d.ffn, m.ffn_hidden, r);
   b.add(p + "mlp.fc.weight", layer_param_id(layer, 8), d.ffn_in, m.hidden, ParamInit::kNormal, std_in, m.hidden, 0,
         fc_blocks);
   if (m.linear_bias)
@@ -96,6 +121,26 @@ Unit make_layer_unit(const ModelSpec& m, const LocalDims& d, int layer) {
   b.add(p + "mlp.proj.weight", layer_param_id(layer, 10), m.hidden, d.ffn, ParamInit::kNormal, std_out, m.ffn_hidden,
         r * d.ffn, {{0, 0, m.hidden}});
   if (m.linear_bias) b.replicated(p + "mlp.proj.bias", layer_param_id(layer, 11), m.hidden, ParamInit::kZeros);
+  return u;
+}
+
+// An MoE layer's routed experts held by this rank, each split over TP as a dense MLP is.
+Unit make_experts_unit(const ModelSpec& m, const LocalDims& d, int layer) {
+  Unit u;
+  u.name = fmt::format("layers.{}.experts.{}-{}", layer, d.first_expert, d.first_expert + d.local_experts - 1);
+  u.kind = UnitKind::kExperts;
+  u.layer = layer;
+  UnitBuilder b(u);
+  const float std_in = 0.02f;
+  const float std_out = 0.02f / std::sqrt(2.0f * static_cast<float>(m.layers));
+  const std::int64_t r = d.tp_rank;
+  for (int e = d.first_expert; e < d.first_expert + d.local_experts; ++e) {
+    const std::string p = fmt::format("layers.{}.mlp.experts.{}.", layer, e);
+    b.add(p + "fc.weight", expert_param_id(layer, e, 0), d.expert_ffn_in, m.hidden, ParamInit::kNormal, std_in,
+          m.hidden, 0, mlp_in_blocks(m, d.expert_ffn, m.moe.expert_ffn, r));
+    b.add(p + "proj.weight", expert_param_id(layer, e, 1), m.hidden, d.expert_ffn, ParamInit::kNormal, std_out,
+          m.moe.expert_ffn, r * d.expert_ffn, {{0, 0, m.hidden}});
+  }
   return u;
 }
 
@@ -150,9 +195,12 @@ RuleViolation executor_limit(std::string_view rule, std::string message) {
 RuleStatus check_model_inputs(const ModelSpec& m, int seq_len) {
   if (m.heads < 1 || (m.explicit_head_dim == 0 && m.hidden % m.heads != 0))
     return executor_limit(rule::kModelShape, fmt::format("hidden {} is not a multiple of heads {}", m.hidden, m.heads));
-  // Planned and simulated, not yet run: routed experts, latent attention, softmax sinks.
-  if (m.moe.active())
-    return executor_limit(rule::kModelShape, "the executor does not run mixture-of-experts models yet");
+  // Planned and simulated, not yet run: the shared expert's gate and expert biases (Qwen2-MoE, gpt-oss),
+  // latent attention, softmax sinks.
+  if (m.moe.active() && m.moe.shared_gate)
+    return executor_limit(rule::kModelShape, "the executor does not run a gated shared expert (Qwen2-MoE) yet");
+  if (m.moe.active() && m.moe.expert_bias)
+    return executor_limit(rule::kModelShape, "the executor does not run expert and router biases (gpt-oss) yet");
   if (m.mla.active())
     return executor_limit(rule::kModelShape, "the executor does not run multi-head latent attention (MLA) yet");
   if (m.attention_sinks) return executor_limit(rule::kModelShape, "the executor does not run attention sinks yet");
@@ -180,6 +228,10 @@ RuleStatus check_runnable(const ModelSpec& m, const TrainingSpec& t, const Paral
   if (auto s = check_context_parallel(c.cp); !s) return s;
   if (auto s = check_model_inputs(m, t.seq_len > 0 ? t.seq_len : m.seq_len); !s) return s;
   if (auto s = check_config(m, t, c, StageSplit::kUneven); !s) return s;
+  if (m.moe.active() && (m.moe.expert_ffn % c.tp != 0 || m.moe.shared_ffn % c.tp != 0))
+    return executor_limit(rule::kModelShape,
+                          fmt::format("expert ffn {} and shared expert ffn {} must be multiples of tp {}",
+                                      m.moe.expert_ffn, m.moe.shared_ffn, c.tp));
   if (c.schedule == Schedule::kZeroBubble)
     return executor_limit(rule::kZeroBubbleSchedule, "the executor runs gpipe, 1f1b and interleaved, not zb");
   if (t.precision != Precision::kBf16)
@@ -188,7 +240,7 @@ RuleStatus check_runnable(const ModelSpec& m, const TrainingSpec& t, const Paral
   return {};
 }
 
-StageLayout make_stage_layout(const ModelSpec& m, const ParallelConfig& c, int tp_rank, int pp_rank) {
+StageLayout make_stage_layout(const ModelSpec& m, const ParallelConfig& c, int tp_rank, int pp_rank, int ep_rank) {
   StageLayout s;
   LocalDims& d = s.dims;
   d.tp = c.tp;
@@ -205,6 +257,17 @@ StageLayout make_stage_layout(const ModelSpec& m, const ParallelConfig& c, int t
   d.vocab_local = d.vocab_padded / c.tp;
   d.vocab_start = tp_rank * d.vocab_local;
   d.vocab_valid_local = std::max(0, std::min(d.vocab_local, m.vocab - d.vocab_start));
+  if (m.moe.active()) {
+    const int gated = m.activation == Activation::kSwiGLU ? 2 : 1;
+    d.experts = m.moe.experts;
+    d.experts_per_token = m.moe.experts_per_token;
+    d.local_experts = m.moe.experts / c.ep;
+    d.first_expert = ep_rank * d.local_experts;
+    d.expert_ffn = m.moe.expert_ffn / c.tp;
+    d.expert_ffn_in = gated * d.expert_ffn;
+    d.shared_ffn = m.moe.shared_ffn / c.tp;
+    d.shared_ffn_in = gated * d.shared_ffn;
+  }
   std::tie(s.first_layer, s.end_layer) = stage_layers(m, c, pp_rank);
 
   const bool first = pp_rank == 0, last = pp_rank == c.pp * c.vpp - 1;
@@ -229,6 +292,8 @@ StageLayout make_stage_layout(const ModelSpec& m, const ParallelConfig& c, int t
   for (int l = s.first_layer; l < s.end_layer; ++l) {
     s.layer_units.push_back(static_cast<int>(s.units.size()));
     s.units.push_back(make_layer_unit(m, d, l));
+    s.expert_units.push_back(m.is_moe_layer(l) ? static_cast<int>(s.units.size()) : -1);
+    if (m.is_moe_layer(l)) s.units.push_back(make_experts_unit(m, d, l));
   }
   if (last) {
     s.final_unit = static_cast<int>(s.units.size());
@@ -250,14 +315,19 @@ StageLayout make_stage_layout(const ModelSpec& m, const ParallelConfig& c, int t
       s.units.push_back(make_vocab_unit("wte", UnitKind::kTiedHead, kWordEmbeddingId, m, d, true));
     }
   }
-  for (auto& u : s.units) u.padded = (u.size + c.dp - 1) / c.dp * c.dp;
+  // Padded to a multiple of the ranks sharing it (ZeRO's shards; the executor has no CP yet, so these
+  // are the dp ranks, or the expert-data-parallel ones for routed experts).
+  for (auto& u : s.units) {
+    const int shards = u.experts() ? c.dp / c.ep : c.dp;
+    u.padded = (u.size + shards - 1) / shards * shards;
+  }
   return s;
 }
 
-RankLayout make_rank_layout(const ModelSpec& m, const ParallelConfig& c, int tp_rank, int pp_rank) {
+RankLayout make_rank_layout(const ModelSpec& m, const ParallelConfig& c, int tp_rank, int pp_rank, int ep_rank) {
   RankLayout r;
   for (int chunk = 0; chunk < c.vpp; ++chunk)
-    r.chunks.push_back(make_stage_layout(m, c, tp_rank, virtual_stage(chunk, pp_rank, c.pp)));
+    r.chunks.push_back(make_stage_layout(m, c, tp_rank, virtual_stage(chunk, pp_rank, c.pp), ep_rank));
   StageLayout& all = r.combined;
   all.dims = r.chunks.front().dims;
   all.first_layer = r.chunks.front().first_layer;
@@ -267,6 +337,7 @@ RankLayout make_rank_layout(const ModelSpec& m, const ParallelConfig& c, int tp_
     const int offset = static_cast<int>(all.units.size());
     r.unit_offset.push_back(offset);
     for (int u : chunk.layer_units) all.layer_units.push_back(u + offset);
+    for (int u : chunk.expert_units) all.expert_units.push_back(shifted(u, offset));
     if (chunk.word_embedding_unit >= 0) all.word_embedding_unit = chunk.word_embedding_unit + offset;
     if (chunk.position_unit >= 0) all.position_unit = chunk.position_unit + offset;
     if (chunk.final_unit >= 0) all.final_unit = shifted(chunk.final_unit, offset);

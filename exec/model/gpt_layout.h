@@ -40,7 +40,9 @@ struct ParamSlot {
   std::int64_t numel() const { return rows * cols; }
 };
 
-enum class UnitKind { kWordEmbedding, kPositionEmbedding, kLayer, kFinal, kTiedHead };
+// kExperts: an MoE layer's routed experts held by this rank (experts/ep of them), a unit of their own
+// because their gradients reduce, and ZeRO shards them, over the expert-data-parallel group only.
+enum class UnitKind { kWordEmbedding, kPositionEmbedding, kLayer, kFinal, kTiedHead, kExperts };
 
 struct Unit {
   std::string name;
@@ -48,7 +50,8 @@ struct Unit {
   int layer = -1;  // global layer index for kLayer
   std::vector<ParamSlot> params;
   std::int64_t size = 0;    // values held
-  std::int64_t padded = 0;  // size rounded up to a multiple of the DP size (ZeRO shards are equal)
+  std::int64_t padded = 0;  // size rounded up to a multiple of its shard count (ZeRO shards are equal)
+  bool experts() const { return kind == UnitKind::kExperts; }
   const ParamSlot& param(const std::string& suffix) const;
   const ParamSlot* find(const std::string& suffix) const;
 };
@@ -59,6 +62,10 @@ struct LocalDims {
   int ffn_in = 0;             // columns of the first MLP matrix (ffn, or 2·ffn for SwiGLU)
   std::int64_t qkv_cols = 0;  // (heads + 2·kv_heads)·head_dim
   int vocab = 0, vocab_padded = 0, vocab_local = 0, vocab_start = 0, vocab_valid_local = 0;
+  // Mixture of experts (this rank's TP share of each expert's width, as ffn/ffn_in): routed experts in
+  // all and this rank's [first_expert, first_expert + local_experts) of them; the shared expert's width.
+  int experts = 0, experts_per_token = 0, local_experts = 0, first_expert = 0;
+  int expert_ffn = 0, expert_ffn_in = 0, shared_ffn = 0, shared_ffn_in = 0;
 };
 
 struct StageLayout {
@@ -66,7 +73,8 @@ struct StageLayout {
   int first_layer = 0, end_layer = 0;  // this stage's transformer layers [first, end)
   std::vector<Unit> units;             // in forward order
   int word_embedding_unit = -1, position_unit = -1, final_unit = -1, tied_head_unit = -1;
-  std::vector<int> layer_units;  // per local layer
+  std::vector<int> layer_units;   // per local layer
+  std::vector<int> expert_units;  // per local layer: its routed experts' unit, -1 for a dense layer
   std::int64_t total_padded() const;
   std::int64_t total_params() const;  // values held (without padding)
 };
@@ -92,8 +100,10 @@ inline constexpr std::string_view kContextParallel = "executor: no context paral
 inline constexpr std::string_view kExecutorPrecision = "executor: no fp8";
 }  // namespace rule
 
-// Model chunk `pp_rank` of the pp·vpp virtual stages (with vpp 1, pipeline rank `pp_rank`).
-StageLayout make_stage_layout(const ModelSpec& model, const ParallelConfig& config, int tp_rank, int pp_rank);
+// Model chunk `pp_rank` of the pp·vpp virtual stages (with vpp 1, pipeline rank `pp_rank`); `ep_rank`
+// picks the routed experts an MoE model's layers hold (ProcessGroups::ep_rank()).
+StageLayout make_stage_layout(const ModelSpec& model, const ParallelConfig& config, int tp_rank, int pp_rank,
+                              int ep_rank = 0);
 
 // Interleaved pipelines (vpp > 1): chunk c of stage s is virtual stage c·pp + s of a pp·vpp-stage
 // pipeline, virtual_stage() in core/schedule.h (Megatron-LM; the simulator's numbering and trace names).
@@ -104,7 +114,8 @@ struct RankLayout {
   std::vector<int> unit_offset;
   StageLayout combined;
 };
-RankLayout make_rank_layout(const ModelSpec& model, const ParallelConfig& config, int tp_rank, int pp_rank);
+RankLayout make_rank_layout(const ModelSpec& model, const ParallelConfig& config, int tp_rank, int pp_rank,
+                            int ep_rank = 0);
 
 // The initial value of element (full_row, full_col) of a parameter: a counter-based normal draw
 // (splitmix64 + Box-Muller), so every layout initialises the same full tensor.

@@ -14,7 +14,7 @@ constexpr MemoryCategory kWork = MemoryCategory::kWorkspace;
 
 GptStage::GptStage(const ModelSpec& model, const ParallelConfig& config, const StageLayout& layout, int seq,
                    Backend& backend, TensorParallel& tp, ParameterSource& params, DropoutSettings dropout,
-                   Tracer* tracer)
+                   Tracer* tracer, Communicator* ep)
     : model_(model),
       config_(config),
       layout_(layout),
@@ -23,11 +23,14 @@ GptStage::GptStage(const ModelSpec& model, const ParallelConfig& config, const S
       tp_(tp),
       params_(params),
       dropout_(dropout),
-      layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout, tracer) {
+      layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout, tracer, ep) {
   const int head = layout_.final_unit >= 0 ? head_unit() : -1;
   if (layout_.word_embedding_unit >= 0) forward_order_.push_back(layout_.word_embedding_unit);
   if (layout_.position_unit >= 0) forward_order_.push_back(layout_.position_unit);
-  for (int u : layout_.layer_units) forward_order_.push_back(u);
+  for (std::size_t i = 0; i < layout_.layer_units.size(); ++i) {
+    forward_order_.push_back(layout_.layer_units[i]);
+    if (expert_unit(i) >= 0) forward_order_.push_back(expert_unit(i));
+  }
   if (layout_.final_unit >= 0) {
     for (auto* order : {&forward_order_, &backward_order_}) {
       order->push_back(layout_.final_unit);
@@ -35,7 +38,10 @@ GptStage::GptStage(const ModelSpec& model, const ParallelConfig& config, const S
     }
   }
   // The embedding's backward needs no parameters: the backward pass ends with the first layer.
-  for (auto u = layout_.layer_units.rbegin(); u != layout_.layer_units.rend(); ++u) backward_order_.push_back(*u);
+  for (std::size_t i = layout_.layer_units.size(); i-- > 0;) {
+    backward_order_.push_back(layout_.layer_units[i]);
+    if (expert_unit(i) >= 0) backward_order_.push_back(expert_unit(i));
+  }
 }
 
 TensorRef GptStage::acquire_next(int unit) {
@@ -215,11 +221,14 @@ Tensor GptStage::forward(int micro_batch, const MicroBatch& mb, Tensor input, fl
   const bool first = layout_.word_embedding_unit >= 0, last = layout_.final_unit >= 0;
   Tensor x = first ? embed(mb, c) : std::move(input);
   for (std::size_t i = 0; i < layout_.layer_units.size(); ++i) {
-    const int u = layout_.layer_units[i];
+    const int u = layout_.layer_units[i], eu = expert_unit(i);
     TensorRef p = acquire_next(u);
+    MoeWeights moe;
+    if (eu >= 0) moe = moe_weights(layout_.units[u], p, layout_.units[eu], acquire_next(eu));
     x = layer_.forward(layer_weights(layout_.units[u], p), std::move(x), c.layers[i], config_.recompute,
-                       layout_.first_layer + static_cast<int>(i), mb.first_sequence);
+                       layout_.first_layer + static_cast<int>(i), mb.first_sequence, eu >= 0 ? &moe : nullptr);
     params_.release(u);
+    if (eu >= 0) params_.release(eu);
   }
   if (last) return head_forward(std::move(x), c, mb, loss_scale, loss_sum);
   return x;
@@ -234,14 +243,25 @@ Tensor GptStage::backward(int micro_batch, const MicroBatch& mb, const Tensor& d
   if (last) holder = head_backward(c);
   const Tensor* d = last ? &holder : &dout;
   for (std::size_t k = layout_.layer_units.size(); k-- > 0;) {
-    const int u = layout_.layer_units[k];
+    const int u = layout_.layer_units[k], eu = expert_unit(k);
     const Unit& unit = layout_.units[u];
     TensorRef p = acquire_next(u);
     float* g = params_.gradients(u);
+    MoeWeights moe;
+    MoeGrads moe_g;
+    if (eu >= 0) {
+      moe = moe_weights(unit, p, layout_.units[eu], acquire_next(eu));
+      moe_g = moe_grads(unit, g, layout_.units[eu], params_.gradients(eu));
+    }
     Tensor next = layer_.backward(layer_weights(unit, p), layer_grads(unit, g), c.layers[k], *d, config_.recompute,
-                                  layout_.first_layer + static_cast<int>(k));
+                                  layout_.first_layer + static_cast<int>(k), eu >= 0 ? &moe : nullptr,
+                                  eu >= 0 ? &moe_g : nullptr);
     params_.release(u);
     params_.gradients_ready(u);
+    if (eu >= 0) {
+      params_.release(eu);
+      params_.gradients_ready(eu);
+    }
     holder = std::move(next);
     d = &holder;
   }

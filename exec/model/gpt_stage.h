@@ -53,8 +53,10 @@ struct MicroBatch {
 
 class GptStage {
  public:
+  // `ep`: the expert-parallel group of an MoE model (null: a group of one).
   GptStage(const ModelSpec& model, const ParallelConfig& config, const StageLayout& layout, int seq, Backend& backend,
-           TensorParallel& tp, ParameterSource& params, DropoutSettings dropout = {}, Tracer* tracer = nullptr);
+           TensorParallel& tp, ParameterSource& params, DropoutSettings dropout = {}, Tracer* tracer = nullptr,
+           Communicator* ep = nullptr);
 
   // First stage: `input` is ignored and the embedding of mb.tokens is used. Returns the stage
   // output [local tokens, h]; on the last stage returns an empty tensor and adds the summed token
@@ -67,6 +69,7 @@ class GptStage {
   std::int64_t tokens() const { return static_cast<std::int64_t>(config_.micro_batch) * seq_; }
   std::int64_t local_tokens() const { return tp_.local_tokens(tokens()); }
   int hidden() const { return model_.hidden; }
+  double moe_imbalance() const { return layer_.moe_imbalance(); }
   // Tests: keep a host copy of the last micro-batch's logits (before they become gradients).
   bool keep_logits = false;
   std::vector<float> logits;
@@ -85,6 +88,8 @@ class GptStage {
   std::int64_t head_weight_offset() const;
   // Acquires the pass's next unit (which must be `unit`) and prefetches the one after it.
   TensorRef acquire_next(int unit);
+  // Local layer i's routed-experts unit, -1 for a dense layer.
+  int expert_unit(std::size_t i) const { return i < layout_.expert_units.size() ? layout_.expert_units[i] : -1; }
   // An activation (or its gradient) in the backend's compute dtype.
   Tensor act(std::int64_t rows, std::int64_t cols, MemoryCategory category) {
     return backend_.empty(rows, cols, category, backend_.compute_dtype());

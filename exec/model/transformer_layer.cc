@@ -75,7 +75,7 @@ void TransformerLayer::norm_backward(TensorRef dx, float* dw, float* db, ConstTe
 }
 
 Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c, Recompute recompute, int layer,
-                                 std::int64_t first_sequence) {
+                                 std::int64_t first_sequence, const MoeWeights* moe) {
   const std::int64_t T = tokens();
   const int h = dims_.hidden, qkv_cols = static_cast<int>(dims_.qkv_cols);
   const int ctx_cols = dims_.heads * dims_.head_dim;
@@ -128,26 +128,20 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
 
   op.next("norm");
   norm_forward(c.ln2, c.stats2, c.x2, w.ln2_w, w.ln2_b);
+  Tensor f2;
   {
     Tensor gathered;
     op.end();
     ConstTensorRef m_in = tp_.gather_rows(c.ln2, gathered);
-    op.next("mlp_up");
-    c.fc = act(T, dims_.ffn_in, kAct);
-    backend_.gemm(false, true, static_cast<int>(T), dims_.ffn_in, h, 1.0f, m_in, h, w.fc_w, h, 0.0f, c.fc.ref(),
-                  dims_.ffn_in);
+    if (moe != nullptr) {
+      f2 = moe_.forward(op, *moe, m_in, T, c.moe);
+    } else {
+      c.fc = act(T, dims_.ffn_in, kAct);
+      c.act = act(T, dims_.ffn, kAct);
+      f2 = act(T, h, kWork);
+      mlp_.forward(op, {w.fc_w, w.fc_b, w.fc2_w}, m_in, T, {c.fc.ref(), c.act.ref()}, nullptr, nullptr, f2.ref());
+    }
   }
-  if (!w.fc_b.null()) backend_.add_bias(c.fc.ref(), w.fc_b, T, dims_.ffn_in);
-  op.next(model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu");
-  c.act = act(T, dims_.ffn, kAct);
-  if (model_.activation == Activation::kSwiGLU)
-    backend_.swiglu_forward(c.act.ref(), c.fc.ref(), T, dims_.ffn);
-  else
-    backend_.gelu_forward(c.act.ref(), c.fc.ref(), c.fc.numel());
-  op.next("mlp_down");
-  Tensor f2 = act(T, h, kWork);
-  backend_.gemm(false, true, static_cast<int>(T), h, dims_.ffn, 1.0f, c.act.ref(), dims_.ffn, w.fc2_w, dims_.ffn, 0.0f,
-                f2.ref(), h);
   op.end();
   Tensor f2_local = tp_.reduce_rows(std::move(f2), kWork);
   op.next("residual");
@@ -170,13 +164,13 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
 }
 
 Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, LayerCache& c, const Tensor& dy_in,
-                                  Recompute recompute, int layer) {
+                                  Recompute recompute, int layer, const MoeWeights* moe, const MoeGrads* moe_grads) {
   if (!c.complete()) {
     // Full recomputation: run the block forward again from its stored input.
     Tensor input = act(c.x.rows(), c.x.cols(), kAct);
     backend_.copy(input.ref(), c.x.ref(), c.x.numel());
     c.x.reset();
-    Tensor y = forward(w, std::move(input), c, Recompute::kNone, layer, c.first_sequence);
+    Tensor y = forward(w, std::move(input), c, Recompute::kNone, layer, c.first_sequence, moe);
   }
   const bool dropout = dropout_.p > 0;
   // Through the MLP's dropout: the residual path takes dy_in, the MLP branch the masked gradient.
@@ -198,30 +192,31 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
   if (g.fc2_b != nullptr) backend_.bias_grad(g.fc2_b, dy.ref(), dy.rows(), h);
   Tensor dx2 = act(dy_in.rows(), h, kWork);
   {
-    Tensor dfc = act(T, dims_.ffn_in, kWork);
-    {
+    Tensor dm, router_dx;
+    if (moe != nullptr) {
+      dm = moe_.backward(op, *moe, *moe_grads, dy, c.ln2, T, c.moe, &router_dx);
+    } else {
+      const MlpWeights mw{w.fc_w, w.fc_b, w.fc2_w};
+      const MlpGrads mg{g.fc_w, g.fc_b, g.fc2_w};
+      Tensor dfc = act(T, dims_.ffn_in, kWork);
+      {
+        Tensor gathered;
+        ConstTensorRef dy_full = tp_.gather_rows(dy, gathered);
+        Tensor dact = act(T, dims_.ffn, kWork);
+        mlp_.backward_down(op, mw, mg, dy_full, T, {c.fc.ref(), c.act.ref()}, nullptr, nullptr, nullptr, dact.ref(),
+                           dfc.ref());
+      }
       Tensor gathered;
-      ConstTensorRef dy_full = tp_.gather_rows(dy, gathered);
-      Tensor dact = act(T, dims_.ffn, kWork);
-      backend_.gemm(false, false, Ti, dims_.ffn, h, 1.0f, dy_full, h, w.fc2_w, dims_.ffn, 0.0f, dact.ref(), dims_.ffn);
-      backend_.gemm(true, false, h, dims_.ffn, Ti, 1.0f, dy_full, h, c.act.ref(), dims_.ffn, 1.0f, g.fc2_w, dims_.ffn);
-      op.next(model_.activation == Activation::kSwiGLU ? "swiglu_bwd" : "gelu_bwd");
-      if (model_.activation == Activation::kSwiGLU)
-        backend_.swiglu_backward(dfc.ref(), c.fc.ref(), dact.ref(), T, dims_.ffn);
-      else
-        backend_.gelu_backward(dfc.ref(), c.fc.ref(), dact.ref(), dfc.numel());
+      ConstTensorRef m_in = tp_.gather_rows(c.ln2, gathered);
+      dm = act(T, h, kWork);
+      mlp_.backward_up(op, mw, mg, dfc.ref(), m_in, T, dm.ref());
+      dfc.reset();
     }
-    op.next("mlp_up_bwd");
-    if (g.fc_b != nullptr) backend_.bias_grad(g.fc_b, dfc.ref(), T, dims_.ffn_in);
-    Tensor gathered;
-    ConstTensorRef m_in = tp_.gather_rows(c.ln2, gathered);
-    backend_.gemm(true, false, dims_.ffn_in, h, Ti, 1.0f, dfc.ref(), dims_.ffn_in, m_in, h, 1.0f, g.fc_w, h);
-    gathered.reset();
-    Tensor dm = act(T, h, kWork);
-    backend_.gemm(false, false, Ti, h, dims_.ffn_in, 1.0f, dfc.ref(), dims_.ffn_in, w.fc_w, h, 0.0f, dm.ref(), h);
-    dfc.reset();
     op.end();
     Tensor dm_local = tp_.reduce_rows(std::move(dm), kWork);
+    if (!router_dx.empty())  // the router's input gradient is whole on every TP rank: added after the sum
+      backend_.axpy(dm_local.ref(), 1.0f, router_dx.ref() + tp_.first_local_token(T) * h, dm_local.numel());
+    router_dx.reset();
     op.next("norm_bwd");
     norm_backward(dx2.ref(), g.ln2_w, g.ln2_b, dm_local.ref(), c.x2, w.ln2_w, c.stats2);
     op.next("residual_bwd");
@@ -230,6 +225,7 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
   }
   c.act.reset();
   c.fc.reset();
+  c.moe = MoeCache{};
   c.ln2.reset();
   c.stats2.reset();
   c.x2.reset();

@@ -8,6 +8,8 @@
 #include "core/parallel_config.h"
 #include "exec/backend.h"
 #include "exec/model/gpt_layout.h"
+#include "exec/model/mlp.h"
+#include "exec/model/moe_mlp.h"
 #include "exec/parallel/tensor_parallel.h"
 #include "exec/trace.h"
 
@@ -45,8 +47,9 @@ struct LayerCache {
   Tensor probs;                     // softmax output [batch·heads·seq·seq] (dropped by selective recomputation)
   Tensor ctx;                       // projection input [tokens, heads·head_dim]
   Tensor x2, ln2, stats2;           // ln2 input (residual), MLP input, stats
-  Tensor fc;                        // activation-function input [tokens, ffn_in]
-  Tensor act;                       // activation-function output [tokens, ffn]
+  Tensor fc;                        // dense MLP: activation-function input [tokens, ffn_in]
+  Tensor act;                       // dense MLP: activation-function output [tokens, ffn]
+  MoeCache moe;                     // MoE layer: routing, dispatched rows, the experts' activations
   Tensor attn_mask, dropped;        // attention dropout: mask and dropped softmax output (fed to V)
   Tensor proj_mask, mlp_mask;       // hidden dropout after the attention and MLP blocks
   std::int64_t first_sequence = 0;  // global index of the micro-batch's first sequence (masks)
@@ -55,9 +58,11 @@ struct LayerCache {
 
 class TransformerLayer {
  public:
-  // `tracer` (optional): each op becomes a slice named like the simulator's kernels.
+  // `tracer` (optional): each op becomes a slice named like the simulator's kernels. `ep`: the
+  // expert-parallel group of an MoE model (null: a group of one).
   TransformerLayer(const ModelSpec& model, const LocalDims& dims, int batch, int seq, Backend& backend,
-                   TensorParallel& tp, DropoutSettings dropout = {}, Tracer* tracer = nullptr)
+                   TensorParallel& tp, DropoutSettings dropout = {}, Tracer* tracer = nullptr,
+                   Communicator* ep = nullptr)
       : model_(model),
         dims_(dims),
         batch_(batch),
@@ -65,15 +70,19 @@ class TransformerLayer {
         backend_(backend),
         tp_(tp),
         dropout_(dropout),
-        tracer_(tracer) {}
+        tracer_(tracer),
+        mlp_(backend, model.activation, dims.hidden, dims.ffn),
+        moe_(model, dims, backend, tp, ep, tracer) {}
 
   // Takes the block input, returns its output [local tokens, h] (activations). With `recompute`
-  // kFull only the input is kept; kSelective drops the softmax output.
+  // kFull only the input is kept; kSelective drops the softmax output. `moe`: an MoE layer's router,
+  // shared and routed experts (null for a dense layer, whose MLP is in w).
   Tensor forward(const LayerWeights& w, Tensor x, LayerCache& cache, Recompute recompute, int layer,
-                 std::int64_t first_sequence);
-  // dy: gradient of the output; returns the gradient of the input. Accumulates into g.
+                 std::int64_t first_sequence, const MoeWeights* moe = nullptr);
+  // dy: gradient of the output; returns the gradient of the input. Accumulates into g (and moe_grads).
   Tensor backward(const LayerWeights& w, const LayerGrads& g, LayerCache& cache, const Tensor& dy, Recompute recompute,
-                  int layer);
+                  int layer, const MoeWeights* moe = nullptr, const MoeGrads* moe_grads = nullptr);
+  double moe_imbalance() const { return moe_.max_imbalance(); }
 
  private:
   std::int64_t tokens() const { return static_cast<std::int64_t>(batch_) * seq_; }
@@ -96,6 +105,8 @@ class TransformerLayer {
   TensorParallel& tp_;
   DropoutSettings dropout_;
   Tracer* tracer_;
+  Mlp mlp_;
+  MoeMlp moe_;
 };
 
 }  // namespace loom::exec

@@ -170,6 +170,31 @@ std::unique_ptr<Request> MpiCommunicator::all_gather_async(ConstTensorRef send, 
   return r;
 }
 
+void MpiCommunicator::all_to_all(ConstTensorRef send, const std::vector<std::int64_t>& send_counts, TensorRef recv,
+                                 const std::vector<std::int64_t>& recv_counts) {
+  check_dtype(recv.dtype(), send.dtype(), "all_to_all");
+  if (send_counts.size() != static_cast<std::size_t>(size_) || recv_counts.size() != static_cast<std::size_t>(size_))
+    throw std::logic_error("all_to_all in " + name_ + ": one count per rank is needed");
+  std::vector<int> sc(send_counts.size()), sd(sc.size()), rc(sc.size()), rd(sc.size());
+  std::int64_t s_at = 0, r_at = 0;
+  for (std::size_t p = 0; p < sc.size(); ++p) {
+    sc[p] = count_of(send_counts[p]);
+    rc[p] = count_of(recv_counts[p]);
+    sd[p] = count_of(s_at);
+    rd[p] = count_of(r_at);
+    s_at += send_counts[p];
+    r_at += recv_counts[p];
+  }
+  const MPI_Datatype type = mpi_type(recv.dtype(), "all_to_all");
+  const CommActivity::Blocked blocked(name_, "all_to_all", CommActivity::process().issue(name_), world_ranks_);
+  MPI_CHECK(MPI_Alltoallv(send.raw(), sc.data(), sd.data(), type, recv.raw(), rc.data(), rd.data(), type, comm_));
+}
+
+void MpiCommunicator::all_to_all(const std::int64_t* send, std::int64_t* recv, std::int64_t per_peer) {
+  const CommActivity::Blocked blocked(name_, "all_to_all", CommActivity::process().issue(name_), world_ranks_);
+  MPI_CHECK(MPI_Alltoall(send, count_of(per_peer), MPI_INT64_T, recv, count_of(per_peer), MPI_INT64_T, comm_));
+}
+
 std::unique_ptr<Request> MpiCommunicator::isend(ConstTensorRef data, std::int64_t n, int peer, int tag) {
   auto r = std::make_unique<MpiRequest>(OpRecord{name_, "send", 0, {world_ranks_.at(peer)}});
   MPI_CHECK(MPI_Isend(data.raw(), count_of(n), mpi_type(data.dtype(), "isend"), peer, tag, comm_, &r->request));

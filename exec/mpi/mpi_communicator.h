@@ -41,6 +41,9 @@ class MpiCommunicator final : public Communicator {
   void reduce_scatter(ConstTensorRef send, TensorRef recv, std::int64_t recv_n) override;
   void all_gather(ConstTensorRef send, TensorRef recv, std::int64_t send_n) override;
   std::unique_ptr<Request> all_gather_async(ConstTensorRef send, TensorRef recv, std::int64_t send_n) override;
+  void all_to_all(ConstTensorRef send, const std::vector<std::int64_t>& send_counts, TensorRef recv,
+                  const std::vector<std::int64_t>& recv_counts) override;
+  void all_to_all(const std::int64_t* send, std::int64_t* recv, std::int64_t per_peer) override;
   std::unique_ptr<Request> isend(ConstTensorRef data, std::int64_t n, int peer, int tag) override;
   std::unique_ptr<Request> irecv(TensorRef data, std::int64_t n, int peer, int tag) override;
   void barrier() override;

@@ -19,6 +19,8 @@ ParameterStore::ParameterStore(const StageLayout& layout, ProcessGroups& groups,
       dp_(groups.config.zero_shards()),
       dp_rank_(groups.coords.dp_rank % groups.config.zero_shards()),
       buckets_(*groups.dp, tracer) {
+  // Expert parallelism: routed experts reduce and shard over the expert-data-parallel group.
+  if (groups.config.ep > 1) expert_buckets_ = std::make_unique<GradientBuckets>(*groups.expert_dp, tracer);
   std::int64_t full = 0, sharded = 0;
   for (const Unit& u : layout_.units) {
     offset_.push_back(full);
@@ -40,18 +42,27 @@ ParameterStore::ParameterStore(const StageLayout& layout, ProcessGroups& groups,
   if (compute_ != DType::kF32) master_ = backend_.alloc(zero_ >= 1 ? sharded : full, 1, MemoryCategory::kOptimizer);
 }
 
+bool ParameterStore::expert_sharded(const Unit& u) const { return u.experts() && groups_.config.ep > 1; }
+int ParameterStore::shards_of(const Unit& u) const { return expert_sharded(u) ? dp_ / groups_.config.ep : dp_; }
+int ParameterStore::rank_in(const Unit& u) const {
+  return expert_sharded(u) ? groups_.coords.dp_rank / groups_.config.ep : dp_rank_;
+}
+Communicator& ParameterStore::comm_of(const Unit& u) {
+  return expert_sharded(u) ? *groups_.expert_dp : groups_.zero_shards();
+}
+
 void ParameterStore::initialize(std::uint64_t seed) {
   for (std::size_t u = 0; u < layout_.units.size(); ++u) {
     const Unit& unit = layout_.units[u];
     std::vector<float> host(static_cast<std::size_t>(unit.padded), 0.0f);
     for (const ParamSlot& slot : unit.params) initialize_slot(host.data() + slot.offset, slot, seed);
     if (zero_ >= 3)
-      backend_.from_host(params_.ref() + shard_offset_[u], host.data() + dp_rank_ * shard(unit), shard(unit));
+      backend_.from_host(params_.ref() + shard_offset_[u], host.data() + rank_in(unit) * shard(unit), shard(unit));
     else
       backend_.from_host(params_.ref() + offset_[u], host.data(), unit.padded);
     if (!master_.empty()) {
       if (zero_ >= 1)
-        backend_.from_host(master_.ref() + shard_offset_[u], host.data() + dp_rank_ * shard(unit), shard(unit));
+        backend_.from_host(master_.ref() + shard_offset_[u], host.data() + rank_in(unit) * shard(unit), shard(unit));
       else
         backend_.from_host(master_.ref() + offset_[u], host.data(), unit.padded);
     }
@@ -68,8 +79,7 @@ void ParameterStore::prefetch(int u) {
   const Unit& unit = layout_.units[u];
   if (tracer_ != nullptr) prefetch_start_us_[u] = tracer_->now_us();
   gathered_[u] = backend_.empty(unit.padded, 1, kBuf, compute_);  // the gather writes every value
-  prefetching_[u] =
-      groups_.zero_shards().all_gather_async(params_.ref() + shard_offset_[u], gathered_[u].ref(), shard(unit));
+  prefetching_[u] = comm_of(unit).all_gather_async(params_.ref() + shard_offset_[u], gathered_[u].ref(), shard(unit));
 }
 
 TensorRef ParameterStore::acquire(int u) {
@@ -86,7 +96,7 @@ TensorRef ParameterStore::acquire(int u) {
       const Unit& unit = layout_.units[u];
       TraceScope scope(tracer_, trace_names::collective(Collective::kAllGather, "dp"), "comm", kCommLane);
       gathered_[u] = backend_.alloc(unit.padded, 1, kBuf, compute_);
-      groups_.zero_shards().all_gather(params_.ref() + shard_offset_[u], gathered_[u].ref(), shard(unit));
+      comm_of(unit).all_gather(params_.ref() + shard_offset_[u], gathered_[u].ref(), shard(unit));
     }
   }
   return gathered_[u].ref();
@@ -115,16 +125,16 @@ void ParameterStore::gradients_ready(int u) {
   if (zero_ < 2) {
     if (!last_micro_batch_) return;
     reduce_sequence_partial(u, grads_.data() + offset_[u]);
-    buckets_.launch(grads_.data() + offset_[u], unit.padded);
+    (expert_sharded(unit) ? *expert_buckets_ : buckets_).launch(grads_.data() + offset_[u], unit.padded);
     return;
   }
   Tensor& bucket = grad_bucket_[u];
   reduce_sequence_partial(u, bucket.data());
   // Reduce-scattered in place: this rank's sum lands in its own block of the bucket.
-  float* mine = bucket.data() + dp_rank_ * shard(unit);
+  float* mine = bucket.data() + rank_in(unit) * shard(unit);
   {
     TraceScope scope(tracer_, trace_names::collective(Collective::kReduceScatter, "dp"), "comm", kCommLane);
-    groups_.zero_shards().reduce_scatter(bucket.data(), mine, shard(unit));
+    comm_of(unit).reduce_scatter(bucket.data(), mine, shard(unit));
   }
   backend_.axpy(grads_.data() + shard_offset_[u], 1.0f, mine, shard(unit));
   bucket.reset();
@@ -137,6 +147,7 @@ void ParameterStore::gradients_ready(int u) {
 
 void ParameterStore::finish_gradients() {
   buckets_.wait();
+  if (expert_buckets_ != nullptr) expert_buckets_->wait();
   if (groups_.embedding == nullptr) return;
   // The tied word embedding lives on the first and the last stage; both copies take the sum.
   const int u = layout_.word_embedding_unit >= 0 ? layout_.word_embedding_unit : layout_.tied_head_unit;
@@ -150,23 +161,23 @@ void ParameterStore::finish_gradients() {
 ParameterStore::Range ParameterStore::owned(int u) const {
   const Unit& unit = layout_.units[u];
   if (zero_ == 0) return {0, unit.size};
-  const std::int64_t begin = dp_rank_ * shard(unit);
+  const std::int64_t begin = rank_in(unit) * shard(unit);
   return {std::min(begin, unit.size), std::min(begin + shard(unit), unit.size)};
 }
 
 float* ParameterStore::grad_at(int u, std::int64_t i) {
   if (zero_ < 2) return grads_.data() + offset_[u] + i;
-  return grads_.data() + shard_offset_[u] + (i - dp_rank_ * shard(layout_.units[u]));
+  return grads_.data() + shard_offset_[u] + (i - rank_in(layout_.units[u]) * shard(layout_.units[u]));
 }
 
 TensorRef ParameterStore::param_at(int u, std::int64_t i) {
   if (zero_ < 3) return params_.ref() + offset_[u] + i;
-  return params_.ref() + shard_offset_[u] + (i - dp_rank_ * shard(layout_.units[u]));
+  return params_.ref() + shard_offset_[u] + (i - rank_in(layout_.units[u]) * shard(layout_.units[u]));
 }
 
 float* ParameterStore::moment_at(Tensor& moment, int u, std::int64_t i) {
   if (zero_ == 0) return moment.data() + offset_[u] + i;
-  return moment.data() + shard_offset_[u] + (i - dp_rank_ * shard(layout_.units[u]));
+  return moment.data() + shard_offset_[u] + (i - rank_in(layout_.units[u]) * shard(layout_.units[u]));
 }
 
 double ParameterStore::owned_grad_squares() {
@@ -175,7 +186,8 @@ double ParameterStore::owned_grad_squares() {
   for (std::size_t u = 0; u < layout_.units.size(); ++u) {
     Range r = owned(static_cast<int>(u));
     // Replicated over DP (ZeRO-0), or over HSDP's shard groups: count once.
-    if ((zero_ == 0 && dp_rank_ != 0) || (groups_.shard != nullptr && groups_.coords.dp_rank >= dp_)) r.end = r.begin;
+    if ((zero_ == 0 && rank_in(layout_.units[u]) != 0) || (groups_.shard != nullptr && groups_.coords.dp_rank >= dp_))
+      r.end = r.begin;
     for (const ParamSlot& slot : layout_.units[u].params) {
       if (slot.tied_copy || (slot.tp_replicated && !tp_leader)) continue;
       const std::int64_t b = std::max(r.begin, slot.offset), e = std::min(r.end, slot.offset + slot.numel());
@@ -220,7 +232,7 @@ void ParameterStore::optimizer_step(const OptimizerSettings& s, float lr, float 
     if (zero_ == 1 || zero_ == 2) {  // every rank needs the full updated unit again
       TraceScope gather(tracer_, trace_names::collective(Collective::kAllGather, "dp"), "comm", kCommLane);
       const TensorRef full = params_.ref() + offset_[u];
-      groups_.zero_shards().all_gather(full + dp_rank_ * shard(unit), full, shard(unit));
+      comm_of(unit).all_gather(full + rank_in(unit) * shard(unit), full, shard(unit));
     }
   }
 }
@@ -249,8 +261,8 @@ std::vector<float> ParameterStore::checkpoint_parameters() {
   // ZeRO 1/2: each rank's master holds its shard of every unit; gather them into the full layout.
   Tensor full = backend_.empty(params_.numel(), 1, kBuf);
   for (std::size_t u = 0; u < layout_.units.size(); ++u)
-    groups_.zero_shards().all_gather(master_.ref() + shard_offset_[u], full.ref() + offset_[u],
-                                     shard(layout_.units[u]));
+    comm_of(layout_.units[u])
+        .all_gather(master_.ref() + shard_offset_[u], full.ref() + offset_[u], shard(layout_.units[u]));
   backend_.to_host(host.data(), full.ref(), full.numel());
   return host;
 }
@@ -264,7 +276,7 @@ void ParameterStore::load_parameters(const std::vector<float>& host) {
   }
   for (std::size_t u = 0; u < layout_.units.size(); ++u) {
     const std::int64_t n = shard(layout_.units[u]);
-    backend_.from_host(master_.ref() + shard_offset_[u], host.data() + offset_[u] + dp_rank_ * n, n);
+    backend_.from_host(master_.ref() + shard_offset_[u], host.data() + offset_[u] + rank_in(layout_.units[u]) * n, n);
   }
 }
 
@@ -292,7 +304,8 @@ void ParameterStore::import_full(const FullTensors& params, const FullTensors& m
       }
       const bool sharded = k == 0 ? zero_ >= 3 : zero_ >= 1;
       if (sharded)
-        backend_.from_host(targets[k]->ref() + shard_offset_[u], host.data() + dp_rank_ * shard(unit), shard(unit));
+        backend_.from_host(targets[k]->ref() + shard_offset_[u], host.data() + rank_in(unit) * shard(unit),
+                           shard(unit));
       else
         backend_.from_host(targets[k]->ref() + offset_[u], host.data(), unit.padded);
     }

@@ -3,7 +3,8 @@
 // (each unit's gradient is reduce-scattered per micro-batch from a transient bucket); 3 also shards
 // parameters, all-gathering one unit for its forward or backward and freeing it afterwards, while
 // the next unit's gather is already in flight (DeepSpeed's prefetch): two gathered units at a time.
-// Every unit is sharded separately (padded to a multiple of the DP size), so shards line up.
+// Every unit is sharded separately (padded to a multiple of the DP size), so shards line up. Routed
+// experts under expert parallelism shard, and reduce, over the expert-data-parallel group instead.
 // Under mixed precision (backend compute dtype not fp32) parameters are held in the compute dtype,
 // gradients stay fp32 (main grads), and the optimizer holds fp32 master weights sharded exactly as
 // the moments: Megatron's 2 + 4 + 12 bytes per parameter. AdamW updates the master and writes the
@@ -80,7 +81,13 @@ class ParameterStore final : public ParameterSource {
   struct Range {
     std::int64_t begin = 0, end = 0;
   };
-  std::int64_t shard(const Unit& u) const { return u.padded / dp_; }
+  // Routed experts under expert parallelism are held by the expert-data-parallel group only: their
+  // shards, this rank's among them and the group that reduces and gathers them are that group's.
+  bool expert_sharded(const Unit& u) const;
+  int shards_of(const Unit& u) const;
+  int rank_in(const Unit& u) const;
+  Communicator& comm_of(const Unit& u);
+  std::int64_t shard(const Unit& u) const { return u.padded / shards_of(u); }
   Range owned(int unit) const;  // the unit's values this rank updates (ZeRO ≥ 1: its shard)
   float* grad_at(int unit, std::int64_t index);
   TensorRef param_at(int unit, std::int64_t index);
@@ -101,6 +108,7 @@ class ParameterStore final : public ParameterSource {
   std::vector<std::unique_ptr<Request>> prefetching_;  // ZeRO-3 gathers in flight, per unit
   std::vector<double> prefetch_start_us_;
   GradientBuckets buckets_;
+  std::unique_ptr<GradientBuckets> expert_buckets_;  // ep > 1: the routed experts' (expert_dp group)
   int micro_batches_ = 1;
   bool last_micro_batch_ = true;
 };

@@ -83,6 +83,28 @@ TEST_F(ExecBadInput, MorePipelineStagesThanLayers) {
   expect_one_clear_error(r, "more pipeline stages than the 4 layers");
 }
 
+TEST_F(ExecBadInput, ExpertParallelismTheModelCannotTake) {
+  // A dense model has no experts to split; micro-moe's 8 experts do not split over 3 ranks.
+  ProcessResult r =
+      run_shell(fmt::format("{} --dp 2 --ep 2 --seq 32 --global-batch 2 --data {} --steps 1", loom_run(2), data_), 60);
+  expect_one_clear_error(r, "needs a mixture-of-experts model");
+  r = run_shell(fmt::format("{} --model {} --dp 3 --ep 3 --global-batch 3 --data {} --steps 1", loom_run(3),
+                            test_model("micro_moe"), data_),
+                60);
+  expect_one_clear_error(r, "8 experts are not divisible by ep 3");
+}
+
+TEST_F(ExecBadInput, MixtureOfExpertsPartsTheExecutorDoesNotRunYet) {
+  auto json = read_json_file(test_model("micro_moe"));
+  ASSERT_TRUE(json.ok());
+  (*json)["moe"]["shared_gate"] = true;  // Qwen2-MoE's sigmoid-gated shared expert
+  const std::string path = dir_ + "/gated_moe.json";
+  std::ofstream(path) << json->dump();
+  const ProcessResult r =
+      run_shell(fmt::format("{} --model {} --global-batch 2 --data {} --steps 1", loom_run(2), path, data_), 60);
+  expect_one_clear_error(r, "gated shared expert");
+}
+
 TEST_F(ExecBadInput, ResumeWithoutCheckpoint) {
   const ProcessResult r =
       run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1 --checkpoint-dir {}/empty --resume",

@@ -438,6 +438,27 @@ TEST_F(GpuBackendOps, CrossEntropyOnFp32LogitsAndEmbeddingWithHostTokenIds) {
       "cross-entropy and embedding");
 }
 
+TEST_F(GpuBackendOps, MoeRowOpsWithHostIndices) {
+  const int rows = 40, cols = 24, k = 2, tokens = 20;
+  const Vec in = random_vec(rows * cols, 41), other = random_vec(rows * cols, 42), scales = random_vec(rows, 43);
+  std::vector<int> gather(rows), pairs(tokens * k);
+  for (int r = 0; r < rows; ++r) gather[r] = (r * 7) % rows;
+  for (int i = 0; i < tokens * k; ++i) pairs[i] = (i * 13 + 5) % rows;
+  expect_matches(
+      [&](Backend& be, DType dt) {
+        Bf16Staged s(be);
+        TensorRef gathered = s.out(rows * cols, dt), summed = s.out(tokens * cols, dt), scaled = s.out(rows * cols, dt);
+        float* dots = s.f32_out(rows);
+        be.index_rows(gathered, s.in(in, dt), gather.data(), rows, cols);
+        be.sum_indexed_rows(summed, s.in(in, dt), pairs.data(), tokens, k, cols);
+        be.scale_rows(scaled, s.in(in, dt), s.f32(scales), rows, cols);
+        be.row_dots(dots, s.in(in, dt), s.in(other, dt), rows, cols);
+        return Outputs{s.get(gathered, rows * cols), s.get(summed, tokens * cols), s.get(scaled, rows * cols),
+                       s.get(dots, rows)};
+      },
+      "moe row ops");
+}
+
 TEST_F(GpuBackendOps, AdamWStepsTheFp32MasterAndWritesItsBf16Copy) {
   const std::size_t n = 1000;
   const Vec p0 = random_vec(n, 21), g = random_vec(n, 22, 0.1f), m0 = random_vec(n, 23, 0.01f);

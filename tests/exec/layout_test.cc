@@ -139,6 +139,47 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ExecHeadDimLayouts,
                                            Layout{"DP2_ZeRO3", 2, "--dp 2 --zero 3"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// Mixture of experts (8 routed experts, top 2, a shared expert, a dense first layer): expert parallelism
+// alone and with TP (expert TP = TP, under SP), PP, interleaving, ZeRO-1/2 over the expert-data-parallel
+// group and full recomputation; ZeRO-3 with the experts unsplit. Routing is dropless, so every layout
+// computes every token's experts and gives the single-rank curve.
+class ExecMoeLayouts : public ::testing::TestWithParam<Layout> {};
+TEST_P(ExecMoeLayouts, MatchSingleRankLoss) { expect_same_curve("micro_moe", GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ExecMoeLayouts,
+    ::testing::Values(Layout{"TP2_SP", 2, "--tp 2 --sp on"}, Layout{"DP2_ZeRO3", 2, "--dp 2 --zero 3"},
+                      Layout{"EP2", 2, "--dp 2 --ep 2"}, Layout{"EP4", 4, "--dp 4 --ep 4"},
+                      Layout{"EP8", 8, "--dp 8 --ep 8"}, Layout{"DP4_EP2_ZeRO1", 4, "--dp 4 --ep 2 --zero 1"},
+                      Layout{"TP2xEP2_SP", 4, "--tp 2 --dp 2 --ep 2 --sp on"},
+                      Layout{"PP2xEP2_ZeRO2", 4, "--pp 2 --dp 2 --ep 2 --zero 2"},
+                      Layout{"PP2_VPP2xEP2", 4, "--pp 2 --vpp 2 --schedule interleaved --dp 2 --ep 2"},
+                      Layout{"TP2xPP2xEP2_Full", 8, "--tp 2 --pp 2 --dp 2 --ep 2 --recompute full"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// Each EP rank holds its share of the routed experts, and the ranks of a TP × EP layout hold every
+// parameter of the model exactly once (replicated ones once per TP group).
+TEST(ExecMoeLayouts, EpRanksHoldTheirExpertsAndTogetherTheWholeModel) {
+  auto json = read_json_file(test_model("micro_moe"));
+  ASSERT_TRUE(json.ok());
+  const ModelSpec m = *model_from_json(*json);
+  const ParallelConfig c{.tp = 2, .dp = 4, .ep = 4};
+  std::int64_t held = 0;
+  for (int tp = 0; tp < c.tp; ++tp)
+    for (int ep = 0; ep < c.ep; ++ep) {
+      const StageLayout layout = make_rank_layout(m, c, tp, 0, ep).combined;
+      ASSERT_EQ(layout.expert_units.size(), 4u);
+      EXPECT_EQ(layout.expert_units[0], -1);  // the dense first layer
+      const Unit& experts = layout.units[layout.expert_units[1]];
+      EXPECT_EQ(experts.params.size(), 4u);  // 8 experts / ep 4, fc and proj each
+      EXPECT_EQ(experts.params.front().name, fmt::format("layers.1.mlp.experts.{}.fc.weight", 2 * ep));
+      for (const Unit& u : layout.units)
+        for (const ParamSlot& slot : u.params)
+          if (!(slot.tp_replicated && tp > 0) && (u.experts() || ep == 0)) held += slot.numel();
+    }
+  EXPECT_EQ(held, m.total_params());
+}
+
 // With hidden and attention dropout (p = 0.1): masks are keyed on global positions, so every layout
 // drops the same values.
 class ExecDropoutLayouts : public ::testing::TestWithParam<Layout> {};

@@ -1,5 +1,6 @@
-// The whole single-rank model against PyTorch: logits, loss and gradients of a GPT and of a
-// LLaMA-shaped variant (RMSNorm, SwiGLU, GQA, RoPE, untied head) with identical initial values.
+// The whole single-rank model against PyTorch: logits, loss and gradients of a GPT, of a
+// LLaMA-shaped variant (RMSNorm, SwiGLU, GQA, RoPE, untied head) and of a mixture-of-experts one
+// (router, top-2 of 4 routed experts, a shared expert, a dense first layer) with identical initial values.
 // The reference values come from tests/exec/reference/gpt_reference.py (committed JSON).
 #include <gtest/gtest.h>
 
@@ -86,7 +87,7 @@ TEST_P(ExecReferenceModel, MatchesPyTorch) {
   EXPECT_GT(checked, 40);
 }
 
-INSTANTIATE_TEST_SUITE_P(GptAndLlama, ExecReferenceModel, ::testing::Values(0, 1));
+INSTANTIATE_TEST_SUITE_P(GptLlamaAndMoe, ExecReferenceModel, ::testing::Values(0, 1, 2));
 
 }  // namespace
 }  // namespace loom::exec

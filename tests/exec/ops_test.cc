@@ -454,6 +454,51 @@ TEST_P(BackendOps, EmbeddingMatchesReferenceAndItsBackwardScattersIntoHeldRows) 
       table, dtable, [&] { return dot(embedding(be())[0], dout); }, "dtable");
 }
 
+// The mixture-of-experts row ops with host index arrays (as the MoE layer passes its routing):
+// rows gathered by index, each token's k rows summed back, rows scaled by their probabilities, and
+// the row dot products that are those probabilities' gradients.
+TEST_P(BackendOps, MoeRowOpsFollowTheirFormulas) {
+  const int rows = 5, cols = 7, k = 2, tokens = 4;
+  const Vec in = random_vec(rows * cols, 31), other = random_vec(rows * cols, 32), scales = random_vec(rows, 33);
+  const std::vector<int> gather = {3, 0, 3, 4, 1};          // a row may be taken twice
+  const std::vector<int> pairs = {1, 4, 0, 2, 3, 3, 2, 0};  // token t sums rows pairs[2t], pairs[2t+1]
+  auto ops = [&](Backend& be) {
+    Staged s(be);
+    float *gathered = s.out(rows * cols), *summed = s.out(tokens * cols), *scaled = s.in(in), *dots = s.out(rows);
+    be.index_rows(gathered, s.in(in), gather.data(), rows, cols);
+    be.sum_indexed_rows(summed, s.in(in), pairs.data(), tokens, k, cols);
+    be.row_dots(dots, s.in(in), s.in(other), rows, cols);
+    be.scale_rows(scaled, scaled, s.in(scales), rows, cols);  // in place
+    return Outputs{s.get(gathered, rows * cols), s.get(summed, tokens * cols), s.get(scaled, rows * cols),
+                   s.get(dots, rows)};
+  };
+  const Outputs got = expect_matches_reference(ops, kElementwise, "moe row ops");
+  for (int r = 0; r < rows; ++r) {
+    double dot = 0;
+    for (int c = 0; c < cols; ++c) {
+      EXPECT_EQ(got[0][r * cols + c], in[gather[r] * cols + c]) << r << "," << c;
+      EXPECT_NEAR(got[2][r * cols + c], scales[r] * in[r * cols + c], 1e-6) << r << "," << c;
+      dot += static_cast<double>(in[r * cols + c]) * other[r * cols + c];
+    }
+    EXPECT_NEAR(got[3][r], dot, 1e-5) << "row " << r;
+  }
+  for (int t = 0; t < tokens; ++t)
+    for (int c = 0; c < cols; ++c)
+      EXPECT_NEAR(got[1][t * cols + c], in[pairs[2 * t] * cols + c] + in[pairs[2 * t + 1] * cols + c], 1e-6)
+          << t << "," << c;
+  // row_dots is scale_rows' gradient: d/ds_r Σ scale_rows(in, s)·other = in_r · other_r.
+  Vec s = scales;
+  expect_gradient(
+      s, got[3],
+      [&] {
+        Staged st(be());
+        float* out = st.out(rows * cols);
+        be().scale_rows(out, st.in(in), st.in(s), rows, cols);
+        return dot(st.get(out, rows * cols), other);
+      },
+      "scales");
+}
+
 TEST_P(BackendOps, AdamWMatchesReferenceAndFollowsItsFormula) {
   const Vec p0 = {1.0f, -2.0f}, g = {0.5f, 0.25f}, m0 = {0.1f, 0.0f}, v0 = {0.01f, 0.0f};
   const float lr = 0.1f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;

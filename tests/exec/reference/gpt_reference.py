@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference for Loom's executor: the same GPT (and a LLaMA-shaped variant) with the same
+"""PyTorch reference for Loom's executor: the same GPT (and LLaMA-shaped and mixture-of-experts variants) with the same
 initial parameters, computed in float64 autograd, so tests/exec/model_test.cc can check Loom's
 hand-written forward and backward against it without depending on torch.
 
@@ -47,6 +47,16 @@ def layer_id(layer, kind):
     return 1000 + layer * 32 + kind
 
 
+def expert_id(layer, expert, kind):
+    return (1 << 40) + (layer << 20) + expert * 2 + kind
+
+
+def is_moe_layer(cfg, l):
+    moe = cfg.get("moe")
+    return moe is not None and l >= moe.get("first_dense_layers", 0) and \
+        (l - moe.get("first_dense_layers", 0)) % moe.get("layer_freq", 1) == 0
+
+
 def build(cfg):
     L, h, H, KV, f, V, S = (cfg[k] for k in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len"))
     D = h // H
@@ -63,10 +73,22 @@ def build(cfg):
                 p[pre + n + ".bias"] = torch.zeros(h, dtype=torch.float64, requires_grad=True)
         p[pre + "attn.qkv.weight"] = normal(layer_id(l, 2), (H + 2 * KV) * D, h, 0.02)
         p[pre + "attn.proj.weight"] = normal(layer_id(l, 4), h, H * D, std_out)
-        fc_rows = 2 * f if cfg["activation"] == "swiglu" else f
+        gated = 2 if cfg["activation"] == "swiglu" else 1
+        fc_rows = gated * f
+        if is_moe_layer(cfg, l):
+            moe = cfg["moe"]
+            E, ef, sf = moe["experts"], moe["expert_ffn"], moe.get("shared_ffn", 0)
+            p[pre + "mlp.router.weight"] = normal(layer_id(l, 12), E, h, 0.02)
+            if sf:
+                p[pre + "mlp.shared.fc.weight"] = normal(layer_id(l, 13), gated * sf, h, 0.02)
+                p[pre + "mlp.shared.proj.weight"] = normal(layer_id(l, 14), h, sf, std_out)
+            for e in range(E):
+                p[pre + f"mlp.experts.{e}.fc.weight"] = normal(expert_id(l, e, 0), gated * ef, h, 0.02)
+                p[pre + f"mlp.experts.{e}.proj.weight"] = normal(expert_id(l, e, 1), h, ef, std_out)
+            continue
         p[pre + "mlp.fc.weight"] = normal(layer_id(l, 8), fc_rows, h, 0.02)
         p[pre + "mlp.proj.weight"] = normal(layer_id(l, 10), h, f, std_out)
-        if not llama:
+        if not llama:  # (MoE layers continue above: the MoE reference model is LLaMA-shaped)
             p[pre + "attn.qkv.bias"] = torch.zeros((H + 2 * KV) * D, dtype=torch.float64, requires_grad=True)
             p[pre + "attn.proj.bias"] = torch.zeros(h, dtype=torch.float64, requires_grad=True)
             p[pre + "mlp.fc.bias"] = torch.zeros(fc_rows, dtype=torch.float64, requires_grad=True)
@@ -96,6 +118,33 @@ def rope(x, S, D):
     return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
 
 
+def mlp(cfg, m, fc_w, proj_w, fc_b=None, proj_b=None):
+    fc = m @ fc_w.T + (fc_b if fc_b is not None else 0)
+    if cfg["activation"] == "swiglu":
+        f = fc.shape[-1] // 2
+        act = torch.nn.functional.silu(fc[..., :f]) * fc[..., f:]
+    else:
+        act = torch.nn.functional.gelu(fc, approximate="tanh")
+    return act @ proj_w.T + (proj_b if proj_b is not None else 0)
+
+
+def moe_mlp(cfg, p, pre, m):
+    """Top-k routing with a softmax over the k chosen logits; each token's output is the
+    probability-weighted sum of its experts' MLPs plus the shared expert's."""
+    moe = cfg["moe"]
+    E, k = moe["experts"], moe["experts_per_token"]
+    logits = m @ p[pre + "mlp.router.weight"].T
+    top, chosen = torch.topk(logits, k, dim=-1)
+    probs = torch.softmax(top, dim=-1)
+    out = torch.zeros_like(m)
+    for e in range(E):
+        weight = (probs * (chosen == e)).sum(-1, keepdim=True)  # 0 where e was not chosen
+        out = out + weight * mlp(cfg, m, p[pre + f"mlp.experts.{e}.fc.weight"], p[pre + f"mlp.experts.{e}.proj.weight"])
+    if pre + "mlp.shared.fc.weight" in p:
+        out = out + mlp(cfg, m, p[pre + "mlp.shared.fc.weight"], p[pre + "mlp.shared.proj.weight"])
+    return out
+
+
 def forward(cfg, p, tokens, targets):
     L, h, H, KV, f, S = (cfg[k] for k in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len"))
     D = h // H
@@ -122,12 +171,10 @@ def forward(cfg, p, tokens, targets):
         ctx = torch.einsum("bhst,bthd->bshd", att, v).reshape(B, S, H * D)
         x = x + ctx @ g("attn.proj.weight").T + (g("attn.proj.bias") if g("attn.proj.bias") is not None else 0)
         m = norm(x, g("ln2.weight"), g("ln2.bias"))
-        fc = m @ g("mlp.fc.weight").T + (g("mlp.fc.bias") if g("mlp.fc.bias") is not None else 0)
-        if cfg["activation"] == "swiglu":
-            act = torch.nn.functional.silu(fc[..., :f]) * fc[..., f:]
+        if is_moe_layer(cfg, l):
+            x = x + moe_mlp(cfg, p, pre, m)
         else:
-            act = torch.nn.functional.gelu(fc, approximate="tanh")
-        x = x + act @ g("mlp.proj.weight").T + (g("mlp.proj.bias") if g("mlp.proj.bias") is not None else 0)
+            x = x + mlp(cfg, m, g("mlp.fc.weight"), g("mlp.proj.weight"), g("mlp.fc.bias"), g("mlp.proj.bias"))
     xf = norm(x, p["lnf.weight"], p.get("lnf.bias"))
     head = p["wte.weight"] if cfg["tied_embeddings"] else p["head.weight"]
     logits = xf @ head.T
@@ -163,6 +210,10 @@ GPT = {"name": "ref-gpt", "layers": 2, "hidden": 32, "heads": 4, "kv_heads": 4, 
 LLAMA = {"name": "ref-llama", "layers": 2, "hidden": 32, "heads": 4, "kv_heads": 2, "ffn_hidden": 48, "vocab": 64,
          "seq_len": 16, "activation": "swiglu", "norm": "rmsnorm", "tied_embeddings": False}
 
+# Mixture of experts: a dense first layer, then 4 routed experts (top 2) and a shared expert.
+MOE = dict(LLAMA, name="ref-moe", moe={"experts": 4, "experts_per_token": 2, "expert_ffn": 16, "shared_ffn": 16,
+                                       "first_dense_layers": 1})
+
 if __name__ == "__main__":
     print(json.dumps({"generator": "tests/exec/reference/gpt_reference.py", "torch": torch.__version__,
-                      "cases": [case(GPT, 2), case(LLAMA, 2)]}, indent=1))
+                      "cases": [case(GPT, 2), case(LLAMA, 2), case(MOE, 2)]}, indent=1))
