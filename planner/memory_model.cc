@@ -23,6 +23,20 @@ int largest_chunk(const ModelSpec& m, const ParallelConfig& c, int stage) {
 // reads), not the bf16 tensor (TransformerEngine docs, performance_considerations.rst).
 double linear_input_bytes(const TrainingSpec& t) { return t.precision == Precision::kFp8 ? 1.0 : t.activation_bytes; }
 
+// Routed copies of each token an MoE layer's experts on this rank process, averaged over the layers:
+// k on a balanced rank; under expert parallelism the busiest rank's --moe-imbalance times that.
+double routed_copies(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
+  return m.mean_dispatched_copies() * (c.ep > 1 ? t.moe_imbalance : 1.0);
+}
+
+// The MLP's inner width per token (the mean over the layers): a dense layer's ffn, an MoE layer's
+// routed copies' expert ffn and the shared expert's.
+double mlp_width(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
+  if (!m.moe.active()) return m.ffn_hidden;
+  const double f = m.moe_layer_fraction();
+  return (1.0 - f) * m.ffn_hidden + routed_copies(m, t, c) * m.moe.expert_ffn + f * m.moe.shared_ffn;
+}
+
 // Activation bytes of the parts of a layer outside the tensor-parallel regions (norm inputs and
 // outputs, dropout masks): replicated across TP ranks unless sequence parallelism splits them.
 // `lb`: bytes per element of a linear layer's saved input.
@@ -30,16 +44,25 @@ double replicated_activation_bytes(const ModelSpec& m, double sbh, double ab, do
   const double norm_inputs = 2.0 * ab * sbh;
   const double norm_outputs = 2.0 * lb * sbh;                // inputs of the QKV and MLP-up projections
   const double dropout_masks = m.dropout ? 2.0 * sbh : 0.0;  // 1 byte per element
-  // MoE: each token's hidden state copied to the k experts it is routed to, kept as their GEMMs' input.
-  const double dispatched = lb * sbh * m.mean_dispatched_copies();
-  return norm_inputs + norm_outputs + dropout_masks + dispatched;
+  return norm_inputs + norm_outputs + dropout_masks;
+}
+
+// MoE: each token's hidden state copied to the k experts it is routed to, kept as their GEMMs' input,
+// and each copy's router probability (fp32), kept to weight the expert's activation in the backward.
+// Whole on every TP rank even under sequence parallelism: Megatron-core's dispatcher all-gathers the
+// routed tokens over the expert-TP group before the experts (token_dispatcher.py), as the executor
+// routes every token on every TP rank.
+double dispatched_activation_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, double sb,
+                                   double lb) {
+  return routed_copies(m, t, c) * sb * (lb * m.hidden + 4.0);
 }
 
 // Activation bytes inside the TP regions, before dividing by t: Q, K, V, projection input, MLP.
-double tensor_parallel_activation_bytes(const ModelSpec& m, double sb, double ab, double lb) {
+double tensor_parallel_activation_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, double sb,
+                                        double ab, double lb) {
   const double q = static_cast<double>(m.q_dim());
   const double kv = static_cast<double>(m.kv_dim());
-  const double f = m.mean_mlp_ffn();  // MoE: the experts a token visits (and the shared one)
+  const double f = mlp_width(m, t, c);  // MoE: the experts a token visits (and the shared one)
   const double attention = ab * sb * (q + 2.0 * kv) + lb * sb * q;  // Q, K, V; attention output (projection input)
   // The activation function's input (gate and up for SwiGLU) and its output, the down projection's input.
   const double mlp = (m.activation == Activation::kSwiGLU ? 2.0 : 1.0) * ab * sb * f + lb * sb * f;
@@ -54,6 +77,34 @@ double attention_core_bytes(const ModelSpec& m, const TrainingSpec& t, double s,
   return m.dropout ? (2.0 * ab + 1.0) * scores : ab * scores;
 }
 
+// ZeRO's units of one layer per rank (the executor's, exec/model/gpt_layout.h): a dense layer is one
+// unit; an MoE layer two, its attention, norms, router and shared expert, then its routed experts (their
+// own unit, as they shard over the expert-data-parallel group). The largest layer, and the largest unit
+// a layer's pass acquires first (what the previous unit's pass prefetches).
+struct LayerUnits {
+  double largest_layer = 0, largest_first_unit = 0;
+};
+LayerUnits layer_units(const ModelSpec& m, int tp, int ep) {
+  if (!m.moe.active()) {
+    const double layer = layer_params_per_rank(m, tp, ep);
+    return {layer, layer};
+  }
+  ModelSpec all_moe = m;
+  all_moe.moe.first_dense_layers = 0;
+  all_moe.moe.layer_freq = 1;
+  const double routed = routed_expert_params_per_tp_rank(all_moe, tp);
+  const double rest = layer_params_per_tp_rank(all_moe, tp) - routed;
+  LayerUnits u{rest + routed / ep, rest};
+  if (m.moe_layers() < m.layers) {
+    ModelSpec dense = m;
+    dense.moe = MoeSpec{};
+    const double layer = layer_params_per_tp_rank(dense, tp);
+    u.largest_layer = std::max(u.largest_layer, layer);
+    u.largest_first_unit = std::max(u.largest_first_unit, layer);
+  }
+  return u;
+}
+
 // ZeRO-2 and 3 reduce-scatter each unit's gradient (a layer, the word embedding, the final norm
 // with an untied LM head) from an unsharded copy that lives from the unit's backward to its
 // reduction. ZeRO-3 also all-gathers each unit's parameters for its forward and backward, with the
@@ -62,7 +113,8 @@ double attention_core_bytes(const ModelSpec& m, const TrainingSpec& t, double s,
 double zero_buffer_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, int stage) {
   if (c.zero < 2) return 0.0;  // ZeRO-0/1 reduce the contiguous gradient buffer in place
   const double pb = t.param_bytes, gb = t.grad_bytes;
-  const double layer = layer_params_per_rank(m, c.tp, c.ep);
+  const LayerUnits units = layer_units(m, c.tp, c.ep);
+  const double layer = units.largest_layer, first_unit = units.largest_first_unit;
   const double embedding = static_cast<double>(padded_vocab(m.vocab, c.tp)) * m.hidden / c.tp;
   const double positions = m.position == PositionEmbedding::kLearned ? static_cast<double>(m.seq_len) * m.hidden : 0.0;
   const double norm = static_cast<double>(m.norm_params());
@@ -70,22 +122,23 @@ double zero_buffer_bytes(const ModelSpec& m, const TrainingSpec& t, const Parall
   // With pp == 1 a tied word embedding is the head too: its gradient, begun by the head's backward,
   // stays whole until the embedding's backward completes it, beside every layer's.
   const double shared = m.tied_embeddings && c.pp == 1 ? embedding * gb : 0.0;
-  // A layer's backward: its gradient, its parameters and the next layer's prefetched (none after
-  // the first layer of a model chunk).
+  // A layer's backward: its gradient, its parameters and the next layer's first unit prefetched (none
+  // after the first layer of a model chunk).
   const bool prefetch = largest_chunk(m, c, stage) >= 2;
-  double peak = layer * gb + shared + (gather ? (prefetch ? 2.0 : 1.0) * layer * pb : 0.0);
+  double peak = layer * gb + shared + (gather ? (layer + (prefetch ? first_unit : 0.0)) * pb : 0.0);
   if (stage == c.pp - 1) {
     // The head's backward: final norm and LM head (one unit when untied, the tied embedding's copy
     // when pp > 1, the shared embedding when pp == 1), with the stage's last layer prefetched.
     const double head_grads =
         m.tied_embeddings ? norm * gb + (c.pp > 1 ? embedding * gb : shared) : (norm + embedding) * gb;
-    peak = std::max(peak, head_grads + (gather ? (norm + embedding + layer) * pb : 0.0));
+    peak = std::max(peak, head_grads + (gather ? (norm + embedding + first_unit) * pb : 0.0));
   }
   if (stage == 0) {
     // The embedding's forward (positions or the first layer prefetched, then the positions with
     // the first layer) and its gradient.
     if (gather)
-      peak = std::max({peak, (embedding + (positions > 0 ? positions : layer)) * pb, (positions + layer) * pb});
+      peak =
+          std::max({peak, (embedding + (positions > 0 ? positions : first_unit)) * pb, (positions + first_unit) * pb});
     peak = std::max(peak, std::max(embedding, positions) * gb);
   }
   return peak;
@@ -147,6 +200,31 @@ double fp8_amax_history_bytes(const TrainingSpec& t, int layers) {
 
 }  // namespace
 
+// An MoE layer's transient values per token (in units of one activation value), the executor's
+// (exec/model/moe_mlp.cc) beside `around` (the layer's output and residual gradients) in its backward:
+// the experts' two passes over buffers for all K routed copies (a grouped GEMM's), first the copies'
+// output gradients (h) with the activation function's input gradient (ffn_in), its output gradient and
+// the scaled activation (ffn each), then the input gradients (h) beside the first; each copy's fp32
+// probability gradient; the shared expert's input gradient (h), or earlier its own backward beside the
+// dispatched output gradients. Under expert parallelism a reorder or exchange holds the K rows twice.
+// The forward: the experts' outputs (h) and scaled activations (ffn) of the K copies, or the combined
+// output beside the shared expert's.
+double moe_workspace(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, double around) {
+  const double h = m.hidden, tp = c.tp, ab = t.activation_bytes;
+  const double K = m.moe.experts_per_token * (c.ep > 1 ? t.moe_imbalance : 1.0);
+  const double ef = m.moe.expert_ffn / tp, ef_in = m.activation == Activation::kSwiGLU ? 2.0 * ef : ef;
+  const double sf = m.moe.shared_ffn / tp, sf_in = m.activation == Activation::kSwiGLU ? 2.0 * sf : sf;
+  const double probs = K * 4.0 / ab;
+  const double shared_dx = m.moe.shared_ffn > 0 ? h : 0.0;
+  const double first_pass = K * (h + ef_in + 2.0 * ef), second_pass = K * (ef_in + h);
+  const double moved = c.ep > 1 ? 2.0 * K * h : 0.0;
+  const double shared = m.moe.shared_ffn > 0 ? K * h + sf_in + std::max(sf, h) : 0.0;
+  const double backward = around + std::max({first_pass + probs + shared_dx, second_pass + probs + shared_dx,
+                                             moved + probs + shared_dx, shared});
+  const double forward = std::max({K * (h + ef), K * h + 2.0 * shared_dx, moved});
+  return std::max(backward, forward);
+}
+
 double workspace_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, int stage) {
   // In units of one token's values: [tokens, h] tensors with all tokens or (SP) this rank's share;
   // under context parallelism the rank's s/cp tokens.
@@ -154,8 +232,10 @@ double workspace_bytes(const ModelSpec& m, const TrainingSpec& t, const Parallel
   const double ab = t.activation_bytes;
   const double h = m.hidden, tp = c.tp;
   const double local_h = c.sequence_parallel ? h / tp : h;  // a [local tokens, h] tensor, per token
-  const double f = m.mean_mlp_ffn() / tp;
-  const double f_in = m.activation == Activation::kSwiGLU ? 2.0 * f : f;
+  const bool gated = m.activation == Activation::kSwiGLU;
+  const bool dense_layers = !m.moe.active() || m.moe_layer_fraction() < 1.0;  // (MoE layers: moe_workspace)
+  const double f = (dense_layers ? m.ffn_hidden : 0.0) / tp;
+  const double f_in = gated ? 2.0 * f : f;
   const double q = static_cast<double>(m.q_dim());
   const double qkv = (q + 2.0 * static_cast<double>(m.kv_dim())) / tp;
   const double masked = m.dropout ? local_h : 0.0;  // a dropout's masked gradient
@@ -179,7 +259,8 @@ double workspace_bytes(const ModelSpec& m, const TrainingSpec& t, const Parallel
   // head's backward on the last stage: the final norm's output gradient beside its input gradient.
   const double forward = h + (c.sequence_parallel ? local_h : 0.0);
   const double head = stage == c.pp - 1 ? h + local_h : 0.0;
-  return ab * tokens * std::max({mlp, attention, forward, head});
+  const double moe = m.moe.active() ? moe_workspace(m, t, c, dy + masked + local_h) : 0.0;
+  return ab * tokens * std::max({mlp, attention, forward, head, moe});
 }
 
 ModelStateBytes model_state_bytes(double params, const TrainingSpec& t, int zero, int dp) {
@@ -202,7 +283,8 @@ double activation_bytes_per_layer(const ModelSpec& m, const TrainingSpec& t, con
   if (c.recompute == Recompute::kFull) return ab * sbh / replicated_divisor;  // the layer input only
   const double lb = linear_input_bytes(t);
   double bytes = replicated_activation_bytes(m, sbh, ab, lb) / replicated_divisor +
-                 tensor_parallel_activation_bytes(m, s * b, ab, lb) / tp;
+                 dispatched_activation_bytes(m, t, c, s * b, lb) +
+                 tensor_parallel_activation_bytes(m, t, c, s * b, ab, lb) / tp;
   const bool keep_core = c.recompute == Recompute::kNone || t.attention == AttentionKernel::kFlash;
   if (keep_core) bytes += attention_core_bytes(m, t, s, b, ab) / tp;
   return bytes;

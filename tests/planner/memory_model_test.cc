@@ -259,6 +259,39 @@ TEST(MemoryModel, MixtralStatesPerGpuFollowTheHandDerivation) {
   EXPECT_GT(r.stages[0].param_count, 1.4e9);
 }
 
+// An MoE layer's activations, Mixtral-8x7B at s = 4096, b = 1, bf16, TP 8 with SP, no recomputation, flash
+// attention: each token's 2 routed copies (bf16 hidden state plus fp32 probability) are whole on every TP
+// rank — Megatron-core's dispatcher all-gathers them over the expert-TP group — while the norms' inputs
+// and outputs split over SP, and the experts' activations over TP. Under EP the busiest rank holds
+// --moe-imbalance times the routed parts.
+TEST(MemoryModel, MixtralLayerActivationsFollowTheHandDerivation) {
+  auto m = load_model(std::string(LOOM_VALIDATION_DIR) + "/hf_configs/mixtral-8x7b/config.json");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const double s = 4096, h = 4096, f = 14336, q = 4096, kv = 1024, k = 2, heads = 32, tp = 8;
+  TrainingSpec t;
+  t.gpus = 64;
+  t.global_batch = 256;
+  t.seq_len = 4096;
+  ASSERT_EQ(t.activation_bytes, 2.0);
+  ASSERT_EQ(t.attention, AttentionKernel::kFlash);
+  ASSERT_FALSE(m->dropout);
+  ParallelConfig c{.tp = 8, .pp = 4, .dp = 2, .zero = 1, .micro_batch = 1, .sequence_parallel = true};
+  const double norms = 4 * 2 * s * h / tp;                // 2 norm inputs + 2 outputs, split by SP
+  const double dispatched = k * s * (2 * h + 4);          // whole on every rank
+  const double inside = 2 * s * (q + 2 * kv) + 2 * s * q  // Q, K, V; attention output
+                        + 3 * 2 * s * k * f;              // gate|up and activation output of 2 experts
+  const double flash = 4 * heads * s;                     // fp32 log-sum-exp per row
+  EXPECT_NEAR(activation_bytes_per_layer(*m, t, c), norms + dispatched + (inside + flash) / tp, 1.0);
+  c.ep = 2;
+  c.tp = 4;
+  c.dp = 4;
+  t.moe_imbalance = 1.5;
+  const double routed = 1.5 * k;
+  const double ep_expected = 4 * 2 * s * h / 4 + routed * s * (2 * h + 4) +
+                             (2 * s * (q + 2 * kv) + 2 * s * q + 3 * 2 * s * routed * f + flash) / 4;
+  EXPECT_NEAR(activation_bytes_per_layer(*m, t, c), ep_expected, 1.0);
+}
+
 // Expert parallelism: Mixtral-8x7B on 64 H100s, TP 1 · PP 2 · DP 32 with EP 8, ZeRO-1. Each rank holds
 // one of the 8 experts of its 16 layers (unsplit: TP 1); ZeRO-1 shards the dense parameters' optimizer
 // states over all 32 dp ranks and the expert's over the 32/8 = 4 ranks that hold the same expert.
