@@ -17,6 +17,7 @@ struct Case {
   const char* name;
   int ranks;
   const char* flags;
+  const char* model = "micro";
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -29,7 +30,7 @@ TEST_P(ExecResume, GivesBitwiseIdenticalLossCurve) {
   const std::string dir = scratch_dir(std::string("resume_") + c.name);
   const std::string data = make_token_file(dir, 20000);
   const std::string common =
-      fmt::format("--model {} --data {} --global-batch 4 --threads 1 --lr 3e-3 {}", test_model("micro"), data, c.flags);
+      fmt::format("--model {} --data {} --global-batch 4 --threads 1 --lr 3e-3 {}", test_model(c.model), data, c.flags);
   const ProcessResult whole =
       run_shell(fmt::format("{} {} --steps 6 --log {}/whole.jsonl", loom_run(c.ranks), common, dir));
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
@@ -57,19 +58,22 @@ TEST_P(ExecResume, GivesBitwiseIdenticalLossCurve) {
 INSTANTIATE_TEST_SUITE_P(Layouts, ExecResume,
                          ::testing::Values(Case{"SingleRank", 1, ""}, Case{"DP2_ZeRO3", 2, "--dp 2 --zero 3"},
                                            Case{"PP2xDP2_ZeRO2", 4, "--pp 2 --dp 2 --zero 2"},
-                                           Case{"DP4_HSDP2", 4, "--dp 4 --zero 3 --shard-group 2"}),
+                                           Case{"DP4_HSDP2", 4, "--dp 4 --zero 3 --shard-group 2"},
+                                           // Each EP rank's experts, sharded over their expert-data-parallel pair.
+                                           Case{"Moe_DP4_EP2_ZeRO2", 4, "--dp 4 --ep 2 --zero 2", "micro_moe"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // A checkpoint saved under one layout (4 ranks) resumed under others: the shards are reassembled into
 // full tensors and resharded, so the curve continues — within fp32 rounding of the different
 // reduction orders, not bit for bit.
 void expect_resume_continues(const std::string& name, const std::string& saved_flags,
-                             const std::vector<std::pair<int, std::string>>& resumed_layouts) {
+                             const std::vector<std::pair<int, std::string>>& resumed_layouts,
+                             const std::string& model = "micro_llama") {
   if (!have_mpirun()) GTEST_SKIP() << "built without MPI";
   const std::string dir = scratch_dir(name);
   const std::string data = make_token_file(dir, 20000);
   const std::string common = fmt::format("--model {} --data {} --global-batch 4 --threads 1 --lr 3e-3 --steps 6",
-                                         test_model("micro_llama"), data);
+                                         test_model(model), data);
   const ProcessResult whole =
       run_shell(fmt::format("{} {} {} --checkpoint-dir {}/ckpt --save-every 3 --log {}/whole.jsonl", loom_run(4),
                             common, saved_flags, dir, dir));
@@ -97,6 +101,13 @@ TEST(ExecResumeOtherLayout, TP2xPP2CheckpointContinuesUnderDP4AndSingleRank) {
 // HSDP saves each shard group's shards once (dp ranks 0..g-1); they reassemble the same way.
 TEST(ExecResumeOtherLayout, HSDPCheckpointContinuesUnderDP2ZeRO3AndSingleRank) {
   expect_resume_continues("resume_relayout_hsdp", "--dp 4 --zero 3 --shard-group 2", {{2, "--dp 2 --zero 3"}, {1, ""}});
+}
+
+// Expert parallelism: each EP rank's routed experts (and their ZeRO-1 shards over the expert-data-parallel
+// group) reassemble into every expert's full tensors, taken up by a TP × EP layout and by one rank.
+TEST(ExecResumeOtherLayout, ExpertParallelCheckpointContinuesUnderTP2xEP2AndSingleRank) {
+  expect_resume_continues("resume_relayout_ep", "--dp 4 --ep 4 --zero 1",
+                          {{4, "--tp 2 --dp 2 --ep 2 --sp on"}, {1, ""}}, "micro_moe");
 }
 
 }  // namespace
