@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -31,25 +32,29 @@ std::string data_file() {
   return data;
 }
 
-std::vector<double> train(int ranks, const std::string& backend, const std::string& flags, const std::string& tag) {
+std::vector<double> train(int ranks, const std::string& backend, const std::string& flags, const std::string& tag,
+                          const std::string& model = "micro") {
   const std::string log = fmt::format("{}/{}.jsonl", scratch_dir("bf16_run"), tag);
   const ProcessResult r = run_shell(fmt::format(
       "{} --model {} --data {} --steps {} --global-batch 8 --micro-batch 1 --threads 1 --lr 3e-3 --warmup 2 "
       "--backend {} {} --log {}",
-      loom_run(ranks), test_model("micro"), data_file(), kSteps, backend, flags, log));
+      loom_run(ranks), test_model(model), data_file(), kSteps, backend, flags, log));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return losses(log);
 }
 
-const std::vector<double>& fp32_curve() {
-  static const std::vector<double> curve = train(1, "cpu", "", "fp32");
-  return curve;
+const std::vector<double>& fp32_curve(const std::string& model) {
+  static std::map<std::string, std::vector<double>> curves;
+  auto it = curves.find(model);
+  if (it == curves.end()) it = curves.emplace(model, train(1, "cpu", "", "fp32_" + model, model)).first;
+  return it->second;
 }
 
 struct Layout {
   const char* name;
   int ranks;
   const char* flags;
+  const char* model = "micro";
 };
 void PrintTo(const Layout& l, std::ostream* os) { *os << l.name; }
 
@@ -58,8 +63,8 @@ class Bf16Emulation : public ::testing::TestWithParam<Layout> {};
 TEST_P(Bf16Emulation, TrainsTheFp32LossCurveWithinBf16Tolerance) {
   const Layout& l = GetParam();
   if (l.ranks > 1 && !have_mpirun()) GTEST_SKIP() << "built without MPI: multi-rank layouts not run";
-  const std::vector<double>& expected = fp32_curve();
-  const std::vector<double> got = train(l.ranks, "cpu-bf16", l.flags, l.name);
+  const std::vector<double>& expected = fp32_curve(l.model);
+  const std::vector<double> got = train(l.ranks, "cpu-bf16", l.flags, l.name, l.model);
   ASSERT_EQ(expected.size(), static_cast<std::size_t>(kSteps));
   ASSERT_EQ(got.size(), expected.size());
   double largest = 0;
@@ -76,7 +81,9 @@ TEST_P(Bf16Emulation, TrainsTheFp32LossCurveWithinBf16Tolerance) {
 INSTANTIATE_TEST_SUITE_P(Layouts, Bf16Emulation,
                          ::testing::Values(Layout{"SingleRank", 1, ""}, Layout{"TP2_SP", 2, "--tp 2 --sp on"},
                                            Layout{"PP2", 2, "--pp 2"}, Layout{"DP2_ZeRO3", 2, "--dp 2 --zero 3"},
-                                           Layout{"Selective", 1, "--recompute selective"}),
+                                           Layout{"Selective", 1, "--recompute selective"},
+                                           // bf16 rows through the dispatch and combine all-to-alls.
+                                           Layout{"Moe_DP2_EP2", 2, "--dp 2 --ep 2", "micro_moe"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Bf16Emulation, MemoryFollowsTheMixedPrecisionMemoryModel) {

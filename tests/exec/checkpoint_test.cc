@@ -72,8 +72,8 @@ void expect_resume_continues(const std::string& name, const std::string& saved_f
   if (!have_mpirun()) GTEST_SKIP() << "built without MPI";
   const std::string dir = scratch_dir(name);
   const std::string data = make_token_file(dir, 20000);
-  const std::string common = fmt::format("--model {} --data {} --global-batch 4 --threads 1 --lr 3e-3 --steps 6",
-                                         test_model(model), data);
+  const std::string common =
+      fmt::format("--model {} --data {} --global-batch 4 --threads 1 --lr 3e-3 --steps 6", test_model(model), data);
   const ProcessResult whole =
       run_shell(fmt::format("{} {} {} --checkpoint-dir {}/ckpt --save-every 3 --log {}/whole.jsonl", loom_run(4),
                             common, saved_flags, dir, dir));
