@@ -66,8 +66,9 @@ struct Resolved {
 // the allocator halfway through start-up.
 void check_model_states_fit(const exec::TrainerOptions& t, const exec::Runtime& runtime) {
   const RankCoords rc = rank_coords(t.config, runtime.world_rank());
-  const exec::StageLayout layout =
-      exec::make_rank_layout(t.model, t.config, rc.tp_rank, rc.pp_rank, rc.dp_rank % t.config.ep).combined;
+  const exec::StageLayout layout = exec::make_rank_layout(t.model, t.config, rc.tp_rank, rc.pp_rank,
+                                                          expert_coords(t.config, runtime.world_rank()).ep_rank)
+                                       .combined;
   const double n = static_cast<double>(layout.total_padded()), dp = t.config.zero_shards();
   const double bytes = n * (4.0 / (t.config.zero >= 3 ? dp : 1.0) + 4.0 / (t.config.zero >= 2 ? dp : 1.0) +
                             8.0 / (t.config.zero >= 1 ? dp : 1.0));
@@ -246,11 +247,12 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
     }
   }
   // Every rank's peaks, gathered as a sum of rows each rank fills in its own.
-  const int stride = exec::kMemoryCategories + 2;
+  const int stride = exec::kMemoryCategories + 3;
   std::vector<double> peaks(static_cast<std::size_t>(world) * stride, 0.0);
   for (int c = 0; c < exec::kMemoryCategories; ++c) peaks[rank * stride + c] = static_cast<double>(last.peak_bytes[c]);
   peaks[rank * stride + exec::kMemoryCategories] = static_cast<double>(last.peak_total_bytes);
   peaks[rank * stride + exec::kMemoryCategories + 1] = last.moe_imbalance;
+  peaks[rank * stride + exec::kMemoryCategories + 2] = last.moe_imbalance_min;
   runtime.sum_over_world(peaks.data(), static_cast<int>(peaks.size()));
   if (rank == 0 && log) log << exec::ranks_memory_record(peaks, world).dump() << "\n";
   if (!o.trace.empty()) {

@@ -43,16 +43,33 @@ RuleStatus check_framework(const TrainingSpec& training, const ParallelConfig& c
 }
 
 RuleStatus check_ep(const ModelSpec& model, const ParallelConfig& c) {
+  const int etp = c.expert_tp();
+  if (etp != c.tp) {
+    if (!model.moe.active())
+      return broken(rule::kEpNeedsMoe,
+                    fmt::format("etp {} needs a mixture-of-experts model; {} has no routed experts", etp, model.name));
+    // The simulator and the executor model the two ends: experts split like the dense MLP, or whole.
+    if (etp != 1)
+      return broken(rule::kEtp, fmt::format("etp {} must be 1 or tp {} (experts split over TP or whole)", etp, c.tp));
+    if (c.zero >= 3 || c.shard_group > 0)
+      return broken(rule::kEpZero3, fmt::format("etp {} with ZeRO-3{} is not modelled: experts' states are sharded by "
+                                                "ZeRO-1/2 over the expert-data-parallel group",
+                                                etp, c.shard_group > 0 ? " (HSDP)" : ""));
+  }
   if (c.ep == 1) return {};
   if (!model.moe.active())
     return broken(rule::kEpNeedsMoe,
                   fmt::format("ep {} needs a mixture-of-experts model; {} has no routed experts", c.ep, model.name));
   if (model.moe.experts % c.ep != 0)
     return broken(rule::kEpExperts, fmt::format("{} experts are not divisible by ep {}", model.moe.experts, c.ep));
-  if (c.grad_ranks() % c.ep != 0)
+  if (etp == c.tp && c.grad_ranks() % c.ep != 0)
     return broken(rule::kEpGradRanks, fmt::format("ep {} must divide dp·cp = {} (expert-parallel ranks come from the "
                                                   "data-parallel group)",
                                                   c.ep, c.grad_ranks()));
+  if (etp != c.tp && (c.tp * c.grad_ranks()) % c.ep != 0)
+    return broken(rule::kEpGradRanks, fmt::format("ep {} must divide tp·dp·cp = {} (with etp 1 expert-parallel ranks "
+                                                  "come from the tensor- and data-parallel groups)",
+                                                  c.ep, c.tp * c.grad_ranks()));
   if (c.zero >= 3 || c.shard_group > 0)
     return broken(rule::kEpZero3, fmt::format("ep {} with ZeRO-3{} is not modelled: experts' states are sharded by "
                                               "ZeRO-1/2 over the expert-data-parallel group",
@@ -179,6 +196,11 @@ RuleStatus check_zero(const ParallelConfig& c) {
 // the tensor-parallel regions (Korthikanti et al. 2022, §4.2.2): it needs tp ranks to split over
 // and an even split.
 RuleStatus check_sequence_parallel(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& c) {
+  // Whole experts on each TP rank route that rank's own tokens: the TP ranks must hold different ones.
+  if (model.moe.active() && c.expert_tp() < c.tp && !c.sequence_parallel)
+    return broken(rule::kEtpNeedsSp, fmt::format("etp {} below tp {} needs sequence parallelism (each TP rank routes "
+                                                 "its own tokens to whole experts)",
+                                                 c.expert_tp(), c.tp));
   if (!c.sequence_parallel) return {};
   if (c.tp == 1) return broken(rule::kSpNeedsTp, "sequence parallelism needs tp > 1");
   // Under context parallelism each rank splits its own s/cp tokens.

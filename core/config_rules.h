@@ -51,6 +51,8 @@ inline constexpr std::string_view kEpNeedsMoe = "expert parallelism needs a mixt
 inline constexpr std::string_view kEpExperts = "experts not divisible by ep";
 inline constexpr std::string_view kEpGradRanks = "dp·cp not divisible by ep";
 inline constexpr std::string_view kEpZero3 = "expert parallelism with ZeRO-3 or HSDP";
+inline constexpr std::string_view kEtp = "expert tensor parallelism neither tp nor 1";
+inline constexpr std::string_view kEtpNeedsSp = "expert tensor parallelism below tp needs sequence parallelism";
 }  // namespace rule
 
 struct RuleViolation {
@@ -103,8 +105,9 @@ RuleStatus check_sequence_parallel(const ModelSpec& model, const TrainingSpec& t
 // A configuration the named software stack (training.framework, core/framework.h) can run.
 RuleStatus check_framework(const TrainingSpec& training, const ParallelConfig& config);
 // Expert parallelism: an MoE model whose routed experts divide by ep, and ep ranks inside the dp·cp
-// group (Megatron-core builds EP groups from it); not with ZeRO-3 or HSDP, which Loom does not model
-// for experts (Megatron-core shards expert states with its distributed optimizer, ZeRO-1/2 here).
+// group (Megatron-core builds EP groups from it), or with etp 1 inside tp·dp·cp; expert TP either tp or 1;
+// not with ZeRO-3 or HSDP, which Loom does not model for experts (Megatron-core shards expert states with
+// its distributed optimizer, ZeRO-1/2 here).
 RuleStatus check_ep(const ModelSpec& model, const ParallelConfig& config);
 
 // Every rule above but the placement one (which needs a cluster), in the enumerator's order.

@@ -171,6 +171,7 @@ Json to_json(const ParallelConfig& c) {
   j["cp"] = c.cp;
   j["cp_comm"] = to_string(c.cp_comm);
   j["ep"] = c.ep;
+  if (c.expert_tp() != c.tp) j["etp"] = c.etp;  // absent: expert TP = TP
   return j;
 }
 
@@ -195,6 +196,8 @@ Result<ParallelConfig> config_from_json(const Json& json) {
   c.cp = static_cast<int>(r.integer("cp", 1, 1, 1 << 20));
   // Plans written before expert parallelism have no ep: every rank holds every expert.
   c.ep = static_cast<int>(r.integer("ep", 1, 1, 1 << 20));
+  // Absent or 0: expert tensor parallelism equal to tp.
+  c.etp = static_cast<int>(r.integer("etp", 0, 0, 1 << 20));
   const std::string cp_comm = r.string("cp_comm", std::string(to_string(CpComm::kP2P)));
   if (!r.ok()) return make_error(r.error());
   // Each degree is bounded on its own; their product, the world size, is an int.

@@ -44,9 +44,10 @@ std::string recompute_names() { return one_of<Recompute>(kRecomputeNames); }
 std::string schedule_names() { return one_of<Schedule>(kScheduleNames); }
 
 std::string describe(const ParallelConfig& c) {
-  return fmt::format("tp{}{} pp{} dp{}{} zero{}{} mb{} vpp{} recompute={} sp={} {}{}", c.tp,
+  return fmt::format("tp{}{} pp{} dp{}{}{} zero{}{} mb{} vpp{} recompute={} sp={} {}{}", c.tp,
                      c.cp > 1 ? fmt::format(" cp{} {}", c.cp, to_string(c.cp_comm)) : "", c.pp, c.dp,
-                     c.ep > 1 ? fmt::format(" ep{}", c.ep) : "", c.zero,
+                     c.ep > 1 ? fmt::format(" ep{}", c.ep) : "",
+                     c.expert_tp() != c.tp ? fmt::format(" etp{}", c.expert_tp()) : "", c.zero,
                      c.shard_group > 0 ? fmt::format(" shard{}", c.shard_group) : "", c.micro_batch, c.vpp,
                      to_string(c.recompute), c.sequence_parallel ? "on" : "off", to_string(c.schedule),
                      c.split.even() ? "" : " split=" + describe(c.split));

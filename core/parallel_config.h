@@ -59,8 +59,14 @@ struct ParallelConfig {
   // The experts' gradients reduce, and ZeRO shards their states, over the other dp·cp/ep ranks (the
   // expert-data-parallel group).
   int ep = 1;
+  // Expert tensor parallelism (Megatron-core's --expert-tensor-parallel-size): 0 or tp, each expert split
+  // over the TP ranks as above; 1, each expert whole on its rank and the TP ranks' own (sequence-parallel)
+  // tokens routed apart, so the expert grid etp·ep·edp over tp·cp·dp ranks folds EP over TP ranks first
+  // (Megatron-core's "MoE parallel folding").
+  int etp = 0;
 
   int world_size() const { return tp * cp * pp * dp; }
+  int expert_tp() const { return etp > 0 ? etp : tp; }
   // The ranks that hold the same parameters and reduce their gradients together: Megatron-core's
   // dp_cp group (distributed_data_parallel.py), the DP ranks times the CP ranks of each.
   int grad_ranks() const { return dp * cp; }
@@ -69,8 +75,9 @@ struct ParallelConfig {
   // dimension (fsdp = dp_shard·cp), so CP ranks shard too: a shard group of g dp ranks is g·cp ranks.
   int zero_shards() const { return (shard_group > 0 ? shard_group : dp) * cp; }
   int shard_replicas() const { return grad_ranks() / zero_shards(); }
-  // The expert-data-parallel group: the ranks holding the same experts (Megatron-core's expt_dp).
-  int expert_grad_ranks() const { return grad_ranks() / ep; }
+  // The expert-data-parallel group: the ranks holding the same experts (Megatron-core's expt_dp), edp =
+  // tp·cp·dp / (etp·ep) of them (dp·cp/ep with expert TP = TP).
+  int expert_grad_ranks() const { return tp * grad_ranks() / (expert_tp() * ep); }
   // Micro-batches per pipeline per step (gradient-accumulation steps).
   std::int64_t micro_batches(std::int64_t global_batch) const {
     return global_batch / (static_cast<std::int64_t>(dp) * micro_batch);
@@ -92,6 +99,18 @@ inline RankCoords rank_coords(const ParallelConfig& c, int rank) {
 }
 inline int rank_of(const ParallelConfig& c, RankCoords r) {
   return r.tp_rank + c.tp * (r.cp_rank + c.cp * (r.dp_rank + c.dp * r.pp_rank));
+}
+
+// A rank's place in the expert grid of its pipeline stage (Megatron-core's expert rank generator, order
+// etp-ep-edp over the stage's tp·cp·dp ranks): its slice of each expert's width, which experts it holds,
+// and its rank among those holding the same (the expert-data-parallel group). With etp = tp the EP ranks
+// are dp·cp ranks tp apart; with etp = 1 they are consecutive ranks, the TP group's first.
+struct ExpertCoords {
+  int etp_rank = 0, ep_rank = 0, edp_rank = 0;
+};
+inline ExpertCoords expert_coords(const ParallelConfig& c, int rank) {
+  const int local = rank % (c.tp * c.cp * c.dp), etp = c.expert_tp();
+  return {local % etp, (local / etp) % c.ep, local / (etp * c.ep)};
 }
 
 const char* to_string(Recompute recompute);

@@ -32,8 +32,13 @@ double routed_expert_params_per_tp_rank(const ModelSpec& m, int tp) {
   return per_layer * m.moe_layers() / m.layers;
 }
 
-double layer_params_per_rank(const ModelSpec& m, int tp, int ep) {
-  return layer_params_per_tp_rank(m, tp) - routed_expert_params_per_tp_rank(m, tp) * (1.0 - 1.0 / ep);
+double layer_params_per_rank(const ModelSpec& m, int tp, int ep, int etp) {
+  return layer_params_per_tp_rank(m, tp) - routed_expert_params_per_tp_rank(m, tp) +
+         routed_expert_params_per_tp_rank(m, etp > 0 ? etp : tp) / ep;
+}
+
+double routed_expert_params_per_rank(const ModelSpec& m, const ParallelConfig& c) {
+  return routed_expert_params_per_tp_rank(m, c.expert_tp()) / c.ep;
 }
 
 StageParams stage_params(const ModelSpec& m, const ParallelConfig& c, int stage) {
@@ -41,8 +46,8 @@ StageParams stage_params(const ModelSpec& m, const ParallelConfig& c, int stage)
   const double word_embedding = static_cast<double>(vocab) * m.hidden / c.tp;
   StageParams p;
   const int layers = stage_layer_count(m.layers, c, stage);
-  p.layers = layer_params_per_rank(m, c.tp, c.ep) * layers;
-  p.experts = routed_expert_params_per_tp_rank(m, c.tp) / c.ep * layers;
+  p.layers = layer_params_per_rank(m, c.tp, c.ep, c.etp) * layers;
+  p.experts = routed_expert_params_per_rank(m, c) * layers;
   if (stage == 0) {
     p.embedding = word_embedding;
     if (m.position == PositionEmbedding::kLearned) p.embedding += static_cast<double>(m.seq_len) * m.hidden;

@@ -22,9 +22,11 @@ struct StageParams {
 };
 
 // One layer's routed experts per TP rank (the mean over the layers, as layer_params_per_tp_rank), and
-// one layer's parameters on a rank that holds 1/ep of the experts.
+// one layer's parameters on a rank that holds 1/ep of the experts, each split etp ways (0: tp ways).
 double routed_expert_params_per_tp_rank(const ModelSpec& model, int tp);
-double layer_params_per_rank(const ModelSpec& model, int tp, int ep);
+double layer_params_per_rank(const ModelSpec& model, int tp, int ep, int etp = 0);
+// The routed experts one rank holds per layer: 1/ep of them, each split over expert TP.
+double routed_expert_params_per_rank(const ModelSpec& model, const ParallelConfig& config);
 
 // Parameters one TP rank of `stage` holds (its own layers, core/pipeline_split.h).
 StageParams stage_params(const ModelSpec& model, const ParallelConfig& config, int stage);

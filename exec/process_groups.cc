@@ -119,9 +119,12 @@ ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& 
       g.shard = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * group), member, "shard");
       g.replica = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * member), group, "replica");
     }
-    const int ep_group = c.dp_rank / config.ep, ep_member = c.dp_rank % config.ep;
-    g.ep = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * ep_group), ep_member, "ep");
-    g.expert_dp = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * ep_member), ep_group, "expert_dp");
+    // The expert grid (core/parallel_config.h): EP groups share a stage, an etp slice and an edp rank;
+    // expert-DP groups a stage, an etp slice and an ep rank.
+    const ExpertCoords e = expert_coords(config, g.world_rank);
+    const int etp = config.expert_tp(), edp = config.expert_grad_ranks();
+    g.ep = world->split(e.etp_rank + etp * (e.edp_rank + edp * c.pp_rank), e.ep_rank, "ep");
+    g.expert_dp = world->split(e.etp_rank + etp * (e.ep_rank + config.ep * c.pp_rank), e.edp_rank, "expert_dp");
     g.world = std::move(world);
     return g;
   }

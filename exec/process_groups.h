@@ -60,12 +60,11 @@ struct ProcessGroups {
   // the same shard in the other groups. Null without a shard group (ZeRO shards over all of dp).
   std::unique_ptr<Communicator> shard, replica;
   Communicator& zero_shards() { return shard != nullptr ? *shard : *dp; }
-  // Expert parallelism (config.ep ranks of dp, Megatron-core's order tp-cp-ep-dp): the consecutive dp
-  // ranks whose MoE layers split the routed experts (tokens are dispatched among them), and the dp ranks
-  // holding the same experts, which reduce and shard their gradients. ep has size 1 and expert_dp is dp
-  // when ep is 1.
+  // Expert parallelism (the expert grid etp-ep-edp of core/parallel_config.h; with expert TP = TP, ep
+  // consecutive dp ranks): the ranks whose MoE layers split the routed experts (tokens are dispatched
+  // among them), and the ranks holding the same experts, which reduce and shard their gradients.
   std::unique_ptr<Communicator> ep, expert_dp;
-  int ep_rank() const { return coords.dp_rank % config.ep; }
+  int ep_rank() const { return expert_coords(config, world_rank).ep_rank; }
   bool first_stage() const { return coords.pp_rank == 0; }
   bool last_stage() const { return coords.pp_rank == config.pp - 1; }
 };

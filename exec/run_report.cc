@@ -45,11 +45,14 @@ std::string step_line(const StepMetrics& m, int total_steps) {
 
 Json ranks_memory_record(const std::vector<double>& values, int world_size) {
   Json ranks = Json::array();
-  const int stride = kMemoryCategories + 2;
+  const int stride = kMemoryCategories + 3;
   for (int r = 0; r < world_size; ++r) {
     const double* row = values.data() + r * stride;
     Json rank = {{"rank", r}, {"memory_peak_gib", peaks_object(row, row[kMemoryCategories])}};
-    if (row[kMemoryCategories + 1] > 0) rank["moe_imbalance"] = row[kMemoryCategories + 1];
+    if (row[kMemoryCategories + 1] > 0) {
+      rank["moe_imbalance"] = row[kMemoryCategories + 1];
+      rank["moe_imbalance_min"] = row[kMemoryCategories + 2];
+    }
     ranks.push_back(std::move(rank));
   }
   return {{"event", "memory_peaks"}, {"ranks", ranks}};

@@ -14,8 +14,9 @@ namespace loom::exec {
 Json memory_peak_gib(const StepMetrics& m);
 Json step_record(const StepMetrics& m);
 std::string step_line(const StepMetrics& m, int total_steps);
-// Peaks of every rank: `values` is world_size × (kMemoryCategories + 2): bytes by category, the total,
-// then the rank's MoE routing imbalance (StepMetrics::moe_imbalance; written only when above 0).
+// Peaks of every rank: `values` is world_size × (kMemoryCategories + 3): bytes by category, the total,
+// then the rank's MoE routing imbalance, most and fewest rows (StepMetrics::moe_imbalance and
+// moe_imbalance_min; written only when above 0).
 Json ranks_memory_record(const std::vector<double>& values, int world_size);
 
 }  // namespace loom::exec

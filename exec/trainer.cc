@@ -98,7 +98,11 @@ StepMetrics Trainer::step() {
   for (int c = 0; c < kMemoryCategories; ++c)
     m.peak_bytes[c] = backend_.memory().peak_bytes(static_cast<MemoryCategory>(c));
   m.peak_total_bytes = backend_.memory().peak_total_bytes();
-  for (const auto& chunk : chunks_) m.moe_imbalance = std::max(m.moe_imbalance, chunk->moe_imbalance());
+  for (const auto& chunk : chunks_) {
+    m.moe_imbalance = std::max(m.moe_imbalance, chunk->moe_imbalance());
+    const double least = chunk->moe_imbalance_min();
+    if (least > 0) m.moe_imbalance_min = m.moe_imbalance_min > 0 ? std::min(m.moe_imbalance_min, least) : least;
+  }
   return m;
 }
 

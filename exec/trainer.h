@@ -75,6 +75,7 @@ struct StepMetrics {
   // MoE: the most rows this rank's experts received in one layer's dispatch, over the mean (tokens·k),
   // since the run began (1 is balanced; what `loom plan --moe-imbalance` assumes). 0 for a dense model.
   double moe_imbalance = 0;
+  double moe_imbalance_min = 0;  // the fewest rows, likewise
   // Empty when the loss and the global gradient norm are finite (every rank sees the same, reduced
   // values). Otherwise where the first non-finite value is — "loss", or the first parameter, in the
   // order of pipeline stages and then each stage's units, whose gradient holds one — and the step's

@@ -1,8 +1,10 @@
 // Trainer::save_checkpoint and load_checkpoint: the collective side of exec/checkpoint.h — every
 // rank's shard, the agreement that all are durable before rank 0 commits, and resharding on load.
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -75,63 +77,64 @@ Result<std::vector<std::vector<float>>> read_shard(const ResumePoint& point, int
 }
 
 // Every parameter and Adam moment of a checkpoint as full tensors, from the shards of all the
-// ranks of the layout it was saved with (TP slices, pipeline stages, ZeRO shards and expert-parallel
-// ranks' routed experts reassembled).
+// ranks of the layout it was saved with (TP slices, pipeline stages, ZeRO shards and the routed experts
+// of the expert grid reassembled). Each rank's shard is read once; a unit's values are put together from
+// the ranks holding its pieces, then spread over its parameters' full tensors.
 Result<std::array<ParameterStore::FullTensors, 3>> read_full_checkpoint(const ResumePoint& point,
                                                                         const ModelSpec& model) {
   const ParallelConfig& saved = point.config;
-  std::array<ParameterStore::FullTensors, 3> full;
-  for (int pp = 0; pp < saved.pp; ++pp)
-    for (int tp = 0; tp < saved.tp; ++tp) {
-      std::vector<std::vector<std::vector<float>>> shards;  // [dp rank][tensor]
-      for (int d = 0; d < saved.dp; ++d) {
-        auto shard = read_shard(point, rank_of(saved, {tp, d, pp}));
-        if (!shard) return shard.error();
-        shards.push_back(std::move(*shard));
+  struct Assembled {
+    Unit unit;
+    std::array<std::vector<float>, 3> values;  // the unit's padded values: parameters, Adam m, Adam v
+  };
+  std::map<std::string, Assembled> units;  // by unit name and the TP slice it holds
+  const bool expert_grid = saved.ep > 1 || saved.expert_tp() != saved.tp;
+  for (int r = 0; r < saved.world_size(); ++r) {
+    auto shard = read_shard(point, r);
+    if (!shard) return shard.error();
+    const RankCoords rc = rank_coords(saved, r);
+    const ExpertCoords ec = expert_coords(saved, r);
+    const StageLayout layout = make_rank_layout(model, saved, rc.tp_rank, rc.pp_rank, ec.ep_rank).combined;
+    std::int64_t offset = 0, shard_offset = 0;
+    for (const Unit& unit : layout.units) {
+      // Routed experts shard over the expert-data-parallel group; the rest over dp (HSDP: a shard group,
+      // dp rank d holding shard d mod g).
+      const bool expert = unit.experts() && expert_grid;
+      const int holders = expert ? saved.expert_grad_ranks() : saved.zero_shards();
+      const int index = expert ? ec.edp_rank : rc.dp_rank % holders;
+      const int slice = expert && saved.expert_tp() != saved.tp ? 0 : rc.tp_rank;
+      const std::int64_t part = unit.padded / holders;
+      Assembled& a = units[unit.name + "|" + std::to_string(slice)];
+      if (a.unit.params.empty()) {
+        a.unit = unit;
+        for (auto& v : a.values) v.assign(static_cast<std::size_t>(unit.padded), 0.0f);
       }
-      // The dp ranks of EP rank e (dp rank % ep == e) hold experts [e·E/ep, (e+1)·E/ep) after the same
-      // units as every other dp rank: the shared units are read with e = 0, each rank's experts with its e.
-      for (int e = 0; e < saved.ep; ++e) {
-        const StageLayout layout = make_rank_layout(model, saved, tp, pp, e).combined;
-        std::int64_t offset = 0, shard_offset = 0;
-        for (const Unit& unit : layout.units) {
-          const bool expert = unit.experts() && saved.ep > 1;
-          // HSDP: dp ranks 0..g-1 hold the shards; routed experts: dp ranks e, e + ep, ... (expert_dp).
-          const int holders = expert ? saved.zero_shards() / saved.ep : saved.zero_shards();
-          const std::int64_t part = unit.padded / holders;
-          if (!expert && e > 0) {
-            offset += unit.padded;
-            shard_offset += part;
-            continue;
-          }
-          for (int k = 0; k < 3; ++k) {
-            const bool sharded = k == 0 ? saved.zero >= 3 : saved.zero >= 1;
-            std::vector<float> values(static_cast<std::size_t>(unit.padded));
-            for (std::int64_t i = 0; i < unit.padded; ++i) {
-              const std::size_t from = static_cast<std::size_t>(sharded ? shard_offset + i % part : offset + i);
-              const int holder = sharded ? static_cast<int>(i / part) : 0;
-              const auto& source = shards[expert ? holder * saved.ep + e : holder][k];
-              if (from >= source.size())
-                return make_error(fmt::format("--resume: checkpoint '{}' has the wrong sizes", point.step_dir));
-              values[static_cast<std::size_t>(i)] = source[from];
-            }
-            for (const ParamSlot& slot : unit.params) {
-              std::vector<float>& dst = full[k][slot.name];
-              for (const RowBlock& b : slot.row_blocks)
-                for (std::int64_t r = 0; r < b.count; ++r)
-                  for (std::int64_t c = 0; c < slot.cols; ++c) {
-                    const std::size_t index =
-                        static_cast<std::size_t>((b.full_row + r) * slot.full_cols + slot.col_offset + c);
-                    if (dst.size() <= index) dst.resize(index + 1, 0.0f);
-                    dst[index] = values[static_cast<std::size_t>(slot.offset + (b.local_row + r) * slot.cols + c)];
-                  }
-            }
-          }
-          offset += unit.padded;
-          shard_offset += part;
-        }
+      for (int k = 0; k < 3; ++k) {
+        const bool sharded = k == 0 ? saved.zero >= 3 : saved.zero >= 1;
+        const std::int64_t from = sharded ? shard_offset : offset, n = sharded ? part : unit.padded;
+        const std::vector<float>& source = (*shard)[k];
+        if (from + n > static_cast<std::int64_t>(source.size()))
+          return make_error(fmt::format("--resume: checkpoint '{}' has the wrong sizes", point.step_dir));
+        std::copy(source.begin() + from, source.begin() + from + n, a.values[k].begin() + (sharded ? index * part : 0));
       }
+      offset += unit.padded;
+      shard_offset += part;
     }
+  }
+  std::array<ParameterStore::FullTensors, 3> full;
+  for (const auto& [key, a] : units)
+    for (int k = 0; k < 3; ++k)
+      for (const ParamSlot& slot : a.unit.params) {
+        std::vector<float>& dst = full[k][slot.name];
+        for (const RowBlock& b : slot.row_blocks)
+          for (std::int64_t r = 0; r < b.count; ++r)
+            for (std::int64_t c = 0; c < slot.cols; ++c) {
+              const std::size_t index =
+                  static_cast<std::size_t>((b.full_row + r) * slot.full_cols + slot.col_offset + c);
+              if (dst.size() <= index) dst.resize(index + 1, 0.0f);
+              dst[index] = a.values[k][static_cast<std::size_t>(slot.offset + (b.local_row + r) * slot.cols + c)];
+            }
+      }
   return full;
 }
 

@@ -129,6 +129,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   lform->addRow("CP", cp_ = restriction("cp", tr("1; long sequences: any (e.g. 2,4)")));
   lform->addRow(tr("CP exchange"), cp_comm_ = restriction("cp_comm", tr("p2p,a2a (or all_gather)")));
   lform->addRow("EP", ep_ = restriction("ep", tr("1; MoE models: any dividing the experts (e.g. 8)")));
+  lform->addRow(tr("Expert TP"), etp_ = restriction("etp", tr("TP; MoE models under TP: also 1 (whole experts)")));
   lform->addRow("PP", pp_ = restriction("pp", any));
   lform->addRow("DP", dp_ = restriction("dp", any));
   lform->addRow("ZeRO", zero_ = restriction("zero", any + " (0-3)"));
@@ -162,7 +163,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   connect(cross_node_tp_, &QCheckBox::toggled, this, emit_changed);
   connect(sync_sends_, &QCheckBox::toggled, this, emit_changed);
   for (QLineEdit* e :
-       {tp_, cp_, cp_comm_, ep_, pp_, dp_, zero_, shard_group_, micro_batch_, vpp_, recompute_, sp_, schedule_})
+       {tp_, cp_, cp_comm_, ep_, etp_, pp_, dp_, zero_, shard_group_, micro_batch_, vpp_, recompute_, sp_, schedule_})
     connect(e, &QLineEdit::editingFinished, this, emit_changed);
 }
 
@@ -193,6 +194,7 @@ PlanRequest InputsPanel::request() const {
   r.config.cp = text(cp_);
   r.config.cp_comm = text(cp_comm_);
   r.config.ep = text(ep_);
+  r.config.etp = text(etp_);
   r.config.pp = text(pp_);
   r.config.dp = text(dp_);
   r.config.zero = text(zero_);
@@ -222,6 +224,7 @@ void InputsPanel::set_request(const PlanRequest& r) {
   cp_->setText(QString::fromStdString(r.config.cp));
   cp_comm_->setText(QString::fromStdString(r.config.cp_comm));
   ep_->setText(QString::fromStdString(r.config.ep));
+  etp_->setText(QString::fromStdString(r.config.etp));
   pp_->setText(QString::fromStdString(r.config.pp));
   dp_->setText(QString::fromStdString(r.config.dp));
   zero_->setText(QString::fromStdString(r.config.zero));

@@ -54,8 +54,8 @@ class InputsPanel : public QWidget {
   QComboBox* precision_;
   QCheckBox* cross_node_tp_;
   QCheckBox* sync_sends_;
-  QLineEdit *tp_, *cp_, *cp_comm_, *ep_, *pp_, *dp_, *zero_, *shard_group_, *micro_batch_, *vpp_, *recompute_, *sp_,
-      *schedule_;
+  QLineEdit *tp_, *cp_, *cp_comm_, *ep_, *etp_, *pp_, *dp_, *zero_, *shard_group_, *micro_batch_, *vpp_, *recompute_,
+      *sp_, *schedule_;
   QLabel* error_;
   bool loading_ = false;
 };

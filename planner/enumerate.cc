@@ -54,6 +54,7 @@ class Enumerator {
   std::vector<Pipeline> schedule_candidates(const ParallelConfig& c, long long micro_batches);
   std::vector<int> shard_group_candidates(const ParallelConfig& c) const;
   std::vector<int> ep_candidates(const ParallelConfig& c) const;
+  std::vector<int> etp_candidates(const ParallelConfig& c) const;
   void for_zero(ParallelConfig c, const std::vector<Pipeline>& schedules);
 
   const ModelSpec& model_;
@@ -162,15 +163,20 @@ void Enumerator::for_micro_batch(ParallelConfig c, long long m) {
       if (space_.zero.empty() || allowed(space_.zero, 0)) continue;  // identical to ZeRO-0
     }
     if (zero != 3 || c.dp == 1) {  // HSDP's shard groups are of dp ranks (each with its cp ranks)
-      for (int ep : ep_candidates(c)) {
-        c.ep = ep;
-        if (passes(c, check_ep(model_, c))) for_zero(c, schedules);
+      for (int etp : etp_candidates(c)) {
+        c.etp = etp;
+        for (int ep : ep_candidates(c)) {
+          c.ep = ep;
+          if (passes(c, check_ep(model_, c))) for_zero(c, schedules);
+        }
       }
       c.ep = 1;
+      c.etp = 0;
       continue;
     }
     // ZeRO-3 keeps every expert on every rank (check_ep): only when --ep allows 1.
     if (!space_.ep.empty() && !allowed(space_.ep, 1)) continue;
+    if (!space_.etp.empty() && !allowed(space_.etp, c.tp)) continue;
     for (int g : shard_group_candidates(c)) {
       c.shard_group = g;
       if (passes(c, check_zero(c))) for_zero(c, schedules);
@@ -200,12 +206,30 @@ std::vector<int> Enumerator::shard_group_candidates(const ParallelConfig& c) con
 // Expert-parallel sizes: --ep's list, else 1 for a dense model and, for an MoE model, every size that
 // divides both its routed experts and the dp·cp group EP ranks come from (Megatron-core's guidance keeps
 // EP·TP inside a node; the simulator charges the all-to-alls across nodes where it is not).
+// With etp 1 the EP ranks fold over the TP ranks too: sizes dividing tp·dp·cp.
 std::vector<int> Enumerator::ep_candidates(const ParallelConfig& c) const {
   if (!space_.ep.empty()) return space_.ep;
   std::vector<int> out = {1};
   if (!model_.moe.active()) return out;
-  for (int ep = 2; ep <= std::min(model_.moe.experts, c.grad_ranks()); ++ep)
-    if (model_.moe.experts % ep == 0 && c.grad_ranks() % ep == 0) out.push_back(ep);
+  const int ranks = c.tp * c.grad_ranks() / c.expert_tp();
+  for (int ep = 2; ep <= std::min(model_.moe.experts, ranks); ++ep)
+    if (model_.moe.experts % ep == 0 && ranks % ep == 0) out.push_back(ep);
+  return out;
+}
+
+// Expert TP: --etp's list (a value equal to tp is the default, 0), else tp and, for an MoE model split
+// over TP, 1: Megatron-core's guidance prefers EP to TP for experts (moe/README.md).
+std::vector<int> Enumerator::etp_candidates(const ParallelConfig& c) const {
+  std::vector<int> out;
+  if (!space_.etp.empty()) {
+    for (int etp : space_.etp) {
+      const int normalized = etp == c.tp ? 0 : etp;
+      if (std::find(out.begin(), out.end(), normalized) == out.end()) out.push_back(normalized);
+    }
+    return out;
+  }
+  out.push_back(0);
+  if (model_.moe.active() && c.tp > 1) out.push_back(1);
   return out;
 }
 

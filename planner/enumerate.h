@@ -26,6 +26,8 @@ struct SearchSpace {
   // Expert parallelism; empty: 1 for dense models, and for MoE models every size that divides both
   // the routed experts and dp·cp.
   std::vector<int> ep;
+  // Expert tensor parallelism; empty: tp, and for MoE models with tp > 1 also 1 (experts whole).
+  std::vector<int> etp;
   std::vector<Recompute> recompute;
   std::vector<bool> sequence_parallel;
   std::vector<Schedule> schedule;

@@ -49,12 +49,13 @@ double replicated_activation_bytes(const ModelSpec& m, double sbh, double ab, do
 
 // MoE: each token's hidden state copied to the k experts it is routed to, kept as their GEMMs' input,
 // and each copy's router probability (fp32), kept to weight the expert's activation in the backward.
-// Whole on every TP rank even under sequence parallelism: Megatron-core's dispatcher all-gathers the
-// routed tokens over the expert-TP group before the experts (token_dispatcher.py), as the executor
-// routes every token on every TP rank.
+// With expert TP = TP whole on every TP rank even under sequence parallelism: Megatron-core's dispatcher
+// all-gathers the routed tokens over the expert-TP group before the experts (token_dispatcher.py), as
+// the executor routes every token on every TP rank. With etp 1 each TP rank routes its own s/tp tokens.
 double dispatched_activation_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, double sb,
                                    double lb) {
-  return routed_copies(m, t, c) * sb * (lb * m.hidden + 4.0);
+  const double rows = static_cast<double>(c.expert_tp()) / c.tp;
+  return routed_copies(m, t, c) * rows * sb * (lb * m.hidden + 4.0);
 }
 
 // Activation bytes inside the TP regions, before dividing by t: Q, K, V, projection input, MLP.
@@ -84,17 +85,17 @@ double attention_core_bytes(const ModelSpec& m, const TrainingSpec& t, double s,
 struct LayerUnits {
   double largest_layer = 0, largest_first_unit = 0;
 };
-LayerUnits layer_units(const ModelSpec& m, int tp, int ep) {
+LayerUnits layer_units(const ModelSpec& m, const ParallelConfig& c) {
+  const int tp = c.tp;
   if (!m.moe.active()) {
-    const double layer = layer_params_per_rank(m, tp, ep);
+    const double layer = layer_params_per_rank(m, tp, c.ep, c.etp);
     return {layer, layer};
   }
   ModelSpec all_moe = m;
   all_moe.moe.first_dense_layers = 0;
   all_moe.moe.layer_freq = 1;
-  const double routed = routed_expert_params_per_tp_rank(all_moe, tp);
-  const double rest = layer_params_per_tp_rank(all_moe, tp) - routed;
-  LayerUnits u{rest + routed / ep, rest};
+  const double rest = layer_params_per_tp_rank(all_moe, tp) - routed_expert_params_per_tp_rank(all_moe, tp);
+  LayerUnits u{rest + routed_expert_params_per_rank(all_moe, c), rest};
   if (m.moe_layers() < m.layers) {
     ModelSpec dense = m;
     dense.moe = MoeSpec{};
@@ -113,7 +114,7 @@ LayerUnits layer_units(const ModelSpec& m, int tp, int ep) {
 double zero_buffer_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, int stage) {
   if (c.zero < 2) return 0.0;  // ZeRO-0/1 reduce the contiguous gradient buffer in place
   const double pb = t.param_bytes, gb = t.grad_bytes;
-  const LayerUnits units = layer_units(m, c.tp, c.ep);
+  const LayerUnits units = layer_units(m, c);
   const double layer = units.largest_layer, first_unit = units.largest_first_unit;
   const double embedding = static_cast<double>(padded_vocab(m.vocab, c.tp)) * m.hidden / c.tp;
   const double positions = m.position == PositionEmbedding::kLearned ? static_cast<double>(m.seq_len) * m.hidden : 0.0;
@@ -209,10 +210,11 @@ double fp8_amax_history_bytes(const TrainingSpec& t, int layers) {
 // dispatched output gradients. Under expert parallelism a reorder or exchange holds the K rows twice.
 // The forward: the experts' outputs (h) and scaled activations (ffn) of the K copies, or the combined
 // output beside the shared expert's.
+// With etp 1 a rank's copies come from its own s/tp tokens: K counts them per token of the micro-batch.
 double moe_workspace(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, double around) {
   const double h = m.hidden, tp = c.tp, ab = t.activation_bytes;
-  const double K = m.moe.experts_per_token * (c.ep > 1 ? t.moe_imbalance : 1.0);
-  const double ef = m.moe.expert_ffn / tp, ef_in = m.activation == Activation::kSwiGLU ? 2.0 * ef : ef;
+  const double K = m.moe.experts_per_token * (c.ep > 1 ? t.moe_imbalance : 1.0) * c.expert_tp() / tp;
+  const double ef = m.moe.expert_ffn / c.expert_tp(), ef_in = m.activation == Activation::kSwiGLU ? 2.0 * ef : ef;
   const double sf = m.moe.shared_ffn / tp, sf_in = m.activation == Activation::kSwiGLU ? 2.0 * sf : sf;
   const double probs = K * 4.0 / ab;
   const double shared_dx = m.moe.shared_ffn > 0 ? h : 0.0;
@@ -349,7 +351,7 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     // shards their states over the expert-data-parallel group only (Megatron-core's distributed
     // optimizer over expt_dp); everything else over the whole group.
     ModelStateBytes states = model_state_bytes(n - params.experts, t, c.zero, c.zero_shards());
-    const ModelStateBytes experts = model_state_bytes(params.experts, t, c.zero, c.zero_shards() / c.ep);
+    const ModelStateBytes experts = model_state_bytes(params.experts, t, c.zero, c.expert_grad_ranks());
     states.params += experts.params;
     states.grads += experts.grads;
     states.optimizer += experts.optimizer;

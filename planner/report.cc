@@ -61,6 +61,11 @@ std::string cp_label(const ParallelConfig& c) {
                                                : fmt::format("{}", c.cp);
 }
 
+// "8", or "8 etp1" when the experts are whole on each rank (expert TP 1 under TP > 1).
+std::string ep_label(const ParallelConfig& c) {
+  return c.expert_tp() != c.tp ? fmt::format("{} etp{}", c.ep, c.expert_tp()) : fmt::format("{}", c.ep);
+}
+
 // The ranks ZeRO-3 shards over ("8 of 64" reads as HSDP); "-" for the other stages.
 std::string shard_label(const ParallelConfig& c) { return c.zero >= 3 ? fmt::format("{}", c.zero_shards()) : "-"; }
 
@@ -92,7 +97,7 @@ std::vector<std::string> cells(const PlanRow& r, std::size_t rank, const Optiona
                                 fmt::format("{:.1f}", 100.0 * r.metrics.bubble_fraction)};
   if (o.days) v.push_back(fmt::format("{:.1f}", r.days_to_train));
   if (o.precision) v.insert(v.begin() + kPrecisionColumn, to_string(r.precision));
-  if (o.ep) v.insert(v.begin() + kEpColumn, fmt::format("{}", c.ep));
+  if (o.ep) v.insert(v.begin() + kEpColumn, ep_label(c));
   if (o.cp) v.insert(v.begin() + kCpColumn, cp_label(c));
   return v;
 }
@@ -107,7 +112,7 @@ Optional needed(const PlanResult& result, std::size_t top, bool days) {
   for (std::size_t i = 0; i < shown(result, top); ++i) {
     o.cp = o.cp || result.plans[i].config.cp > 1;
     o.precision = o.precision || result.plans[i].precision != Precision::kBf16;
-    o.ep = o.ep || result.plans[i].config.ep > 1;
+    o.ep = o.ep || result.plans[i].config.ep > 1 || result.plans[i].config.expert_tp() != result.plans[i].config.tp;
   }
   return o;
 }

@@ -118,6 +118,7 @@ Result<SearchSpace> parse_search_space(const ConfigText& c) {
         split_list<Schedule>(c.schedule, "--schedule", parse_schedule_item, s.schedule),
         split_list<int>(c.shard_group, "--shard-group", parse_int, s.shard_group),
         split_list<int>(c.cp, "--cp", parse_positive, s.cp), split_list<int>(c.ep, "--ep", parse_positive, s.ep),
+        split_list<int>(c.etp, "--etp", parse_positive, s.etp),
         split_list<CpComm>(c.cp_comm, "--cp-comm", parse_cp_comm_item, s.cp_comm), parse_split(c, s.split)})
     if (!status) return status.error();
   return s;
@@ -145,6 +146,8 @@ Result<ParallelConfig> parse_parallel_config(const ConfigText& text, int gpus) {
   if (Status s = single_value(l.shard_group, "--shard-group", 0, c.shard_group); !s) return s.error();
   if (c.shard_group == c.dp) c.shard_group = 0;  // one group of every dp rank: plain ZeRO-3
   if (Status s = single_value(l.ep, "--ep", 1, c.ep); !s) return s.error();
+  if (Status s = single_value(l.etp, "--etp", 0, c.etp); !s) return s.error();
+  if (c.etp == c.tp) c.etp = 0;  // expert TP = TP, the default
   if (static_cast<long long>(c.tp) * c.cp * c.pp * c.dp != gpus)
     return make_error(fmt::format("tp {}{} × pp {} × dp {} = {} but --gpus is {}", c.tp,
                                   c.cp > 1 ? fmt::format(" × cp {}", c.cp) : "", c.pp, c.dp,

@@ -16,6 +16,7 @@ struct ConfigText {
   std::string shard_group;  // ZeRO-3's shard group (HSDP); empty: all dp ranks and one node's
   std::string cp, cp_comm;  // context parallelism and how its ranks exchange keys and values
   std::string ep;           // expert parallelism (MoE models)
+  std::string etp;          // expert tensor parallelism: tp (the default) or 1
   // The pipeline split (one value each; any of them set fixes the split the search uses):
   // Megatron-LM's first/last stage layer counts, and "on" to count the embedding/loss as a layer.
   std::string first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss;
@@ -39,6 +40,10 @@ void for_each_config_flag(ConfigText& c, bool lists, Visit&& visit) {
   visit("--pp", c.pp, "pipeline-parallel size" + each);
   visit("--ep", c.ep,
         "expert-parallel size: an MoE layer's experts split over this many ranks of the data-parallel group" + each);
+  visit("--etp", c.etp,
+        "expert tensor-parallel size: tp (experts split like the MLP, the default) or 1 (experts whole, EP folded over "
+        "TP ranks; needs --sp on)" +
+            each);
   visit("--dp", c.dp, "data-parallel size" + each);
   visit("--zero", c.zero, "ZeRO stage 0-3" + each);
   visit("--shard-group", c.shard_group,

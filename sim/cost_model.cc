@@ -45,7 +45,7 @@ CostModel::CostModel(const ModelSpec& model, const TrainingSpec& training, const
   // Context parallelism splits every sequence over cp ranks: each works on b·s/cp tokens, and only
   // attention sees the rest (Megatron-LM docs/user-guide/features/context_parallel.md).
   tokens_ = seq_ * config.micro_batch / config.cp;
-  layer_params_ = layer_params_per_rank(model, config.tp, config.ep);
+  layer_params_ = layer_params_per_rank(model, config.tp, config.ep, config.etp);
   separate_bias_ = std::any_of(cluster.memory_op_table.begin(), cluster.memory_op_table.end(),
                                [](const MemoryOpTime& p) { return p.op == "bias"; });
   vocab_ = padded_vocab(model.vocab, config.tp);
@@ -191,13 +191,15 @@ GroupPlacement CostModel::cp_group() const {
   return {config_.cp, std::min(config_.cp, per_node)};
 }
 
+// The expert grid's groups (core/parallel_config.h expert_coords): EP ranks are etp apart, the ranks
+// holding the same experts etp·ep apart.
 GroupPlacement CostModel::ep_group() const {
-  const int per_node = std::max(1, cluster_->gpus_per_node / config_.tp);
+  const int per_node = std::max(1, cluster_->gpus_per_node / config_.expert_tp());
   return {config_.ep, std::min(config_.ep, per_node)};
 }
 
 GroupPlacement CostModel::expert_dp_group() const {
-  const int per_node = std::max(1, cluster_->gpus_per_node / (config_.tp * config_.ep));
+  const int per_node = std::max(1, cluster_->gpus_per_node / (config_.expert_tp() * config_.ep));
   return {config_.expert_grad_ranks(), std::min(config_.expert_grad_ranks(), per_node)};
 }
 
@@ -294,16 +296,15 @@ double CostModel::zero3_collective_s(Collective c, int stage, int chunk) const {
 double CostModel::stage_params(int stage) const { return loom::stage_params(model_, config_, stage).total(); }
 
 double CostModel::chunk_expert_params(int stage, int chunk) const {
-  return routed_expert_params_per_tp_rank(model_, config_.tp) / config_.ep *
-         chunk_layers(model_.layers, config_, stage, chunk);
+  return routed_expert_params_per_rank(model_, config_) * chunk_layers(model_.layers, config_, stage, chunk);
 }
 
 double CostModel::stage_expert_params(int stage) const { return loom::stage_params(model_, config_, stage).experts; }
 
 double CostModel::chunk_params(int stage, int chunk) const {
   const StageParams p = loom::stage_params(model_, config_, stage);
-  double params =
-      layer_params_per_rank(model_, config_.tp, config_.ep) * chunk_layers(model_.layers, config_, stage, chunk);
+  double params = layer_params_per_rank(model_, config_.tp, config_.ep, config_.etp) *
+                  chunk_layers(model_.layers, config_, stage, chunk);
   if (chunk == 0) params += p.embedding;
   if (chunk == config_.vpp - 1) params += p.head;
   return params;
@@ -492,11 +493,22 @@ void CostModel::cp_all_gather_attention(PassCost& p, bool backward) const {
   if (backward) p.add_cp_comm(scatter.c_str(), collectives_.time_s(Collective::kReduceScatter, gathered, cp_group()));
 }
 
+// The share of the micro-batch's tokens a rank routes: all of them with expert TP = TP (every TP rank
+// routes the same rows), its own s/tp under SP with etp 1.
+double CostModel::routed_rows() const { return static_cast<double>(config_.expert_tp()) / config_.tp; }
+
+// The share of layers whose MLP runs TP collectives: with etp 1 an MoE layer's routed experts are
+// whole on each rank and need none; a shared expert still splits over TP.
+double CostModel::mlp_tp_comm_share() const {
+  if (config_.expert_tp() == config_.tp || model_.moe.shared_ffn > 0) return 1.0;
+  return 1.0 - model_.moe_layer_fraction();
+}
+
 // An MoE layer's router (a replicated hidden × experts GEMM on every token, softmax and top-k) and the
 // permutation that copies each token to its k experts (read once, k copies written). Scaled by the
 // share of layers that are MoE, as the rest of a layer's cost is the mean over its layers.
 void CostModel::moe_routing_forward(PassCost& p, const LayerDims& d) const {
-  const double f = model_.moe_layer_fraction();
+  const double f = model_.moe_layer_fraction() * routed_rows();
   if (f <= 0) return;
   const double e = model_.moe.experts, k = model_.moe.experts_per_token;
   p.add("router", f * gemm_s(tokens_, e, d.hidden), f * 2.0 * tokens_ * d.hidden * e);
@@ -506,7 +518,7 @@ void CostModel::moe_routing_forward(PassCost& p, const LayerDims& d) const {
 
 // Each token's k expert outputs weighted by the router and summed back (k read, one written).
 void CostModel::moe_unpermute(PassCost& p, const LayerDims& d, const char* name) const {
-  const double f = model_.moe_layer_fraction();
+  const double f = model_.moe_layer_fraction() * routed_rows();
   if (f <= 0) return;
   add_ep_all_to_all(p, d, std::string_view(name).ends_with("_bwd") ? "combine_bwd" : "combine");
   add_memory(p, name, f * d.element_bytes * tokens_ * d.hidden * (model_.moe.experts_per_token + 1.0));
@@ -532,7 +544,7 @@ void CostModel::add_ep_all_to_all(PassCost& p, const LayerDims& d, const char* w
 // Backward of the permutation (k gradients summed into one) and of the router: its input gradient
 // and its weight gradient, each a GEMM of the forward's size.
 void CostModel::moe_routing_backward(PassCost& in, PassCost& w, const LayerDims& d) const {
-  const double f = model_.moe_layer_fraction();
+  const double f = model_.moe_layer_fraction() * routed_rows();
   if (f <= 0) return;
   const double e = model_.moe.experts, k = model_.moe.experts_per_token;
   add_ep_all_to_all(in, d, "dispatch_bwd");
@@ -579,10 +591,10 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
 
   // A row-parallel layer's output is summed over TP (reduce-scattered under SP), then added to the
   // residual stream.
-  auto reduce_output_into_residual = [&] {
+  auto reduce_output_into_residual = [&](double comm_share) {
     if (comm) {
       const Collective c = d.sp ? Collective::kReduceScatter : Collective::kAllReduce;
-      p.add_comm(tp_name(c), tp_comm_s(c, d.activation_bytes));
+      p.add_comm(tp_name(c), comm_share * tp_comm_s(c, d.activation_bytes));
     }
     // The row-parallel layer's bias is added after the reduction, in the executor's residual slice.
     p.add("residual", memory_s("residual", residual_bytes) + bias_s(model_.linear_bias, d.rank_tokens, d.hidden));
@@ -598,9 +610,11 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
   p.append(attention_core_forward());
   add_fp8_cast(p, "fp8_cast", tokens_ * d.q_width / d.tp);
   p.add("attn_out", linear_gemm_s(tokens_, d.hidden, d.q_width / d.tp), 2.0 * tokens_ * d.hidden * d.q_width / d.tp);
-  reduce_output_into_residual();
+  reduce_output_into_residual(1.0);
   add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
-  if (comm && d.sp) p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
+  const double mlp_comm = mlp_tp_comm_share();
+  if (comm && d.sp)
+    p.add_comm(tp_name(Collective::kAllGather), mlp_comm * tp_comm_s(Collective::kAllGather, d.activation_bytes));
   moe_routing_forward(p, d);
   add_fp8_cast(p, "fp8_cast", d.rank_tokens * d.hidden);  // the norm's output, before SP's all-gather
   p.add("mlp_up",
@@ -612,7 +626,7 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
   add_fp8_cast(p, "fp8_cast", tokens_ * d.ffn / d.tp);
   p.add("mlp_down", linear_gemm_s(tokens_, d.hidden, d.ffn / d.tp), 2.0 * tokens_ * d.hidden * d.ffn / d.tp);
   moe_unpermute(p, d, "moe_unpermute");
-  reduce_output_into_residual();
+  reduce_output_into_residual(mlp_comm);
   return p;
 }
 
@@ -647,15 +661,16 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
   auto bias_grad_s = [&](double rows, double cols) {
     return model_.linear_bias ? memory_s("bias_grad", rows * cols * d.element_bytes) : 0.0;
   };
-  auto column_parallel = [&](const char* name, double out_features) {
+  auto column_parallel = [&](const char* name, double out_features, double comm_share) {
     add_fp8_cast(in, "fp8_cast_bwd", tokens_ * out_features / d.tp);
     const double dgrad =
         linear_gemm_s(tokens_, d.hidden, out_features / d.tp) + bias_grad_s(tokens_, out_features / d.tp);
     const double wgrad = wgrad_s(out_features / d.tp, d.hidden, tokens_);
     const double flops = 2.0 * tokens_ * d.hidden * out_features / d.tp;
-    const double gather = comm && d.sp ? tp_comm_s(Collective::kAllGather, d.activation_bytes) : 0.0;
+    const double gather = comm && d.sp ? comm_share * tp_comm_s(Collective::kAllGather, d.activation_bytes) : 0.0;
     const double reduce =
-        comm ? tp_comm_s(d.sp ? Collective::kReduceScatter : Collective::kAllReduce, d.activation_bytes) : 0.0;
+        comm ? comm_share * tp_comm_s(d.sp ? Collective::kReduceScatter : Collective::kAllReduce, d.activation_bytes)
+             : 0.0;
     const Overlap g = overlapped(dgrad, gather);
     in.add(name, g.compute_s, flops);
     in.sm_shared_s += g.compute_s - dgrad;
@@ -666,10 +681,10 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
     w.sm_shared_s += r.compute_s - wgrad;
     if (r.exposed_s > 0) in.add_comm(tp_name(d.sp ? Collective::kReduceScatter : Collective::kAllReduce), r.exposed_s);
   };
-  auto row_parallel = [&](const char* name, double in_features) {
+  auto row_parallel = [&](const char* name, double in_features, double comm_share) {
     // The backward of the forward's reduce-scatter is an all-gather of the output gradient.
     if (comm && d.sp)
-      in.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
+      in.add_comm(tp_name(Collective::kAllGather), comm_share * tp_comm_s(Collective::kAllGather, d.activation_bytes));
     add_fp8_cast(in, "fp8_cast_bwd", tokens_ * d.hidden);
     in.add(name, linear_gemm_s(tokens_, in_features / d.tp, d.hidden) + bias_grad_s(d.rank_tokens, d.hidden),
            2.0 * tokens_ * d.hidden * in_features / d.tp);
@@ -678,16 +693,16 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
 
   residual_backward(in);
   moe_unpermute(in, d, "moe_unpermute_bwd");
-  row_parallel("mlp_down_bwd", d.ffn);
+  row_parallel("mlp_down_bwd", d.ffn, mlp_tp_comm_share());
   add_memory(in, model_.activation == Activation::kSwiGLU ? "swiglu_bwd" : "gelu_bwd",
              (model_.activation == Activation::kSwiGLU ? 5.0 : 3.0) * d.element_bytes * tokens_ * d.ffn / d.tp);
-  column_parallel("mlp_up_bwd", d.mlp_up_width);
+  column_parallel("mlp_up_bwd", d.mlp_up_width, mlp_tp_comm_share());
   moe_routing_backward(in, w, d);
   add_memory(in, "norm_bwd", 3.0 * d.element_bytes * d.rank_tokens * d.hidden);
   residual_backward(in);
-  row_parallel("attn_out_bwd", d.q_width);
+  row_parallel("attn_out_bwd", d.q_width, 1.0);
   in.append(attention_core_backward());
-  column_parallel("qkv_bwd", d.q_width + 2.0 * d.kv_width);
+  column_parallel("qkv_bwd", d.q_width + 2.0 * d.kv_width, 1.0);
   add_memory(in, "norm_bwd", 3.0 * d.element_bytes * d.rank_tokens * d.hidden);
 }
 

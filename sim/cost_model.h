@@ -195,6 +195,8 @@ class CostModel {
     double rank_tokens = 0;       // tokens this rank's norms, dropouts and residuals see: b·s, or b·s/tp under SP
     double activation_bytes = 0;  // one b·s·h activation: the payload of the TP collectives
   };
+  double routed_rows() const;
+  double mlp_tp_comm_share() const;
   void moe_routing_forward(PassCost& p, const LayerDims& d) const;
   void moe_unpermute(PassCost& p, const LayerDims& d, const char* name) const;
   void add_ep_all_to_all(PassCost& p, const LayerDims& d, const char* what) const;

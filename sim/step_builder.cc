@@ -311,10 +311,11 @@ void StepBuilder::add_optimizer(int s) {
   opt.kind = OpKind::kOptimizer;
   opt.stream = StepGraph::stream_of(s, StreamKind::kCompute);
   opt.stage = static_cast<std::int16_t>(s);
-  // ZeRO shards the routed experts' states over the expert-data-parallel group (zero_shards / ep).
+  // ZeRO shards the routed experts' states over the expert-data-parallel group.
   const double experts = cost_.stage_expert_params(s);
   const double shards = c_.zero >= 1 ? static_cast<double>(c_.zero_shards()) : 1.0;
-  const double shard = (cost_.stage_params(s) - experts) / shards + experts / (c_.zero >= 1 ? shards / c_.ep : 1.0);
+  const double expert_shards = c_.zero >= 1 ? static_cast<double>(c_.expert_grad_ranks()) : 1.0;
+  const double shard = (cost_.stage_params(s) - experts) / shards + experts / expert_shards;
   opt.duration = to_ns(cost_.optimizer_s(shard) + cost_.fp8_weight_cast_s(s));
   const std::int32_t optimizer = add(opt);
   if (last_dp_ >= 0) graph_.depend(optimizer, last_dp_);

@@ -133,7 +133,7 @@ Unit make_experts_unit(const ModelSpec& m, const LocalDims& d, int layer) {
   UnitBuilder b(u);
   const float std_in = 0.02f;
   const float std_out = 0.02f / std::sqrt(2.0f * static_cast<float>(m.layers));
-  const std::int64_t r = d.tp_rank;
+  const std::int64_t r = d.experts_whole ? 0 : d.tp_rank;  // this rank's slice of each expert's width
   for (int e = d.first_expert; e < d.first_expert + d.local_experts; ++e) {
     const std::string p = fmt::format("layers.{}.mlp.experts.{}.", layer, e);
     b.add(p + "fc.weight", expert_param_id(layer, e, 0), d.expert_ffn_in, m.hidden, ParamInit::kNormal, std_in,
@@ -228,10 +228,10 @@ RuleStatus check_runnable(const ModelSpec& m, const TrainingSpec& t, const Paral
   if (auto s = check_context_parallel(c.cp); !s) return s;
   if (auto s = check_model_inputs(m, t.seq_len > 0 ? t.seq_len : m.seq_len); !s) return s;
   if (auto s = check_config(m, t, c, StageSplit::kUneven); !s) return s;
-  if (m.moe.active() && (m.moe.expert_ffn % c.tp != 0 || m.moe.shared_ffn % c.tp != 0))
+  if (m.moe.active() && (m.moe.expert_ffn % c.expert_tp() != 0 || m.moe.shared_ffn % c.tp != 0))
     return executor_limit(rule::kModelShape,
-                          fmt::format("expert ffn {} and shared expert ffn {} must be multiples of tp {}",
-                                      m.moe.expert_ffn, m.moe.shared_ffn, c.tp));
+                          fmt::format("expert ffn {} must be a multiple of etp {} and shared expert ffn {} of tp {}",
+                                      m.moe.expert_ffn, c.expert_tp(), m.moe.shared_ffn, c.tp));
   if (c.schedule == Schedule::kZeroBubble)
     return executor_limit(rule::kZeroBubbleSchedule, "the executor runs gpipe, 1f1b and interleaved, not zb");
   if (t.precision != Precision::kBf16)
@@ -263,7 +263,8 @@ StageLayout make_stage_layout(const ModelSpec& m, const ParallelConfig& c, int t
     d.experts_per_token = m.moe.experts_per_token;
     d.local_experts = m.moe.experts / c.ep;
     d.first_expert = ep_rank * d.local_experts;
-    d.expert_ffn = m.moe.expert_ffn / c.tp;
+    d.experts_whole = c.expert_tp() != c.tp;
+    d.expert_ffn = m.moe.expert_ffn / c.expert_tp();
     d.expert_ffn_in = gated * d.expert_ffn;
     d.shared_ffn = m.moe.shared_ffn / c.tp;
     d.shared_ffn_in = gated * d.shared_ffn;
@@ -318,7 +319,7 @@ StageLayout make_stage_layout(const ModelSpec& m, const ParallelConfig& c, int t
   // Padded to a multiple of the ranks sharing it (ZeRO's shards; the executor has no CP yet, so these
   // are the dp ranks, or the expert-data-parallel ones for routed experts).
   for (auto& u : s.units) {
-    const int shards = u.experts() ? c.dp / c.ep : c.dp;
+    const int shards = u.experts() ? c.expert_grad_ranks() : c.dp;
     u.padded = (u.size + shards - 1) / shards * shards;
   }
   return s;

@@ -66,6 +66,7 @@ struct LocalDims {
   // all and this rank's [first_expert, first_expert + local_experts) of them; the shared expert's width.
   int experts = 0, experts_per_token = 0, local_experts = 0, first_expert = 0;
   int expert_ffn = 0, expert_ffn_in = 0, shared_ffn = 0, shared_ffn_in = 0;
+  bool experts_whole = false;  // expert TP 1 under TP > 1: each rank routes its own rows to whole experts
 };
 
 struct StageLayout {

@@ -70,6 +70,7 @@ class GptStage {
   std::int64_t local_tokens() const { return tp_.local_tokens(tokens()); }
   int hidden() const { return model_.hidden; }
   double moe_imbalance() const { return layer_.moe_imbalance(); }
+  double moe_imbalance_min() const { return layer_.moe_imbalance_min(); }
   // Tests: keep a host copy of the last micro-batch's logits (before they become gradients).
   bool keep_logits = false;
   std::vector<float> logits;

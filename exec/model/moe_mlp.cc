@@ -99,8 +99,11 @@ void MoeMlp::route(const std::vector<float>& logits, std::int64_t tokens, MoeCac
       c.expert_offset[e + 1] += received[static_cast<std::size_t>(q * L + e)];
     }
   for (int e = 0; e < L; ++e) c.expert_offset[e + 1] += c.expert_offset[e];
-  if (copies > 0)
-    max_imbalance_ = std::max(max_imbalance_, static_cast<double>(c.expert_offset[L]) / static_cast<double>(copies));
+  if (copies > 0) {
+    const double share = static_cast<double>(c.expert_offset[L]) / static_cast<double>(copies);
+    max_imbalance_ = std::max(max_imbalance_, share);
+    min_imbalance_ = min_imbalance_ > 0 ? std::min(min_imbalance_, share) : share;
+  }
   c.to_expert_major.clear();
   c.to_source_major.clear();
   if (ep == 1) return;  // what arrives is already in expert order
@@ -143,22 +146,25 @@ Tensor MoeMlp::reorder(Tensor in, const std::vector<int>& index, MemoryCategory 
   return out;
 }
 
-Tensor MoeMlp::forward(OpSlices& op, const MoeWeights& w, ConstTensorRef m_in, std::int64_t T, MoeCache& c) {
+MoeOutput MoeMlp::forward(OpSlices& op, const MoeWeights& w, ConstTensorRef m_in, const Tensor& ln2_local,
+                          std::int64_t T, MoeCache& c) {
   const int h = dims_.hidden, E = dims_.experts, k = dims_.experts_per_token, L = dims_.local_experts;
-  const std::int64_t copies = T * k;
+  // The rows this rank routes: every token (expert TP = TP), or its own (whole experts, under SP).
+  const ConstTensorRef x = dims_.experts_whole ? ConstTensorRef(ln2_local.ref()) : m_in;
+  const std::int64_t R = dims_.experts_whole ? ln2_local.rows() : T, copies = R * k;
   op.next("router");
-  std::vector<float> host(static_cast<std::size_t>(T * E));
+  std::vector<float> host(static_cast<std::size_t>(R * E));
   {
-    Tensor logits = act(T, E, kWork);
-    backend_.gemm(false, true, static_cast<int>(T), E, h, 1.0f, m_in, h, w.router_w, h, 0.0f, logits.ref(), E);
-    backend_.to_host(host.data(), logits.ref(), T * E);
+    Tensor logits = act(R, E, kWork);
+    backend_.gemm(false, true, static_cast<int>(R), E, h, 1.0f, x, h, w.router_w, h, 0.0f, logits.ref(), E);
+    backend_.to_host(host.data(), logits.ref(), R * E);
   }
   op.end();
-  route(host, T, c);
+  route(host, R, c);
 
   op.next("moe_permute");
   Tensor send = act(copies, h, kWork);
-  backend_.index_rows(send.ref(), m_in, c.send_token.data(), copies, h);
+  backend_.index_rows(send.ref(), x, c.send_token.data(), copies, h);
   Tensor send_probs = backend_.empty(copies, 1, kWork);
   {
     std::vector<float> probs(static_cast<std::size_t>(copies));
@@ -198,27 +204,36 @@ Tensor MoeMlp::forward(OpSlices& op, const MoeWeights& w, ConstTensorRef m_in, s
                     nullptr, nullptr, shared.ref());
   }
   op.next("moe_unpermute");
-  Tensor out = act(T, h, kWork);
-  backend_.sum_indexed_rows(out.ref(), back.ref(), c.position.data(), T, k, h);
+  Tensor routed = act(R, h, kWork);
+  backend_.sum_indexed_rows(routed.ref(), back.ref(), c.position.data(), R, k, h);
   back.reset();
-  if (!shared.empty()) backend_.add(out.ref(), out.ref(), shared.ref(), out.numel());
+  MoeOutput out;
+  if (dims_.experts_whole) {  // the routed output is this rank's rows, whole; the shared expert's a TP sum
+    out.local = std::move(routed);
+    out.partial = std::move(shared);
+  } else {
+    if (!shared.empty()) backend_.add(routed.ref(), routed.ref(), shared.ref(), routed.numel());
+    out.partial = std::move(routed);
+  }
   op.end();
   return out;
 }
 
-Tensor MoeMlp::backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g, const Tensor& dy_local,
-                        const Tensor& ln2_local, std::int64_t T, MoeCache& c, Tensor* router_dx) {
+MoeOutput MoeMlp::backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g, const Tensor& dy_local,
+                           const Tensor& ln2_local, std::int64_t T, MoeCache& c) {
   const int h = dims_.hidden, E = dims_.experts, k = dims_.experts_per_token, L = dims_.local_experts;
-  const std::int64_t copies = T * k;
+  const std::int64_t R = dims_.experts_whole ? ln2_local.rows() : T, copies = R * k;
   // The combine's backward: each copy takes its token's output gradient, dispatched as the forward was.
   // The shared expert's backward runs first, so that at most one gathered [tokens, h] tensor is alive.
   Tensor send = act(copies, h, kWork);
   Tensor shared_dx;
   {
     Tensor gathered;
-    ConstTensorRef dy = tp_.gather_rows(dy_local, gathered);
+    const bool gather = !dims_.experts_whole || dims_.shared_ffn > 0;
+    ConstTensorRef dy = gather ? tp_.gather_rows(dy_local, gathered) : ConstTensorRef(dy_local.ref());
     op.next("moe_unpermute_bwd");
-    backend_.index_rows(send.ref(), dy, c.send_token.data(), copies, h);
+    backend_.index_rows(send.ref(), dims_.experts_whole ? ConstTensorRef(dy_local.ref()) : dy, c.send_token.data(),
+                        copies, h);
     if (dims_.shared_ffn > 0) {
       const MlpWeights sw{w.shared_fc_w, nullptr, w.shared_proj_w};
       const MlpGrads sg{g.shared_fc_w, nullptr, g.shared_proj_w};
@@ -275,7 +290,7 @@ Tensor MoeMlp::backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g, co
   op.end();
   dfc.reset();
   c.x.reset();
-  if (tp_.size() > 1) {  // each TP rank's slice of the experts' width gave part of every dot product
+  if (tp_.size() > 1 && !dims_.experts_whole) {  // each TP rank's slice of the width gave part of every dot
     TraceScope scope(tracer_, trace_names::collective(Collective::kAllReduce, "tp"), "comm", kCommLane);
     tp_.comm().all_reduce(dprob.ref(), rows, ReduceOp::kSum);
   }
@@ -283,11 +298,18 @@ Tensor MoeMlp::backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g, co
   Tensor back_prob =
       exchange(reorder(std::move(dprob), c.to_source_major, kWork), c.recv_rows, c.send_rows, "dispatch_bwd");
   op.next("moe_permute_bwd");
-  Tensor dm = act(T, h, kWork);
-  backend_.sum_indexed_rows(dm.ref(), back.ref(), c.position.data(), T, k, h);
+  Tensor dm = act(R, h, kWork);
+  backend_.sum_indexed_rows(dm.ref(), back.ref(), c.position.data(), R, k, h);
   back.reset();
-  if (!shared_dx.empty()) backend_.axpy(dm.ref(), 1.0f, shared_dx.ref(), dm.numel());
-  shared_dx.reset();
+  MoeOutput out;
+  if (dims_.experts_whole) {
+    out.local = std::move(dm);
+    out.partial = std::move(shared_dx);
+  } else {
+    if (!shared_dx.empty()) backend_.axpy(dm.ref(), 1.0f, shared_dx.ref(), dm.numel());
+    shared_dx.reset();
+    out.partial = std::move(dm);
+  }
 
   // The router: softmax over each token's k chosen logits, so d logit_j = p_j (g_j − Σ_i p_i g_i) for the
   // chosen experts and 0 for the rest.
@@ -295,8 +317,8 @@ Tensor MoeMlp::backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g, co
   std::vector<float> dp(static_cast<std::size_t>(copies));
   backend_.to_host(dp.data(), back_prob.ref(), copies);
   back_prob.reset();
-  std::vector<float> dlogits(static_cast<std::size_t>(T * E), 0.0f);
-  for (std::int64_t t = 0; t < T; ++t) {
+  std::vector<float> dlogits(static_cast<std::size_t>(R * E), 0.0f);
+  for (std::int64_t t = 0; t < R; ++t) {
     float mean = 0.0f;
     for (int j = 0; j < k; ++j) mean += c.prob[t * k + j] * dp[c.position[t * k + j]];
     for (int j = 0; j < k; ++j) {
@@ -304,16 +326,23 @@ Tensor MoeMlp::backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g, co
       dlogits[static_cast<std::size_t>(t * E + c.expert[copy])] = c.prob[copy] * (dp[c.position[copy]] - mean);
     }
   }
-  Tensor dl = act(T, E, kWork);
-  backend_.from_host(dl.ref(), dlogits.data(), T * E);
-  *router_dx = act(T, h, kWork);
-  backend_.gemm(false, false, static_cast<int>(T), h, E, 1.0f, dl.ref(), E, w.router_w, h, 0.0f, router_dx->ref(), h);
+  Tensor dl = act(R, E, kWork);
+  backend_.from_host(dl.ref(), dlogits.data(), R * E);
+  // The router's input gradient is whole on every TP rank: this rank's rows join the local output.
+  const std::int64_t first = dims_.experts_whole ? 0 : tp_.first_local_token(T), local = ln2_local.rows();
+  if (out.local.empty()) {
+    out.local = act(local, h, kWork);
+    backend_.gemm(false, false, static_cast<int>(local), h, E, 1.0f, dl.ref() + first * E, E, w.router_w, h, 0.0f,
+                  out.local.ref(), h);
+  } else {
+    backend_.gemm(false, false, static_cast<int>(local), h, E, 1.0f, dl.ref() + first * E, E, w.router_w, h, 1.0f,
+                  out.local.ref(), h);
+  }
   // The weight's gradient from this rank's rows (under SP a partial sum the store adds over TP).
-  const std::int64_t first = tp_.first_local_token(T), local = ln2_local.rows();
   backend_.gemm(true, false, E, h, static_cast<int>(local), 1.0f, dl.ref() + first * E, E, ln2_local.ref(), h, 1.0f,
                 g.router_w, h);
   op.end();
-  return dm;
+  return out;
 }
 
 }  // namespace loom::exec

@@ -5,10 +5,13 @@
 // probability applied to the activation, the outputs go back (a second all-to-all) and each token's k
 // copies are summed; a shared expert, when the model has one, runs on every token beside them.
 //
-// Expert tensor parallelism is the layer's TP: every TP rank routes the same (full) token rows, holds its
-// slice of every local expert's width, and the block's output is a partial sum over TP that the layer
-// reduces as it does a dense MLP's. The probabilities' gradients, partial over TP as well, are summed
-// over TP before they return to the router; the router's weight is replicated on the TP ranks.
+// Expert tensor parallelism is the layer's TP by default: every TP rank routes the same (full) token rows,
+// holds its slice of every local expert's width, and the block's output is a partial sum over TP that the
+// layer reduces as it does a dense MLP's. The probabilities' gradients, partial over TP as well, are
+// summed over TP before they return to the router; the router's weight is replicated on the TP ranks.
+// With expert TP 1 (LocalDims::experts_whole, under SP) each TP rank routes its own rows to whole experts
+// over an EP group that may span its TP peers (Megatron-core's MoE parallel folding): the routed output
+// is complete for those rows, and only a shared expert's output is a TP sum.
 #pragma once
 
 #include <cstdint>
@@ -52,22 +55,30 @@ struct MoeCache {
   Tensor shared_fc, shared_act;  // the shared expert's, all tokens
 };
 
+// A block's output (or its input's gradient): `partial` over all tokens, a sum over TP ranks still to be
+// reduced, and `local` this rank's rows, complete. Either may be empty.
+struct MoeOutput {
+  Tensor partial, local;
+};
+
 class MoeMlp {
  public:
   // `ep`: the expert-parallel group (null: a group of one).
   MoeMlp(const ModelSpec& model, const LocalDims& dims, Backend& backend, TensorParallel& tp, Communicator* ep,
          Tracer* tracer);
 
-  // m_in: the block input, all token rows [tokens, h]. Returns the partial output [tokens, h] (workspace).
-  Tensor forward(OpSlices& op, const MoeWeights& w, ConstTensorRef m_in, std::int64_t tokens, MoeCache& c);
-  // dy_local and ln2_local: the output's gradient and the block input as this rank keeps them (its own
-  // rows under sequence parallelism). Returns the input's gradient through the experts, partial over TP;
-  // *router_dx receives the router's share of it [tokens, h], the same on every TP rank (add it after the
-  // TP reduction).
-  Tensor backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g, const Tensor& dy_local, const Tensor& ln2_local,
-                  std::int64_t tokens, MoeCache& c, Tensor* router_dx);
+  // m_in: the block input, all token rows [tokens, h]; ln2_local: the same as this rank keeps it (its own
+  // rows under sequence parallelism). Returns the output (workspace).
+  MoeOutput forward(OpSlices& op, const MoeWeights& w, ConstTensorRef m_in, const Tensor& ln2_local,
+                    std::int64_t tokens, MoeCache& c);
+  // dy_local: the output's gradient as this rank keeps it. Returns the input's gradient; its local part
+  // holds the router's share (the same on every TP rank).
+  MoeOutput backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g, const Tensor& dy_local,
+                     const Tensor& ln2_local, std::int64_t tokens, MoeCache& c);
   // The most rows this rank's experts received in one dispatch over the mean, tokens·k (0: none yet).
   double max_imbalance() const { return max_imbalance_; }
+  // The fewest, likewise (0: none yet).
+  double min_imbalance() const { return min_imbalance_; }
 
  private:
   void route(const std::vector<float>& logits, std::int64_t tokens, MoeCache& c);
@@ -88,7 +99,7 @@ class MoeMlp {
   Communicator& ep_;
   Tracer* tracer_;
   Mlp experts_, shared_;
-  double max_imbalance_ = 0;
+  double max_imbalance_ = 0, min_imbalance_ = 0;
 };
 
 }  // namespace loom::exec

@@ -74,6 +74,15 @@ void TransformerLayer::norm_backward(TensorRef dx, float* dw, float* db, ConstTe
     backend_.rmsnorm_backward(dx, dw, dout, x.ref(), w, stats.data(), rows, h);
 }
 
+// A TP sum over all rows reduced to this rank's, plus a part already whole for them (an MoE layer's
+// routed output under expert TP 1, the router's input gradient); either may be empty.
+Tensor TransformerLayer::combine_local(Tensor partial, Tensor whole) {
+  if (partial.empty()) return whole;
+  Tensor local = tp_.reduce_rows(std::move(partial), kWork);
+  if (!whole.empty()) backend_.axpy(local.ref(), 1.0f, whole.ref(), local.numel());
+  return local;
+}
+
 Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c, Recompute recompute, int layer,
                                  std::int64_t first_sequence, const MoeWeights* moe) {
   const std::int64_t T = tokens();
@@ -129,12 +138,14 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
   op.next("norm");
   norm_forward(c.ln2, c.stats2, c.x2, w.ln2_w, w.ln2_b);
   Tensor f2;
+  MoeOutput moe_out;
   {
     Tensor gathered;
     op.end();
     ConstTensorRef m_in = tp_.gather_rows(c.ln2, gathered);
     if (moe != nullptr) {
-      f2 = moe_.forward(op, *moe, m_in, T, c.moe);
+      moe_out = moe_.forward(op, *moe, m_in, c.ln2, T, c.moe);
+      f2 = std::move(moe_out.partial);
     } else {
       c.fc = act(T, dims_.ffn_in, kAct);
       c.act = act(T, dims_.ffn, kAct);
@@ -143,7 +154,7 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
     }
   }
   op.end();
-  Tensor f2_local = tp_.reduce_rows(std::move(f2), kWork);
+  Tensor f2_local = combine_local(std::move(f2), std::move(moe_out.local));
   op.next("residual");
   if (!w.fc2_b.null()) backend_.add_bias(f2_local.ref(), w.fc2_b, f2_local.rows(), h);
   if (dropout) {
@@ -192,9 +203,11 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
   if (g.fc2_b != nullptr) backend_.bias_grad(g.fc2_b, dy.ref(), dy.rows(), h);
   Tensor dx2 = act(dy_in.rows(), h, kWork);
   {
-    Tensor dm, router_dx;
+    Tensor dm, dm_whole;
     if (moe != nullptr) {
-      dm = moe_.backward(op, *moe, *moe_grads, dy, c.ln2, T, c.moe, &router_dx);
+      MoeOutput d_in = moe_.backward(op, *moe, *moe_grads, dy, c.ln2, T, c.moe);
+      dm = std::move(d_in.partial);
+      dm_whole = std::move(d_in.local);
     } else {
       const MlpWeights mw{w.fc_w, w.fc_b, w.fc2_w};
       const MlpGrads mg{g.fc_w, g.fc_b, g.fc2_w};
@@ -213,10 +226,7 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
       dfc.reset();
     }
     op.end();
-    Tensor dm_local = tp_.reduce_rows(std::move(dm), kWork);
-    if (!router_dx.empty())  // the router's input gradient is whole on every TP rank: added after the sum
-      backend_.axpy(dm_local.ref(), 1.0f, router_dx.ref() + tp_.first_local_token(T) * h, dm_local.numel());
-    router_dx.reset();
+    Tensor dm_local = combine_local(std::move(dm), std::move(dm_whole));
     op.next("norm_bwd");
     norm_backward(dx2.ref(), g.ln2_w, g.ln2_b, dm_local.ref(), c.x2, w.ln2_w, c.stats2);
     op.next("residual_bwd");

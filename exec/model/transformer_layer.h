@@ -83,11 +83,13 @@ class TransformerLayer {
   Tensor backward(const LayerWeights& w, const LayerGrads& g, LayerCache& cache, const Tensor& dy, Recompute recompute,
                   int layer, const MoeWeights* moe = nullptr, const MoeGrads* moe_grads = nullptr);
   double moe_imbalance() const { return moe_.max_imbalance(); }
+  double moe_imbalance_min() const { return moe_.min_imbalance(); }
 
  private:
   std::int64_t tokens() const { return static_cast<std::int64_t>(batch_) * seq_; }
   AttentionShape attention_shape() const;
   void norm_forward(Tensor& out, Tensor& stats, const Tensor& x, ConstTensorRef w, ConstTensorRef b);
+  Tensor combine_local(Tensor partial, Tensor whole);
   // Mask of `rows` local token rows × `cols` (hidden dropout) for the cache's micro-batch.
   Tensor row_mask(std::int64_t rows, std::int64_t cols, int layer, int site, std::int64_t first_sequence);
   void attention_mask(LayerCache& c, int layer);

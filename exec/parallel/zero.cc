@@ -20,7 +20,8 @@ ParameterStore::ParameterStore(const StageLayout& layout, ProcessGroups& groups,
       dp_rank_(groups.coords.dp_rank % groups.config.zero_shards()),
       buckets_(*groups.dp, tracer) {
   // Expert parallelism: routed experts reduce and shard over the expert-data-parallel group.
-  if (groups.config.ep > 1) expert_buckets_ = std::make_unique<GradientBuckets>(*groups.expert_dp, tracer);
+  if (groups.config.ep > 1 || groups.config.expert_tp() != groups.config.tp)
+    expert_buckets_ = std::make_unique<GradientBuckets>(*groups.expert_dp, tracer);
   std::int64_t full = 0, sharded = 0;
   for (const Unit& u : layout_.units) {
     offset_.push_back(full);
@@ -42,10 +43,15 @@ ParameterStore::ParameterStore(const StageLayout& layout, ProcessGroups& groups,
   if (compute_ != DType::kF32) master_ = backend_.alloc(zero_ >= 1 ? sharded : full, 1, MemoryCategory::kOptimizer);
 }
 
-bool ParameterStore::expert_sharded(const Unit& u) const { return u.experts() && groups_.config.ep > 1; }
-int ParameterStore::shards_of(const Unit& u) const { return expert_sharded(u) ? dp_ / groups_.config.ep : dp_; }
+bool ParameterStore::expert_sharded(const Unit& u) const {
+  const ParallelConfig& c = groups_.config;
+  return u.experts() && (c.ep > 1 || c.expert_tp() != c.tp);
+}
+int ParameterStore::shards_of(const Unit& u) const {
+  return expert_sharded(u) ? groups_.config.expert_grad_ranks() : dp_;
+}
 int ParameterStore::rank_in(const Unit& u) const {
-  return expert_sharded(u) ? groups_.coords.dp_rank / groups_.config.ep : dp_rank_;
+  return expert_sharded(u) ? expert_coords(groups_.config, groups_.world_rank).edp_rank : dp_rank_;
 }
 Communicator& ParameterStore::comm_of(const Unit& u) {
   return expert_sharded(u) ? *groups_.expert_dp : groups_.zero_shards();

@@ -132,6 +132,7 @@ QStringList config_tokens(const ParallelConfig& c) {
           QStringLiteral("pp%1").arg(c.pp),
           QStringLiteral("dp%1").arg(c.dp),
           c.ep > 1 ? QStringLiteral("ep%1").arg(c.ep) : QString(),
+          c.expert_tp() != c.tp ? QStringLiteral("etp%1").arg(c.expert_tp()) : QString(),
           QStringLiteral("z%1").arg(c.zero),
           c.shard_group > 0 ? QStringLiteral("shard%1").arg(c.shard_group) : QString(),
           QStringLiteral("mb%1").arg(c.micro_batch),

@@ -89,6 +89,60 @@ TEST(ConfigRules, ExpertParallelismSplitsRoutedExpertsOverTheDataParallelGroup) 
   expect_broken(c.check(), rule::kSizes, "ep 0 must be at least 1");
 }
 
+// Expert TP: tp (0, the default) or 1, whole experts, which needs SP (each TP rank routes its own
+// tokens) and lets EP fold over the TP ranks: ep divides tp·dp·cp then.
+TEST(ConfigRules, ExpertTensorParallelismIsTpOrOneAndFoldsEpOverTpRanks) {
+  Case c;
+  c.config.tp = 2;
+  c.config.dp = 8;
+  c.config.etp = 1;
+  expect_broken(c.check(), rule::kEpNeedsMoe, "etp 1 needs a mixture-of-experts model; grid has no routed experts");
+  c.model.moe.experts = 16;
+  c.model.moe.experts_per_token = 2;
+  c.model.moe.expert_ffn = 32;
+  expect_broken(c.check(), rule::kEtpNeedsSp,
+                "etp 1 below tp 2 needs sequence parallelism (each TP rank routes its own tokens to whole experts)");
+  c.config.sequence_parallel = true;
+  EXPECT_TRUE(c.check().ok()) << c.check().violation().message;
+  c.config.ep = 16;  // over tp 2 × dp 8: more than dp alone allows
+  EXPECT_TRUE(c.check().ok()) << c.check().violation().message;
+  EXPECT_EQ(c.config.expert_grad_ranks(), 1);
+  c.config.etp = 0;
+  expect_broken(c.check(), rule::kEpGradRanks,
+                "ep 16 must divide dp·cp = 8 (expert-parallel ranks come from the data-parallel group)");
+  c.config.etp = 3;
+  c.config.ep = 2;
+  expect_broken(c.check(), rule::kEtp, "etp 3 must be 1 or tp 2 (experts split over TP or whole)");
+  c.config.etp = 2;  // the same as the default
+  EXPECT_TRUE(c.check().ok()) << c.check().violation().message;
+  c.config.etp = 1;
+  c.config.ep = 1;
+  c.config.zero = 3;
+  expect_broken(c.check(), rule::kEpZero3,
+                "etp 1 with ZeRO-3 is not modelled: experts' states are sharded by ZeRO-1/2 over the "
+                "expert-data-parallel group");
+}
+
+// The expert grid orders etp, ep, edp over a stage's tp·cp·dp ranks (Megatron-core's expert rank
+// generator): with etp = tp a rank's EP rank is its dp rank mod ep; with etp 1 EP runs over TP first.
+TEST(ConfigRules, ExpertGridCoordinates) {
+  const ParallelConfig split{.tp = 2, .pp = 2, .dp = 4, .ep = 2};
+  EXPECT_EQ(split.expert_grad_ranks(), 2);
+  for (int r = 0; r < split.world_size(); ++r) {
+    const RankCoords rc = rank_coords(split, r);
+    const ExpertCoords ec = expert_coords(split, r);
+    EXPECT_EQ(ec.etp_rank, rc.tp_rank);
+    EXPECT_EQ(ec.ep_rank, rc.dp_rank % 2);
+    EXPECT_EQ(ec.edp_rank, rc.dp_rank / 2);
+  }
+  const ParallelConfig folded{.tp = 2, .pp = 2, .dp = 4, .sequence_parallel = true, .ep = 4, .etp = 1};
+  EXPECT_EQ(folded.expert_grad_ranks(), 2);
+  EXPECT_EQ(expert_coords(folded, 1).ep_rank, 1);   // tp rank 1 of dp rank 0
+  EXPECT_EQ(expert_coords(folded, 2).ep_rank, 2);   // tp rank 0 of dp rank 1
+  EXPECT_EQ(expert_coords(folded, 5).edp_rank, 1);  // dp rank 2
+  EXPECT_EQ(expert_coords(folded, 9).ep_rank, 1);   // the second stage starts over
+}
+
 TEST(ConfigRules, SizesAndWorldSize) {
   Case c;
   c.config.micro_batch = 0;

@@ -110,5 +110,11 @@ TEST(ExecResumeOtherLayout, ExpertParallelCheckpointContinuesUnderTP2xEP2AndSing
                           {{4, "--tp 2 --dp 2 --ep 2 --sp on"}, {1, ""}}, "micro_moe");
 }
 
+// Whole experts folded over TP ranks (etp 1, EP 4 over TP 2 × DP 2) back to experts split over TP.
+TEST(ExecResumeOtherLayout, ExpertTp1CheckpointContinuesUnderExpertTpEqualToTp) {
+  expect_resume_continues("resume_relayout_etp", "--tp 2 --dp 2 --sp on --etp 1 --ep 4 --zero 2",
+                          {{4, "--tp 2 --dp 2 --ep 2 --sp on"}, {1, ""}}, "micro_moe");
+}
+
 }  // namespace
 }  // namespace loom::exec::testing

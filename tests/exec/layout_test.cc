@@ -154,7 +154,15 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"TP2xEP2_SP", 4, "--tp 2 --dp 2 --ep 2 --sp on"},
                       Layout{"PP2xEP2_ZeRO2", 4, "--pp 2 --dp 2 --ep 2 --zero 2"},
                       Layout{"PP2_VPP2xEP2", 4, "--pp 2 --vpp 2 --schedule interleaved --dp 2 --ep 2"},
-                      Layout{"TP2xPP2xEP2_Full", 8, "--tp 2 --pp 2 --dp 2 --ep 2 --recompute full"}),
+                      Layout{"TP2xPP2xEP2_Full", 8, "--tp 2 --pp 2 --dp 2 --ep 2 --recompute full"},
+                      // Expert TP 1: whole experts, each TP rank routing its own rows; EP folded over the TP
+                      // ranks (EP 2 on TP 2 alone, EP 4 over TP 2 × DP 2) or not at all (experts replicated
+                      // on the TP ranks, their gradients summed over them).
+                      Layout{"TP2_ETP1_SP", 2, "--tp 2 --sp on --etp 1"},
+                      Layout{"TP2_ETP1xEP2_SP", 2, "--tp 2 --sp on --etp 1 --ep 2"},
+                      Layout{"TP2xDP2_ETP1xEP4_ZeRO1", 4, "--tp 2 --dp 2 --sp on --etp 1 --ep 4 --zero 1"},
+                      Layout{"TP2xPP2_ETP1xEP2_Selective", 4,
+                             "--tp 2 --pp 2 --sp on --etp 1 --ep 2 --recompute selective"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Each EP rank holds its share of the routed experts, and the ranks of a TP × EP layout hold every

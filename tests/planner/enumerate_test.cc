@@ -157,6 +157,38 @@ TEST(Enumerate, ExpertParallelSizesForMixtureOfExpertsModels) {
   EXPECT_EQ(eps(space), (std::set<int>{4}));
 }
 
+// Under TP an MoE model's search also tries whole experts (etp 1), only with SP, and then EP sizes
+// dividing tp·dp (here 16 = tp 2 × dp 8) as well as dp; --etp restricts it.
+TEST(Enumerate, ExpertTensorParallelOneFoldsEpOverTpRanks) {
+  ModelSpec m = *model_preset("llama2-7b");
+  m.moe.experts = 16;
+  m.moe.experts_per_token = 2;
+  m.moe.expert_ffn = 2048;
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  TrainingSpec t{.gpus = 16, .global_batch = 64, .seq_len = 4096};
+  SearchSpace space;
+  space.tp = {2};
+  space.pp = {1};
+  auto layouts = [&](const SearchSpace& s) {
+    auto e = enumerate_configs(m, t, cluster, s);
+    EXPECT_TRUE(e.ok()) << e.error().message;
+    std::set<std::pair<int, int>> out;  // (etp, ep)
+    for (const auto& c : e->legal) {
+      out.insert({c.expert_tp(), c.ep});
+      if (c.expert_tp() == 1) EXPECT_TRUE(c.sequence_parallel) << describe(c);
+    }
+    return out;
+  };
+  const auto both = layouts(space);
+  EXPECT_TRUE(both.count({2, 8}));  // dp 8: experts split over TP, EP up to 8
+  EXPECT_FALSE(both.count({2, 16}));
+  EXPECT_TRUE(both.count({1, 16}));  // whole experts: EP 16 over tp 2 × dp 8
+  space.etp = {1};
+  for (const auto& [etp, ep] : layouts(space)) EXPECT_EQ(etp, 1);
+  space.etp = {2};  // = tp: the default
+  for (const auto& [etp, ep] : layouts(space)) EXPECT_EQ(etp, 2);
+}
+
 TEST(Enumerate, NoUsableLayoutIsAnError) {
   Gpt3Case s;
   // 96 heads and a batch of 1536 do not divide by 97, and 97 stages are more than the 96 layers

@@ -290,6 +290,12 @@ TEST(MemoryModel, MixtralLayerActivationsFollowTheHandDerivation) {
   const double ep_expected = 4 * 2 * s * h / 4 + routed * s * (2 * h + 4) +
                              (2 * s * (q + 2 * kv) + 2 * s * q + 3 * 2 * s * routed * f + flash) / 4;
   EXPECT_NEAR(activation_bytes_per_layer(*m, t, c), ep_expected, 1.0);
+  // Whole experts (etp 1): each TP rank routes its own s/tp tokens, so the routed copies split over TP
+  // too; the experts' activations are as many values (1/tp of the rows at the full width).
+  c.etp = 1;
+  const double etp1_expected = 4 * 2 * s * h / 4 + routed * s / 4 * (2 * h + 4) +
+                               (2 * s * (q + 2 * kv) + 2 * s * q + 3 * 2 * s * routed * f + flash) / 4;
+  EXPECT_NEAR(activation_bytes_per_layer(*m, t, c), etp1_expected, 1.0);
 }
 
 // Expert parallelism: Mixtral-8x7B on 64 H100s, TP 1 · PP 2 · DP 32 with EP 8, ZeRO-1. Each rank holds

@@ -6,6 +6,7 @@
 #include "core/json_io.h"
 #include "core/partition.h"
 #include "core/presets.h"
+#include "core/trace_names.h"
 #include "sim/cost_model.h"
 #include "sim/simulator.h"
 
@@ -654,6 +655,49 @@ TEST(CostModel, SeparateBiasAddsAreChargedOnlyWhereTheCostFileMeasuredThem) {
 
 namespace loom::sim {
 namespace {
+
+// Expert TP 1 (whole experts, SP): each TP rank dispatches its own s/tp tokens, the EP ranks are
+// consecutive (8 of them inside a node even under TP 2), and an MoE layer without a shared expert runs
+// no TP collective around its MLP; the attention's stay.
+TEST(CostModel, ExpertTensorParallelOneDropsTheMlpTpCollectives) {
+  ModelSpec m = *model_preset("llama2-7b");
+  m.moe.experts = 16;
+  m.moe.experts_per_token = 2;
+  m.moe.expert_ffn = 4096;
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  const CollectiveModel collectives(cluster);
+  TrainingSpec t{.gpus = 16, .global_batch = 64, .seq_len = 4096};
+  auto count = [](const PassCost& p, const std::string& prefix) {
+    int n = 0;
+    double s = 0;
+    for (const auto& seg : p.segments)
+      if (seg.name.starts_with(prefix) && seg.seconds > 0) {
+        ++n;
+        s += seg.seconds;
+      }
+    return std::pair<int, double>{n, s};
+  };
+  ParallelConfig c{.tp = 2, .dp = 8, .zero = 1, .sequence_parallel = true, .ep = 8};
+  const CostModel split(m, t, c, cluster, collectives);
+  c.etp = 1;
+  const CostModel whole(m, t, c, cluster, collectives);
+  const ChunkCost s = split.chunk(0, 0, false), w = whole.chunk(0, 0, false);
+  const std::string gather = trace_names::collective(Collective::kAllGather, "tp");
+  const std::string scatter = trace_names::collective(Collective::kReduceScatter, "tp");
+  // Per layer two of each with experts split over TP (attention and MLP), one with whole experts.
+  EXPECT_EQ(count(s.forward, gather).first - count(w.forward, gather).first, m.layers);
+  EXPECT_EQ(count(s.forward, scatter).first - count(w.forward, scatter).first, m.layers);
+  EXPECT_GE(count(s.forward, gather).first, 2 * m.layers);
+  // The same bytes leave each rank (its own tokens' copies): with whole experts the 8 EP ranks are
+  // consecutive, one node; split over TP they are 2 apart and span two nodes.
+  const double bytes = t.activation_bytes * 4096 / 2 * m.hidden * 2;
+  EXPECT_NEAR(count(w.forward, "all_to_all ep").second,
+              2 * m.layers * collectives.time_s(Collective::kAllGather, bytes, {8, 8}), 1e-12);
+  EXPECT_LT(count(w.forward, "all_to_all ep").second, count(s.forward, "all_to_all ep").second);
+  EXPECT_LT(w.forward.seconds, s.forward.seconds);
+  // Each rank holds 2 whole experts instead of halves of 2: twice the routed-expert parameters.
+  EXPECT_NEAR(whole.stage_expert_params(0), 2 * split.stage_expert_params(0), 1.0);
+}
 
 // Expert parallelism: each MoE layer's pass pays an all-to-all on the EP group to dispatch its
 // tokens' k copies and one to combine them (forward; the backward the same), on intra-node links while
