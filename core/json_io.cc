@@ -237,6 +237,7 @@ Json to_json(const TrainingSpec& t) {
   j["zero3_unit"] = to_string(t.zero3_unit);
   if (!t.framework.empty()) j["framework"] = t.framework;
   if (t.moe_imbalance != 1.0) j["moe_imbalance"] = t.moe_imbalance;
+  if (t.moe_shared_expert_overlap) j["moe_shared_expert_overlap"] = true;
   return j;
 }
 
@@ -260,6 +261,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.tp_comm_overlap = r.boolean("tp_comm_overlap", true);
   t.framework = r.string("framework", std::string());
   t.moe_imbalance = r.number("moe_imbalance", 1.0, 1.0, 1e3);
+  t.moe_shared_expert_overlap = r.boolean("moe_shared_expert_overlap", false);
   const std::string unit = r.string("zero3_unit", std::string(to_string(Zero3Unit::kLayer)));
   if (!r.ok()) return make_error(r.error());
   const auto zero3_unit = parse_zero3_unit(unit);

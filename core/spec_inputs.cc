@@ -70,6 +70,7 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
   t.allow_cross_node_tp = in.allow_cross_node_tp;
   t.pipeline_sends_block = in.sync_pipeline_sends;
   t.moe_imbalance = in.moe_imbalance;
+  t.moe_shared_expert_overlap = in.moe_shared_expert_overlap;
   if (in.grad_bytes != 0) t.grad_bytes = in.grad_bytes;
   if (!in.attention.empty()) t.attention = *parse_attention_kernel(in.attention);
   // The stack's behaviours where no flag set them: a flag given wins over its framework.

@@ -27,6 +27,7 @@ struct SpecInputs {
   int grad_bytes = 0;  // 0: the default of TrainingSpec
   bool sync_pipeline_sends = false;
   double moe_imbalance = 1.0;
+  bool moe_shared_expert_overlap = false;
 };
 
 struct Specs {
@@ -64,6 +65,8 @@ void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
         "a stage waits for its pipeline send before its next pass (Megatron-LM's batch_p2p_sync)", false);
   visit("--moe-imbalance", in.moe_imbalance,
         "expert parallelism: the busiest EP rank's routed tokens over the mean (default 1: balanced)", false);
+  visit("--moe-shared-expert-overlap", in.moe_shared_expert_overlap,
+        "the shared expert runs beside the EP dispatch and combine all-to-alls (Megatron-core's flag)", false);
 }
 
 }  // namespace loom

@@ -49,6 +49,11 @@ struct TrainingSpec {
   // references hold no measured max/mean value to default to (../shared/reference/modern-parallelism.md
   // §6 has only how little it moves with EP: ≤ 5 % from EP 4 to 32), so the plan states what it assumed.
   double moe_imbalance = 1.0;
+  // An MoE layer's shared expert runs on its own stream while the dispatch and combine all-to-alls are
+  // in flight, its up projection beside the dispatch and its down projection beside the combine
+  // (Megatron-core --moe-shared-expert-overlap, off by default; moe/shared_experts.py). false: the
+  // all-to-alls are waited for.
+  bool moe_shared_expert_overlap = false;
 };
 
 // Plain fp32 training, as Loom's CPU executor runs: fp32 parameters (no master copy), gradients

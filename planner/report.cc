@@ -159,9 +159,12 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
       t.framework.empty() ? "" : " (`loom frameworks` gives each behaviour's source)"));
   if (m.moe.active())
     lines.push_back(fmt::format(
-        "experts: EP splits each MoE layer's routed experts over ep ranks of the dp·cp group (expert TP = TP); "
-        "token dispatch and combine are all-to-alls on the EP group, not overlapped with compute; the busiest EP "
-        "rank routes {:.2f}x the mean tokens (--moe-imbalance; 1 = balanced, assumed, not measured)",
+        "experts: EP splits each MoE layer's routed experts over ep ranks of the dp·cp group (expert TP = TP, or 1 "
+        "where the EP column says etp1); token dispatch and combine are all-to-alls on the EP group, {}; the busiest "
+        "EP rank routes {:.2f}x the mean tokens (--moe-imbalance; 1 = balanced, assumed: loom run logs the measured "
+        "one)",
+        m.moe.shared_ffn > 0 && t.moe_shared_expert_overlap ? "the shared expert running beside them"
+                                                            : "not overlapped with compute",
         t.moe_imbalance));
   lines.push_back(
       fmt::format("memory: most loaded pipeline stage; buf = communication buffers + one layer's backward "

@@ -529,16 +529,43 @@ void CostModel::moe_unpermute(PassCost& p, const LayerDims& d, const char* name)
 // tokens back, T_local·k·h elements each way, of which (ep−1)/ep leave the rank (routing spread evenly
 // over the experts); the combine returns the outputs the same way, and the backward repeats both with
 // gradients. An all-to-all moves the all-gather's (n−1)/n of the per-rank bytes (nccl-tests
-// PERFORMANCE.md), so it is costed as one, on the EP group's links. Not overlapped with compute:
-// Megatron-core overlaps it only with --overlap-moe-expert-parallel-comm (and --delay-wgrad-compute).
-// The expert tensor parallelism's gathers are the layer's TP collectives already charged.
+// PERFORMANCE.md), so it is costed as one, on the EP group's links. Not overlapped with the routed
+// experts: Megatron-core overlaps it with another micro-batch's compute only with
+// --overlap-moe-expert-parallel-comm (and --delay-wgrad-compute), not modelled. With
+// --moe-shared-expert-overlap the shared expert's GEMMs run beside it (shared_expert_beside_s), on the
+// SMs the all-to-all leaves them. The expert tensor parallelism's gathers are the layer's TP collectives
+// already charged.
 void CostModel::add_ep_all_to_all(PassCost& p, const LayerDims& d, const char* what) const {
   if (config_.ep <= 1) return;
   const double bytes =
       d.element_bytes * d.rank_tokens * d.hidden * model_.moe.experts_per_token * training_.moe_imbalance;
   static const std::string name = trace_names::collective("all_to_all", "ep");
-  p.add_ep_comm(name + " " + what,
-                model_.moe_layer_fraction() * collectives_.time_s(Collective::kAllGather, bytes, ep_group()));
+  const double f = model_.moe_layer_fraction();
+  const double a2a = collectives_.time_s(Collective::kAllGather, bytes, ep_group());
+  const double beside = shared_expert_beside_s(what);
+  if (beside <= 0) {
+    p.add_ep_comm(name + " " + what, f * a2a);
+    return;
+  }
+  // The shared expert's GEMM is already charged in full with the MLP's; what the all-to-all adds is the
+  // part of it the GEMM does not hide, and the GEMM's slowdown on the SMs the collective holds.
+  const Overlap o = overlapped(beside, a2a);
+  p.add(name + " " + what + " beside shared expert", f * (o.compute_s - beside));
+  p.sm_shared_s += f * (o.compute_s - beside);
+  if (o.exposed_s > 0) p.add_ep_comm(name + " " + what, f * o.exposed_s);
+}
+
+// The shared expert's GEMM beside one all-to-all of an MoE layer under --moe-shared-expert-overlap
+// (Megatron-core moe/shared_experts.py: its up projection beside the dispatch, its down projection beside
+// the combine; in the backward the same projections' input- and weight-gradient GEMMs); 0 without.
+double CostModel::shared_expert_beside_s(std::string_view what) const {
+  if (!training_.moe_shared_expert_overlap || model_.moe.shared_ffn <= 0) return 0.0;
+  const double h = model_.hidden, tp = config_.tp;
+  const double sf = model_.moe.shared_ffn / tp, sf_in = model_.activation == Activation::kSwiGLU ? 2.0 * sf : sf;
+  const bool up = what.starts_with("dispatch"), backward = what.ends_with("_bwd");
+  if (!backward) return up ? linear_gemm_s(tokens_, sf_in, h) : linear_gemm_s(tokens_, h, sf);
+  return up ? linear_gemm_s(tokens_, h, sf_in) + wgrad_s(sf_in, h, tokens_)
+            : linear_gemm_s(tokens_, sf, h) + wgrad_s(h, sf, tokens_);
 }
 
 // Backward of the permutation (k gradients summed into one) and of the router: its input gradient

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/cluster_spec.h"
@@ -200,6 +201,7 @@ class CostModel {
   void moe_routing_forward(PassCost& p, const LayerDims& d) const;
   void moe_unpermute(PassCost& p, const LayerDims& d, const char* name) const;
   void add_ep_all_to_all(PassCost& p, const LayerDims& d, const char* what) const;
+  double shared_expert_beside_s(std::string_view what) const;
   void moe_routing_backward(PassCost& in, PassCost& w, const LayerDims& d) const;
   LayerDims dims() const;
   PassCost new_pass() const {

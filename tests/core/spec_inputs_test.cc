@@ -97,7 +97,8 @@ TEST(SpecFlagTable, NamesEveryInputOnceAndMarksTheThreeACommandCannotDefault) {
     flags.push_back(flag);
     if (needed) required.push_back(flag);
   });
-  EXPECT_EQ(flags.size(), 14u);  // ... --framework, --precision, --fp8-recipe and --moe-imbalance among them
+  EXPECT_EQ(flags.size(), 15u);  // ... --framework, --precision, --fp8-recipe, --moe-imbalance and
+                                 // --moe-shared-expert-overlap among them
   EXPECT_EQ(required, (std::vector<std::string>{"--model", "--gpus", "--global-batch"}));
 }
 

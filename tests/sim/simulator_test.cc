@@ -656,6 +656,33 @@ TEST(CostModel, SeparateBiasAddsAreChargedOnlyWhereTheCostFileMeasuredThem) {
 namespace loom::sim {
 namespace {
 
+// --moe-shared-expert-overlap: the shared expert's GEMMs run beside the dispatch and combine, so less
+// of the all-to-alls is exposed; without a shared expert, or without the flag, nothing changes.
+TEST(CostModel, SharedExpertOverlapHidesPartOfTheAllToAlls) {
+  ModelSpec m = *model_preset("llama2-7b");
+  m.moe.experts = 16;
+  m.moe.experts_per_token = 2;
+  m.moe.expert_ffn = 2048;
+  m.moe.shared_ffn = 4096;
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  const CollectiveModel collectives(cluster);
+  TrainingSpec t{.gpus = 16, .global_batch = 64, .seq_len = 4096};
+  const ParallelConfig c{.dp = 16, .zero = 1, .ep = 16};  // across two nodes: a slow all-to-all
+  TrainingSpec overlap = t;
+  overlap.moe_shared_expert_overlap = true;
+  const CostModel waited(m, t, c, cluster, collectives), beside(m, overlap, c, cluster, collectives);
+  const ChunkCost w = waited.chunk(0, 0, false), b = beside.chunk(0, 0, false);
+  EXPECT_GT(w.forward.ep_comm_exposed_s, 0.0);
+  EXPECT_LT(b.forward.ep_comm_exposed_s, w.forward.ep_comm_exposed_s);
+  EXPECT_LT(b.backward.ep_comm_exposed_s, w.backward.ep_comm_exposed_s);
+  EXPECT_LT(b.forward.seconds, w.forward.seconds);
+  // What is hidden is at most the shared expert's GEMMs: the pass never drops below its compute.
+  EXPECT_GE(b.forward.seconds, w.forward.seconds - w.forward.ep_comm_exposed_s);
+  m.moe.shared_ffn = 0;
+  const CostModel no_shared(m, t, c, cluster, collectives), no_shared_flag(m, overlap, c, cluster, collectives);
+  EXPECT_DOUBLE_EQ(no_shared.chunk(0, 0, false).forward.seconds, no_shared_flag.chunk(0, 0, false).forward.seconds);
+}
+
 // Expert TP 1 (whole experts, SP): each TP rank dispatches its own s/tp tokens, the EP ranks are
 // consecutive (8 of them inside a node even under TP 2), and an MoE layer without a shared expert runs
 // no TP collective around its MLP; the attention's stay.
