@@ -52,10 +52,12 @@ double replicated_activation_bytes(const ModelSpec& m, double sbh, double ab, do
 // With expert TP = TP whole on every TP rank even under sequence parallelism: Megatron-core's dispatcher
 // all-gathers the routed tokens over the expert-TP group before the experts (token_dispatcher.py), as
 // the executor routes every token on every TP rank. With etp 1 each TP rank routes its own s/tp tokens.
+// A gated shared expert (Qwen2-MoE) keeps its gate, one fp32 value per token on every TP rank.
 double dispatched_activation_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, double sb,
                                    double lb) {
   const double rows = static_cast<double>(c.expert_tp()) / c.tp;
-  return routed_copies(m, t, c) * rows * sb * (lb * m.hidden + 4.0);
+  const double gate = m.moe.shared_gate && m.moe.shared_ffn > 0 ? 4.0 * m.moe_layer_fraction() : 0.0;
+  return routed_copies(m, t, c) * rows * sb * (lb * m.hidden + 4.0) + gate * sb;
 }
 
 // Activation bytes inside the TP regions, before dividing by t: Q, K, V, projection input, MLP.
@@ -220,10 +222,14 @@ double moe_workspace(const ModelSpec& m, const TrainingSpec& t, const ParallelCo
   const double shared_dx = m.moe.shared_ffn > 0 ? h : 0.0;
   const double first_pass = K * (h + ef_in + 2.0 * ef), second_pass = K * (ef_in + h);
   const double moved = c.ep > 1 ? 2.0 * K * h : 0.0;
-  const double shared = m.moe.shared_ffn > 0 ? K * h + sf_in + std::max(sf, h) : 0.0;
+  // A gated shared expert (Qwen2-MoE) is a row-scaled MLP: its scaled activation beside the activation
+  // gradient, and one fp32 gate gradient per token.
+  const bool gated = m.moe.shared_gate && m.moe.shared_ffn > 0;
+  const double shared =
+      m.moe.shared_ffn > 0 ? K * h + sf_in + std::max((gated ? 2.0 : 1.0) * sf + (gated ? 4.0 / ab : 0.0), h) : 0.0;
   const double backward = around + std::max({first_pass + probs + shared_dx, second_pass + probs + shared_dx,
                                              moved + probs + shared_dx, shared});
-  const double forward = std::max({K * (h + ef), K * h + 2.0 * shared_dx, moved});
+  const double forward = std::max({K * (h + ef), K * h + 2.0 * shared_dx + (gated ? sf : 0.0), moved});
   return std::max(backward, forward);
 }
 

@@ -110,6 +110,12 @@ Unit make_layer_unit(const ModelSpec& m, const LocalDims& d, int layer) {
             std_in, m.hidden, 0, mlp_in_blocks(m, d.shared_ffn, m.moe.shared_ffn, r));
       b.add(p + "mlp.shared.proj.weight", layer_param_id(layer, 14), m.hidden, d.shared_ffn, ParamInit::kNormal,
             std_out, m.moe.shared_ffn, r * d.shared_ffn, {{0, 0, m.hidden}});
+      if (m.moe.shared_gate) {  // Qwen2-MoE: sigmoid(x·w) scales the shared expert's output, replicated
+        ParamSlot& gate = b.add(p + "mlp.shared.gate.weight", layer_param_id(layer, 15), 1, m.hidden,
+                                ParamInit::kNormal, std_in, m.hidden, 0, {{0, 0, 1}});
+        gate.tp_replicated = true;
+        gate.sequence_partial = true;
+      }
     }
     return u;
   }
@@ -195,10 +201,7 @@ RuleViolation executor_limit(std::string_view rule, std::string message) {
 RuleStatus check_model_inputs(const ModelSpec& m, int seq_len) {
   if (m.heads < 1 || (m.explicit_head_dim == 0 && m.hidden % m.heads != 0))
     return executor_limit(rule::kModelShape, fmt::format("hidden {} is not a multiple of heads {}", m.hidden, m.heads));
-  // Planned and simulated, not yet run: the shared expert's gate and expert biases (Qwen2-MoE, gpt-oss),
-  // latent attention, softmax sinks.
-  if (m.moe.active() && m.moe.shared_gate)
-    return executor_limit(rule::kModelShape, "the executor does not run a gated shared expert (Qwen2-MoE) yet");
+  // Planned and simulated, not yet run: expert and router biases (gpt-oss), latent attention, softmax sinks.
   if (m.moe.active() && m.moe.expert_bias)
     return executor_limit(rule::kModelShape, "the executor does not run expert and router biases (gpt-oss) yet");
   if (m.mla.active())

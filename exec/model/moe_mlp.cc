@@ -23,6 +23,7 @@ MoeSlots<P> moe_slots(const Unit& layer, P layer_base, const Unit& experts, P ex
   s.router_w = at(layer, layer_base, "mlp.router.weight");
   s.shared_fc_w = at(layer, layer_base, "mlp.shared.fc.weight");
   s.shared_proj_w = at(layer, layer_base, "mlp.shared.proj.weight");
+  s.shared_gate_w = at(layer, layer_base, "mlp.shared.gate.weight");
   // The experts unit holds each local expert's fc then proj matrix (gpt_layout.cc).
   for (std::size_t i = 0; i + 1 < experts.params.size(); i += 2) {
     s.expert_fc_w.push_back(experts_base + experts.params[i].offset);
@@ -200,8 +201,22 @@ MoeOutput MoeMlp::forward(OpSlices& op, const MoeWeights& w, ConstTensorRef m_in
     c.shared_fc = act(T, shared_.ffn_in(), kAct);
     c.shared_act = act(T, shared_.ffn(), kAct);
     shared = act(T, h, kWork);
+    Tensor scaled;
+    if (!w.shared_gate_w.null()) {  // Qwen2-MoE: sigmoid(x·w) scales the shared expert, as a row scale
+      op.next("shared_gate");
+      c.shared_gate = backend_.empty(T, 1, kAct);
+      std::vector<float> gate(static_cast<std::size_t>(T));
+      {
+        Tensor logit = act(T, 1, kWork);
+        backend_.gemm(false, true, static_cast<int>(T), 1, h, 1.0f, m_in, h, w.shared_gate_w, h, 0.0f, logit.ref(), 1);
+        backend_.to_host(gate.data(), logit.ref(), T);
+      }
+      for (float& v : gate) v = 1.0f / (1.0f + std::exp(-v));
+      backend_.from_host(c.shared_gate.ref(), gate.data(), T);
+      scaled = act(T, shared_.ffn(), kWork);
+    }
     shared_.forward(op, {w.shared_fc_w, nullptr, w.shared_proj_w}, m_in, T, {c.shared_fc.ref(), c.shared_act.ref()},
-                    nullptr, nullptr, shared.ref());
+                    c.shared_gate.empty() ? nullptr : c.shared_gate.data(), scaled.ref(), shared.ref());
   }
   op.next("moe_unpermute");
   Tensor routed = act(R, h, kWork);
@@ -226,7 +241,7 @@ MoeOutput MoeMlp::backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g,
   // The combine's backward: each copy takes its token's output gradient, dispatched as the forward was.
   // The shared expert's backward runs first, so that at most one gathered [tokens, h] tensor is alive.
   Tensor send = act(copies, h, kWork);
-  Tensor shared_dx;
+  Tensor shared_dx, gate_grad;  // gate_grad: d gate per token, partial over TP (gated shared expert)
   {
     Tensor gathered;
     const bool gather = !dims_.experts_whole || dims_.shared_ffn > 0;
@@ -240,8 +255,11 @@ MoeOutput MoeMlp::backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g,
       op.next("mlp_down_bwd");
       Tensor dfc = act(T, shared_.ffn_in(), kWork);
       {
-        Tensor dact = act(T, shared_.ffn(), kWork);
-        shared_.backward_down(op, sw, sg, dy, T, {c.shared_fc.ref(), c.shared_act.ref()}, nullptr, nullptr, nullptr,
+        const bool gated = !c.shared_gate.empty();
+        if (gated) gate_grad = backend_.empty(T, 1, kWork);
+        Tensor dact = act(T, shared_.ffn(), kWork), scaled = gated ? act(T, shared_.ffn(), kWork) : Tensor();
+        shared_.backward_down(op, sw, sg, dy, T, {c.shared_fc.ref(), c.shared_act.ref()},
+                              gated ? c.shared_gate.data() : nullptr, gated ? gate_grad.data() : nullptr, scaled.ref(),
                               dact.ref(), dfc.ref());
       }
       c.shared_act.reset();
@@ -341,8 +359,34 @@ MoeOutput MoeMlp::backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g,
   // The weight's gradient from this rank's rows (under SP a partial sum the store adds over TP).
   backend_.gemm(true, false, E, h, static_cast<int>(local), 1.0f, dl.ref() + first * E, E, ln2_local.ref(), h, 1.0f,
                 g.router_w, h);
+  if (!gate_grad.empty()) shared_gate_backward(op, w, g, gate_grad, ln2_local, T, c, out.local);
   op.end();
   return out;
+}
+
+// The shared expert's gate: d logit = d gate · g(1 − g), with d gate summed over TP (each rank's slice
+// of the shared expert's width gave part of it); its weight's gradient and its input's, this rank's rows
+// (as the router's).
+void MoeMlp::shared_gate_backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g, Tensor& gate_grad,
+                                  const Tensor& ln2_local, std::int64_t T, MoeCache& c, Tensor& local_dx) {
+  const int h = dims_.hidden;
+  op.next("shared_gate_bwd");
+  if (tp_.size() > 1) {
+    TraceScope scope(tracer_, trace_names::collective(Collective::kAllReduce, "tp"), "comm", kCommLane);
+    tp_.comm().all_reduce(gate_grad.ref(), T, ReduceOp::kSum);
+  }
+  std::vector<float> dgate(static_cast<std::size_t>(T)), gate(static_cast<std::size_t>(T));
+  backend_.to_host(dgate.data(), gate_grad.ref(), T);
+  backend_.to_host(gate.data(), c.shared_gate.ref(), T);
+  for (std::int64_t t = 0; t < T; ++t) dgate[t] *= gate[t] * (1.0f - gate[t]);
+  Tensor dlogit = act(T, 1, kWork);
+  backend_.from_host(dlogit.ref(), dgate.data(), T);
+  c.shared_gate.reset();
+  const std::int64_t first = tp_.first_local_token(T), local = ln2_local.rows();
+  backend_.gemm(false, false, static_cast<int>(local), h, 1, 1.0f, dlogit.ref() + first, 1, w.shared_gate_w, h, 1.0f,
+                local_dx.ref(), h);
+  backend_.gemm(true, false, 1, h, static_cast<int>(local), 1.0f, dlogit.ref() + first, 1, ln2_local.ref(), h, 1.0f,
+                g.shared_gate_w, h);
 }
 
 }  // namespace loom::exec

@@ -31,7 +31,7 @@ namespace loom::exec {
 // layer's unit, the routed experts from its experts unit.
 template <class P>
 struct MoeSlots {
-  P router_w{}, shared_fc_w{}, shared_proj_w{};
+  P router_w{}, shared_fc_w{}, shared_proj_w{}, shared_gate_w{};
   std::vector<P> expert_fc_w, expert_proj_w;  // per local expert
 };
 using MoeWeights = MoeSlots<ConstTensorRef>;
@@ -53,6 +53,7 @@ struct MoeCache {
   Tensor probs;                                       // their router probabilities [received] (fp32)
   Tensor fc, act;                // the local experts' MLP activations, one buffer for all their rows
   Tensor shared_fc, shared_act;  // the shared expert's, all tokens
+  Tensor shared_gate;            // its gate, sigmoid(x·w) per token (fp32; Qwen2-MoE)
 };
 
 // A block's output (or its input's gradient): `partial` over all tokens, a sum over TP ranks still to be
@@ -82,6 +83,8 @@ class MoeMlp {
 
  private:
   void route(const std::vector<float>& logits, std::int64_t tokens, MoeCache& c);
+  void shared_gate_backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g, Tensor& gate_grad,
+                            const Tensor& ln2_local, std::int64_t tokens, MoeCache& c, Tensor& local_dx);
   // Rows of `send` to the EP ranks, `send_rows[p]` for rank p; returns what arrived (`send` itself in a
   // group of one).
   Tensor exchange(Tensor send, const std::vector<std::int64_t>& send_rows, const std::vector<std::int64_t>& recv_rows,

@@ -97,12 +97,12 @@ TEST_F(ExecBadInput, ExpertParallelismTheModelCannotTake) {
 TEST_F(ExecBadInput, MixtureOfExpertsPartsTheExecutorDoesNotRunYet) {
   auto json = read_json_file(test_model("micro_moe"));
   ASSERT_TRUE(json.ok());
-  (*json)["moe"]["shared_gate"] = true;  // Qwen2-MoE's sigmoid-gated shared expert
-  const std::string path = dir_ + "/gated_moe.json";
+  (*json)["moe"]["expert_bias"] = true;  // gpt-oss: biases on every expert projection and the router
+  const std::string path = dir_ + "/biased_moe.json";
   std::ofstream(path) << json->dump();
   const ProcessResult r =
       run_shell(fmt::format("{} --model {} --global-batch 2 --data {} --steps 1", loom_run(2), path, data_), 60);
-  expect_one_clear_error(r, "gated shared expert");
+  expect_one_clear_error(r, "expert and router biases");
 }
 
 TEST_F(ExecBadInput, ResumeWithoutCheckpoint) {

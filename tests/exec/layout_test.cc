@@ -165,6 +165,16 @@ INSTANTIATE_TEST_SUITE_P(
                              "--tp 2 --pp 2 --sp on --etp 1 --ep 2 --recompute selective"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Qwen2-MoE's shape (a sigmoid-gated shared expert, MoE on every other layer).
+class ExecGatedMoeLayouts : public ::testing::TestWithParam<Layout> {};
+TEST_P(ExecGatedMoeLayouts, MatchSingleRankLoss) { expect_same_curve("micro_moe_gated", GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ExecGatedMoeLayouts,
+                         ::testing::Values(Layout{"TP2_SP", 2, "--tp 2 --sp on"},
+                                           Layout{"EP2xPP2", 4, "--pp 2 --dp 2 --ep 2"},
+                                           Layout{"TP2_ETP1xEP2_SP", 2, "--tp 2 --sp on --etp 1 --ep 2"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
 // Each EP rank holds its share of the routed experts, and the ranks of a TP × EP layout hold every
 // parameter of the model exactly once (replicated ones once per TP group).
 TEST(ExecMoeLayouts, EpRanksHoldTheirExpertsAndTogetherTheWholeModel) {

@@ -167,7 +167,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"Moe_TP2_ETP1_SP", 2, "--tp 2 --sp on --etp 1",
              ParallelConfig{.tp = 2, .sequence_parallel = true, .etp = 1}, "micro_moe"},
         Case{"Moe_TP2xDP2_ETP1_EP4_ZeRO2", 4, "--tp 2 --dp 2 --sp on --etp 1 --ep 4 --zero 2",
-             ParallelConfig{.tp = 2, .dp = 2, .zero = 2, .sequence_parallel = true, .ep = 4, .etp = 1}, "micro_moe"}),
+             ParallelConfig{.tp = 2, .dp = 2, .zero = 2, .sequence_parallel = true, .ep = 4, .etp = 1}, "micro_moe"},
+        // Qwen2-MoE's shape: a sigmoid-gated shared expert, MoE on every other layer.
+        Case{"GatedMoe", 1, "", ParallelConfig{}, "micro_moe_gated"},
+        Case{"GatedMoe_TP2_SP_ZeRO3", 4, "--tp 2 --dp 2 --sp on --zero 3",
+             ParallelConfig{.tp = 2, .dp = 2, .zero = 3, .sequence_parallel = true}, "micro_moe_gated"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Full recomputation: the recomputed layer's working set and the last stage's head activations

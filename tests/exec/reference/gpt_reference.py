@@ -82,6 +82,8 @@ def build(cfg):
             if sf:
                 p[pre + "mlp.shared.fc.weight"] = normal(layer_id(l, 13), gated * sf, h, 0.02)
                 p[pre + "mlp.shared.proj.weight"] = normal(layer_id(l, 14), h, sf, std_out)
+                if moe.get("shared_gate"):
+                    p[pre + "mlp.shared.gate.weight"] = normal(layer_id(l, 15), 1, h, 0.02)
             for e in range(E):
                 p[pre + f"mlp.experts.{e}.fc.weight"] = normal(expert_id(l, e, 0), gated * ef, h, 0.02)
                 p[pre + f"mlp.experts.{e}.proj.weight"] = normal(expert_id(l, e, 1), h, ef, std_out)
@@ -141,7 +143,10 @@ def moe_mlp(cfg, p, pre, m):
         weight = (probs * (chosen == e)).sum(-1, keepdim=True)  # 0 where e was not chosen
         out = out + weight * mlp(cfg, m, p[pre + f"mlp.experts.{e}.fc.weight"], p[pre + f"mlp.experts.{e}.proj.weight"])
     if pre + "mlp.shared.fc.weight" in p:
-        out = out + mlp(cfg, m, p[pre + "mlp.shared.fc.weight"], p[pre + "mlp.shared.proj.weight"])
+        shared = mlp(cfg, m, p[pre + "mlp.shared.fc.weight"], p[pre + "mlp.shared.proj.weight"])
+        if pre + "mlp.shared.gate.weight" in p:  # Qwen2-MoE: sigmoid(x·w) scales the shared expert
+            shared = torch.sigmoid(m @ p[pre + "mlp.shared.gate.weight"].T) * shared
+        out = out + shared
     return out
 
 
@@ -214,6 +219,10 @@ LLAMA = {"name": "ref-llama", "layers": 2, "hidden": 32, "heads": 4, "kv_heads":
 MOE = dict(LLAMA, name="ref-moe", moe={"experts": 4, "experts_per_token": 2, "expert_ffn": 16, "shared_ffn": 16,
                                        "first_dense_layers": 1})
 
+# Qwen2-MoE's shape: a sigmoid-gated shared expert, MoE on every other layer.
+MOE_GATED = dict(LLAMA, name="ref-moe-gated", moe={"experts": 4, "experts_per_token": 2, "expert_ffn": 16,
+                                                   "shared_ffn": 32, "shared_gate": True, "layer_freq": 2})
+
 if __name__ == "__main__":
     print(json.dumps({"generator": "tests/exec/reference/gpt_reference.py", "torch": torch.__version__,
-                      "cases": [case(GPT, 2), case(LLAMA, 2), case(MOE, 2)]}, indent=1))
+                      "cases": [case(GPT, 2), case(LLAMA, 2), case(MOE, 2), case(MOE_GATED, 2)]}, indent=1))
