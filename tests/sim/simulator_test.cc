@@ -656,17 +656,28 @@ TEST(CostModel, SeparateBiasAddsAreChargedOnlyWhereTheCostFileMeasuredThem) {
 namespace loom::sim {
 namespace {
 
+// LLaMA-2 7B made a mixture of experts: 16 routed experts of `expert_ffn`, top 2, on 16 H100s.
+struct MoeLlama {
+  ModelSpec model = *model_preset("llama2-7b");
+  ClusterSpec cluster = *cluster_preset("dgx-h100");
+  CollectiveModel collectives{cluster};
+  TrainingSpec training{.gpus = 16, .global_batch = 64, .seq_len = 4096};
+  explicit MoeLlama(int expert_ffn, int shared_ffn = 0) {
+    model.moe.experts = 16;
+    model.moe.experts_per_token = 2;
+    model.moe.expert_ffn = expert_ffn;
+    model.moe.shared_ffn = shared_ffn;
+  }
+};
+
 // --moe-shared-expert-overlap: the shared expert's GEMMs run beside the dispatch and combine, so less
 // of the all-to-alls is exposed; without a shared expert, or without the flag, nothing changes.
 TEST(CostModel, SharedExpertOverlapHidesPartOfTheAllToAlls) {
-  ModelSpec m = *model_preset("llama2-7b");
-  m.moe.experts = 16;
-  m.moe.experts_per_token = 2;
-  m.moe.expert_ffn = 2048;
-  m.moe.shared_ffn = 4096;
-  const ClusterSpec cluster = *cluster_preset("dgx-h100");
-  const CollectiveModel collectives(cluster);
-  TrainingSpec t{.gpus = 16, .global_batch = 64, .seq_len = 4096};
+  MoeLlama s(2048, 4096);
+  ModelSpec& m = s.model;
+  const ClusterSpec& cluster = s.cluster;
+  const CollectiveModel& collectives = s.collectives;
+  const TrainingSpec& t = s.training;
   const ParallelConfig c{.dp = 16, .zero = 1, .ep = 16};  // across two nodes: a slow all-to-all
   TrainingSpec overlap = t;
   overlap.moe_shared_expert_overlap = true;
@@ -687,13 +698,11 @@ TEST(CostModel, SharedExpertOverlapHidesPartOfTheAllToAlls) {
 // consecutive (8 of them inside a node even under TP 2), and an MoE layer without a shared expert runs
 // no TP collective around its MLP; the attention's stay.
 TEST(CostModel, ExpertTensorParallelOneDropsTheMlpTpCollectives) {
-  ModelSpec m = *model_preset("llama2-7b");
-  m.moe.experts = 16;
-  m.moe.experts_per_token = 2;
-  m.moe.expert_ffn = 4096;
-  const ClusterSpec cluster = *cluster_preset("dgx-h100");
-  const CollectiveModel collectives(cluster);
-  TrainingSpec t{.gpus = 16, .global_batch = 64, .seq_len = 4096};
+  MoeLlama setup(4096);
+  const ModelSpec& m = setup.model;
+  const ClusterSpec& cluster = setup.cluster;
+  const CollectiveModel& collectives = setup.collectives;
+  const TrainingSpec& t = setup.training;
   auto count = [](const PassCost& p, const std::string& prefix) {
     int n = 0;
     double s = 0;
@@ -731,13 +740,11 @@ TEST(CostModel, ExpertTensorParallelOneDropsTheMlpTpCollectives) {
 // the EP group fits a node and slower once it spans two; without EP there is none. Routed experts'
 // gradients reduce over the expert-data-parallel group, which is empty when ep covers every dp rank.
 TEST(CostModel, ExpertParallelAllToAllsAndExpertGradientGroups) {
-  ModelSpec m = *model_preset("llama2-7b");
-  m.moe.experts = 16;
-  m.moe.experts_per_token = 2;
-  m.moe.expert_ffn = 4096;
-  const ClusterSpec cluster = *cluster_preset("dgx-h100");
-  const CollectiveModel collectives(cluster);
-  TrainingSpec t{.gpus = 16, .global_batch = 64, .seq_len = 4096};
+  MoeLlama setup(4096);
+  const ModelSpec& m = setup.model;
+  const ClusterSpec& cluster = setup.cluster;
+  const CollectiveModel& collectives = setup.collectives;
+  const TrainingSpec& t = setup.training;
   auto config = [](int ep) {
     ParallelConfig c{.dp = 16, .zero = 1};
     c.ep = ep;
