@@ -119,6 +119,21 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
       tr("a stage waits for its pipeline send before its next pass, as Megatron-LM does by "
          "default (batch_p2p_sync); `loom plan --sync-pipeline-sends`"));
   form->addRow(QString(), sync_sends_);
+  moe_imbalance_ = new QDoubleSpinBox;
+  moe_imbalance_->setObjectName("moe_imbalance");
+  moe_imbalance_->setRange(1.0, 1000.0);
+  moe_imbalance_->setDecimals(2);
+  moe_imbalance_->setSingleStep(0.05);
+  moe_imbalance_->setValue(1.0);
+  moe_imbalance_->setToolTip(
+      tr("MoE under expert parallelism: the busiest EP rank's routed tokens over the mean (1: balanced; `loom run` "
+         "logs the measured one); `loom plan --moe-imbalance`"));
+  form->addRow(tr("MoE imbalance"), moe_imbalance_);
+  shared_overlap_ = new QCheckBox(tr("shared expert beside the all-to-alls"));
+  shared_overlap_->setToolTip(
+      tr("an MoE layer's shared expert runs while the EP dispatch and combine are in flight (Megatron-core's "
+         "--moe-shared-expert-overlap); `loom plan --moe-shared-expert-overlap`"));
+  form->addRow(QString(), shared_overlap_);
   outer->addWidget(specs);
 
   auto* limits = new QGroupBox(tr("Restrict the search"));
@@ -162,6 +177,8 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   connect(precision_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(cross_node_tp_, &QCheckBox::toggled, this, emit_changed);
   connect(sync_sends_, &QCheckBox::toggled, this, emit_changed);
+  connect(moe_imbalance_, &QDoubleSpinBox::valueChanged, this, emit_changed);
+  connect(shared_overlap_, &QCheckBox::toggled, this, emit_changed);
   for (QLineEdit* e :
        {tp_, cp_, cp_comm_, ep_, etp_, pp_, dp_, zero_, shard_group_, micro_batch_, vpp_, recompute_, sp_, schedule_})
     connect(e, &QLineEdit::editingFinished, this, emit_changed);
@@ -189,6 +206,8 @@ PlanRequest InputsPanel::request() const {
   r.specs.precision = precision_->currentText().toStdString();
   r.specs.allow_cross_node_tp = cross_node_tp_->isChecked();
   r.specs.sync_pipeline_sends = sync_sends_->isChecked();
+  r.specs.moe_imbalance = moe_imbalance_->value();
+  r.specs.moe_shared_expert_overlap = shared_overlap_->isChecked();
   auto text = [](const QLineEdit* e) { return e->text().remove(' ').toStdString(); };
   r.config.tp = text(tp_);
   r.config.cp = text(cp_);
@@ -220,6 +239,8 @@ void InputsPanel::set_request(const PlanRequest& r) {
   precision_->setCurrentText(QString::fromStdString(r.specs.precision));
   cross_node_tp_->setChecked(r.specs.allow_cross_node_tp);
   sync_sends_->setChecked(r.specs.sync_pipeline_sends);
+  moe_imbalance_->setValue(r.specs.moe_imbalance);
+  shared_overlap_->setChecked(r.specs.moe_shared_expert_overlap);
   tp_->setText(QString::fromStdString(r.config.tp));
   cp_->setText(QString::fromStdString(r.config.cp));
   cp_comm_->setText(QString::fromStdString(r.config.cp_comm));

@@ -32,6 +32,7 @@ class InputsPanel : public QWidget {
   QSpinBox* gpus_box() const { return gpus_; }
   QSpinBox* global_batch_box() const { return global_batch_; }
   QCheckBox* sync_pipeline_sends_box() const { return sync_sends_; }
+  QDoubleSpinBox* moe_imbalance_box() const { return moe_imbalance_; }
 
  public slots:
   void open_model_file();
@@ -54,6 +55,8 @@ class InputsPanel : public QWidget {
   QComboBox* precision_;
   QCheckBox* cross_node_tp_;
   QCheckBox* sync_sends_;
+  QDoubleSpinBox* moe_imbalance_;
+  QCheckBox* shared_overlap_;
   QLineEdit *tp_, *cp_, *cp_comm_, *ep_, *etp_, *pp_, *dp_, *zero_, *shard_group_, *micro_batch_, *vpp_, *recompute_,
       *sp_, *schedule_;
   QLabel* error_;

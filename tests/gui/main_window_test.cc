@@ -95,6 +95,12 @@ TEST_F(GuiMainWindow, SynchronousPipelineSendsReachTheSearch) {
   ASSERT_GT(w().plans_view()->model()->rowCount(), 0);
 }
 
+TEST_F(GuiMainWindow, MoeImbalanceReachesTheSearch) {
+  EXPECT_EQ(w().outcome().specs.training.moe_imbalance, 1.0);
+  w().inputs()->moe_imbalance_box()->setValue(1.5);
+  ASSERT_TRUE(wait_until([&] { return w().outcome().specs.training.moe_imbalance == 1.5 && !w().busy(); }));
+}
+
 TEST_F(GuiMainWindow, AFrameworkReachesTheSearchAndLimitsItsPlans) {
   EXPECT_TRUE(w().outcome().specs.training.framework.empty());
   auto* framework = w().inputs()->findChild<QComboBox*>("framework");
