@@ -23,6 +23,9 @@ Status check_sizes(const SpecInputs& in, const ClusterSpec& cluster) {
     return make_error(fmt::format("--gpus: {} GPUs need {} nodes but cluster '{}' has {}", in.gpus, nodes, cluster.name,
                                   cluster.max_nodes));
   if (in.grad_bytes != 0 && in.grad_bytes != 2 && in.grad_bytes != 4) return make_error("--grad-bytes: must be 2 or 4");
+  if (!(in.kernel_cv >= 0.0) || in.kernel_cv > 1.0)
+    return make_error(
+        fmt::format("--kernel-cv: {} must be between 0 and 1 (a coefficient of variation)", in.kernel_cv));
   if (!(in.moe_imbalance >= 1.0) || in.moe_imbalance > 1e3)
     return make_error(fmt::format("--moe-imbalance: {} must be between 1 (balanced) and 1000", in.moe_imbalance));
   if (!in.framework.empty())
@@ -71,6 +74,7 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
   t.pipeline_sends_block = in.sync_pipeline_sends;
   t.moe_imbalance = in.moe_imbalance;
   t.moe_shared_expert_overlap = in.moe_shared_expert_overlap;
+  t.kernel_cv = in.kernel_cv;
   if (in.grad_bytes != 0) t.grad_bytes = in.grad_bytes;
   if (!in.attention.empty()) t.attention = *parse_attention_kernel(in.attention);
   // The stack's behaviours where no flag set them: a flag given wins over its framework.

@@ -28,6 +28,7 @@ struct SpecInputs {
   bool sync_pipeline_sends = false;
   double moe_imbalance = 1.0;
   bool moe_shared_expert_overlap = false;
+  double kernel_cv = 0.0;
 };
 
 struct Specs {
@@ -67,6 +68,10 @@ void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
         "expert parallelism: the busiest EP rank's routed tokens over the mean (default 1: balanced)", false);
   visit("--moe-shared-expert-overlap", in.moe_shared_expert_overlap,
         "the shared expert runs beside the EP dispatch and combine all-to-alls (Megatron-core's flag)", false);
+  visit("--kernel-cv", in.kernel_cv,
+        "each kernel's time varies by this coefficient of variation (σ/μ) from rank to rank; every synchronisation "
+        "waits for the slowest (default 0)",
+        false);
 }
 
 }  // namespace loom

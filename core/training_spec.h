@@ -54,6 +54,10 @@ struct TrainingSpec {
   // (Megatron-core --moe-shared-expert-overlap, off by default; moe/shared_experts.py). false: the
   // all-to-alls are waited for.
   bool moe_shared_expert_overlap = false;
+  // Run-to-run variability of each compute kernel's time, as a coefficient of variation (σ/μ), i.i.d.
+  // over kernels and ranks: a stated input, 0 by default (every rank runs at the mean). Each
+  // synchronisation then waits for the slowest of its ranks (sim/jitter.h).
+  double kernel_cv = 0.0;
 };
 
 // Plain fp32 training, as Loom's CPU executor runs: fp32 parameters (no master copy), gradients

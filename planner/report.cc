@@ -166,6 +166,11 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
         m.moe.shared_ffn > 0 && t.moe_shared_expert_overlap ? "the shared expert running beside them"
                                                             : "not overlapped with compute",
         t.moe_imbalance));
+  if (t.kernel_cv > 0)
+    lines.push_back(fmt::format(
+        "jitter: each kernel's time varies by {:.1f} % (σ/μ, --kernel-cv, stated) from rank to rank; every TP "
+        "collective waits for the slowest of its ranks, the step's end for the slowest of the world's TP groups",
+        100.0 * t.kernel_cv));
   lines.push_back(
       fmt::format("memory: most loaded pipeline stage; buf = communication buffers + one layer's backward "
                   "workspace + {:.1f} GiB framework reserve; fits if total <= {:.1f} GiB",

@@ -34,6 +34,7 @@ void PassCost::append(const PassCost& other, int times) {
   ep_comm_exposed_s += other.ep_comm_exposed_s * times;
   sm_shared_s += other.sm_shared_s * times;
   flops += other.flops * times;
+  compute_sq_s2 += other.compute_sq_s2 * times;
   if (record)
     for (int i = 0; i < times; ++i) segments.insert(segments.end(), other.segments.begin(), other.segments.end());
 }

@@ -42,16 +42,19 @@ struct PassCost {
   double ep_comm_exposed_s = 0;  // expert-parallel token dispatch and combine (all-to-all)
   double sm_shared_s = 0;        // of `seconds`: GEMM time added by the SMs collectives beside it held
   double flops = 0;              // hardware FLOPs executed (recompute included)
+  double compute_sq_s2 = 0;      // Σ t² over its compute segments (kernel jitter's variance, sim/jitter.h)
   bool record = true;            // keep the per-kernel segments (traces); off when only totals matter
   std::vector<Segment> segments;
   void add(const char* name, double s, double f = 0) {
     seconds += s;
     flops += f;
+    compute_sq_s2 += s * s;
     if (record) segments.push_back({name, s, false, Lane::kCompute, false});
   }
   void add(const std::string& name, double s, double f = 0) {
     seconds += s;
     flops += f;
+    compute_sq_s2 += s * s;
     if (record) segments.push_back({name, s, false, Lane::kCompute, false});
   }
   void add_comm(const char* name, double s) {

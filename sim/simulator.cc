@@ -1,5 +1,7 @@
 #include "sim/simulator.h"
 
+#include "sim/jitter.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -123,7 +125,8 @@ Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training,
   SimResult r;
   r.config = config;
   r.micro_batches = m;
-  r.step_time_s = ns_to_s(timeline->makespan);
+  r.jitter_s = kernel_jitter_s(chunks, config, m, training.kernel_cv);
+  r.step_time_s = ns_to_s(timeline->makespan) + r.jitter_s;
   set_throughput(r, model, training, cluster);
   static_cast<StepStats&>(r) = step_stats(builder.graph(), *timeline, chunks, options.keep_graph);
   if (options.keep_graph) {

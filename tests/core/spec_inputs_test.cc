@@ -78,6 +78,8 @@ TEST(ResolveSpecs, BadInputNamesTheFlagOnOneLine) {
        },
        "--fp8-recipe: unknown recipe 'mxfp8' (delayed or tensorwise)"},
       {[](SpecInputs& in) { in.moe_imbalance = 0.5; }, "--moe-imbalance: 0.5 must be between 1 (balanced) and 1000"},
+      {[](SpecInputs& in) { in.kernel_cv = -0.1; },
+       "--kernel-cv: -0.1 must be between 0 and 1 (a coefficient of variation)"},
   };
   for (const Case& c : cases) {
     SpecInputs in = llama_on_a100s();
@@ -97,7 +99,7 @@ TEST(SpecFlagTable, NamesEveryInputOnceAndMarksTheThreeACommandCannotDefault) {
     flags.push_back(flag);
     if (needed) required.push_back(flag);
   });
-  EXPECT_EQ(flags.size(), 15u);  // ... --framework, --precision, --fp8-recipe, --moe-imbalance and
+  EXPECT_EQ(flags.size(), 16u);  // ... --framework, --precision, --fp8-recipe, --moe-imbalance and
                                  // --moe-shared-expert-overlap among them
   EXPECT_EQ(required, (std::vector<std::string>{"--model", "--gpus", "--global-batch"}));
 }
