@@ -88,22 +88,19 @@ Result<std::array<ParameterStore::FullTensors, 3>> read_full_checkpoint(const Re
     std::array<std::vector<float>, 3> values;  // the unit's padded values: parameters, Adam m, Adam v
   };
   std::map<std::string, Assembled> units;  // by unit name and the TP slice it holds
-  const bool expert_grid = saved.ep > 1 || saved.expert_tp() != saved.tp;
   for (int r = 0; r < saved.world_size(); ++r) {
     auto shard = read_shard(point, r);
     if (!shard) return shard.error();
     const RankCoords rc = rank_coords(saved, r);
-    const ExpertCoords ec = expert_coords(saved, r);
-    const StageLayout layout = make_rank_layout(model, saved, rc.tp_rank, rc.pp_rank, ec.ep_rank).combined;
+    const StageLayout layout =
+        make_rank_layout(model, saved, rc.tp_rank, rc.pp_rank, expert_coords(saved, r).ep_rank).combined;
     std::int64_t offset = 0, shard_offset = 0;
     for (const Unit& unit : layout.units) {
-      // Routed experts shard over the expert-data-parallel group; the rest over dp (HSDP: a shard group,
-      // dp rank d holding shard d mod g).
-      const bool expert = unit.experts() && expert_grid;
-      const int holders = expert ? saved.expert_grad_ranks() : saved.zero_shards();
-      const int index = expert ? ec.edp_rank : rc.dp_rank % holders;
-      const int slice = expert && saved.expert_tp() != saved.tp ? 0 : rc.tp_rank;
-      const std::int64_t part = unit.padded / holders;
+      // As the ParameterStore that wrote it shards the unit (whole experts are the same on every TP rank).
+      const ShardPlace place = shard_place(unit, saved, r);
+      const int index = place.index;
+      const int slice = place.over_expert_dp && saved.expert_tp() != saved.tp ? 0 : rc.tp_rank;
+      const std::int64_t part = unit.padded / place.holders;
       Assembled& a = units[unit.name + "|" + std::to_string(slice)];
       if (a.unit.params.empty()) {
         a.unit = unit;

@@ -186,6 +186,12 @@ std::int64_t StageLayout::total_params() const {
   return n;
 }
 
+ShardPlace shard_place(const Unit& u, const ParallelConfig& c, int world_rank) {
+  if (u.experts() && (c.ep > 1 || c.expert_tp() != c.tp))
+    return {c.expert_grad_ranks(), expert_coords(c, world_rank).edp_rank, true};
+  return {c.zero_shards(), rank_coords(c, world_rank).dp_rank % c.zero_shards(), false};
+}
+
 std::pair<int, int> stage_layers(const ModelSpec& m, const ParallelConfig& c, int virtual_stage) {
   const int first = first_layer_of(m.layers, c, virtual_stage);
   return {first, first + virtual_stage_layer_count(m.layers, c, virtual_stage)};

@@ -80,6 +80,15 @@ struct StageLayout {
   std::int64_t total_params() const;  // values held (without padding)
 };
 
+// Where a unit's ZeRO shards live: over `holders` ranks, rank `world_rank` holding shard `index`. Routed
+// experts under expert parallelism or expert TP 1 shard over the expert-data-parallel group
+// (`over_expert_dp`); every other unit over the dp ranks (HSDP: a shard group of them).
+struct ShardPlace {
+  int holders = 1, index = 0;
+  bool over_expert_dp = false;
+};
+ShardPlace shard_place(const Unit& unit, const ParallelConfig& config, int world_rank);
+
 // Layers [first, end) of virtual stage `virtual_stage` (chunk·pp + pp rank): the split of
 // core/pipeline_split.h, which the simulator costs too.
 std::pair<int, int> stage_layers(const ModelSpec& model, const ParallelConfig& config, int virtual_stage);

@@ -348,14 +348,10 @@ MoeOutput MoeMlp::backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g,
   backend_.from_host(dl.ref(), dlogits.data(), R * E);
   // The router's input gradient is whole on every TP rank: this rank's rows join the local output.
   const std::int64_t first = dims_.experts_whole ? 0 : tp_.first_local_token(T), local = ln2_local.rows();
-  if (out.local.empty()) {
-    out.local = act(local, h, kWork);
-    backend_.gemm(false, false, static_cast<int>(local), h, E, 1.0f, dl.ref() + first * E, E, w.router_w, h, 0.0f,
-                  out.local.ref(), h);
-  } else {
-    backend_.gemm(false, false, static_cast<int>(local), h, E, 1.0f, dl.ref() + first * E, E, w.router_w, h, 1.0f,
-                  out.local.ref(), h);
-  }
+  const bool fresh = out.local.empty();  // with expert TP = TP the routed gradient is all partial
+  if (fresh) out.local = act(local, h, kWork);
+  backend_.gemm(false, false, static_cast<int>(local), h, E, 1.0f, dl.ref() + first * E, E, w.router_w, h,
+                fresh ? 0.0f : 1.0f, out.local.ref(), h);
   // The weight's gradient from this rank's rows (under SP a partial sum the store adds over TP).
   backend_.gemm(true, false, E, h, static_cast<int>(local), 1.0f, dl.ref() + first * E, E, ln2_local.ref(), h, 1.0f,
                 g.router_w, h);

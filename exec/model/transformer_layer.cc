@@ -137,24 +137,23 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
 
   op.next("norm");
   norm_forward(c.ln2, c.stats2, c.x2, w.ln2_w, w.ln2_b);
-  Tensor f2;
-  MoeOutput moe_out;
+  MoeOutput f2;  // a dense MLP's output is all partial
   {
     Tensor gathered;
     op.end();
     ConstTensorRef m_in = tp_.gather_rows(c.ln2, gathered);
     if (moe != nullptr) {
-      moe_out = moe_.forward(op, *moe, m_in, c.ln2, T, c.moe);
-      f2 = std::move(moe_out.partial);
+      f2 = moe_.forward(op, *moe, m_in, c.ln2, T, c.moe);
     } else {
       c.fc = act(T, dims_.ffn_in, kAct);
       c.act = act(T, dims_.ffn, kAct);
-      f2 = act(T, h, kWork);
-      mlp_.forward(op, {w.fc_w, w.fc_b, w.fc2_w}, m_in, T, {c.fc.ref(), c.act.ref()}, nullptr, nullptr, f2.ref());
+      f2.partial = act(T, h, kWork);
+      mlp_.forward(op, {w.fc_w, w.fc_b, w.fc2_w}, m_in, T, {c.fc.ref(), c.act.ref()}, nullptr, nullptr,
+                   f2.partial.ref());
     }
   }
   op.end();
-  Tensor f2_local = combine_local(std::move(f2), std::move(moe_out.local));
+  Tensor f2_local = combine_local(std::move(f2.partial), std::move(f2.local));
   op.next("residual");
   if (!w.fc2_b.null()) backend_.add_bias(f2_local.ref(), w.fc2_b, f2_local.rows(), h);
   if (dropout) {
@@ -203,11 +202,9 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
   if (g.fc2_b != nullptr) backend_.bias_grad(g.fc2_b, dy.ref(), dy.rows(), h);
   Tensor dx2 = act(dy_in.rows(), h, kWork);
   {
-    Tensor dm, dm_whole;
+    MoeOutput dm;  // a dense MLP's input gradient is all partial
     if (moe != nullptr) {
-      MoeOutput d_in = moe_.backward(op, *moe, *moe_grads, dy, c.ln2, T, c.moe);
-      dm = std::move(d_in.partial);
-      dm_whole = std::move(d_in.local);
+      dm = moe_.backward(op, *moe, *moe_grads, dy, c.ln2, T, c.moe);
     } else {
       const MlpWeights mw{w.fc_w, w.fc_b, w.fc2_w};
       const MlpGrads mg{g.fc_w, g.fc_b, g.fc2_w};
@@ -221,12 +218,12 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
       }
       Tensor gathered;
       ConstTensorRef m_in = tp_.gather_rows(c.ln2, gathered);
-      dm = act(T, h, kWork);
-      mlp_.backward_up(op, mw, mg, dfc.ref(), m_in, T, dm.ref());
+      dm.partial = act(T, h, kWork);
+      mlp_.backward_up(op, mw, mg, dfc.ref(), m_in, T, dm.partial.ref());
       dfc.reset();
     }
     op.end();
-    Tensor dm_local = combine_local(std::move(dm), std::move(dm_whole));
+    Tensor dm_local = combine_local(std::move(dm.partial), std::move(dm.local));
     op.next("norm_bwd");
     norm_backward(dx2.ref(), g.ln2_w, g.ln2_b, dm_local.ref(), c.x2, w.ln2_w, c.stats2);
     op.next("residual_bwd");

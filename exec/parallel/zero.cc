@@ -17,7 +17,6 @@ ParameterStore::ParameterStore(const StageLayout& layout, ProcessGroups& groups,
       tracer_(tracer),
       zero_(groups.config.zero),
       dp_(groups.config.zero_shards()),
-      dp_rank_(groups.coords.dp_rank % groups.config.zero_shards()),
       buckets_(*groups.dp, tracer) {
   // Expert parallelism: routed experts reduce and shard over the expert-data-parallel group.
   if (groups.config.ep > 1 || groups.config.expert_tp() != groups.config.tp)
@@ -44,15 +43,12 @@ ParameterStore::ParameterStore(const StageLayout& layout, ProcessGroups& groups,
 }
 
 bool ParameterStore::expert_sharded(const Unit& u) const {
-  const ParallelConfig& c = groups_.config;
-  return u.experts() && (c.ep > 1 || c.expert_tp() != c.tp);
+  return shard_place(u, groups_.config, groups_.world_rank).over_expert_dp;
 }
 int ParameterStore::shards_of(const Unit& u) const {
-  return expert_sharded(u) ? groups_.config.expert_grad_ranks() : dp_;
+  return shard_place(u, groups_.config, groups_.world_rank).holders;
 }
-int ParameterStore::rank_in(const Unit& u) const {
-  return expert_sharded(u) ? expert_coords(groups_.config, groups_.world_rank).edp_rank : dp_rank_;
-}
+int ParameterStore::rank_in(const Unit& u) const { return shard_place(u, groups_.config, groups_.world_rank).index; }
 Communicator& ParameterStore::comm_of(const Unit& u) {
   return expert_sharded(u) ? *groups_.expert_dp : groups_.zero_shards();
 }

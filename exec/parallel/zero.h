@@ -98,7 +98,7 @@ class ParameterStore final : public ParameterSource {
   ProcessGroups& groups_;
   Backend& backend_;
   Tracer* tracer_;
-  int zero_, dp_, dp_rank_;
+  int zero_, dp_;
   std::vector<std::int64_t> offset_, shard_offset_;
   DType compute_;                            // the parameters' dtype (the backend's compute dtype)
   Tensor params_, grads_, adam_m_, adam_v_;  // params_/grads_ are full (ZeRO 0-2) or shards
