@@ -31,6 +31,7 @@ int run_plan(const PlanFlags& f) {
   const SearchSpace space = f.config.search_space();
   PlanOptions options;
   options.threads = f.threads;
+  options.top = f.top;
   ProgressBar bar("searching");
   options.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
   const PlanResult result = value_or_exit(search_plans(specs.model, specs.training, specs.cluster, space, options));
@@ -65,7 +66,9 @@ std::function<int()> add_plan(CLI::App& root) {
   CLI::App* app = root.add_subcommand("plan", "rank every parallel configuration that fits, by simulated step time");
   flags->specs.add_to(*app, "", "dgx-a100-80gb", true);
   flags->config.add_to(*app, true);
-  app->add_option("--top", flags->top, "show the K fastest (default: all that fit)");
+  app->add_option("--top", flags->top,
+                  "show the K fastest, simulating only configurations that could be among them (default: all that fit, "
+                  "all simulated)");
   add_output_flags(*app, flags->format, flags->out, "table, csv, json or md");
   app->add_flag("--explain", flags->explain, "list rejected configurations grouped by reason");
   app->add_option("--emit-plan", flags->emit_plan, "write the fastest configuration as a plan file for `loom run`");

@@ -175,10 +175,18 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
       fmt::format("memory: most loaded pipeline stage; buf = communication buffers + one layer's backward "
                   "workspace + {:.1f} GiB framework reserve; fits if total <= {:.1f} GiB",
                   bytes_to_gib(c.framework_reserve_bytes), c.gpu_memory_gib()));
-  lines.push_back(
-      fmt::format("search: {} legal configurations, {} fit in memory and were simulated, {} rejected "
-                  "(--explain lists why)",
-                  result.enumerated, result.simulated, result.rejected.size()));
+  if (result.skipped == 0)
+    lines.push_back(
+        fmt::format("search: {} legal configurations, {} fit in memory and were simulated, {} rejected "
+                    "(--explain lists why)",
+                    result.enumerated, result.simulated, result.rejected.size()));
+  else
+    lines.push_back(
+        fmt::format("search: {} legal configurations, {} fit in memory: {} simulated, {} skipped (a lower bound on "
+                    "their step is slower than the plans shown); {} rejected "
+                    "(--explain lists why)",
+                    result.enumerated, result.simulated + result.skipped, result.simulated, result.skipped,
+                    result.rejected.size()));
   lines.push_back(
       "times: simulated step (discrete-event, 1 pipeline, DP replicas symmetric); TFLOP/s and MFU count "
       "model FLOPs without recompute");

@@ -10,6 +10,7 @@
 #include "core/json_io.h"
 #include "core/parallel_for.h"
 #include "core/units.h"
+#include "sim/step_bound.h"
 
 namespace loom {
 
@@ -106,6 +107,47 @@ std::vector<int> pareto_front(const std::vector<PlanRow>& plans, const std::vect
   return front;
 }
 
+namespace {
+
+// Branch and bound over the fitting configurations: bound each (cheap), then simulate in order of
+// bound, a batch at a time, until the next bound is slower than the top-th fastest step simulated.
+// Every skipped configuration's step is at least its bound, so strictly slower than `top` simulated
+// ones: the first `top` rows are those of the full search. Returns how many were skipped.
+template <typename SimulateOne>
+std::size_t simulate_bounded(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
+                             const sim::CollectiveModel& collectives,
+                             const std::vector<std::pair<ParallelConfig, MemoryReport>>& fitting,
+                             const PlanOptions& options, const std::vector<std::optional<PlanRow>>& rows,
+                             SimulateOne&& simulate_one) {
+  const sim::StepBound bounds(model, training, cluster, collectives);
+  std::vector<double> bound(fitting.size());
+  parallel_for(fitting.size(), options.threads,
+               [&](std::size_t i) { bound[i] = bounds.lower_bound_s(fitting[i].first); });
+  std::vector<std::size_t> order(fitting.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return bound[a] < bound[b]; });
+
+  // A batch gives every thread a few configurations; the first is at least `top` long.
+  const std::size_t batch = std::max<std::size_t>(4 * thread_count(options.threads), 8);
+  std::vector<double> fastest;  // the `top` fastest simulated steps, ascending
+  std::size_t next = 0;
+  while (next < order.size()) {
+    if (fastest.size() == options.top && bound[order[next]] > fastest.back()) break;
+    const std::size_t end = std::min(order.size(), next + std::max(batch, options.top - fastest.size()));
+    parallel_for(end - next, options.threads, [&](std::size_t j) { simulate_one(order[next + j], order.size()); });
+    for (std::size_t j = next; j < end; ++j) {
+      if (!rows[order[j]]) continue;
+      fastest.push_back(rows[order[j]]->metrics.step_time_s);
+      std::sort(fastest.begin(), fastest.end());
+      if (fastest.size() > options.top) fastest.pop_back();
+    }
+    next = end;
+  }
+  return order.size() - next;
+}
+
+}  // namespace
+
 Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
                                 const SearchSpace& space, const PlanOptions& options) {
   auto enumeration = enumerate_configs(model, training, cluster, space);
@@ -115,9 +157,13 @@ Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& trai
   result.enumerated = enumeration->legal.size();
 
   // Memory first (cheap): only what fits is simulated.
+  std::vector<MemoryReport> memories(enumeration->legal.size());
+  parallel_for(memories.size(), options.threads,
+               [&](std::size_t i) { memories[i] = estimate_memory(model, training, enumeration->legal[i], cluster); });
   std::vector<std::pair<ParallelConfig, MemoryReport>> fitting;
-  for (const ParallelConfig& c : enumeration->legal) {
-    MemoryReport memory = estimate_memory(model, training, c, cluster);
+  for (std::size_t i = 0; i < memories.size(); ++i) {
+    const ParallelConfig& c = enumeration->legal[i];
+    MemoryReport& memory = memories[i];
     if (memory.fits) {
       fitting.emplace_back(c, std::move(memory));
     } else {
@@ -132,23 +178,28 @@ Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& trai
   std::atomic<std::size_t> done{0};
   std::mutex progress_mutex;
   const sim::CollectiveModel collectives(cluster);
-  parallel_for(fitting.size(), options.threads, [&](std::size_t i) {
+  auto simulate_one = [&](std::size_t i, std::size_t total) {
     auto row = evaluate_config(model, training, cluster, collectives, fitting[i].first, fitting[i].second);
     if (row)
       rows[i] = std::move(*row);
     else
       errors[i] = row.error().message;
     const std::size_t finished = ++done;
-    if (options.progress && (finished % 64 == 0 || finished == fitting.size())) {
+    if (options.progress && (finished % 64 == 0 || finished == total)) {
       std::lock_guard<std::mutex> lock(progress_mutex);
-      options.progress(finished, fitting.size());
+      options.progress(finished, total);
     }
-  });
+  };
+  if (options.top == 0 || options.top >= fitting.size()) {
+    parallel_for(fitting.size(), options.threads, [&](std::size_t i) { simulate_one(i, fitting.size()); });
+  } else {
+    result.skipped = simulate_bounded(model, training, cluster, collectives, fitting, options, rows, simulate_one);
+  }
 
   for (std::size_t i = 0; i < fitting.size(); ++i) {
     if (rows[i])
       result.plans.push_back(std::move(*rows[i]));
-    else
+    else if (!errors[i].empty())
       result.rejected.push_back({fitting[i].first, errors[i], "cannot be scheduled"});
   }
   result.simulated = result.plans.size();

@@ -31,10 +31,18 @@ struct PlanResult {
   std::vector<Rejection> rejected;
   std::size_t enumerated = 0;  // legal configurations considered
   std::size_t simulated = 0;
+  // With PlanOptions::top: configurations that fit but were not simulated, their lower bound on the
+  // step (sim/step_bound.h) slower than the top-th plan's simulated step.
+  std::size_t skipped = 0;
 };
 
 struct PlanOptions {
   int threads = 0;  // 0: one per hardware thread
+  // 0: simulate every configuration that fits, and list them all. K > 0: only the K fastest are
+  // wanted: configurations are simulated in order of their lower bound on the step, and those whose
+  // bound is slower than the K-th fastest simulated so far are skipped. `plans` then holds what was
+  // simulated; its first K are exactly the first K of the full search (ties broken the same way).
+  std::size_t top = 0;
   // Called as configurations finish: (done, total). From worker threads, serialised.
   std::function<void(std::size_t, std::size_t)> progress;
 };

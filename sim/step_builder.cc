@@ -249,27 +249,48 @@ std::int32_t StepBuilder::add_dp_op(int s, double seconds, Collective kind, std:
   return id;
 }
 
-void StepBuilder::add_gradient_reduction(int s) {
+GradientBuckets gradient_buckets(const CostModel& cost, const TrainingSpec& training, const ParallelConfig& c,
+                                 int stage, int chunk) {
   // Megatron-LM DDP bucket size, max(40M, 1M · the dp·cp group's size) (distributed_data_parallel.py).
-  const double bucket_params = std::max(40e6, 1e6 * c_.grad_ranks());
-  const Collective reduce = c_.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter;
+  const double bucket_params = std::max(40e6, 1e6 * c.grad_ranks());
+  GradientBuckets b;
+  b.reduce = c.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter;
+  const double params = cost.chunk_params(stage, chunk);
+  // Routed experts (expert parallelism) reduce over the expert-data-parallel group, in the same buckets.
+  const double expert_share = params > 0 ? cost.chunk_expert_params(stage, chunk) / params : 0.0;
+  // The final backward of the chunk releases its gradients bucket by bucket, last layer first.
+  b.count = training.overlap_grad_reduce ? std::max(1, static_cast<int>(std::ceil(params / bucket_params))) : 1;
+  b.bytes = params / b.count * training.grad_bytes;
+  // ZeRO-3 reduce-scatters per unit (core/training_spec.h Zero3Unit): the chunk's share per bucket.
+  b.seconds = c.zero >= 3 ? cost.zero3_collective_s(b.reduce, stage, chunk) / b.count
+                          : cost.grad_collective_s(b.reduce, b.bytes * (1.0 - expert_share), b.bytes * expert_share);
+  return b;
+}
+
+double optimizer_op_s(const CostModel& cost, const ParallelConfig& c, int stage) {
+  // ZeRO shards the routed experts' states over the expert-data-parallel group.
+  const double experts = cost.stage_expert_params(stage);
+  const double shards = c.zero >= 1 ? static_cast<double>(c.zero_shards()) : 1.0;
+  const double expert_shards = c.zero >= 1 ? static_cast<double>(c.expert_grad_ranks()) : 1.0;
+  const double shard = (cost.stage_params(stage) - experts) / shards + experts / expert_shards;
+  return cost.optimizer_s(shard) + cost.fp8_weight_cast_s(stage);
+}
+
+double param_all_gather_s(const CostModel& cost, const TrainingSpec& training, const ParallelConfig& c, int stage) {
+  if (c.grad_ranks() <= 1 || (c.zero != 1 && c.zero != 2)) return 0.0;
+  const double experts = cost.stage_expert_params(stage);
+  return cost.grad_collective_s(Collective::kAllGather, (cost.stage_params(stage) - experts) * training.param_bytes,
+                                experts * training.param_bytes);
+}
+
+void StepBuilder::add_gradient_reduction(int s) {
   // Chunks finish their gradients in reverse order of the model (the backward runs backwards).
   for (int chunk = c_.vpp - 1; chunk >= 0; --chunk) {
-    const double params = cost_.chunk_params(s, chunk);
-    // Routed experts (expert parallelism) reduce over the expert-data-parallel group, in the same buckets.
-    const double expert_share = params > 0 ? cost_.chunk_expert_params(s, chunk) / params : 0.0;
     if (c_.zero == 2) add_zero2_reduce_scatters(s, chunk);
-    // The final backward of the chunk releases its gradients bucket by bucket, last layer first.
-    const int buckets =
-        training_.overlap_grad_reduce ? std::max(1, static_cast<int>(std::ceil(params / bucket_params))) : 1;
-    const double bucket_bytes = params / buckets * training_.grad_bytes;
-    for (int b = 0; b < buckets; ++b) {
-      // ZeRO-3 reduce-scatters per unit (core/training_spec.h Zero3Unit): the chunk's share per bucket.
-      const double seconds = c_.zero >= 3 ? zero3_s(reduce, s, chunk) / buckets
-                                          : cost_.grad_collective_s(reduce, bucket_bytes * (1.0 - expert_share),
-                                                                    bucket_bytes * expert_share);
-      const std::int32_t reduced = add_dp_op(s, seconds, reduce, last_grad_op_[s][chunk],
-                                             static_cast<float>(b + 1) / static_cast<float>(buckets));
+    const GradientBuckets buckets = gradient_buckets(cost_, training_, c_, s, chunk);
+    for (int b = 0; b < buckets.count; ++b) {
+      const std::int32_t reduced = add_dp_op(s, buckets.seconds, buckets.reduce, last_grad_op_[s][chunk],
+                                             static_cast<float>(b + 1) / static_cast<float>(buckets.count));
       // Without overlap the whole buffer is reduced once the stage's backward is over (Megatron-LM
       // 2021's allreduce_gradients after forward_backward_func), every chunk's last pass included.
       if (!training_.overlap_grad_reduce)
@@ -278,7 +299,7 @@ void StepBuilder::add_gradient_reduction(int s) {
       // HSDP: the step's reduced shard is then all-reduced across the replicas of the shard group
       // (FSDP2 reduces across replicas once, after the last micro-batch's reduce-scatter).
       if (c_.zero >= 3 && c_.shard_replicas() > 1)
-        add_dp_op(s, cost_.replica_collective_s(Collective::kAllReduce, bucket_bytes / c_.zero_shards()),
+        add_dp_op(s, cost_.replica_collective_s(Collective::kAllReduce, buckets.bytes / c_.zero_shards()),
                   Collective::kAllReduce, reduced, 1.0f);
     }
   }
@@ -311,21 +332,13 @@ void StepBuilder::add_optimizer(int s) {
   opt.kind = OpKind::kOptimizer;
   opt.stream = StepGraph::stream_of(s, StreamKind::kCompute);
   opt.stage = static_cast<std::int16_t>(s);
-  // ZeRO shards the routed experts' states over the expert-data-parallel group.
-  const double experts = cost_.stage_expert_params(s);
-  const double shards = c_.zero >= 1 ? static_cast<double>(c_.zero_shards()) : 1.0;
-  const double expert_shards = c_.zero >= 1 ? static_cast<double>(c_.expert_grad_ranks()) : 1.0;
-  const double shard = (cost_.stage_params(s) - experts) / shards + experts / expert_shards;
-  opt.duration = to_ns(cost_.optimizer_s(shard) + cost_.fp8_weight_cast_s(s));
+  opt.duration = to_ns(optimizer_op_s(cost_, c_, s));
   const std::int32_t optimizer = add(opt);
   if (last_dp_ >= 0) graph_.depend(optimizer, last_dp_);
   if (training_.pipeline_sends_block && last_send_[s] >= 0) graph_.depend(optimizer, last_send_[s]);
   // ZeRO-1/2: the updated parameter shards are gathered back.
-  if (c_.grad_ranks() > 1 && (c_.zero == 1 || c_.zero == 2))
-    add_dp_op(s,
-              cost_.grad_collective_s(Collective::kAllGather, (cost_.stage_params(s) - experts) * training_.param_bytes,
-                                      experts * training_.param_bytes),
-              Collective::kAllGather, optimizer, 1.0f);
+  if (const double gather = param_all_gather_s(cost_, training_, c_, s); gather > 0)
+    add_dp_op(s, gather, Collective::kAllGather, optimizer, 1.0f);
 }
 
 }  // namespace loom::sim

@@ -17,6 +17,21 @@
 
 namespace loom::sim {
 
+// The data-parallel reduction of one local chunk's gradients as the step issues it after the chunk's
+// last gradient-producing pass: `count` buckets of `seconds` each, `bytes` per bucket.
+struct GradientBuckets {
+  Collective reduce = Collective::kAllReduce;  // ZeRO-0 all-reduces, ZeRO-1/2/3 reduce-scatter
+  int count = 1;
+  double seconds = 0;
+  double bytes = 0;
+};
+GradientBuckets gradient_buckets(const CostModel& cost, const TrainingSpec& training, const ParallelConfig& config,
+                                 int stage, int chunk);
+// The optimizer op of `stage`: its shard's Adam step and, under FP8, the weights' cast.
+double optimizer_op_s(const CostModel& cost, const ParallelConfig& config, int stage);
+// ZeRO-1/2: the all-gather of `stage`'s updated parameter shards after its optimizer (0 without one).
+double param_all_gather_s(const CostModel& cost, const TrainingSpec& training, const ParallelConfig& config, int stage);
+
 class StepBuilder {
  public:
   // `graph` is emptied (keeping its storage) and filled by build().
