@@ -122,10 +122,13 @@ int run_public_runs(const ValidateFlags& f) {
         row["config"]["precision"] = to_string(r.training.precision);
         row["predicted_s"] = r.predicted_s;
         row["predicted_peak_memory_gib"] = r.predicted_peak_gib;
+        row["predicted_tflops_per_gpu"] = r.predicted_tflops;
+        if (!r.micro_batch_note.empty()) row["micro_batch_note"] = r.micro_batch_note;
       } else {
         row["refused"] = r.refused;
       }
       if (r.published_s > 0) row["published_s"] = r.published_s;
+      if (r.published_tflops > 0) row["published_tflops_per_gpu"] = r.published_tflops;
       if (r.scored()) row["error"] = r.error();
       list.push_back(row);
     }
@@ -142,9 +145,9 @@ int run_public_runs(const ValidateFlags& f) {
     return kExitOk;
   }
   std::string text = "# published H100/H200/B200 runs (h100_public.json), each on its GPU's cluster preset\n";
-  text +=
-      fmt::format("{:<40} {:<9} {:<4} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>11} {:>11} {:>8}\n", "id", "cluster",
-                  "prec", "GPUs", "TP", "PP", "VPP", "DP", "MB", "mem", "published_s", "predicted_s", "error%");
+  text += fmt::format("{:<40} {:<9} {:<4} {:>5} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>11} {:>11} {:>8}\n", "id",
+                      "cluster", "prec", "GPUs", "TP", "CP", "PP", "VPP", "DP", "MB", "mem", "published_s",
+                      "predicted_s", "error%");
   for (const auto& r : runs) {
     const std::string published = r.published_s > 0 ? fmt::format("{:.3f}", r.published_s) : "-";
     if (!r.simulated()) {
@@ -152,10 +155,14 @@ int run_public_runs(const ValidateFlags& f) {
       continue;
     }
     const ParallelConfig& c = r.config;
-    text += fmt::format("{:<40} {:<9} {:<4} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6.1f} {:>11} {:>11.3f} {:>8}\n",
-                        r.id, r.cluster, to_string(r.training.precision), r.training.gpus, c.tp, c.pp, c.vpp, c.dp,
-                        c.micro_batch, r.predicted_peak_gib, published, r.predicted_s,
-                        r.scored() ? fmt::format("{:+.1f}", 100.0 * r.error()) : "-");
+    text += fmt::format(
+        "{:<40} {:<9} {:<4} {:>5} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6.1f} {:>11} {:>11.3f} {:>8}\n", r.id,
+        r.cluster, to_string(r.training.precision), r.training.gpus, c.tp, c.cp, c.pp, c.vpp, c.dp, c.micro_batch,
+        r.predicted_peak_gib, published, r.predicted_s, r.scored() ? fmt::format("{:+.1f}", 100.0 * r.error()) : "-");
+    if (r.published_tflops > 0 && !r.scored())
+      text.insert(text.size() - 1, fmt::format("   TFLOP/s/GPU: published {:.0f} (formula not stated), Loom {:.0f}",
+                                               r.published_tflops, r.predicted_tflops));
+    if (!r.micro_batch_note.empty()) text.insert(text.size() - 1, fmt::format("; {}", r.micro_batch_note));
   }
   for (const auto& s : summaries)
     text += fmt::format(

@@ -7,6 +7,7 @@
 #include <map>
 #include <string_view>
 
+#include "core/config_rules.h"
 #include "core/framework.h"
 #include "core/json_io.h"
 #include "core/presets.h"
@@ -126,9 +127,64 @@ std::string express(const Json& r, PublicRun& run) {
   } else if (c.dp > 0 && t.global_batch % (c.dp * pipeline_micro_batches) == 0 && torchtitan(source)) {
     c.micro_batch = static_cast<int>(t.global_batch / (c.dp * pipeline_micro_batches));
   } else {
-    return "no micro-batch size published";
+    c.micro_batch = 0;  // not published: reproduce_public_runs takes the planner's choice
   }
   return "";
+}
+
+// The micro-batches a row that does not publish one could have run: powers of two up to 16 that
+// divide the per-replica batch and make a legal configuration.
+std::vector<ParallelConfig> micro_batch_candidates(const PublicRun& run) {
+  std::vector<ParallelConfig> out;
+  for (int mb = 1; mb <= 16; mb *= 2) {
+    ParallelConfig c = run.config;
+    c.micro_batch = mb;
+    if (c.dp > 0 && run.training.global_batch % (static_cast<long long>(c.dp) * mb) == 0 &&
+        check_config(run.model, run.training, c).ok())
+      out.push_back(c);
+  }
+  return out;
+}
+
+// Simulates the row; without a published micro-batch, every candidate, keeping the fastest that fits
+// in memory (the one `loom plan` would rank first among them), else the one needing the least memory.
+void simulate_run(PublicRun& run, const ClusterSpec& cluster) {
+  std::vector<ParallelConfig> candidates = {run.config};
+  if (run.config.micro_batch == 0) {
+    candidates = micro_batch_candidates(run);
+    run.micro_batch_note = "micro-batch not published: the fastest that fits";
+    if (candidates.empty()) {
+      run.refused =
+          run.training.global_batch % run.config.dp != 0
+              ? fmt::format("global batch {} does not split over dp {} = GPUs/(tp·pp·cp) (see the row's notes)",
+                            run.training.global_batch, run.config.dp)
+              : "no micro-batch up to 16 divides the per-replica batch";
+      return;
+    }
+  }
+  bool found = false, found_fits = false;
+  for (const ParallelConfig& c : candidates) {
+    const MemoryReport memory = estimate_memory(run.model, run.training, c, cluster);
+    auto sim = sim::simulate(run.model, run.training, c, cluster);
+    if (!sim) {
+      if (candidates.size() == 1) run.refused = sim.error().message;
+      continue;
+    }
+    const double gib = memory.most_loaded_gib().total;
+    const bool better = !found || (memory.fits && !found_fits) ||
+                        (memory.fits == found_fits &&
+                         (memory.fits ? sim->step_time_s < run.predicted_s : gib < run.predicted_peak_gib));
+    if (!better) continue;
+    found = true;
+    found_fits = memory.fits;
+    run.config = c;
+    run.predicted_s = sim->step_time_s;
+    run.predicted_tflops = sim->tflops_per_gpu;
+    run.predicted_peak_gib = gib;
+  }
+  if (!found && run.refused.empty()) run.refused = "no micro-batch could be simulated";
+  if (found && !found_fits && candidates.size() > 1)
+    run.micro_batch_note = "micro-batch not published: none fits, the one needing the least memory";
 }
 
 }  // namespace
@@ -154,20 +210,15 @@ Result<std::vector<PublicRun>> reproduce_public_runs(const std::string& json_pat
       run.model = *model;
       run.refused = run.cluster.empty() ? "GPU without a cluster preset" : express(r, run);
     }
+    if (r.value("metric_name", "") == "model_tflops_per_gpu" && r["metric_value"].is_number())
+      run.published_tflops = r["metric_value"].get<double>();
     if (run.simulated()) {
       if (!clusters.contains(run.cluster)) {
         auto cluster = cluster_preset(run.cluster);
         if (!cluster) return cluster.error();
         clusters.emplace(run.cluster, *cluster);
       }
-      const ClusterSpec& cluster = clusters.at(run.cluster);
-      auto sim = sim::simulate(run.model, run.training, run.config, cluster);
-      if (!sim) {
-        run.refused = sim.error().message;
-      } else {
-        run.predicted_s = sim->step_time_s;
-        run.predicted_peak_gib = estimate_memory(run.model, run.training, run.config, cluster).most_loaded_gib().total;
-      }
+      simulate_run(run, clusters.at(run.cluster));
     }
     runs.push_back(std::move(run));
   }

@@ -25,6 +25,11 @@ struct PublicRun {
   std::string refused;     // why the row is not simulated; empty: it is
   double predicted_s = 0;
   double predicted_peak_gib = 0;
+  // Rows that publish model TFLOP/s per GPU (the long-sequence table, whose FLOP formula is not
+  // stated, so they are shown beside Loom's, not scored): the published figure and Loom's.
+  double published_tflops = 0;
+  double predicted_tflops = 0;
+  std::string micro_batch_note;  // empty: the row's own micro-batch; else how Loom chose one
   bool simulated() const { return refused.empty(); }
   bool scored() const { return simulated() && published_s > 0; }
   double error() const { return (predicted_s - published_s) / published_s; }
