@@ -40,6 +40,7 @@ struct RunOptions {
   std::string data;
   int steps = 0;
   std::string backend = "cpu";
+  std::string comm;  // "direct" or "host-staged"; empty: host-staged for cuda over several ranks, else direct
   std::string checkpoint_dir;
   int save_every = 0;
   int keep_checkpoints = 0;  // 0: keep all
@@ -138,6 +139,16 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   t.inject_nan = value_or_exit(exec::nan_injection_from_env(t.model, c));
   t.inject_hang = value_or_exit(exec::hang_injection_from_env(runtime.world_size()));
   check_model_states_fit(t, runtime);
+  // Buffers on a GPU are device memory, which the MPI communicator cannot read: they travel through host
+  // copies (exec/staged_communicator.h) until NCCL carries them directly.
+  if (o.comm.empty()) o.comm = o.backend == "cuda" ? "host-staged" : "direct";
+  if (o.comm != "direct" && o.comm != "host-staged")
+    throw InputError(fmt::format("--comm: '{}' is neither 'direct' nor 'host-staged'", o.comm));
+  if (o.backend == "cuda" && o.comm == "direct" && runtime.world_size() > 1)
+    throw InputError(
+        fmt::format("--comm direct with --backend cuda over {} ranks needs the NCCL communicator, which is not "
+                    "built yet: use --comm host-staged",
+                    runtime.world_size()));
   std::string backend_error;
   // cpu-bf16 emulates a bf16 GPU on the CPU for tests and rehearsal of mixed precision: a run option only.
   if (o.backend == "cpu-bf16")
@@ -145,12 +156,6 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   else
     r.backend = exec::make_backend(o.backend, &backend_error, {runtime.local_rank(), runtime.local_size()});
   if (!r.backend) throw InputError(backend_error);
-  // Buffers on a GPU are device memory, which the MPI communicator cannot read (NCCL is not built yet).
-  if (o.backend == "cuda" && runtime.world_size() > 1)
-    throw InputError(
-        fmt::format("--backend cuda runs on one rank for now ({} were launched): the MPI "
-                    "communicator reads host memory only",
-                    runtime.world_size()));
   r.data.emplace(value_or_exit(exec::TokenFile::open(o.data, t.model.vocab, t.training.seq_len)));
   o.optimizer.decay_steps = o.optimizer.decay_steps > 0 ? o.optimizer.decay_steps : o.steps;
   t.optimizer = o.optimizer;
@@ -175,6 +180,7 @@ std::string rank_path(const std::string& path, int rank, int world) {
 int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   const int rank = runtime.world_rank(), world = runtime.world_size();
   exec::ProcessGroups groups = exec::make_process_groups(runtime, r.trainer.config, r.trainer.model.tied_embeddings);
+  if (o.comm == "host-staged") exec::stage_through_host(groups);
   // Stopped (joined) when train returns, before the groups and MPI go away.
   const std::unique_ptr<exec::Watchdog> watchdog = runtime.start_watchdog(o.comm_timeout_s);
   exec::Tracer tracer(rank);
@@ -201,11 +207,12 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   if (rank == 0)
     fmt::print(
         "loom run: {} on {} rank(s), {} | global batch {} × seq {} | {} micro-batches | dropout {} | backend {} "
-        "({}{})\n",
+        "({}{}){}\n",
         r.trainer.model.name, world, describe(r.trainer.config), r.trainer.training.global_batch, trainer.seq(),
         trainer.micro_batches(), r.trainer.dropout_probability(), r.backend->name(),
         r.backend->name() == "cuda" ? "cuBLASLt" : exec::cpu_gemm_library(),
-        r.backend->device() >= 0 ? fmt::format(", rank 0 on device {}", r.backend->device()) : "");
+        r.backend->device() >= 0 ? fmt::format(", rank 0 on device {}", r.backend->device()) : "",
+        world > 1 && o.comm == "host-staged" ? " | messages staged through host memory" : "");
   exec::StepMetrics last;
   // Beside the step lines only when those go to a file or a pipe.
   ProgressBar bar("training", rank == 0 && isatty(STDOUT_FILENO) == 0);
@@ -309,6 +316,10 @@ std::function<int()> add_run_command(CLI::App& root) {
   cmd->add_option("--backend", o->backend,
                   "cpu, cuda, or cpu-bf16 (bf16 mixed precision emulated on the CPU: tests and rehearsal)")
       ->capture_default_str();
+  cmd->add_option("--comm", o->comm,
+                  "direct (the communicator reads the backend's buffers) or host-staged (each message copied "
+                  "through host memory for MPI: several ranks on one GPU); default host-staged for cuda, else "
+                  "direct");
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "where checkpoints are written and resumed from");
   cmd->add_option("--save-every", o->save_every, "save a checkpoint every K steps");
   cmd->add_option("--keep-checkpoints", o->keep_checkpoints,

@@ -56,6 +56,11 @@ class Backend {
   // Host fp32 <-> backend copies (checkpoints, data, tests), converting from/to the view's dtype.
   virtual void to_host(float* host, ConstTensorRef src, std::int64_t n) = 0;
   virtual void from_host(TensorRef dst, const float* host, std::int64_t n) = 0;
+  // Raw copies of n values in the view's own dtype between backend memory and host memory (messages staged
+  // through the host for a host-memory communicator). download returns once `host` holds the values of
+  // the work queued so far; after upload returns, `host` may be reused.
+  virtual void download(void* host, ConstTensorRef src, std::int64_t n) = 0;
+  virtual void upload(TensorRef dst, const void* host, std::int64_t n) = 0;
   // dst ← src converted to dst's dtype (fp32 <-> bf16; the same dtype copies), rounding to nearest even.
   virtual void cast(TensorRef dst, ConstTensorRef src, std::int64_t n) = 0;
   // Finishes queued work (streams on GPUs; a no-op on the CPU).

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "exec/staged_communicator.h"
+
 #ifdef LOOM_EXEC_MPI
 #include "exec/mpi/mpi_communicator.h"
 #include "exec/mpi/mpi_watchdog.h"
@@ -138,6 +140,11 @@ ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& 
   g.ep = std::make_unique<SelfCommunicator>("ep");
   g.expert_dp = std::make_unique<SelfCommunicator>("expert_dp");
   return g;
+}
+
+void stage_through_host(ProcessGroups& groups) {
+  for (std::unique_ptr<Communicator>* group : groups.all())
+    if (*group != nullptr && (*group)->size() > 1) *group = std::make_unique<StagedCommunicator>(std::move(*group));
 }
 
 }  // namespace loom::exec

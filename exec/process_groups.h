@@ -67,7 +67,15 @@ struct ProcessGroups {
   int ep_rank() const { return expert_coords(config, world_rank).ep_rank; }
   bool first_stage() const { return coords.pp_rank == 0; }
   bool last_stage() const { return coords.pp_rank == config.pp - 1; }
+  // Every group slot above, null ones included: what binds a backend to, or wraps, all of them.
+  std::vector<std::unique_ptr<Communicator>*> all() {
+    return {&world, &tp, &dp, &pp, &embedding, &shard, &replica, &ep, &expert_dp};
+  }
 };
+
+// Puts every group of more than one rank behind a StagedCommunicator (exec/staged_communicator.h):
+// buffers in a GPU's memory travel through host copies over the host-memory communicator (MPI).
+void stage_through_host(ProcessGroups& groups);
 
 // Collective over the world: every rank must call it with the same config, whose world size must
 // equal the launched ranks (checked by the caller beforehand). The embedding group exists only for

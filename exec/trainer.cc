@@ -29,10 +29,8 @@ Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& 
       tp_(*groups.tp, backend, options.config.sequence_parallel, tracer),
       data_(data, seq_, options.config.micro_batch, micro_batches_, options.config.dp, groups.coords.dp_rank),
       identity_(run_identity(options, data)) {
-  for (Communicator* c :
-       {groups_.world.get(), groups_.tp.get(), groups_.dp.get(), groups_.pp.get(), groups_.embedding.get(),
-        groups_.shard.get(), groups_.replica.get(), groups_.ep.get(), groups_.expert_dp.get()})
-    if (c != nullptr) c->use_backend(backend_);
+  for (std::unique_ptr<Communicator>* c : groups_.all())
+    if (*c != nullptr) (*c)->use_backend(backend_);
   params_ = std::make_unique<ParameterStore>(layout_.combined, groups_, backend_, tracer_);
   params_->initialize(options_.seed);
   const DropoutSettings dropout{options_.dropout_probability(), options_.seed};

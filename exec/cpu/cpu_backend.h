@@ -3,6 +3,8 @@
 // where available). It is also the reference the CUDA kernels are tested against.
 #pragma once
 
+#include <cstring>
+
 #include <unordered_map>
 #include <vector>
 
@@ -33,6 +35,12 @@ class CpuBackend : public Backend {
   // Host memory is the backend's: the copies are casts.
   void to_host(float* host, ConstTensorRef src, std::int64_t n) override { cast(host, src, n); }
   void from_host(TensorRef dst, const float* host, std::int64_t n) override { cast(dst, host, n); }
+  void download(void* host, ConstTensorRef src, std::int64_t n) override {
+    if (n > 0) std::memcpy(host, src.raw(), static_cast<std::size_t>(n) * dtype_bytes(src.dtype()));
+  }
+  void upload(TensorRef dst, const void* host, std::int64_t n) override {
+    if (n > 0) std::memcpy(dst.raw(), host, static_cast<std::size_t>(n) * dtype_bytes(dst.dtype()));
+  }
   void cast(TensorRef dst, ConstTensorRef src, std::int64_t n) override;
   void evict_from_cache(ConstTensorRef x, std::int64_t bytes) override;
 

@@ -150,6 +150,20 @@ const int* CudaBackend::device_ints(const int* p, std::int64_t n) {
 
 // --- host <-> device ---------------------------------------------------------------------------------
 
+void CudaBackend::download(void* host, ConstTensorRef src, std::int64_t n) {
+  if (n == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(host, src.raw(), static_cast<std::size_t>(n) * dtype_bytes(src.dtype()),
+                             cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+}
+
+void CudaBackend::upload(TensorRef dst, const void* host, std::int64_t n) {
+  if (n == 0) return;
+  // From pageable memory the call returns once the values are staged: the caller may reuse `host`.
+  CUDA_CHECK(cudaMemcpyAsync(dst.raw(), host, static_cast<std::size_t>(n) * dtype_bytes(dst.dtype()),
+                             cudaMemcpyHostToDevice, stream_));
+}
+
 void CudaBackend::to_host(float* host, ConstTensorRef src, std::int64_t n) {
   if (n == 0) return;
   if (src.dtype() == DType::kF32) {

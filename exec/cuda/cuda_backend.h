@@ -35,6 +35,8 @@ class CudaBackend final : public Backend {
 
   void to_host(float* host, ConstTensorRef src, std::int64_t n) override;
   void from_host(TensorRef dst, const float* host, std::int64_t n) override;
+  void download(void* host, ConstTensorRef src, std::int64_t n) override;
+  void upload(TensorRef dst, const void* host, std::int64_t n) override;
   void cast(TensorRef dst, ConstTensorRef src, std::int64_t n) override;
   void synchronize() override;
   std::unique_ptr<Event> record_event() override;

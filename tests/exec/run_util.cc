@@ -35,9 +35,19 @@ ProcessResult run_shell(const std::string& command, int timeout_s) {
   return r;
 }
 
-bool have_mpirun() { return std::string(LOOM_MPIEXEC).size() > 0; }
+namespace {
+// The build's paths, unless the environment names others (a bundle carried to a GPU machine:
+// scripts/gpu-bundle.sh's run.sh sets them).
+std::string from_env(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != 0 ? value : fallback;
+}
+std::string mpiexec() { return from_env("LOOM_TEST_MPIEXEC", LOOM_MPIEXEC); }
+}  // namespace
 
-std::string loom_binary() { return LOOM_BINARY; }
+bool have_mpirun() { return !mpiexec().empty(); }
+
+std::string loom_binary() { return from_env("LOOM_TEST_LOOM", LOOM_BINARY); }
 
 std::string loom_run(int ranks) {
   if (!have_mpirun()) return loom_binary() + " run";
@@ -47,7 +57,7 @@ std::string loom_run(int ranks) {
   return fmt::format(
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
       "OMPI_MCA_orte_tmpdir_base={} {} --oversubscribe -np {} {} run",
-      scratch_dir("ompi"), LOOM_MPIEXEC, ranks, loom_binary());
+      scratch_dir("ompi"), mpiexec(), ranks, loom_binary());
 }
 
 std::string scratch_dir(const std::string& name) {
@@ -77,7 +87,7 @@ std::string make_token_file(const std::string& dir, int tokens) {
 }
 
 std::string test_model(const std::string& name) {
-  return std::string(LOOM_SOURCE_DIR) + "/tests/exec/data/" + name + ".json";
+  return from_env("LOOM_TEST_SOURCE_DIR", LOOM_SOURCE_DIR) + "/tests/exec/data/" + name + ".json";
 }
 
 std::vector<Json> read_jsonl(const std::string& path) {
