@@ -37,7 +37,8 @@ std::string preset_text(const FrameworkPreset& p) {
                                                              {"FP8", &p.fp8},
                                                              {"hybrid sharding (HSDP)", &p.hsdp},
                                                              {"uneven pipeline stages", &p.uneven_stages},
-                                                             {"TP without SP", &p.tp_without_sp}};
+                                                             {"TP without SP", &p.tp_without_sp},
+                                                             {"op-level recompute", &p.op_recompute}};
   for (const auto& [name, missing] : features)
     if (missing->missing) line(name, "no", missing->why);
   return t;

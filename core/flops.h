@@ -16,8 +16,9 @@ namespace loom {
 // for a GPT model.
 double model_flops_per_step(const ModelSpec& model, std::int64_t global_batch, int seq);
 
-// The forward work recompute repeats in the backward: the attention core (selective) or the whole
-// layer (full); nothing for the LM head, which is never recomputed.
+// The forward work recompute repeats in the backward: the attention core (selective), the whole
+// layer (full) or the GEMMs op-level SAC re-runs (op: core/op_recompute.h); nothing for the LM
+// head, which is never recomputed.
 double recompute_flops_per_step(const ModelSpec& model, std::int64_t global_batch, int seq, Recompute recompute);
 
 // FLOPs per second per GPU, in TFLOP/s.

@@ -49,6 +49,8 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         lacks("layers must divide evenly over pipeline stages (megatron/arguments.py asserts it); "
               "--decoder-first/last-pipeline-num-layers came with Megatron-core (2024)"),
         kHas,
+        lacks("Megatron-LM recomputes whole layers (--checkpoint-activations); op-level policies are PyTorch's "
+              "selective activation checkpointing (2024), which torchtitan uses"),
     },
     {
         "megatron-core",
@@ -82,6 +84,9 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         kHas,
         kHas,
         kHas,
+        lacks("Megatron-core recomputes the attention core (--recompute-granularity selective), whole layers "
+              "(full) or listed modules (--recompute-modules); op-level policies are PyTorch's selective "
+              "activation checkpointing, which torchtitan uses"),
     },
     {
         "torchtitan",
@@ -113,6 +118,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         kHas,
         lacks("torchtitan's tensor-parallel plan shards the norms over the sequence (SequenceParallel in "
               "parallelize.py): its TP is always sequence-parallel"),
+        kHas,
     },
     {
         "deepspeed",
@@ -146,6 +152,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         kHas,
         kHas,
         kHas,
+        lacks("DeepSpeed's activation checkpointing recomputes whole layers (runtime/activation_checkpointing)"),
     },
 }};
 
@@ -203,6 +210,8 @@ std::optional<std::string> framework_lacks(const FrameworkPreset& p, const Train
     if (auto why = no("hybrid sharding", p.hsdp)) return why;
   if (!c.split.even() && c.pp > 1)
     if (auto why = no("uneven pipeline stages", p.uneven_stages)) return why;
+  if (c.recompute == Recompute::kOp)
+    if (auto why = no("op-level activation checkpointing", p.op_recompute)) return why;
   return std::nullopt;
 }
 

@@ -45,6 +45,7 @@ struct FrameworkPreset {
   const char* zero_source = "";  // where the stages come from, or why the others are missing
   Missing sequence_parallel, interleaved, zero_bubble, gpipe, context_parallel, fp8, hsdp, uneven_stages;
   Missing tp_without_sp;  // tensor parallelism with sequence parallelism off
+  Missing op_recompute;   // op-level selective activation checkpointing (--recompute op)
 };
 
 // Every preset, in the order `--framework`'s help lists them.

@@ -11,11 +11,9 @@ namespace loom {
 namespace {
 
 // Canonical names first; the rest are aliases the command line and plan files accept.
-constexpr NameEntry<Recompute> kRecomputeNames[] = {{Recompute::kNone, "none"},
-                                                    {Recompute::kSelective, "selective"},
-                                                    {Recompute::kFull, "full"},
-                                                    {Recompute::kNone, "off"},
-                                                    {Recompute::kSelective, "sel"}};
+constexpr NameEntry<Recompute> kRecomputeNames[] = {{Recompute::kNone, "none"}, {Recompute::kSelective, "selective"},
+                                                    {Recompute::kFull, "full"}, {Recompute::kOp, "op"},
+                                                    {Recompute::kNone, "off"},  {Recompute::kSelective, "sel"}};
 constexpr NameEntry<Schedule> kScheduleNames[] = {{Schedule::kGPipe, "gpipe"},
                                                   {Schedule::k1F1B, "1f1b"},
                                                   {Schedule::kInterleaved, "interleaved"},

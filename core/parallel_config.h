@@ -9,7 +9,8 @@
 
 namespace loom {
 
-enum class Recompute { kNone, kSelective, kFull };
+// kOp: torchtitan's op-level selective activation checkpointing (core/op_recompute.h).
+enum class Recompute { kNone, kSelective, kFull, kOp };
 enum class Schedule { kGPipe, k1F1B, kInterleaved, kZeroBubble };
 // How context-parallel ranks exchange keys and values (Megatron-core's cp_comm_type,
 // transformer_config.py): kP2P passes KV blocks around the CP ring, overlapped with the attention
@@ -119,7 +120,7 @@ std::optional<Recompute> parse_recompute(std::string_view text);
 std::optional<Schedule> parse_schedule(std::string_view text);
 const char* to_string(CpComm comm);
 std::optional<CpComm> parse_cp_comm(std::string_view text);
-// The canonical names, for error messages: "none, selective or full".
+// The canonical names, for error messages: "none, selective, full or op".
 std::string recompute_names();
 std::string schedule_names();
 std::string cp_comm_names();

@@ -151,7 +151,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   lform->addRow(tr("Shard group"), shard_group_ = restriction("shard_group", any + tr(" (ZeRO-3 HSDP, e.g. 8)")));
   lform->addRow(tr("Micro-batch"), micro_batch_ = restriction("micro_batch", any));
   lform->addRow("VPP", vpp_ = restriction("vpp", any));
-  lform->addRow(tr("Recompute"), recompute_ = restriction("recompute", any + " (none,selective,full)"));
+  lform->addRow(tr("Recompute"), recompute_ = restriction("recompute", any + " (none,selective,full,op)"));
   lform->addRow("SP", sp_ = restriction("sp", any + " (on,off)"));
   lform->addRow(tr("Schedule"), schedule_ = restriction("schedule", any + " (gpipe,1f1b,interleaved,zb)"));
   outer->addWidget(limits);

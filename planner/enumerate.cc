@@ -234,13 +234,17 @@ std::vector<int> Enumerator::etp_candidates(const ParallelConfig& c) const {
 }
 
 void Enumerator::for_zero(ParallelConfig c, const std::vector<Pipeline>& schedules) {
-  const std::vector<Recompute> recomputes =
+  std::vector<Recompute> recomputes =
       space_.recompute.empty() ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
                                : space_.recompute;
+  // torchtitan's own selective mode is op-level SAC (its Llama 3 configs' default): searched for its runs.
+  if (space_.recompute.empty() && training_.framework == "torchtitan" && !model_.moe.active() && !model_.mla.active())
+    recomputes.push_back(Recompute::kOp);
   const std::vector<bool> sps =
       space_.sequence_parallel.empty() ? std::vector<bool>{false, true} : space_.sequence_parallel;
   for (Recompute rc : recomputes) {
     c.recompute = rc;
+    if (!passes(c, check_recompute(model_, c))) continue;
     // FlashAttention already recomputes the attention core in its backward: selective
     // recompute changes neither time nor memory, so it is the same configuration as none.
     if (rc == Recompute::kSelective && training_.attention == AttentionKernel::kFlash && space_.recompute.empty())

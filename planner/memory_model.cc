@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/op_recompute.h"
 #include "core/partition.h"
 #include "core/pipeline_split.h"
 #include "core/units.h"
@@ -279,6 +280,25 @@ ModelStateBytes model_state_bytes(double params, const TrainingSpec& t, int zero
   return b;
 }
 
+// Op-level SAC (core/op_recompute.h) keeps per layer: the block's input (the checkpoint's), the outputs
+// of the GEMMs it does not re-run — a column-parallel one's 1/t of its columns, a row-parallel one's
+// whole partial sums before their reduce-scatter —, scaled-dot-product attention's output and fp32
+// log-sum-exp, and under SP the two reduce-scatters' outputs. `sb` tokens (s/cp of each sequence).
+static double op_recompute_activation_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c,
+                                            double sb) {
+  const OpRecompute r = op_recompute(m);
+  const double h = m.hidden, tp = c.tp, ab = t.activation_bytes;
+  const double q = static_cast<double>(m.q_dim()), kv = static_cast<double>(m.kv_dim());
+  const double up = (m.activation == Activation::kSwiGLU ? 2.0 : 1.0) * m.ffn_hidden;
+  const bool sp = c.sequence_parallel && c.tp > 1;
+  const double input = sp ? h / tp : h;
+  const double kept = (1.0 - r.qkv) * (q + 2.0 * kv) / tp + (1.0 - r.attn_out) * h + (1.0 - r.mlp_up) * up / tp +
+                      (1.0 - r.mlp_down) * h;
+  const double attention = q / tp;
+  const double reduce_scattered = sp ? 2.0 * h / tp : 0.0;
+  return ab * sb * (input + kept + attention + reduce_scattered) + 4.0 * sb * m.heads / tp;
+}
+
 double activation_bytes_per_layer(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
   // Context parallelism splits every activation along the sequence: a rank keeps its s/cp tokens'
   // (and flash attention's statistics of its s/cp query rows), Megatron-LM context_parallel.md.
@@ -289,6 +309,7 @@ double activation_bytes_per_layer(const ModelSpec& m, const TrainingSpec& t, con
   const double tp = c.tp;
   const double replicated_divisor = c.sequence_parallel ? tp : 1.0;
   if (c.recompute == Recompute::kFull) return ab * sbh / replicated_divisor;  // the layer input only
+  if (c.recompute == Recompute::kOp) return op_recompute_activation_bytes(m, t, c, s * b);
   const double lb = linear_input_bytes(t);
   double bytes = replicated_activation_bytes(m, sbh, ab, lb) / replicated_divisor +
                  dispatched_activation_bytes(m, t, c, s * b, lb) +
@@ -371,7 +392,9 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     // Korthikanti et al. §4.3: the embedding's dropout mask on the first stage.
     if (stage == 0 && m.dropout) activations += sbh / sp_divisor * sm.micro_batches_in_flight;
     // Full recompute rebuilds one layer's activations at a time during the backward.
-    const double recompute_working_set = c.recompute == Recompute::kFull ? layer_working_set : 0.0;
+    // (Op-level SAC likewise re-runs one layer's forward at a time; what it keeps is counted above too.)
+    const double recompute_working_set =
+        c.recompute == Recompute::kFull || c.recompute == Recompute::kOp ? layer_working_set : 0.0;
     if (stage == c.pp - 1) {
       // The final norm's input, the LM head's input and the fp32 logits the cross-entropy keeps
       // (§4.3). GPipe keeps every micro-batch's until the backward, the other schedules one. The

@@ -114,7 +114,10 @@ std::string express(const Json& r, PublicRun& run) {
   if (c.pp > 1 && run.model.layers % (c.pp * c.vpp) != 0 && (run.model.layers + 2) % (c.pp * c.vpp) == 0)
     c.split.account_for_embedding = c.split.account_for_loss = true;
   const std::string recompute = r["recompute"].is_null() ? "" : r["recompute"].get<std::string>();
+  // torchtitan's "selective (op-level SAC)" / "(per-op SAC)" rows: its op-level policy (core/op_recompute.h).
+  const bool op_sac = contains(recompute, "SAC") && contains(recompute, "op");
   c.recompute = contains(recompute, "full")        ? Recompute::kFull
+                : op_sac                           ? Recompute::kOp
                 : contains(recompute, "selective") ? Recompute::kSelective
                                                    : Recompute::kNone;
   // The micro-batch: stated by NeMo/Megatron-Bridge; torchtitan states the local batch per DP rank and

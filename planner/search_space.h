@@ -52,7 +52,7 @@ void for_each_config_flag(ConfigText& c, bool lists, Visit&& visit) {
             each);
   visit("--micro-batch", c.micro_batch, "sequences per micro-batch" + each);
   visit("--vpp", c.vpp, "virtual pipeline chunks per stage" + each);
-  visit("--recompute", c.recompute, "none, selective or full" + each);
+  visit("--recompute", c.recompute, "none, selective, full or op (torchtitan's op-level SAC)" + each);
   visit("--sp", c.sp, "sequence parallelism on or off" + each);
   visit("--schedule", c.schedule, "gpipe, 1f1b, interleaved or zb" + each);
   visit("--first-stage-layers", c.first_stage_layers,

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/op_recompute.h"
 #include "core/partition.h"
 #include "core/pipeline_split.h"
 #include "core/trace_names.h"
@@ -611,16 +612,25 @@ CostModel::Overlap CostModel::overlapped(double gemm, double comm) const {
   return {gemm + (1.0 - rest) * comm, 0.0};
 }
 
-PassCost CostModel::layer_forward(bool with_tp_comm) const {
+LayerForwardParts CostModel::op_recompute_parts() const {
+  const OpRecompute r = op_recompute(model_);
+  return {r.qkv, r.attn_out, r.mlp_up, r.mlp_down, false, false};
+}
+
+PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& parts) const {
   PassCost p = new_pass();
   const LayerDims d = dims();
   const bool comm = with_tp_comm && config_.tp > 1;
   const double residual_bytes = (3.0 * d.element_bytes + (model_.dropout ? 1.0 : 0.0)) * d.rank_tokens * d.hidden;
+  // A linear layer's GEMM, or the share of its columns this pass runs.
+  auto linear = [&](const char* name, double share, double seconds, double flops) {
+    if (share > 0) p.add(name, share * seconds, share * flops);
+  };
 
   // A row-parallel layer's output is summed over TP (reduce-scattered under SP), then added to the
   // residual stream.
   auto reduce_output_into_residual = [&](double comm_share) {
-    if (comm) {
+    if (comm && (parts.reduce_scatter || !d.sp)) {
       const Collective c = d.sp ? Collective::kReduceScatter : Collective::kAllReduce;
       p.add_comm(tp_name(c), comm_share * tp_comm_s(c, d.activation_bytes));
     }
@@ -631,13 +641,14 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
   add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
   if (comm && d.sp) p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
   add_fp8_cast(p, "fp8_cast", d.rank_tokens * d.hidden);  // the norm's output, before SP's all-gather
-  p.add("qkv",
-        linear_gemm_s(tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp, d.hidden) +
-            bias_s(model_.linear_bias || model_.qkv_bias, tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp),
-        2.0 * tokens_ * d.hidden * (d.q_width + 2.0 * d.kv_width) / d.tp);
-  p.append(attention_core_forward());
+  linear("qkv", parts.qkv,
+         linear_gemm_s(tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp, d.hidden) +
+             bias_s(model_.linear_bias || model_.qkv_bias, tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp),
+         2.0 * tokens_ * d.hidden * (d.q_width + 2.0 * d.kv_width) / d.tp);
+  if (parts.attention_core) p.append(attention_core_forward());
   add_fp8_cast(p, "fp8_cast", tokens_ * d.q_width / d.tp);
-  p.add("attn_out", linear_gemm_s(tokens_, d.hidden, d.q_width / d.tp), 2.0 * tokens_ * d.hidden * d.q_width / d.tp);
+  linear("attn_out", parts.attn_out, linear_gemm_s(tokens_, d.hidden, d.q_width / d.tp),
+         2.0 * tokens_ * d.hidden * d.q_width / d.tp);
   reduce_output_into_residual(1.0);
   add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
   const double mlp_comm = mlp_tp_comm_share();
@@ -645,14 +656,15 @@ PassCost CostModel::layer_forward(bool with_tp_comm) const {
     p.add_comm(tp_name(Collective::kAllGather), mlp_comm * tp_comm_s(Collective::kAllGather, d.activation_bytes));
   moe_routing_forward(p, d);
   add_fp8_cast(p, "fp8_cast", d.rank_tokens * d.hidden);  // the norm's output, before SP's all-gather
-  p.add("mlp_up",
-        linear_gemm_s(tokens_, d.mlp_up_width / d.tp, d.hidden) +
-            bias_s(model_.linear_bias, tokens_, d.mlp_up_width / d.tp),
-        2.0 * tokens_ * d.hidden * d.mlp_up_width / d.tp);
+  linear("mlp_up", parts.mlp_up,
+         linear_gemm_s(tokens_, d.mlp_up_width / d.tp, d.hidden) +
+             bias_s(model_.linear_bias, tokens_, d.mlp_up_width / d.tp),
+         2.0 * tokens_ * d.hidden * d.mlp_up_width / d.tp);
   add_memory(p, model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu",
              (model_.activation == Activation::kSwiGLU ? 3.0 : 2.0) * d.element_bytes * tokens_ * d.ffn / d.tp);
   add_fp8_cast(p, "fp8_cast", tokens_ * d.ffn / d.tp);
-  p.add("mlp_down", linear_gemm_s(tokens_, d.hidden, d.ffn / d.tp), 2.0 * tokens_ * d.hidden * d.ffn / d.tp);
+  linear("mlp_down", parts.mlp_down, linear_gemm_s(tokens_, d.hidden, d.ffn / d.tp),
+         2.0 * tokens_ * d.hidden * d.ffn / d.tp);
   moe_unpermute(p, d, "moe_unpermute");
   reduce_output_into_residual(mlp_comm);
   return p;
@@ -671,8 +683,9 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
   };
 
   // Recompute first: the backward of a layer starts by rebuilding what was dropped.
-  if (config_.recompute == Recompute::kFull) {
-    PassCost again = layer_forward(true);
+  if (config_.recompute == Recompute::kFull || config_.recompute == Recompute::kOp) {
+    PassCost again =
+        config_.recompute == Recompute::kFull ? layer_forward(true) : layer_forward(true, op_recompute_parts());
     for (auto& s : again.segments) s.name = "recompute " + s.name;
     in.append(again);
   } else if (config_.recompute == Recompute::kSelective && training_.attention == AttentionKernel::kUnfused) {

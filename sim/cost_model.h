@@ -87,6 +87,14 @@ struct ChunkCost {
   PassCost weight;    // weight gradients when the schedule splits the backward (zero-bubble)
 };
 
+// What a pass runs of a layer's forward: every part (the forward itself, or full recompute), or under
+// op-level SAC a share of each GEMM, no attention core and no TP reduce-scatter (core/op_recompute.h).
+struct LayerForwardParts {
+  double qkv = 1, attn_out = 1, mlp_up = 1, mlp_down = 1;
+  bool attention_core = true;
+  bool reduce_scatter = true;  // the row-parallel outputs' reduce-scatter under SP
+};
+
 // Which of the cost file's kernel timings a plan of `world_size` ranks reads: those taken with
 // this many ranks of a node running at once (0: the file's timings carry no such tag).
 int table_concurrency(const ClusterSpec& cluster, int world_size);
@@ -216,7 +224,8 @@ class CostModel {
   void add_fp8_cast(PassCost& pass, const char* op, double elements) const {
     if (fp8_) pass.add(op, fp8_cast_s(op, elements));
   }
-  PassCost layer_forward(bool with_tp_comm) const;
+  LayerForwardParts op_recompute_parts() const;
+  PassCost layer_forward(bool with_tp_comm, const LayerForwardParts& parts = {}) const;
   void layer_backward(PassCost& input_grad, PassCost& weight_grad) const;
   double flash_bytes() const;
   double unfused_matmul_bytes() const;

@@ -108,6 +108,7 @@ inline constexpr std::string_view kSeqLen = "executor: sequence beyond the model
 inline constexpr std::string_view kZeroBubbleSchedule = "executor: no zero-bubble schedule";
 inline constexpr std::string_view kContextParallel = "executor: no context parallelism";
 inline constexpr std::string_view kExecutorPrecision = "executor: no fp8";
+inline constexpr std::string_view kOpRecompute = "executor: no op-level recompute";
 }  // namespace rule
 
 // Model chunk `pp_rank` of the pp·vpp virtual stages (with vpp 1, pipeline rank `pp_rank`); `ep_rank`

@@ -24,7 +24,7 @@ TEST(Framework, EveryPresetNamesItsSourcesAndWhyAFeatureIsMissing) {
           p.tp_comm_overlap.source, p.zero3_unit.source, p.zero_source})
       EXPECT_GT(std::string(source).size(), 20u) << p.name;
     for (const Missing* m : {&p.sequence_parallel, &p.interleaved, &p.zero_bubble, &p.gpipe, &p.context_parallel,
-                             &p.fp8, &p.hsdp, &p.uneven_stages, &p.tp_without_sp})
+                             &p.fp8, &p.hsdp, &p.uneven_stages, &p.tp_without_sp, &p.op_recompute})
       EXPECT_EQ(m->missing, std::string(m->why).size() > 0) << p.name << ": " << m->why;
     EXPECT_NE(p.zero_stages & 1u, 0u) << p.name << " runs plain data parallelism";
     EXPECT_NE(framework_names().find(p.name), std::string::npos);

@@ -105,6 +105,13 @@ TEST_F(ExecBadInput, MixtureOfExpertsPartsTheExecutorDoesNotRunYet) {
   expect_one_clear_error(r, "expert and router biases");
 }
 
+// Planned and simulated, not run: torchtitan's op-level activation checkpointing.
+TEST_F(ExecBadInput, OpLevelRecomputeIsPlannedNotRun) {
+  const ProcessResult r =
+      run_shell(fmt::format("{} --seq 32 --global-batch 2 --recompute op --data {} --steps 1", loom_run(1), data_), 60);
+  expect_one_clear_error(r, "not op (torchtitan's op-level activation checkpointing is planned and simulated)");
+}
+
 TEST_F(ExecBadInput, ResumeWithoutCheckpoint) {
   const ProcessResult r =
       run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1 --checkpoint-dir {}/empty --resume",

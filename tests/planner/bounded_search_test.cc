@@ -1,14 +1,15 @@
 // The bounded search (`loom plan --top K`, PlanOptions::top): sim/step_bound.h's lower bound is
 // never above the simulated step of any configuration a search simulates, its memoised chunks are
 // the cost model's, and a search for the K fastest gives exactly the first K rows of the full one,
-// over dense, long-sequence CP, MoE, FP8/ZeRO-3 and Megatron-LM-2021-style (blocking sends, no
-// gradient-reduce overlap, fp32 grads, unfused attention, kernel jitter) searches.
+// over dense, long-sequence CP, MoE, FP8/ZeRO-3, torchtitan (op-level recompute) and Megatron-LM-2021-style
+// (blocking sends, no gradient-reduce overlap, fp32 grads, unfused attention, kernel jitter) searches.
 #include <algorithm>
 #include <string>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "core/framework.h"
 #include "core/presets.h"
 #include "planner/search.h"
 #include "sim/step_bound.h"
@@ -64,6 +65,13 @@ std::vector<Case> cases() {
   fp8.training.precision = Precision::kFp8;
   fp8.space.zero = {3};
   out.push_back(fp8);
+  Case titan{"llama3-8b under torchtitan, op-level recompute searched",
+             *model_preset("llama3-8b"),
+             *cluster_preset("dgx-h100"),
+             TrainingSpec{.gpus = 16, .global_batch = 32, .seq_len = 8192},
+             {}};
+  apply_framework(*find_framework("torchtitan").value(), titan.training);
+  out.push_back(titan);
   Case old{"gpt2-xl, 2021 software",
            *model_preset("gpt2-xl"),
            *cluster_preset("dgx-a100-80gb"),

@@ -84,6 +84,9 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   // and moved its worst row, launcher2406-Nemotron-8B-64, from −18.1 to −18.7 %.
   // The torchtitan rows under their --framework preset (fp32 gradient reduction, TP collectives on
   // the compute stream except in the async-TP rows) moved 0.5–3 points closer; all rows 17.7 %.
+  // Their "selective (op-level SAC)" as torchtitan's policy (core/op_recompute.h: wk, wo and w3
+  // re-run in the backward with the element-wise ops) instead of Megatron's attention-core recompute,
+  // which flash attention makes free: those 12 rows 6.5-10 points closer, all rows 16.4 %.
   std::vector<PublicRun> megatron;
   for (const PublicRun& r : all)
     if (r.source.find("torchtitan") == std::string::npos && r.source.find("AutoModel") == std::string::npos)
@@ -94,7 +97,7 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   EXPECT_EQ(m.scored, 46);
   EXPECT_LE(m.mean_abs_error, 0.08);
   EXPECT_LE(m.max_abs_error, 0.19);
-  EXPECT_LE(overall.mean_abs_error, 0.18);
+  EXPECT_LE(overall.mean_abs_error, 0.165);
   EXPECT_LE(overall.max_abs_error, 0.57);
 }
 
