@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The GPU checks of issues 14 and 15 in one prepared run, for a lent GPU machine's single call: run from
+# the repository root there with the bundle carried beside it (scripts/gpu-bundle.sh gpu-bundle build),
+#   scripts/gpu-check.sh gpu-bundle OUTDIR [SECONDS]
+# Each step is time-boxed so the whole stays inside SECONDS (default 540, under the device tool's
+# 10-minute command limit) and writes its log into OUTDIR (the device tool's $OUT), most important
+# first: the GPU op and training suites (every kernel against the CPU reference), the layout suite on
+# the GPU with several ranks sharing it (messages staged through host memory), `loom profile --backend
+# cuda`, and a GPT-2-small training run for tokens/s and MFU. OUTDIR/summary.txt lists every step's
+# exit status and time; the figures go into docs/gpu-validation.md with the date, GPU and command.
+set -uo pipefail
+
+[[ $# -ge 2 ]] || { echo "usage: $0 BUNDLE OUTDIR [SECONDS]" >&2; exit 2; }
+bundle=$(cd "$1" && pwd)
+out=$2
+budget=${3:-540}
+mkdir -p "$out"
+run=$bundle/run.sh
+start=$(date +%s)
+summary=$out/summary.txt
+: >"$summary"
+
+# step NAME SECONDS COMMAND...: runs COMMAND with its output in OUTDIR/NAME.log, killed after SECONDS
+# (or what is left of the budget, less a margin for the steps after it to report).
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((budget - ($(date +%s) - start) - 10))
+  ((limit > left)) && limit=$left
+  if ((limit < 5)); then
+    echo "$name: skipped, budget spent" >>"$summary"
+    return
+  fi
+  local t0=$(date +%s)
+  timeout --kill-after=5 "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  echo "$name: exit $rc in $(($(date +%s) - t0)) s (limit $limit s)" >>"$summary"
+}
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv 2>&1
+  "$run" loom --version 2>&1
+} >"$out/machine.txt"
+
+step kernels_gpu 90 "$run" loom_kernels_gpu_test
+step cuda_backend 120 "$run" exec_cuda_backend_test
+# Several ranks on the one GPU: the layout suite with LOOM_LAYOUT_BACKEND=cuda (host-staged messages).
+step layouts_cuda 180 env LOOM_LAYOUT_BACKEND=cuda LOOM_LAYOUT_COMM=host-staged "$run" exec_layout_test
+step profile_cuda 90 "$run" loom profile --backend cuda --quick --out "$out/profile-cuda.json"
+# GPT-2 small (12 x 768, seq 1024), bf16, one GPU: tokens/s and MFU from the run log.
+data=$(mktemp -d)
+head -c 3000000 README.md docs/*.md exec/README.md 2>/dev/null >"$data/text.txt"
+"$run" loom data prepare --input "$data/text.txt" --out "$data/tokens.bin" >"$out/data.log" 2>&1
+step gpt2_small 90 "$run" loom run --model gpt2-small --backend cuda --data "$data/tokens.bin" --steps 30 \
+  --global-batch 16 --micro-batch 8 --seq 1024 --log "$out/gpt2-small.jsonl"
+rm -rf "$data"
+echo "total $(($(date +%s) - start)) s of $budget" >>"$summary"
+cat "$summary"
