@@ -74,8 +74,9 @@ double StepBound::lower_bound_s(const ParallelConfig& c) const {
     }
     // Every pass in stream order, then the optimizer and ZeRO-1/2's gather.
     const TimeNs own = head + passes + ns(optimizer_op_s(cost, c, s)) + ns(param_all_gather_s(cost, training_, c, s));
-    // The backward of the last micro-batch through chunk 0 ends the stage's passes (core/schedule.h),
-    // but for zero-bubble's weight-gradient passes after it; then it runs back to stage 0.
+    // The backward of the last micro-batch through chunk 0 ends the stage's passes, but for zero-bubble's
+    // weight-gradient passes after it (every schedule: tests/core/schedule_test.cc); then it runs back to
+    // stage 0.
     const TimeNs chain = head + (zero_bubble ? forward_backward : passes) + back + tail0;
     bound = std::max({bound, own, chain});
     if (s + 1 < c.pp) {

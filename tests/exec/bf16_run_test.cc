@@ -50,13 +50,7 @@ const std::vector<double>& fp32_curve(const std::string& model) {
   return it->second;
 }
 
-struct Layout {
-  const char* name;
-  int ranks;
-  const char* flags;
-  const char* model = "micro";
-};
-void PrintTo(const Layout& l, std::ostream* os) { *os << l.name; }
+using Layout = RunLayout;
 
 class Bf16Emulation : public ::testing::TestWithParam<Layout> {};
 

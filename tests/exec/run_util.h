@@ -2,12 +2,23 @@
 // captured output and exit status, scratch directories, token files and JSONL logs.
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "core/json_io.h"
 
 namespace loom::exec::testing {
+
+// A parallel layout a multi-rank test trains: its name (the test's), ranks, `loom run` flags and the
+// model (tests/exec/data/<model>.json).
+struct RunLayout {
+  const char* name;
+  int ranks;
+  const char* flags;
+  const char* model = "micro";
+};
+inline void PrintTo(const RunLayout& l, std::ostream* os) { *os << l.name; }
 
 struct ProcessResult {
   int exit_code = -1;

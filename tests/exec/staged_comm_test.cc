@@ -14,13 +14,7 @@
 namespace loom::exec::testing {
 namespace {
 
-struct Layout {
-  const char* name;
-  int ranks;
-  const char* flags;
-  const char* model = "micro";
-};
-void PrintTo(const Layout& l, std::ostream* os) { *os << l.name; }
+using Layout = RunLayout;
 
 std::vector<double> train(const Layout& layout, const std::string& backend, const std::string& comm,
                           std::string* out = nullptr) {
