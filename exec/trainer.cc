@@ -27,11 +27,12 @@ Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& 
       layout_(make_rank_layout(options.model, options.config, groups.coords.tp_rank, groups.coords.pp_rank,
                                groups.ep_rank())),
       tp_(*groups.tp, backend, options.config.sequence_parallel, tracer),
-      data_(data, seq_, options.config.micro_batch, micro_batches_, options.config.dp, groups.coords.dp_rank),
+      data_(data, seq_, options.config.micro_batch, micro_batches_, options.config.dp, groups.coords.dp_rank,
+            options.config.cp, groups.coords.cp_rank),
       identity_(run_identity(options, data)) {
-  for (Communicator* c :
-       {groups_.world.get(), groups_.tp.get(), groups_.dp.get(), groups_.pp.get(), groups_.embedding.get(),
-        groups_.shard.get(), groups_.replica.get(), groups_.ep.get(), groups_.expert_dp.get()})
+  for (Communicator* c : {groups_.world.get(), groups_.tp.get(), groups_.dp.get(), groups_.pp.get(),
+                          groups_.embedding.get(), groups_.shard.get(), groups_.replica.get(), groups_.ep.get(),
+                          groups_.expert_dp.get(), groups_.cp.get(), groups_.dp_cp.get()})
     if (c != nullptr) c->use_backend(backend_);
   params_ = std::make_unique<ParameterStore>(layout_.combined, groups_, backend_, tracer_);
   params_->initialize(options_.seed);
@@ -40,7 +41,8 @@ Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& 
   for (std::size_t c = 0; c < layout_.chunks.size(); ++c) {
     chunk_params_.push_back(std::make_unique<ChunkParameters>(*params_, layout_.unit_offset[c]));
     chunks_.push_back(std::make_unique<GptStage>(options_.model, options_.config, layout_.chunks[c], seq_, backend_,
-                                                 tp_, *chunk_params_.back(), dropout, tracer_, groups_.ep.get()));
+                                                 tp_, *chunk_params_.back(), dropout, tracer_, groups_.ep.get(),
+                                                 groups_.cp.get()));
     chunks.push_back(chunks_.back().get());
   }
   pipeline_ = std::make_unique<PipelineRunner>(std::move(chunks), groups_, backend_, tracer_);
@@ -52,7 +54,9 @@ StepMetrics Trainer::step() {
   CommActivity::process().set_step(step_number);
   const std::int64_t tokens_per_micro_batch = chunks_.front()->tokens();
   const double tokens_per_rank = static_cast<double>(tokens_per_micro_batch) * micro_batches_;
-  const float loss_scale = static_cast<float>(1.0 / (tokens_per_rank * options_.config.dp));
+  // The loss is the mean over every token of the step: the dp·cp ranks' local sums over their count.
+  const double tokens_per_step = tokens_per_rank * options_.config.grad_ranks();
+  const float loss_scale = static_cast<float>(1.0 / tokens_per_step);
 
   std::vector<std::vector<int>> tokens(micro_batches_), targets(micro_batches_);
   auto load = [&](int i) {
@@ -75,7 +79,7 @@ StepMetrics Trainer::step() {
   StepMetrics m;
   m.step = step_number;
   m.grad_norm = std::sqrt(totals[0]);
-  m.loss = totals[1] / (tokens_per_rank * options_.config.dp);
+  m.loss = totals[1] / tokens_per_step;
   const int update = optimizer_updates_ + 1;
   m.learning_rate = learning_rate_at(options_.optimizer, update);
   if (!std::isfinite(m.loss))

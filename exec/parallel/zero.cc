@@ -17,7 +17,7 @@ ParameterStore::ParameterStore(const StageLayout& layout, ProcessGroups& groups,
       tracer_(tracer),
       zero_(groups.config.zero),
       dp_(groups.config.zero_shards()),
-      buckets_(*groups.dp, tracer) {
+      buckets_(groups.grads(), tracer) {
   // Expert parallelism: routed experts reduce and shard over the expert-data-parallel group.
   if (groups.config.ep > 1 || groups.config.expert_tp() != groups.config.tp)
     expert_buckets_ = std::make_unique<GradientBuckets>(*groups.expert_dp, tracer);

@@ -96,18 +96,28 @@ TEST(ContextParallelRules, SequenceParallelSplitsTheRanksOwnTokens) {
                 "sequence parallelism needs micro_batch·seq/cp (2) divisible by tp 4");
 }
 
-TEST(ContextParallelRules, TheExecutorRefusesCpWithItsOwnRule) {
+TEST(ContextParallelRules, TheExecutorRunsTheRingAndRefusesTheOtherKindsWithItsOwnRule) {
   CpCase c;
-  const std::string line =
-      "executor: cp 2 > 1 (context parallelism) is not implemented yet; loom plan and loom sim model it";
-  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kContextParallel, line);
-  expect_broken(exec::check_context_parallel(2), exec::rule::kContextParallel, line);
+  EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());
+  EXPECT_TRUE(exec::check_context_parallel(c.config).ok());
+  const std::string a2a =
+      "executor: cp_comm a2a is not implemented; the executor runs context parallelism as a ring (cp_comm p2p); "
+      "loom plan and loom sim model a2a";
+  c.config.cp_comm = CpComm::kA2A;
+  expect_broken(exec::check_context_parallel(c.config), exec::rule::kContextParallel, a2a);
   // Refused first, whatever else the layout breaks: the one line a user of loom run sees.
   c.config.dp = 3;
-  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kContextParallel, line);
+  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kContextParallel, a2a);
   c.config.dp = 8;
-  c.config.cp_comm = CpComm::kA2A;
-  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kContextParallel, line);
+  c.config.cp_comm = CpComm::kAllGather;
+  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kContextParallel,
+                "executor: cp_comm all_gather is not implemented; the executor runs context parallelism as a ring "
+                "(cp_comm p2p); loom plan and loom sim model all_gather");
+  c.config.cp_comm = CpComm::kP2P;
+  c.config.zero = 3;
+  c.config.shard_group = 4;
+  expect_broken(exec::check_context_parallel(c.config), exec::rule::kContextParallel,
+                "executor: cp 2 with --shard-group (HSDP) is not implemented");
   c.config.cp = 1;
   c.config.dp = 16;
   EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());

@@ -1,0 +1,69 @@
+#include "exec/parallel/context_parallel.h"
+
+#include <utility>
+
+namespace loom::exec {
+
+namespace {
+constexpr MemoryCategory kBuf = MemoryCategory::kBuffers;
+constexpr MemoryCategory kWork = MemoryCategory::kWorkspace;
+constexpr int kRingTag = 0x43500;
+}  // namespace
+
+ContextParallel::ContextParallel(Communicator* comm, Backend& backend, int seq)
+    : comm_(comm != nullptr && comm->size() > 1 ? comm : nullptr), backend_(backend), seq_(seq) {}
+
+void ContextParallel::attention_forward(TensorRef ctx, float* lse, ConstTensorRef qkv, const AttentionShape& s,
+                                        const AttentionDropout& drop) {
+  const int cp = size(), me = rank();
+  const std::int64_t T = static_cast<std::int64_t>(s.batch) * s.seq,
+                     q_cols = static_cast<std::int64_t>(s.heads) * s.head_dim;
+  const std::int64_t kv_cols = 2LL * s.kv_heads * s.head_dim,
+                     rows = static_cast<std::int64_t>(s.batch) * s.heads * s.seq;
+  // The block in hand (this rank's K and V first) and the one arriving: TransformerEngine's two buffers.
+  Tensor kv = backend_.empty(T, kv_cols, kBuf, qkv.dtype());
+  backend_.copy_rows(kv.ref(), kv_cols, qkv + q_cols, s.qkv_cols(), T, kv_cols);
+  Tensor acc = backend_.alloc(T, q_cols, kWork);
+  Tensor stats = backend_.alloc(2, rows, kWork);  // running row max, running sum of exponentials
+  for (int step = 0; step < cp; ++step) {
+    Tensor next;
+    std::unique_ptr<Request> exchange;
+    if (step + 1 < cp) {  // the next block travels while this one is computed
+      next = backend_.empty(T, kv_cols, kBuf, qkv.dtype());
+      backend_.record_event()->synchronize();
+      exchange = comm_->exchange(kv.ref(), next.ref(), T * kv_cols, (me + 1) % cp, (me + cp - 1) % cp, kRingTag);
+    }
+    backend_.attention_block_forward(acc.data(), stats.data(), stats.data() + rows, qkv, kv.ref(),
+                                     static_cast<int>(kv_cols), (me + cp - step) % cp, s, drop);
+    if (exchange != nullptr) {
+      exchange->wait();
+      kv = std::move(next);
+    }
+  }
+  backend_.attention_block_finish(ctx, lse, acc.data(), stats.data(), stats.data() + rows, s);
+}
+
+void ContextParallel::attention_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef ctx, const float* lse,
+                                         ConstTensorRef qkv, const AttentionShape& s, const AttentionDropout& drop) {
+  const int cp = size(), me = rank();
+  const std::int64_t T = static_cast<std::int64_t>(s.batch) * s.seq,
+                     q_cols = static_cast<std::int64_t>(s.heads) * s.head_dim;
+  const std::int64_t kv_cols = 2LL * s.kv_heads * s.head_dim, ld = 2 * kv_cols;
+  // [K V | dK dV] of one rank's tokens travel together: each rank adds its queries' share of dK, dV
+  // and passes the block on; after cp steps a block is back at its owner with its whole gradient.
+  Tensor block = backend_.alloc(T, ld, kBuf, qkv.dtype());
+  backend_.copy_rows(block.ref(), ld, qkv + q_cols, s.qkv_cols(), T, kv_cols);
+  Tensor dq = backend_.alloc(T, q_cols, kWork);
+  for (int step = 0; step < cp; ++step) {
+    backend_.attention_block_backward(dq.data(), block.ref() + kv_cols, dctx, ctx, lse, qkv, block.ref(),
+                                      static_cast<int>(ld), (me + cp - step) % cp, s, drop);
+    Tensor next = backend_.empty(T, ld, kBuf, qkv.dtype());
+    backend_.record_event()->synchronize();
+    comm_->exchange(block.ref(), next.ref(), T * ld, (me + 1) % cp, (me + cp - 1) % cp, kRingTag)->wait();
+    block = std::move(next);
+  }
+  backend_.copy_rows(dqkv, s.qkv_cols(), dq.ref(), q_cols, T, q_cols);
+  backend_.copy_rows(dqkv + q_cols, s.qkv_cols(), block.ref() + kv_cols, ld, T, kv_cols);
+}
+
+}  // namespace loom::exec

@@ -1,0 +1,59 @@
+// Context parallelism as Megatron-core runs it with cp_comm_type p2p: every sequence is cut into 2·cp
+// chunks and CP rank r keeps chunks r and 2·cp−1−r (causal load balance: each rank gets as many
+// visible query-key pairs), and attention is a ring (TransformerEngine's AttnFuncWithCPAndKVP2P): the
+// local keys and values travel around the CP group, each rank merging one block per step into its
+// queries' output by the log-sum-exp rule; in the backward the keys' and values' gradients travel with
+// them and arrive back at their owner after cp steps. Everything outside attention is token-local.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+
+#include "exec/backend.h"
+#include "exec/communicator.h"
+
+namespace loom::exec {
+
+class ContextParallel {
+ public:
+  // `comm`: the CP group (null: one rank); `seq`: tokens of a whole sequence (divisible by 2·cp).
+  ContextParallel(Communicator* comm, Backend& backend, int seq);
+
+  int size() const { return comm_ != nullptr ? comm_->size() : 1; }
+  int rank() const { return comm_ != nullptr ? comm_->rank() : 0; }
+  int seq() const { return seq_; }
+  int local_seq() const { return seq_ / size(); }
+  // An attention shape's sequence fields for this rank (seq = local tokens per sequence, cp, cp_rank).
+  AttentionShape shape(int batch, int heads, int kv_heads, int head_dim) const {
+    return {batch, local_seq(), heads, kv_heads, head_dim, size(), rank()};
+  }
+  // Position in its sequence of local token t of a sequence.
+  int position(int t) const { return shape(0, 0, 0, 0).position(t); }
+  // Local rows [row0, row0 + rows) of a micro-batch whose first sequence is `first_sequence`, in runs
+  // whose global tokens (sequence · seq + position) are consecutive: f(offset from row0, rows in the
+  // run, the run's first global token). Dropout masks are keyed on global tokens.
+  template <class F>
+  void for_each_run(std::int64_t first_sequence, std::int64_t row0, std::int64_t rows, F&& f) const {
+    const std::int64_t ls = local_seq(), run = size() == 1 ? rows : ls / 2;
+    for (std::int64_t r = row0; r < row0 + rows;) {
+      const std::int64_t t = r % ls, n = std::min(row0 + rows, r - t % run + run) - r;
+      f(r - row0, n, (first_sequence + r / ls) * seq_ + position(static_cast<int>(t)));
+      r += n;
+    }
+  }
+
+  // Ring attention of this rank's queries over every rank's keys: ctx and lse [batch·heads·seq] fp32 out.
+  void attention_forward(TensorRef ctx, float* lse, ConstTensorRef qkv, const AttentionShape& s,
+                         const AttentionDropout& drop);
+  // dqkv (written whole) from the output's gradient, the output and lse.
+  void attention_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef ctx, const float* lse, ConstTensorRef qkv,
+                          const AttentionShape& s, const AttentionDropout& drop);
+
+ private:
+  Communicator* comm_;
+  Backend& backend_;
+  int seq_;
+};
+
+}  // namespace loom::exec
