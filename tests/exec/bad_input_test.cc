@@ -105,6 +105,23 @@ TEST_F(ExecBadInput, MixtureOfExpertsPartsTheExecutorDoesNotRunYet) {
   expect_one_clear_error(r, "expert and router biases");
 }
 
+// The executor runs context parallelism as a ring (cp_comm p2p) only: Ulysses and all-gather are
+// refused by every rank before any collective.
+TEST_F(ExecBadInput, ContextParallelKindsOtherThanTheRing) {
+  ProcessResult r = run_shell(
+      fmt::format("{} --cp 2 --cp-comm a2a --seq 32 --global-batch 2 --data {} --steps 1", loom_run(2), data_), 60);
+  expect_one_clear_error(r,
+                         "executor: cp_comm a2a is not implemented; the executor runs context parallelism as a "
+                         "ring (cp_comm p2p)");
+  r = run_shell(
+      fmt::format("{} --cp 2 --cp-comm all_gather --seq 32 --global-batch 2 --data {} --steps 1", loom_run(2), data_),
+      60);
+  expect_one_clear_error(r, "executor: cp_comm all_gather is not implemented");
+  // Causal load balancing needs 2·cp chunks of the sequence.
+  r = run_shell(fmt::format("{} --cp 3 --seq 32 --global-batch 2 --data {} --steps 1", loom_run(3), data_), 60);
+  expect_one_clear_error(r, "sequence 32 not divisible by 2·cp = 6");
+}
+
 TEST_F(ExecBadInput, ResumeWithoutCheckpoint) {
   const ProcessResult r =
       run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1 --checkpoint-dir {}/empty --resume",
