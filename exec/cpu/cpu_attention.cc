@@ -162,39 +162,71 @@ void CpuBackend::attention_backward(TensorRef dqkv_r, ConstTensorRef dctx_r, Con
 
 namespace {
 
-// One (query chunk, key chunk) tile of ring attention for sequence b, query head h (group g): where its
-// queries, keys and values start, which keys each row sees and where its dropout mask starts.
+// One (query chunk, key chunk) tile of ring attention for sequence b, query head h of key/value group g:
+// where its queries, keys and values start, which keys each row sees and its dropout mask.
 struct Tile {
-  int c;                   // tokens per chunk: the tile is c × c
-  bool diagonal;           // causal within the tile (query row r sees keys 0..r); else fully visible
-  std::int64_t q_row;      // first query row (local token) in qkv, ctx and the statistics' rows
-  std::int64_t kv_row;     // first key row in kv
-  std::int64_t stat;       // index of the first row's statistics: (b·heads + h)·seq + local row
-  std::uint64_t mask0;     // mask index of the tile's (0, 0) under dropout
+  int c;                // tokens per chunk: the tile is c × c
+  bool diagonal;        // causal within the tile (query row r sees keys 0..r); else fully visible
+  std::int64_t q_row;   // first query row (local token) in qkv, ctx and acc
+  std::int64_t kv_row;  // first key row in kv
+  std::int64_t q_col;   // head h's columns in ctx, acc and dq
+  std::int64_t k_col;   // group g's key columns in kv (values: v_col)
+  std::int64_t v_col;
+  std::int64_t stat;       // the first row's statistics: (b·heads + h)·seq + local row
+  std::uint64_t mask0;     // mask index of the tile's (0, 0)
   std::uint64_t mask_row;  // mask index stride between rows (S)
   int keys(int r) const { return diagonal ? r + 1 : c; }
 };
 
-// Calls f(tile) for every visible tile of sequence b, head h against CP rank kv_rank's keys, in
-// query-chunk then key-chunk order.
-template <class F>
-void for_each_tile(const AttentionShape& s, const AttentionDropout& drop, int kv_rank, int b, int h, F&& f) {
-  const int c = s.chunk();
-  const std::int64_t S = static_cast<std::int64_t>(s.seq) * s.cp;
-  for (int qi = 0; qi < 2; ++qi) {
-    const int qc = s.chunk_of(s.cp_rank, qi);
-    for (int ki = 0; ki < 2; ++ki) {
-      const int kc = s.chunk_of(kv_rank, ki);
-      if (kc > qc) continue;  // every key after every query: invisible
-      const std::int64_t local_q = static_cast<std::int64_t>(qi) * c;
-      const std::uint64_t head = static_cast<std::uint64_t>(b) * drop.heads_total + h;
-      f(Tile{c, kc == qc, static_cast<std::int64_t>(b) * s.seq + local_q,
-             static_cast<std::int64_t>(b) * s.seq + static_cast<std::int64_t>(ki) * c,
-             (static_cast<std::int64_t>(b) * s.heads + h) * s.seq + local_q,
-             drop.first + (head * S + static_cast<std::uint64_t>(qc) * c) * S + static_cast<std::uint64_t>(kc) * c,
-             static_cast<std::uint64_t>(S)});
-    }
+// What every block op shares: the softmax scale, the row strides and the dropout draw.
+struct BlockDims {
+  BlockDims(const AttentionShape& s, const AttentionDropout& drop)
+      : scale(1.0f / std::sqrt(static_cast<float>(s.head_dim))),
+        ld(static_cast<int>(s.qkv_cols())),
+        ctx_ld(s.heads * s.head_dim),
+        d(s.head_dim),
+        drop_(drop),
+        threshold_(kernels::dropout_threshold(drop.p)) {}
+  // The factor a probability of row r, key j meets: keep_scale if kept (1 without dropout), else 0.
+  float kept(const Tile& t, int r, int j) const {
+    if (drop_.p <= 0) return 1.0f;
+    return kernels::dropout_keep(drop_.key, t.mask0 + static_cast<std::uint64_t>(r) * t.mask_row + j, threshold_)
+               ? 1.0f / (1.0f - drop_.p)
+               : 0.0f;
   }
+  float scale;
+  int ld, ctx_ld, d;
+
+ private:
+  AttentionDropout drop_;
+  std::uint64_t threshold_;
+};
+
+// Calls f(tile, p, dp) for every visible tile of the local queries against CP rank kv_rank's keys: per
+// sequence and key/value group on the OpenMP team (as for_each_group), then per query head, query chunk
+// and key chunk. p and dp are the task's c × c scratch.
+template <class F>
+void for_each_tile(const AttentionShape& s, const AttentionDropout& drop, int kv_rank, F&& f) {
+  const int c = s.chunk(), group = s.heads / s.kv_heads;
+  const std::int64_t S = static_cast<std::int64_t>(s.seq) * s.cp, d = s.head_dim;
+  for_each_group(s, [&](int b, int g) {
+    std::vector<float> p(static_cast<std::size_t>(c) * c), dp(p.size());
+    for (int h = g * group; h < (g + 1) * group; ++h)
+      for (int qi = 0; qi < 2; ++qi) {
+        const int qc = s.chunk_of(s.cp_rank, qi);
+        for (int ki = 0; ki < 2; ++ki) {
+          const int kc = s.chunk_of(kv_rank, ki);
+          if (kc > qc) continue;  // every key after every query: invisible
+          const std::int64_t local_q = static_cast<std::int64_t>(qi) * c, seq0 = static_cast<std::int64_t>(b) * s.seq;
+          const std::uint64_t head = static_cast<std::uint64_t>(b) * drop.heads_total + h;
+          f(Tile{c, kc == qc, seq0 + local_q, seq0 + static_cast<std::int64_t>(ki) * c, h * d, g * d,
+                 (s.kv_heads + g) * d, (static_cast<std::int64_t>(b) * s.heads + h) * s.seq + local_q,
+                 drop.first + (head * S + static_cast<std::uint64_t>(qc) * c) * S + static_cast<std::uint64_t>(kc) * c,
+                 static_cast<std::uint64_t>(S)},
+            p.data(), dp.data());
+        }
+      }
+  });
 }
 
 }  // namespace
@@ -204,45 +236,31 @@ void CpuBackend::attention_block_forward(float* acc, float* row_max, float* row_
                                          const AttentionDropout& drop) {
   const float* qkv = f32(qkv_r, "attention_block_forward");
   const float* kv = f32(kv_r, "attention_block_forward");
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-  const int ld = static_cast<int>(s.qkv_cols()), ctx_ld = s.heads * s.head_dim, d = s.head_dim;
-  const int group = s.heads / s.kv_heads;
-  const std::uint64_t threshold = kernels::dropout_threshold(drop.p);
-  for_each_group(s, [&](int b, int g) {
-    std::vector<float> p(static_cast<std::size_t>(s.chunk()) * s.chunk());
-    for (int h = g * group; h < (g + 1) * group; ++h) {
-      for_each_tile(s, drop, kv_rank, b, h, [&](const Tile& t) {
-        float* out = acc + t.q_row * ctx_ld + static_cast<std::int64_t>(h) * d;
-        gemm(false, true, t.c, t.c, d, scale, qkv + t.q_row * ld + static_cast<std::int64_t>(h) * d, ld,
-             kv + t.kv_row * kv_ld + static_cast<std::int64_t>(g) * d, kv_ld, 0.0f, p.data(), t.c);
-        for (int r = 0; r < t.c; ++r) {
-          float* row = p.data() + static_cast<std::int64_t>(r) * t.c;
-          const int n = t.keys(r);
-          float mx = -std::numeric_limits<float>::infinity();
-          for (int j = 0; j < n; ++j) mx = std::max(mx, row[j]);
-          // Online softmax: rescale what earlier blocks gave this row to the new running maximum.
-          float& m = row_max[t.stat + r];
-          float& l = row_sum[t.stat + r];
-          const float m_new = l > 0 ? std::max(m, mx) : mx;
-          const float rescale = l > 0 ? vector_exp(m - m_new) : 0.0f;
-          float* o = out + static_cast<std::int64_t>(r) * ctx_ld;
-          for (int k = 0; k < d; ++k) o[k] *= rescale;
-          float sum = 0;
-          for (int j = 0; j < n; ++j) sum += row[j] = vector_exp(row[j] - m_new);
-          std::fill(row + n, row + t.c, 0.0f);
-          l = l * rescale + sum;
-          m = m_new;
-          if (drop.p > 0) {
-            const std::uint64_t first = t.mask0 + static_cast<std::uint64_t>(r) * t.mask_row;
-            const float keep = 1.0f / (1.0f - drop.p);
-            for (int j = 0; j < n; ++j)
-              row[j] = kernels::dropout_keep(drop.key, first + j, threshold) ? row[j] * keep : 0.0f;
-          }
-        }
-        gemm(false, false, t.c, d, t.c, 1.0f, p.data(), t.c,
-             kv + t.kv_row * kv_ld + static_cast<std::int64_t>(s.kv_heads + g) * d, kv_ld, 1.0f, out, ctx_ld);
-      });
+  const BlockDims m(s, drop);
+  for_each_tile(s, drop, kv_rank, [&](const Tile& t, float* p, float*) {
+    float* out = acc + t.q_row * m.ctx_ld + t.q_col;
+    gemm(false, true, t.c, t.c, m.d, m.scale, qkv + t.q_row * m.ld + t.q_col, m.ld, kv + t.kv_row * kv_ld + t.k_col,
+         kv_ld, 0.0f, p, t.c);
+    for (int r = 0; r < t.c; ++r) {
+      float* row = p + static_cast<std::int64_t>(r) * t.c;
+      const int n = t.keys(r);
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int j = 0; j < n; ++j) mx = std::max(mx, row[j]);
+      // Online softmax: rescale what earlier blocks gave this row to the new running maximum.
+      float& run_max = row_max[t.stat + r];
+      float& run_sum = row_sum[t.stat + r];
+      const float m_new = run_sum > 0 ? std::max(run_max, mx) : mx;
+      const float rescale = run_sum > 0 ? vector_exp(run_max - m_new) : 0.0f;
+      float* o = out + static_cast<std::int64_t>(r) * m.ctx_ld;
+      for (int k = 0; k < m.d; ++k) o[k] *= rescale;
+      float sum = 0;
+      for (int j = 0; j < n; ++j) sum += row[j] = vector_exp(row[j] - m_new);
+      std::fill(row + n, row + t.c, 0.0f);
+      run_sum = run_sum * rescale + sum;
+      run_max = m_new;
+      for (int j = 0; j < n; ++j) row[j] *= m.kept(t, r, j);  // what V meets: the dropped probabilities
     }
+    gemm(false, false, t.c, m.d, t.c, 1.0f, p, t.c, kv + t.kv_row * kv_ld + t.v_col, kv_ld, 1.0f, out, m.ctx_ld);
   });
 }
 
@@ -268,48 +286,34 @@ void CpuBackend::attention_block_backward(float* dq, TensorRef dkv_r, ConstTenso
   const float* ctx = f32(ctx_r, "attention_block_backward");
   const float* qkv = f32(qkv_r, "attention_block_backward");
   const float* kv = f32(kv_r, "attention_block_backward");
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-  const int ld = static_cast<int>(s.qkv_cols()), ctx_ld = s.heads * s.head_dim, d = s.head_dim;
-  const int group = s.heads / s.kv_heads;
-  const std::uint64_t threshold = kernels::dropout_threshold(drop.p);
-  const float keep = drop.p > 0 ? 1.0f / (1.0f - drop.p) : 1.0f;
-  for_each_group(s, [&](int b, int g) {
-    const std::size_t cc = static_cast<std::size_t>(s.chunk()) * s.chunk();
-    std::vector<float> p(cc), dp(cc);
-    const std::int64_t k_col = static_cast<std::int64_t>(g) * d, v_col = static_cast<std::int64_t>(s.kv_heads + g) * d;
-    for (int h = g * group; h < (g + 1) * group; ++h) {
-      const std::int64_t q_col = static_cast<std::int64_t>(h) * d;
-      for_each_tile(s, drop, kv_rank, b, h, [&](const Tile& t) {
-        const float* q = qkv + t.q_row * ld + q_col;
-        const float* o = ctx + t.q_row * ctx_ld + q_col;
-        const float* dout = dctx + t.q_row * ctx_ld + q_col;
-        gemm(false, true, t.c, t.c, d, scale, q, ld, kv + t.kv_row * kv_ld + k_col, kv_ld, 0.0f, p.data(), t.c);
-        gemm(false, true, t.c, t.c, d, 1.0f, dout, ctx_ld, kv + t.kv_row * kv_ld + v_col, kv_ld, 0.0f, dp.data(), t.c);
-        for (int r = 0; r < t.c; ++r) {
-          float* pr = p.data() + static_cast<std::int64_t>(r) * t.c;
-          float* dr = dp.data() + static_cast<std::int64_t>(r) * t.c;
-          const int n = t.keys(r);
-          // D = rowsum(dO ∘ O) = Σ_j P_ij dP_ij over the whole row (every block), from the output.
-          float dot = 0;
-          for (int k = 0; k < d; ++k)
-            dot += dout[static_cast<std::int64_t>(r) * ctx_ld + k] * o[static_cast<std::int64_t>(r) * ctx_ld + k];
-          const float m = lse[t.stat + r];
-          const std::uint64_t first = t.mask0 + static_cast<std::uint64_t>(r) * t.mask_row;
-          for (int j = 0; j < n; ++j) {
-            const float pj = vector_exp(pr[j] - m);
-            const bool kept = drop.p <= 0 || kernels::dropout_keep(drop.key, first + j, threshold);
-            dr[j] = pj * ((kept ? dr[j] * keep : 0.0f) - dot);  // dS
-            pr[j] = kept ? pj * keep : 0.0f;                    // the dropped probabilities V met
-          }
-          std::fill(pr + n, pr + t.c, 0.0f);
-          std::fill(dr + n, dr + t.c, 0.0f);
-        }
-        gemm(true, false, t.c, d, t.c, 1.0f, p.data(), t.c, dout, ctx_ld, 1.0f, dkv + t.kv_row * kv_ld + v_col, kv_ld);
-        gemm(false, false, t.c, d, t.c, scale, dp.data(), t.c, kv + t.kv_row * kv_ld + k_col, kv_ld, 1.0f,
-             dq + t.q_row * ctx_ld + q_col, ctx_ld);
-        gemm(true, false, t.c, d, t.c, scale, dp.data(), t.c, q, ld, 1.0f, dkv + t.kv_row * kv_ld + k_col, kv_ld);
-      });
+  const BlockDims m(s, drop);
+  for_each_tile(s, drop, kv_rank, [&](const Tile& t, float* p, float* dp) {
+    const float* q = qkv + t.q_row * m.ld + t.q_col;
+    const float* o = ctx + t.q_row * m.ctx_ld + t.q_col;
+    const float* dout = dctx + t.q_row * m.ctx_ld + t.q_col;
+    gemm(false, true, t.c, t.c, m.d, m.scale, q, m.ld, kv + t.kv_row * kv_ld + t.k_col, kv_ld, 0.0f, p, t.c);
+    gemm(false, true, t.c, t.c, m.d, 1.0f, dout, m.ctx_ld, kv + t.kv_row * kv_ld + t.v_col, kv_ld, 0.0f, dp, t.c);
+    for (int r = 0; r < t.c; ++r) {
+      float* pr = p + static_cast<std::int64_t>(r) * t.c;
+      float* dr = dp + static_cast<std::int64_t>(r) * t.c;
+      const int n = t.keys(r);
+      // D = Σ_j P_ij dP_ij over the whole row (every block) = dO · O, from the output.
+      float dot = 0;
+      for (int k = 0; k < m.d; ++k)
+        dot += dout[static_cast<std::int64_t>(r) * m.ctx_ld + k] * o[static_cast<std::int64_t>(r) * m.ctx_ld + k];
+      const float row_lse = lse[t.stat + r];
+      for (int j = 0; j < n; ++j) {
+        const float pj = vector_exp(pr[j] - row_lse), kept = m.kept(t, r, j);
+        dr[j] = pj * (dr[j] * kept - dot);  // dS
+        pr[j] = pj * kept;                  // the dropped probabilities V met
+      }
+      std::fill(pr + n, pr + t.c, 0.0f);
+      std::fill(dr + n, dr + t.c, 0.0f);
     }
+    gemm(true, false, t.c, m.d, t.c, 1.0f, p, t.c, dout, m.ctx_ld, 1.0f, dkv + t.kv_row * kv_ld + t.v_col, kv_ld);
+    gemm(false, false, t.c, m.d, t.c, m.scale, dp, t.c, kv + t.kv_row * kv_ld + t.k_col, kv_ld, 1.0f,
+         dq + t.q_row * m.ctx_ld + t.q_col, m.ctx_ld);
+    gemm(true, false, t.c, m.d, t.c, m.scale, dp, t.c, q, m.ld, 1.0f, dkv + t.kv_row * kv_ld + t.k_col, kv_ld);
   });
 }
 

@@ -17,6 +17,7 @@ struct Layout {
   const char* name;
   int ranks;
   const char* flags;
+  const char* model = "micro";  // read by suites that mix models
 };
 
 constexpr int kSteps = 10;
@@ -214,47 +215,28 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ExecDropoutLayouts,
 
 // Context parallelism (cp_comm p2p): each sequence in 2·cp chunks, rank r keeping chunks r and 2·cp−1−r,
 // attention a ring of key/value blocks merged by log-sum-exp, gradients over dp·cp. The loss is the
-// mean over every token, so each layout gives the single-rank curve.
+// mean over every token, so each layout gives the single-rank curve: with grouped-query attention and
+// rotary positions (each rank's chunks at their global positions), with hidden and attention dropout
+// (the ring's blocks draw each probability's mask at its global (query, key) position), and with the
+// experts of an MoE model split over the CP ranks (EP inside dp·cp, Megatron-core's expert grid).
 class ExecContextParallelLayouts : public ::testing::TestWithParam<Layout> {};
-TEST_P(ExecContextParallelLayouts, MatchSingleRankLoss) { expect_same_curve("micro", GetParam()); }
+TEST_P(ExecContextParallelLayouts, MatchSingleRankLoss) { expect_same_curve(GetParam().model, GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, ExecContextParallelLayouts,
-                         ::testing::Values(Layout{"CP2", 2, "--cp 2"}, Layout{"CP4", 4, "--cp 4"},
-                                           Layout{"CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on"},
-                                           Layout{"CP2xPP2_1F1B", 4, "--cp 2 --pp 2 --schedule 1f1b"},
-                                           Layout{"CP2xDP2_ZeRO1", 4, "--cp 2 --dp 2 --zero 1"},
-                                           Layout{"CP2xDP2_ZeRO3", 4, "--cp 2 --dp 2 --zero 3"},
-                                           Layout{"CP2_RecomputeFull", 2, "--cp 2 --recompute full"},
-                                           Layout{"CP2_RecomputeSelective", 2, "--cp 2 --recompute selective"}),
-                         [](const auto& info) { return std::string(info.param.name); });
-
-// Grouped-query attention and rotary positions (each rank's chunks at their global positions).
-class ExecContextParallelLlamaLayouts : public ::testing::TestWithParam<Layout> {};
-TEST_P(ExecContextParallelLlamaLayouts, MatchSingleRankLoss) { expect_same_curve("micro_llama", GetParam()); }
-
-INSTANTIATE_TEST_SUITE_P(Layouts, ExecContextParallelLlamaLayouts,
-                         ::testing::Values(Layout{"CP2", 2, "--cp 2"}, Layout{"CP4", 4, "--cp 4"},
-                                           Layout{"CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on"}),
-                         [](const auto& info) { return std::string(info.param.name); });
-
-// Hidden and attention dropout: the ring's blocks draw the mask of each probability at its global
-// (query, key) position, so the same values are dropped as on one rank.
-class ExecContextParallelDropoutLayouts : public ::testing::TestWithParam<Layout> {};
-TEST_P(ExecContextParallelDropoutLayouts, MatchSingleRankLoss) { expect_same_curve("micro_dropout", GetParam()); }
-
-INSTANTIATE_TEST_SUITE_P(Layouts, ExecContextParallelDropoutLayouts,
-                         ::testing::Values(Layout{"CP2", 2, "--cp 2"}, Layout{"CP4", 4, "--cp 4"},
-                                           Layout{"CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on"}),
-                         [](const auto& info) { return std::string(info.param.name); });
-
-// MoE with the experts split over the two CP ranks (EP inside dp·cp, Megatron-core's expert grid).
-class ExecContextParallelMoeLayouts : public ::testing::TestWithParam<Layout> {};
-TEST_P(ExecContextParallelMoeLayouts, MatchSingleRankLoss) { expect_same_curve("micro_moe", GetParam()); }
-
-INSTANTIATE_TEST_SUITE_P(Layouts, ExecContextParallelMoeLayouts,
-                         ::testing::Values(Layout{"CP2xEP2", 2, "--cp 2 --ep 2"},
-                                           Layout{"CP2xDP2_EP4_ZeRO1", 4, "--cp 2 --dp 2 --ep 4 --zero 1"}),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ExecContextParallelLayouts,
+    ::testing::Values(
+        Layout{"CP2", 2, "--cp 2"}, Layout{"CP4", 4, "--cp 4"}, Layout{"CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on"},
+        Layout{"CP2xPP2_1F1B", 4, "--cp 2 --pp 2 --schedule 1f1b"},
+        Layout{"CP2xDP2_ZeRO1", 4, "--cp 2 --dp 2 --zero 1"}, Layout{"CP2xDP2_ZeRO3", 4, "--cp 2 --dp 2 --zero 3"},
+        Layout{"CP2_RecomputeFull", 2, "--cp 2 --recompute full"},
+        Layout{"CP2_RecomputeSelective", 2, "--cp 2 --recompute selective"},
+        Layout{"Llama_CP2", 2, "--cp 2", "micro_llama"}, Layout{"Llama_CP4", 4, "--cp 4", "micro_llama"},
+        Layout{"Llama_CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on", "micro_llama"},
+        Layout{"Dropout_CP2", 2, "--cp 2", "micro_dropout"}, Layout{"Dropout_CP4", 4, "--cp 4", "micro_dropout"},
+        Layout{"Dropout_CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on", "micro_dropout"},
+        Layout{"Moe_CP2xEP2", 2, "--cp 2 --ep 2", "micro_moe"},
+        Layout{"Moe_CP2xDP2_EP4_ZeRO1", 4, "--cp 2 --dp 2 --ep 4 --zero 1", "micro_moe"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace loom::exec::testing
