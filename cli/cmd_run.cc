@@ -141,6 +141,12 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   t.inject_nan = value_or_exit(exec::nan_injection_from_env(t.model, c));
   t.inject_hang = value_or_exit(exec::hang_injection_from_env(runtime.world_size()));
   check_model_states_fit(t, runtime);
+  // Ring attention's block ops run on the CPU backends only (exec/README.md, "The CUDA backend").
+  if (o.backend == "cuda" && c.cp > 1)
+    throw InputError(
+        fmt::format("--backend cuda does not run context parallelism yet (cp {}): use --backend cpu "
+                    "or cpu-bf16",
+                    c.cp));
   std::string backend_error;
   // cpu-bf16 emulates a bf16 GPU on the CPU for tests and rehearsal of mixed precision: a run option only.
   if (o.backend == "cpu-bf16")
