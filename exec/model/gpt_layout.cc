@@ -227,11 +227,10 @@ RuleStatus check_model_inputs(const ModelSpec& m, int seq_len) {
 
 RuleStatus check_context_parallel(const ParallelConfig& c) {
   if (c.cp == 1) return {};
-  if (c.cp_comm != CpComm::kP2P)
+  if (c.cp_comm == CpComm::kA2A)
     return executor_limit(rule::kContextParallel,
-                          fmt::format("executor: cp_comm {} is not implemented; the executor runs context "
-                                      "parallelism as a ring (cp_comm p2p); loom plan and loom sim model {}",
-                                      to_string(c.cp_comm), to_string(c.cp_comm)));
+                          "executor: cp_comm a2a (Ulysses) is not implemented; the executor runs context parallelism "
+                          "as a ring (cp_comm p2p) or all_gather; loom plan and loom sim model a2a");
   if (c.shard_group > 0)
     return executor_limit(rule::kContextParallel,
                           fmt::format("executor: cp {} with --shard-group (HSDP) is not implemented", c.cp));

@@ -18,13 +18,13 @@ GptStage::GptStage(const ModelSpec& model, const ParallelConfig& config, const S
     : model_(model),
       config_(config),
       layout_(layout),
-      cp_(cp, backend, seq),
+      cp_(cp, backend, seq, config.cp_comm),
       seq_(cp_.local_seq()),
       backend_(backend),
       tp_(tp),
       params_(params),
       dropout_(dropout),
-      layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout, tracer, ep, cp) {
+      layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout, tracer, ep, cp, config.cp_comm) {
   const int head = layout_.final_unit >= 0 ? head_unit() : -1;
   if (layout_.word_embedding_unit >= 0) forward_order_.push_back(layout_.word_embedding_unit);
   if (layout_.position_unit >= 0) forward_order_.push_back(layout_.position_unit);

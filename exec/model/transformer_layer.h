@@ -62,14 +62,15 @@ class TransformerLayer {
  public:
   // `tracer` (optional): each op becomes a slice named like the simulator's kernels. `ep`: the
   // expert-parallel group of an MoE model (null: a group of one). `seq`: tokens of a whole sequence, of
-  // which a rank of the context-parallel group `cp` (null: a group of one) holds seq/cp.
+  // which a rank of the context-parallel group `cp` (null: a group of one) holds seq/cp; `cp_comm`: how
+  // its attention reaches the other ranks' keys and values.
   TransformerLayer(const ModelSpec& model, const LocalDims& dims, int batch, int seq, Backend& backend,
                    TensorParallel& tp, DropoutSettings dropout = {}, Tracer* tracer = nullptr,
-                   Communicator* ep = nullptr, Communicator* cp = nullptr)
+                   Communicator* ep = nullptr, Communicator* cp = nullptr, CpComm cp_comm = CpComm::kP2P)
       : model_(model),
         dims_(dims),
         batch_(batch),
-        cp_(cp, backend, seq),
+        cp_(cp, backend, seq, cp_comm),
         seq_(cp_.local_seq()),
         backend_(backend),
         tp_(tp),

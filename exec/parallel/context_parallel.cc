@@ -10,11 +10,12 @@ constexpr MemoryCategory kWork = MemoryCategory::kWorkspace;
 constexpr int kRingTag = 0x43500;
 }  // namespace
 
-ContextParallel::ContextParallel(Communicator* comm, Backend& backend, int seq)
-    : comm_(comm != nullptr && comm->size() > 1 ? comm : nullptr), backend_(backend), seq_(seq) {}
+ContextParallel::ContextParallel(Communicator* comm, Backend& backend, int seq, CpComm kind)
+    : comm_(comm != nullptr && comm->size() > 1 ? comm : nullptr), backend_(backend), seq_(seq), kind_(kind) {}
 
 void ContextParallel::attention_forward(TensorRef ctx, float* lse, ConstTensorRef qkv, const AttentionShape& s,
                                         const AttentionDropout& drop) {
+  if (kind_ == CpComm::kAllGather) return gathered_forward(ctx, lse, qkv, s, drop);
   const int cp = size(), me = rank();
   const std::int64_t T = static_cast<std::int64_t>(s.batch) * s.seq,
                      q_cols = static_cast<std::int64_t>(s.heads) * s.head_dim;
@@ -45,6 +46,7 @@ void ContextParallel::attention_forward(TensorRef ctx, float* lse, ConstTensorRe
 
 void ContextParallel::attention_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef ctx, const float* lse,
                                          ConstTensorRef qkv, const AttentionShape& s, const AttentionDropout& drop) {
+  if (kind_ == CpComm::kAllGather) return gathered_backward(dqkv, dctx, ctx, lse, qkv, s, drop);
   const int cp = size(), me = rank();
   const std::int64_t T = static_cast<std::int64_t>(s.batch) * s.seq,
                      q_cols = static_cast<std::int64_t>(s.heads) * s.head_dim;
@@ -64,6 +66,57 @@ void ContextParallel::attention_backward(TensorRef dqkv, ConstTensorRef dctx, Co
   }
   backend_.copy_rows(dqkv, s.qkv_cols(), dq.ref(), q_cols, T, q_cols);
   backend_.copy_rows(dqkv + q_cols, s.qkv_cols(), block.ref() + kv_cols, ld, T, kv_cols);
+}
+
+Tensor ContextParallel::gather_kv(ConstTensorRef qkv, const AttentionShape& s) {
+  const std::int64_t T = static_cast<std::int64_t>(s.batch) * s.seq, kv_cols = 2LL * s.kv_heads * s.head_dim;
+  // Block r (rows [r·T, (r+1)·T)) from CP rank r; this rank's packed in place, then gathered around it.
+  Tensor all = backend_.empty(size() * T, kv_cols, kBuf, qkv.dtype());
+  TensorRef mine = all.ref() + rank() * T * kv_cols;
+  backend_.copy_rows(mine, kv_cols, qkv + static_cast<std::int64_t>(s.heads) * s.head_dim, s.qkv_cols(), T, kv_cols);
+  backend_.record_event()->synchronize();
+  comm_->all_gather(mine, all.ref(), T * kv_cols);
+  return all;
+}
+
+void ContextParallel::gathered_forward(TensorRef ctx, float* lse, ConstTensorRef qkv, const AttentionShape& s,
+                                       const AttentionDropout& drop) {
+  const int cp = size(), me = rank();
+  const std::int64_t T = static_cast<std::int64_t>(s.batch) * s.seq,
+                     q_cols = static_cast<std::int64_t>(s.heads) * s.head_dim;
+  const std::int64_t kv_cols = 2LL * s.kv_heads * s.head_dim,
+                     rows = static_cast<std::int64_t>(s.batch) * s.heads * s.seq;
+  Tensor all = gather_kv(qkv, s);
+  Tensor acc = backend_.alloc(T, q_cols, kWork);
+  Tensor stats = backend_.alloc(2, rows, kWork);
+  for (int step = 0; step < cp; ++step) {  // the ring's order, so the same sums in the same order
+    const int src = (me + cp - step) % cp;
+    backend_.attention_block_forward(acc.data(), stats.data(), stats.data() + rows, qkv, all.ref() + src * T * kv_cols,
+                                     static_cast<int>(kv_cols), src, s, drop);
+  }
+  backend_.attention_block_finish(ctx, lse, acc.data(), stats.data(), stats.data() + rows, s);
+}
+
+void ContextParallel::gathered_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef ctx, const float* lse,
+                                        ConstTensorRef qkv, const AttentionShape& s, const AttentionDropout& drop) {
+  const int cp = size(), me = rank();
+  const std::int64_t T = static_cast<std::int64_t>(s.batch) * s.seq,
+                     q_cols = static_cast<std::int64_t>(s.heads) * s.head_dim;
+  const std::int64_t kv_cols = 2LL * s.kv_heads * s.head_dim;
+  Tensor all = gather_kv(qkv, s);
+  Tensor grads = backend_.alloc(cp * T, kv_cols, kBuf, qkv.dtype());  // dK, dV of every block
+  Tensor dq = backend_.alloc(T, q_cols, kWork);
+  for (int step = 0; step < cp; ++step) {
+    const int src = (me + cp - step) % cp;
+    backend_.attention_block_backward(dq.data(), grads.ref() + src * T * kv_cols, dctx, ctx, lse, qkv,
+                                      all.ref() + src * T * kv_cols, static_cast<int>(kv_cols), src, s, drop);
+  }
+  all.reset();
+  TensorRef mine = grads.ref() + me * T * kv_cols;
+  backend_.record_event()->synchronize();
+  comm_->reduce_scatter(grads.ref(), mine, T * kv_cols);
+  backend_.copy_rows(dqkv, s.qkv_cols(), dq.ref(), q_cols, T, q_cols);
+  backend_.copy_rows(dqkv + q_cols, s.qkv_cols(), mine, kv_cols, T, kv_cols);
 }
 
 }  // namespace loom::exec

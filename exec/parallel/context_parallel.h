@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/parallel_config.h"
 #include "exec/backend.h"
 #include "exec/communicator.h"
 
@@ -17,8 +18,9 @@ namespace loom::exec {
 
 class ContextParallel {
  public:
-  // `comm`: the CP group (null: one rank); `seq`: tokens of a whole sequence (divisible by 2·cp).
-  ContextParallel(Communicator* comm, Backend& backend, int seq);
+  // `comm`: the CP group (null: one rank); `seq`: tokens of a whole sequence (divisible by 2·cp);
+  // `kind`: how keys and values reach the other ranks (p2p: the ring; all_gather: all at once).
+  ContextParallel(Communicator* comm, Backend& backend, int seq, CpComm kind = CpComm::kP2P);
 
   int size() const { return comm_ != nullptr ? comm_->size() : 1; }
   int rank() const { return comm_ != nullptr ? comm_->rank() : 0; }
@@ -43,7 +45,7 @@ class ContextParallel {
     }
   }
 
-  // Ring attention of this rank's queries over every rank's keys: ctx and lse [batch·heads·seq] fp32 out.
+  // Attention of this rank's queries over every rank's keys: ctx and lse [batch·heads·seq] fp32 out.
   void attention_forward(TensorRef ctx, float* lse, ConstTensorRef qkv, const AttentionShape& s,
                          const AttentionDropout& drop);
   // dqkv (written whole) from the output's gradient, the output and lse.
@@ -51,9 +53,19 @@ class ContextParallel {
                           const AttentionShape& s, const AttentionDropout& drop);
 
  private:
+  // all_gather (Megatron-core's cp_comm_type all_gather): every rank's K and V gathered at once, the
+  // blocks then met in the ring's order; in the backward dK, dV of every block reduce-scattered to
+  // their owners.
+  Tensor gather_kv(ConstTensorRef qkv, const AttentionShape& s);
+  void gathered_forward(TensorRef ctx, float* lse, ConstTensorRef qkv, const AttentionShape& s,
+                        const AttentionDropout& drop);
+  void gathered_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef ctx, const float* lse, ConstTensorRef qkv,
+                         const AttentionShape& s, const AttentionDropout& drop);
+
   Communicator* comm_;
   Backend& backend_;
   int seq_;
+  CpComm kind_;
 };
 
 }  // namespace loom::exec

@@ -96,23 +96,21 @@ TEST(ContextParallelRules, SequenceParallelSplitsTheRanksOwnTokens) {
                 "sequence parallelism needs micro_batch·seq/cp (2) divisible by tp 4");
 }
 
-TEST(ContextParallelRules, TheExecutorRunsTheRingAndRefusesTheOtherKindsWithItsOwnRule) {
+TEST(ContextParallelRules, TheExecutorRunsTheRingAndAllGatherAndRefusesUlyssesWithItsOwnRule) {
   CpCase c;
   EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());
   EXPECT_TRUE(exec::check_context_parallel(c.config).ok());
+  c.config.cp_comm = CpComm::kAllGather;
+  EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());
   const std::string a2a =
-      "executor: cp_comm a2a is not implemented; the executor runs context parallelism as a ring (cp_comm p2p); "
-      "loom plan and loom sim model a2a";
+      "executor: cp_comm a2a (Ulysses) is not implemented; the executor runs context parallelism as a ring (cp_comm "
+      "p2p) or all_gather; loom plan and loom sim model a2a";
   c.config.cp_comm = CpComm::kA2A;
   expect_broken(exec::check_context_parallel(c.config), exec::rule::kContextParallel, a2a);
   // Refused first, whatever else the layout breaks: the one line a user of loom run sees.
   c.config.dp = 3;
   expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kContextParallel, a2a);
   c.config.dp = 8;
-  c.config.cp_comm = CpComm::kAllGather;
-  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kContextParallel,
-                "executor: cp_comm all_gather is not implemented; the executor runs context parallelism as a ring "
-                "(cp_comm p2p); loom plan and loom sim model all_gather");
   c.config.cp_comm = CpComm::kP2P;
   c.config.zero = 3;
   c.config.shard_group = 4;

@@ -188,7 +188,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"CP2", 2, "--cp 2", ParallelConfig{.cp = 2}},
         Case{"CP2_Dropout", 2, "--cp 2", ParallelConfig{.cp = 2}, "micro_dropout"},
         Case{"CP2xDP2_ZeRO3", 4, "--cp 2 --dp 2 --zero 3", ParallelConfig{.dp = 2, .zero = 3, .cp = 2}},
-        Case{"CP2xPP2_Llama", 4, "--cp 2 --pp 2", ParallelConfig{.pp = 2, .cp = 2}, "micro_llama"}),
+        Case{"CP2xPP2_Llama", 4, "--cp 2 --pp 2", ParallelConfig{.pp = 2, .cp = 2}, "micro_llama"},
+        // cp_comm all_gather: every rank's K and V, and in the backward their gradients beside them.
+        Case{"CP4_AllGather", 4, "--cp 4 --cp-comm all_gather",
+             ParallelConfig{.cp = 4, .cp_comm = CpComm::kAllGather}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Full recomputation: the recomputed layer's working set and the last stage's head activations
