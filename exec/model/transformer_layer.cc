@@ -119,7 +119,7 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
   if (ring()) {
     // Flash style, as TransformerEngine runs CP: the output and its log-sum-exp are kept, the scores
     // recomputed in the backward (so selective recomputation has nothing more to drop).
-    op.next("attention");
+    op.end();  // the ring traces its steps as the simulator names them
     const AttentionShape s = attention_shape();
     c.lse = backend_.empty(1, static_cast<std::int64_t>(s.batch) * s.heads * s.seq, kAct);
     cp_.attention_forward(c.ctx.ref(), c.lse.data(), c.qkv.ref(), s, ring_dropout(c, layer));
@@ -273,7 +273,7 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
     backend_.gemm(false, false, Ti, ctx_cols, h, 1.0f, do_full, h, w.proj_w, ctx_cols, 0.0f, dctx.ref(), ctx_cols);
     backend_.gemm(true, false, h, ctx_cols, Ti, 1.0f, do_full, h, c.ctx.ref(), ctx_cols, 1.0f, g.proj_w, ctx_cols);
     if (ring()) {
-      op.next("attention_bwd");
+      op.end();
       cp_.attention_backward(dqkv.ref(), dctx.ref(), c.ctx.ref(), c.lse.data(), c.qkv.ref(), attention_shape(),
                              ring_dropout(c, layer));
     } else {

@@ -70,7 +70,7 @@ class TransformerLayer {
       : model_(model),
         dims_(dims),
         batch_(batch),
-        cp_(cp, backend, seq, cp_comm),
+        cp_(cp, backend, seq, cp_comm, tracer),
         seq_(cp_.local_seq()),
         backend_(backend),
         tp_(tp),

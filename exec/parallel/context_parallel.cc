@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "core/trace_names.h"
+
 namespace loom::exec {
 
 namespace {
@@ -10,8 +12,20 @@ constexpr MemoryCategory kWork = MemoryCategory::kWorkspace;
 constexpr int kRingTag = 0x43500;
 }  // namespace
 
-ContextParallel::ContextParallel(Communicator* comm, Backend& backend, int seq, CpComm kind)
-    : comm_(comm != nullptr && comm->size() > 1 ? comm : nullptr), backend_(backend), seq_(seq), kind_(kind) {}
+ContextParallel::ContextParallel(Communicator* comm, Backend& backend, int seq, CpComm kind, Tracer* tracer)
+    : comm_(comm != nullptr && comm->size() > 1 ? comm : nullptr),
+      backend_(backend),
+      seq_(seq),
+      kind_(kind),
+      tracer_(tracer) {}
+
+bool ContextParallel::tracing() const { return tracer_ != nullptr && tracer_->enabled(); }
+double ContextParallel::now_us() const { return tracing() ? tracer_->now_us() : 0.0; }
+
+void ContextParallel::trace(const std::function<std::string()>& name, const char* category, double begin_us,
+                            int lane) const {
+  if (tracing()) tracer_->add(name(), category, begin_us, tracer_->now_us(), lane);
+}
 
 void ContextParallel::attention_forward(TensorRef ctx, float* lse, ConstTensorRef qkv, const AttentionShape& s,
                                         const AttentionDropout& drop) {
@@ -34,10 +48,15 @@ void ContextParallel::attention_forward(TensorRef ctx, float* lse, ConstTensorRe
       backend_.record_event()->synchronize();
       exchange = comm_->exchange(kv.ref(), next.ref(), T * kv_cols, (me + 1) % cp, (me + cp - 1) % cp, kRingTag);
     }
+    const double posted = now_us();
     backend_.attention_block_forward(acc.data(), stats.data(), stats.data() + rows, qkv, kv.ref(),
                                      static_cast<int>(kv_cols), (me + cp - step) % cp, s, drop);
+    trace([&] { return trace_names::cp_ring_tile(false, step, cp); }, "op", posted, kComputeLane);
     if (exchange != nullptr) {
+      const double waiting = now_us();
       exchange->wait();
+      trace([&] { return trace_names::cp_ring_wait(step, cp); }, "comm", waiting, kComputeLane);
+      trace([&] { return trace_names::cp_ring_send(step, cp, "kv"); }, "comm", posted, kCommLane);
       kv = std::move(next);
     }
   }
@@ -57,11 +76,17 @@ void ContextParallel::attention_backward(TensorRef dqkv, ConstTensorRef dctx, Co
   backend_.copy_rows(block.ref(), ld, qkv + q_cols, s.qkv_cols(), T, kv_cols);
   Tensor dq = backend_.alloc(T, q_cols, kWork);
   for (int step = 0; step < cp; ++step) {
+    const double start = now_us();
     backend_.attention_block_backward(dq.data(), block.ref() + kv_cols, dctx, ctx, lse, qkv, block.ref(),
                                       static_cast<int>(ld), (me + cp - step) % cp, s, drop);
+    trace([&] { return trace_names::cp_ring_tile(true, step, cp); }, "op", start, kComputeLane);
     Tensor next = backend_.empty(T, ld, kBuf, qkv.dtype());
     backend_.record_event()->synchronize();
+    const double posted = now_us();
     comm_->exchange(block.ref(), next.ref(), T * ld, (me + 1) % cp, (me + cp - 1) % cp, kRingTag)->wait();
+    // Posted after the tile (the block carries the tile's dK, dV), so all of it is waited for.
+    trace([&] { return trace_names::cp_ring_send(step, cp, "kv+dkv"); }, "comm", posted, kCommLane);
+    trace([&] { return trace_names::cp_ring_wait(step, cp); }, "comm", posted, kComputeLane);
     block = std::move(next);
   }
   backend_.copy_rows(dqkv, s.qkv_cols(), dq.ref(), q_cols, T, q_cols);
@@ -75,7 +100,9 @@ Tensor ContextParallel::gather_kv(ConstTensorRef qkv, const AttentionShape& s) {
   TensorRef mine = all.ref() + rank() * T * kv_cols;
   backend_.copy_rows(mine, kv_cols, qkv + static_cast<std::int64_t>(s.heads) * s.head_dim, s.qkv_cols(), T, kv_cols);
   backend_.record_event()->synchronize();
+  const double start = now_us();
   comm_->all_gather(mine, all.ref(), T * kv_cols);
+  trace([] { return trace_names::collective(Collective::kAllGather, "cp"); }, "comm", start, kCommLane);
   return all;
 }
 
@@ -89,11 +116,13 @@ void ContextParallel::gathered_forward(TensorRef ctx, float* lse, ConstTensorRef
   Tensor all = gather_kv(qkv, s);
   Tensor acc = backend_.alloc(T, q_cols, kWork);
   Tensor stats = backend_.alloc(2, rows, kWork);
+  const double start = now_us();
   for (int step = 0; step < cp; ++step) {  // the ring's order, so the same sums in the same order
     const int src = (me + cp - step) % cp;
     backend_.attention_block_forward(acc.data(), stats.data(), stats.data() + rows, qkv, all.ref() + src * T * kv_cols,
                                      static_cast<int>(kv_cols), src, s, drop);
   }
+  trace([] { return std::string("flash_attention"); }, "op", start, kComputeLane);
   backend_.attention_block_finish(ctx, lse, acc.data(), stats.data(), stats.data() + rows, s);
 }
 
@@ -106,15 +135,19 @@ void ContextParallel::gathered_backward(TensorRef dqkv, ConstTensorRef dctx, Con
   Tensor all = gather_kv(qkv, s);
   Tensor grads = backend_.alloc(cp * T, kv_cols, kBuf, qkv.dtype());  // dK, dV of every block
   Tensor dq = backend_.alloc(T, q_cols, kWork);
+  double start = now_us();
   for (int step = 0; step < cp; ++step) {
     const int src = (me + cp - step) % cp;
     backend_.attention_block_backward(dq.data(), grads.ref() + src * T * kv_cols, dctx, ctx, lse, qkv,
                                       all.ref() + src * T * kv_cols, static_cast<int>(kv_cols), src, s, drop);
   }
+  trace([] { return std::string("flash_attention_bwd"); }, "op", start, kComputeLane);
   all.reset();
   TensorRef mine = grads.ref() + me * T * kv_cols;
   backend_.record_event()->synchronize();
+  start = now_us();
   comm_->reduce_scatter(grads.ref(), mine, T * kv_cols);
+  trace([] { return trace_names::collective(Collective::kReduceScatter, "cp"); }, "comm", start, kCommLane);
   backend_.copy_rows(dqkv, s.qkv_cols(), dq.ref(), q_cols, T, q_cols);
   backend_.copy_rows(dqkv + q_cols, s.qkv_cols(), mine, kv_cols, T, kv_cols);
 }

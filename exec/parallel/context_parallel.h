@@ -8,19 +8,23 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "core/parallel_config.h"
 #include "exec/backend.h"
 #include "exec/communicator.h"
+#include "exec/trace.h"
 
 namespace loom::exec {
 
 class ContextParallel {
  public:
   // `comm`: the CP group (null: one rank); `seq`: tokens of a whole sequence (divisible by 2·cp);
-  // `kind`: how keys and values reach the other ranks (p2p: the ring; all_gather: all at once).
-  ContextParallel(Communicator* comm, Backend& backend, int seq, CpComm kind = CpComm::kP2P);
+  // `kind`: how keys and values reach the other ranks (p2p: the ring; all_gather: all at once);
+  // `tracer` (optional): the attention's steps and transfers as slices named like the simulator's.
+  ContextParallel(Communicator* comm, Backend& backend, int seq, CpComm kind = CpComm::kP2P, Tracer* tracer = nullptr);
 
   int size() const { return comm_ != nullptr ? comm_->size() : 1; }
   int rank() const { return comm_ != nullptr ? comm_->rank() : 0; }
@@ -62,10 +66,16 @@ class ContextParallel {
   void gathered_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef ctx, const float* lse, ConstTensorRef qkv,
                          const AttentionShape& s, const AttentionDropout& drop);
 
+  // A slice (core/trace_names.h) from begin_us to now, its name built only when tracing.
+  void trace(const std::function<std::string()>& name, const char* category, double begin_us, int lane) const;
+  bool tracing() const;
+  double now_us() const;
+
   Communicator* comm_;
   Backend& backend_;
   int seq_;
   CpComm kind_;
+  Tracer* tracer_;  // may be null
 };
 
 }  // namespace loom::exec
