@@ -122,8 +122,10 @@ ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& 
     if (embedding != MPI_COMM_NULL) g.embedding = std::make_unique<MpiCommunicator>(embedding, "embedding");
     if (config.shard_group > 0) {
       const int group = c.dp_rank / config.shard_group, member = c.dp_rank % config.shard_group;
-      g.shard = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * group), member, "shard");
-      g.replica = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * member), group, "replica");
+      // Under CP a shard group is its dp ranks' dp·cp ranks (shard_group·cp of them, in dp_cp order).
+      const int place = c.cp_rank + config.cp * member;
+      g.shard = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * group), place, "shard");
+      g.replica = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * place), group, "replica");
     }
     // The expert grid (core/parallel_config.h): EP groups share a stage, an etp slice and an edp rank;
     // expert-DP groups a stage, an etp slice and an ep rank.

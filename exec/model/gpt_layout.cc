@@ -231,9 +231,6 @@ RuleStatus check_context_parallel(const ParallelConfig& c) {
     return executor_limit(rule::kContextParallel,
                           "executor: cp_comm a2a (Ulysses) is not implemented; the executor runs context parallelism "
                           "as a ring (cp_comm p2p) or all_gather; loom plan and loom sim model a2a");
-  if (c.shard_group > 0)
-    return executor_limit(rule::kContextParallel,
-                          fmt::format("executor: cp {} with --shard-group (HSDP) is not implemented", c.cp));
   return {};
 }
 

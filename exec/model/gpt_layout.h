@@ -98,8 +98,8 @@ std::pair<int, int> stage_layers(const ModelSpec& model, const ParallelConfig& c
 // limits, keyed by the rule:: names below.
 RuleStatus check_runnable(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 // The executor runs context parallelism as a ring (cp_comm p2p) or all_gather
-// (exec/parallel/context_parallel.h); the all-to-all (Ulysses) kind, and cp > 1 with HSDP shard groups,
-// are refused under rule::kContextParallel. check_runnable checks it first; `loom run` also calls it before the world
+// (exec/parallel/context_parallel.h); the all-to-all (Ulysses) kind is refused under
+// rule::kContextParallel. check_runnable checks it first; `loom run` also calls it before the world
 // size, which cp changes.
 RuleStatus check_context_parallel(const ParallelConfig& config);
 

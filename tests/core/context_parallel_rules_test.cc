@@ -113,9 +113,8 @@ TEST(ContextParallelRules, TheExecutorRunsTheRingAndAllGatherAndRefusesUlyssesWi
   c.config.dp = 8;
   c.config.cp_comm = CpComm::kP2P;
   c.config.zero = 3;
-  c.config.shard_group = 4;
-  expect_broken(exec::check_context_parallel(c.config), exec::rule::kContextParallel,
-                "executor: cp 2 with --shard-group (HSDP) is not implemented");
+  c.config.shard_group = 4;  // HSDP: shard groups of 4 dp ranks' 8 dp·cp ranks
+  EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());
   c.config.cp = 1;
   c.config.dp = 16;
   EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());

@@ -124,8 +124,10 @@ TEST(ExecResumeOtherLayout, ExpertTp1CheckpointContinuesUnderExpertTpEqualToTp) 
 TEST(ExecResumeOtherLayout, ContextParallelCheckpointContinuesOnOneRankAndUnderCp4) {
   expect_resume_continues("resume_relayout_cp", "--cp 2 --dp 2 --zero 1", {{1, ""}, {4, "--cp 4 --zero 3"}});
 }
+// (The last: HSDP over dp·cp, shard groups of 2 dp ranks' 4 dp·cp ranks.)
 TEST(ExecResumeOtherLayout, DataParallelCheckpointContinuesUnderCp2) {
-  expect_resume_continues("resume_relayout_to_cp", "--dp 4 --zero 2", {{2, "--cp 2"}, {4, "--cp 2 --tp 2 --sp on"}});
+  expect_resume_continues("resume_relayout_to_cp", "--dp 4 --zero 2",
+                          {{2, "--cp 2"}, {4, "--cp 2 --tp 2 --sp on"}, {8, "--cp 2 --dp 4 --zero 3 --shard-group 2"}});
 }
 
 }  // namespace

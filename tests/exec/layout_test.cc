@@ -236,6 +236,8 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"Dropout_CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on", "micro_dropout"},
         Layout{"Moe_CP2xEP2", 2, "--cp 2 --ep 2", "micro_moe"},
         Layout{"Moe_CP2xDP2_EP4_ZeRO1", 4, "--cp 2 --dp 2 --ep 4 --zero 1", "micro_moe"},
+        // HSDP: ZeRO-3 inside groups of 2 dp ranks' 4 dp·cp ranks, summed across the 2 groups.
+        Layout{"CP2xDP4_HSDP2", 8, "--cp 2 --dp 4 --zero 3 --shard-group 2"},
         // cp_comm all_gather: every rank's K and V at once, dK and dV reduce-scattered back.
         Layout{"AllGather_CP2", 2, "--cp 2 --cp-comm all_gather"},
         Layout{"AllGather_CP4xDP2_ZeRO2", 8, "--cp 4 --dp 2 --zero 2 --cp-comm all_gather"},

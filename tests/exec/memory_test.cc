@@ -189,6 +189,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"CP2_Dropout", 2, "--cp 2", ParallelConfig{.cp = 2}, "micro_dropout"},
         Case{"CP2xDP2_ZeRO3", 4, "--cp 2 --dp 2 --zero 3", ParallelConfig{.dp = 2, .zero = 3, .cp = 2}},
         Case{"CP2xPP2_Llama", 4, "--cp 2 --pp 2", ParallelConfig{.pp = 2, .cp = 2}, "micro_llama"},
+        // HSDP over dp·cp: ZeRO-3 shards over groups of 2 dp ranks' 4 dp·cp ranks.
+        Case{"CP2xDP4_HSDP2", 8, "--cp 2 --dp 4 --zero 3 --shard-group 2",
+             ParallelConfig{.dp = 4, .zero = 3, .shard_group = 2, .cp = 2}},
         // cp_comm all_gather: every rank's K and V, and in the backward their gradients beside them.
         Case{"CP4_AllGather", 4, "--cp 4 --cp-comm all_gather",
              ParallelConfig{.cp = 4, .cp_comm = CpComm::kAllGather}}),
