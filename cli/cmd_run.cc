@@ -106,12 +106,6 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
     const bool batch_given = o.spec.inputs.global_batch > 0;
     if (!batch_given) o.spec.inputs.global_batch = 1;  // replaced below once the layout is known
     Specs specs = o.spec.resolve();
-    // Before the layout is built: --cp 2 on one launched rank would otherwise read as a world-size error.
-    const SearchSpace space = o.config.search_space();
-    for (int cp : space.cp)
-      for (CpComm comm : space.cp_comm.empty() ? std::vector<CpComm>{CpComm::kP2P} : space.cp_comm)
-        if (RuleStatus s = exec::check_context_parallel({.cp = cp, .cp_comm = comm}); !s)
-          throw InputError(s.violation().message);
     t.model = specs.model;
     t.training = specs.training;
     t.config = o.config.single(static_cast<int>(o.spec.inputs.gpus));
@@ -119,7 +113,6 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
       t.training.global_batch = static_cast<std::int64_t>(t.config.dp) * t.config.micro_batch * t.config.pp;
   }
   const ParallelConfig& c = t.config;
-  if (RuleStatus s = exec::check_context_parallel(c); !s) throw InputError(s.violation().message);
   if (c.world_size() != runtime.world_size())
     throw InputError(fmt::format("the plan needs tp {}{} × pp {} × dp {} = {} ranks but {} were launched ({})", c.tp,
                                  c.cp > 1 ? fmt::format(" × cp {}", c.cp) : "", c.pp, c.dp, c.world_size(),

@@ -225,17 +225,7 @@ RuleStatus check_model_inputs(const ModelSpec& m, int seq_len) {
 
 }  // namespace
 
-RuleStatus check_context_parallel(const ParallelConfig& c) {
-  if (c.cp == 1) return {};
-  if (c.cp_comm == CpComm::kA2A)
-    return executor_limit(rule::kContextParallel,
-                          "executor: cp_comm a2a (Ulysses) is not implemented; the executor runs context parallelism "
-                          "as a ring (cp_comm p2p) or all_gather; loom plan and loom sim model a2a");
-  return {};
-}
-
 RuleStatus check_runnable(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
-  if (auto s = check_context_parallel(c); !s) return s;
   if (auto s = check_model_inputs(m, t.seq_len > 0 ? t.seq_len : m.seq_len); !s) return s;
   if (auto s = check_config(m, t, c, StageSplit::kUneven); !s) return s;
   if (m.moe.active() && (m.moe.expert_ffn % c.expert_tp() != 0 || m.moe.shared_ffn % c.tp != 0))

@@ -30,6 +30,7 @@ void ContextParallel::trace(const std::function<std::string()>& name, const char
 void ContextParallel::attention_forward(TensorRef ctx, float* lse, ConstTensorRef qkv, const AttentionShape& s,
                                         const AttentionDropout& drop) {
   if (kind_ == CpComm::kAllGather) return gathered_forward(ctx, lse, qkv, s, drop);
+  if (kind_ == CpComm::kA2A) return ulysses_forward(ctx, lse, qkv, s, drop);
   const int cp = size(), me = rank();
   const std::int64_t T = static_cast<std::int64_t>(s.batch) * s.seq,
                      q_cols = static_cast<std::int64_t>(s.heads) * s.head_dim;
@@ -66,6 +67,7 @@ void ContextParallel::attention_forward(TensorRef ctx, float* lse, ConstTensorRe
 void ContextParallel::attention_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef ctx, const float* lse,
                                          ConstTensorRef qkv, const AttentionShape& s, const AttentionDropout& drop) {
   if (kind_ == CpComm::kAllGather) return gathered_backward(dqkv, dctx, ctx, lse, qkv, s, drop);
+  if (kind_ == CpComm::kA2A) return ulysses_backward(dqkv, dctx, ctx, lse, qkv, s, drop);
   const int cp = size(), me = rank();
   const std::int64_t T = static_cast<std::int64_t>(s.batch) * s.seq,
                      q_cols = static_cast<std::int64_t>(s.heads) * s.head_dim;
@@ -150,6 +152,135 @@ void ContextParallel::gathered_backward(TensorRef dqkv, ConstTensorRef dctx, Con
   trace([] { return trace_names::collective(Collective::kReduceScatter, "cp"); }, "comm", start, kCommLane);
   backend_.copy_rows(dqkv, s.qkv_cols(), dq.ref(), q_cols, T, q_cols);
   backend_.copy_rows(dqkv + q_cols, s.qkv_cols(), mine, kv_cols, T, kv_cols);
+}
+
+Tensor ContextParallel::to_heads(ConstTensorRef x, std::int64_t ld, const std::vector<ColumnSlice>& slices,
+                                 std::int64_t T) {
+  const int cp = size();
+  std::int64_t w = 0;
+  for (const ColumnSlice& c : slices) w += c.width;
+  Tensor send = backend_.empty(cp * T, w, kBuf, x.dtype());
+  for (int p = 0; p < cp; ++p) {
+    std::int64_t at = 0;
+    for (const ColumnSlice& c : slices) {
+      backend_.copy_rows(send.ref() + p * T * w + at, w, x + c.first + p * c.width, ld, T, c.width);
+      at += c.width;
+    }
+  }
+  Tensor recv = backend_.empty(cp * T, w, kBuf, x.dtype());
+  const std::vector<std::int64_t> counts(static_cast<std::size_t>(cp), T * w);
+  backend_.record_event()->synchronize();
+  const double start = now_us();
+  comm_->all_to_all(send.ref(), counts, recv.ref(), counts);
+  trace([] { return trace_names::collective("all_to_all", "cp"); }, "comm", start, kCommLane);
+  return recv;
+}
+
+void ContextParallel::from_heads(TensorRef y, std::int64_t ld, ConstTensorRef h, const std::vector<ColumnSlice>& slices,
+                                 std::int64_t T) {
+  const int cp = size();
+  std::int64_t w = 0;
+  for (const ColumnSlice& c : slices) w += c.width;
+  Tensor recv = backend_.empty(cp * T, w, kBuf, h.dtype());
+  const std::vector<std::int64_t> counts(static_cast<std::size_t>(cp), T * w);
+  backend_.record_event()->synchronize();
+  const double start = now_us();
+  comm_->all_to_all(h, counts, recv.ref(), counts);
+  trace([] { return trace_names::collective("all_to_all", "cp"); }, "comm", start, kCommLane);
+  for (int p = 0; p < cp; ++p) {
+    std::int64_t at = 0;
+    for (const ColumnSlice& c : slices) {
+      backend_.copy_rows(y + c.first + p * c.width, ld, recv.ref() + p * T * w + at, w, T, c.width);
+      at += c.width;
+    }
+  }
+}
+
+namespace {
+
+// Ulysses' shapes: this rank's heads/cp query and key/value heads, the rows of one rank's chunks.
+struct HeadShard {
+  HeadShard(const AttentionShape& s, const AttentionDropout& drop, int cp, int me) : shape(s), drop(drop) {
+    shape.heads = s.heads / cp;
+    shape.kv_heads = s.kv_heads / cp;
+    const std::uint64_t S = static_cast<std::uint64_t>(s.seq) * cp;
+    this->drop.first += static_cast<std::uint64_t>(me) * shape.heads * S * S;  // the mask of this rank's heads
+    T = static_cast<std::int64_t>(s.batch) * s.seq;
+    width = shape.qkv_cols();
+    q_cols = static_cast<std::int64_t>(shape.heads) * s.head_dim;
+    rows = static_cast<std::int64_t>(s.batch) * shape.heads * s.seq;
+    const std::int64_t kv = static_cast<std::int64_t>(shape.kv_heads) * s.head_dim;
+    const std::int64_t all_q = static_cast<std::int64_t>(s.heads) * s.head_dim,
+                       all_kv = static_cast<std::int64_t>(s.kv_heads) * s.head_dim;
+    qkv_slices = {{0, q_cols}, {all_q, kv}, {all_q + all_kv, kv}};  // Q, K, V of this rank's heads
+  }
+  // Rank q's chunks (queries, or keys and values of kv_rank q).
+  AttentionShape of(int q) const {
+    AttentionShape a = shape;
+    a.cp_rank = q;
+    return a;
+  }
+  AttentionShape shape;
+  AttentionDropout drop;
+  std::int64_t T, width, q_cols, rows;
+  std::vector<ColumnSlice> qkv_slices;
+};
+
+}  // namespace
+
+void ContextParallel::ulysses_forward(TensorRef ctx, float* lse, ConstTensorRef qkv, const AttentionShape& s,
+                                      const AttentionDropout& drop) {
+  const int cp = size();
+  const HeadShard hs(s, drop, cp, rank());
+  const std::int64_t T = hs.T, w = hs.width, qw = hs.q_cols, rows = hs.rows;
+  Tensor h = to_heads(qkv, s.qkv_cols(), hs.qkv_slices, T);  // block q: rank q's chunks of this rank's heads
+  Tensor out = backend_.empty(cp * T, qw, kBuf, qkv.dtype());
+  {
+    Tensor acc = backend_.alloc(cp * T, qw, kWork);
+    Tensor stats = backend_.alloc(2, cp * rows, kWork);
+    const double start = now_us();
+    for (int q = 0; q < cp; ++q) {
+      float *m = stats.data() + q * rows, *l = stats.data() + (cp + q) * rows;
+      for (int step = 0; step < cp; ++step) {  // the ring's order from q
+        const int k = (q + cp - step) % cp;
+        backend_.attention_block_forward(acc.data() + q * T * qw, m, l, h.ref() + q * T * w, h.ref() + k * T * w + qw,
+                                         static_cast<int>(w), k, hs.of(q), hs.drop);
+      }
+      backend_.attention_block_finish(out.ref() + q * T * qw, lse + q * rows, acc.data() + q * T * qw, m, l, hs.of(q));
+    }
+    trace([] { return std::string("flash_attention"); }, "op", start, kComputeLane);
+  }
+  h.reset();
+  from_heads(ctx, static_cast<std::int64_t>(s.heads) * s.head_dim, out.ref(), {{0, qw}}, T);
+}
+
+void ContextParallel::ulysses_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef ctx, const float* lse,
+                                       ConstTensorRef qkv, const AttentionShape& s, const AttentionDropout& drop) {
+  const int cp = size();
+  const HeadShard hs(s, drop, cp, rank());
+  const std::int64_t T = hs.T, w = hs.width, qw = hs.q_cols, rows = hs.rows;
+  const std::int64_t ctx_ld = static_cast<std::int64_t>(s.heads) * s.head_dim;
+  Tensor h = to_heads(qkv, s.qkv_cols(), hs.qkv_slices, T);
+  Tensor o = to_heads(ctx, ctx_ld, {{0, qw}}, T), dout = to_heads(dctx, ctx_ld, {{0, qw}}, T);
+  // [dQ | dK dV] of every rank's chunks of this rank's heads: dK, dV laid out as the keys they go with.
+  Tensor dh = backend_.alloc(cp * T, w, kBuf, qkv.dtype());
+  {
+    Tensor dq = backend_.alloc(cp * T, qw, kWork);
+    const double start = now_us();
+    for (int q = 0; q < cp; ++q)
+      for (int step = 0; step < cp; ++step) {
+        const int k = (q + cp - step) % cp;
+        backend_.attention_block_backward(dq.data() + q * T * qw, dh.ref() + k * T * w + qw, dout.ref() + q * T * qw,
+                                          o.ref() + q * T * qw, lse + q * rows, h.ref() + q * T * w,
+                                          h.ref() + k * T * w + qw, static_cast<int>(w), k, hs.of(q), hs.drop);
+      }
+    trace([] { return std::string("flash_attention_bwd"); }, "op", start, kComputeLane);
+    backend_.copy_rows(dh.ref(), w, dq.ref(), qw, cp * T, qw);
+  }
+  h.reset();
+  o.reset();
+  dout.reset();
+  from_heads(dqkv, s.qkv_cols(), dh.ref(), hs.qkv_slices, T);
 }
 
 }  // namespace loom::exec

@@ -1,9 +1,10 @@
-// Context parallelism as Megatron-core runs it with cp_comm_type p2p: every sequence is cut into 2·cp
-// chunks and CP rank r keeps chunks r and 2·cp−1−r (causal load balance: each rank gets as many
-// visible query-key pairs), and attention is a ring (TransformerEngine's AttnFuncWithCPAndKVP2P): the
-// local keys and values travel around the CP group, each rank merging one block per step into its
-// queries' output by the log-sum-exp rule; in the backward the keys' and values' gradients travel with
-// them and arrive back at their owner after cp steps. Everything outside attention is token-local.
+// Context parallelism as Megatron-core runs it: every sequence is cut into 2·cp chunks and CP rank r
+// keeps chunks r and 2·cp−1−r (causal load balance: each rank gets as many visible query-key pairs).
+// With cp_comm_type p2p attention is a ring (TransformerEngine's AttnFuncWithCPAndKVP2P): the local
+// keys and values travel around the CP group, each rank merging one block per step into its queries'
+// output by the log-sum-exp rule; in the backward the keys' and values' gradients travel with them and
+// arrive back at their owner after cp steps. all_gather and a2a (Ulysses) run the same block ops on
+// gathered or head-sharded tensors. Everything outside attention is token-local.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/parallel_config.h"
 #include "exec/backend.h"
@@ -19,10 +21,16 @@
 
 namespace loom::exec {
 
+// Columns of a sequence-sharded tensor that go to CP rank p under a2a: [first + p·width, first + (p+1)·width).
+struct ColumnSlice {
+  std::int64_t first, width;
+};
+
 class ContextParallel {
  public:
   // `comm`: the CP group (null: one rank); `seq`: tokens of a whole sequence (divisible by 2·cp);
-  // `kind`: how keys and values reach the other ranks (p2p: the ring; all_gather: all at once);
+  // `kind`: how keys and values reach the other ranks (p2p: the ring; all_gather: all at once; a2a:
+  // Ulysses' head sharding);
   // `tracer` (optional): the attention's steps and transfers as slices named like the simulator's.
   ContextParallel(Communicator* comm, Backend& backend, int seq, CpComm kind = CpComm::kP2P, Tracer* tracer = nullptr);
 
@@ -67,6 +75,19 @@ class ContextParallel {
                          const AttentionShape& s, const AttentionDropout& drop);
 
   // A slice (core/trace_names.h) from begin_us to now, its name built only when tracing.
+  // a2a (DeepSpeed-Ulysses, TransformerEngine's AttnFuncWithCPAndQKVOA2A): all-to-alls turn the
+  // sequence-sharded Q, K and V into head-sharded ones (every rank's chunks of heads/cp of the heads),
+  // the same block ops run each rank's chunks against every rank's, and the output (in the backward:
+  // dQ, dK, dV) returns by the reverse all-to-all.
+  void ulysses_forward(TensorRef ctx, float* lse, ConstTensorRef qkv, const AttentionShape& s,
+                       const AttentionDropout& drop);
+  void ulysses_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef ctx, const float* lse, ConstTensorRef qkv,
+                        const AttentionShape& s, const AttentionDropout& drop);
+  // [T, ld] rows of this rank → [cp·T, Σ width]: block q holds rank q's rows of this rank's slices.
+  Tensor to_heads(ConstTensorRef x, std::int64_t ld, const std::vector<ColumnSlice>& slices, std::int64_t T);
+  // The reverse: block q of `h` (rank q's rows of this rank's slices) back to rank q, into its slices of y.
+  void from_heads(TensorRef y, std::int64_t ld, ConstTensorRef h, const std::vector<ColumnSlice>& slices,
+                  std::int64_t T);
   void trace(const std::function<std::string()>& name, const char* category, double begin_us, int lane) const;
   bool tracing() const;
   double now_us() const;

@@ -96,28 +96,21 @@ TEST(ContextParallelRules, SequenceParallelSplitsTheRanksOwnTokens) {
                 "sequence parallelism needs micro_batch·seq/cp (2) divisible by tp 4");
 }
 
-TEST(ContextParallelRules, TheExecutorRunsTheRingAndAllGatherAndRefusesUlyssesWithItsOwnRule) {
+TEST(ContextParallelRules, TheExecutorRunsEveryKindTheRulesAllow) {
   CpCase c;
-  EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());
-  EXPECT_TRUE(exec::check_context_parallel(c.config).ok());
-  c.config.cp_comm = CpComm::kAllGather;
-  EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());
-  const std::string a2a =
-      "executor: cp_comm a2a (Ulysses) is not implemented; the executor runs context parallelism as a ring (cp_comm "
-      "p2p) or all_gather; loom plan and loom sim model a2a";
-  c.config.cp_comm = CpComm::kA2A;
-  expect_broken(exec::check_context_parallel(c.config), exec::rule::kContextParallel, a2a);
-  // Refused first, whatever else the layout breaks: the one line a user of loom run sees.
-  c.config.dp = 3;
-  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kContextParallel, a2a);
-  c.config.dp = 8;
-  c.config.cp_comm = CpComm::kP2P;
+  for (CpComm kind : {CpComm::kP2P, CpComm::kAllGather, CpComm::kA2A}) {
+    c.config.cp_comm = kind;
+    EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok()) << to_string(kind);
+  }
+  // HSDP: shard groups of 4 dp ranks' 8 dp·cp ranks.
   c.config.zero = 3;
-  c.config.shard_group = 4;  // HSDP: shard groups of 4 dp ranks' 8 dp·cp ranks
+  c.config.shard_group = 4;
   EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());
-  c.config.cp = 1;
-  c.config.dp = 16;
-  EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());
+  // What the planner refuses the executor refuses with the same rule: Ulysses needs whole heads per rank.
+  c.model.kv_heads = 1;
+  c.config.cp_comm = CpComm::kA2A;
+  expect_broken(exec::check_runnable(c.model, c.training, c.config), rule::kCpA2aHeads,
+                "a2a context parallelism needs heads 8 and kv_heads 1 divisible by tp·cp = 2");
 }
 
 TEST(ContextParallelRanks, TpFastestThenCpThenDpThenPp) {

@@ -105,14 +105,13 @@ TEST_F(ExecBadInput, MixtureOfExpertsPartsTheExecutorDoesNotRunYet) {
   expect_one_clear_error(r, "expert and router biases");
 }
 
-// The executor runs context parallelism as a ring (cp_comm p2p) or all_gather: Ulysses is refused by
-// every rank before any collective.
-TEST_F(ExecBadInput, ContextParallelKindsOtherThanTheRing) {
-  ProcessResult r = run_shell(
-      fmt::format("{} --cp 2 --cp-comm a2a --seq 32 --global-batch 2 --data {} --steps 1", loom_run(2), data_), 60);
-  expect_one_clear_error(r,
-                         "executor: cp_comm a2a (Ulysses) is not implemented; the executor runs context "
-                         "parallelism as a ring (cp_comm p2p) or all_gather");
+// Context parallelism the layout cannot take, refused by every rank before any collective.
+TEST_F(ExecBadInput, ContextParallelTheLayoutCannotTake) {
+  // Ulysses gives each tp·cp rank whole heads: micro-llama's 2 key/value heads do not split over 4.
+  ProcessResult r = run_shell(fmt::format("{} --model {} --cp 4 --cp-comm a2a --global-batch 2 --data {} --steps 1",
+                                          loom_run(4), test_model("micro_llama"), data_),
+                              60);
+  expect_one_clear_error(r, "a2a context parallelism needs heads 4 and kv_heads 2 divisible by tp·cp = 4");
   // Ring attention runs on the CPU backends only: refused before any GPU is looked for.
   r = run_shell(
       fmt::format("{} --cp 2 --backend cuda --seq 32 --global-batch 2 --data {} --steps 1", loom_run(2), data_), 60);

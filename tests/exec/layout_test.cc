@@ -242,7 +242,12 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"AllGather_CP2", 2, "--cp 2 --cp-comm all_gather"},
         Layout{"AllGather_CP4xDP2_ZeRO2", 8, "--cp 4 --dp 2 --zero 2 --cp-comm all_gather"},
         Layout{"Llama_AllGather_CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on --cp-comm all_gather", "micro_llama"},
-        Layout{"Dropout_AllGather_CP4", 4, "--cp 4 --cp-comm all_gather", "micro_dropout"}),
+        Layout{"Dropout_AllGather_CP4", 4, "--cp 4 --cp-comm all_gather", "micro_dropout"},
+        // cp_comm a2a (Ulysses): Q, K, V head-sharded over the CP ranks by all-to-all, the output back.
+        Layout{"A2A_CP2", 2, "--cp 2 --cp-comm a2a"},
+        Layout{"A2A_CP4xDP2_ZeRO1", 8, "--cp 4 --dp 2 --zero 1 --cp-comm a2a"},
+        Layout{"Llama_A2A_CP2", 2, "--cp 2 --cp-comm a2a", "micro_llama"},
+        Layout{"Dropout_A2A_CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on --cp-comm a2a", "micro_dropout"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
