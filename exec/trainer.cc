@@ -72,7 +72,7 @@ StepMetrics Trainer::step() {
   inject_nan(step_number, loss_sum);
 
   // One world reduction carries the squared gradient norm and the loss (counted on the last
-  // stage's first TP rank of every DP replica): a NaN or Inf anywhere reaches every rank in it.
+  // stage's first TP rank of every DP replica and CP rank): a NaN or Inf anywhere reaches every rank in it.
   const bool counts_loss = groups_.last_stage() && groups_.coords.tp_rank == 0;
   double totals[2] = {params_->owned_grad_squares(), counts_loss ? loss_sum : 0.0};
   groups_.world->all_reduce(totals, 2, ReduceOp::kSum);
