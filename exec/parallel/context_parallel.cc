@@ -71,28 +71,49 @@ void ContextParallel::attention_backward(TensorRef dqkv, ConstTensorRef dctx, Co
   const int cp = size(), me = rank();
   const std::int64_t T = static_cast<std::int64_t>(s.batch) * s.seq,
                      q_cols = static_cast<std::int64_t>(s.heads) * s.head_dim;
-  const std::int64_t kv_cols = 2LL * s.kv_heads * s.head_dim, ld = 2 * kv_cols;
-  // [K V | dK dV] of one rank's tokens travel together: each rank adds its queries' share of dK, dV
-  // and passes the block on; after cp steps a block is back at its owner with its whole gradient.
-  Tensor block = backend_.alloc(T, ld, kBuf, qkv.dtype());
-  backend_.copy_rows(block.ref(), ld, qkv + q_cols, s.qkv_cols(), T, kv_cols);
+  const std::int64_t kv_cols = 2LL * s.kv_heads * s.head_dim, n = T * kv_cols;
+  const int next = (me + 1) % cp, prev = (me + cp - 1) % cp;
+  // TransformerEngine's two buffers, each [K V | dK dV] of one block (the memory model's peak): at step i
+  // buffer i%2 holds the K, V in hand and the dK, dV this rank finished at step i−1, which go on to the
+  // next rank while the next K, V and the partial dK, dV of this step's block (summed by the ranks it
+  // has visited) arrive in the other buffer; this rank's share is added to that partial. After the
+  // last step a block's dK, dV go once more around, back to their owner.
+  Tensor buffers[2] = {backend_.empty(2, n, kBuf, qkv.dtype()), backend_.alloc(2, n, kBuf, qkv.dtype())};
+  auto kv_of = [&](int b) { return buffers[b % 2].ref(); };
+  auto dkv_of = [&](int b) { return buffers[b % 2].ref() + n; };
+  backend_.copy_rows(kv_of(0), kv_cols, qkv + q_cols, s.qkv_cols(), T, kv_cols);
   Tensor dq = backend_.alloc(T, q_cols, kWork);
-  for (int step = 0; step < cp; ++step) {
-    const double start = now_us();
-    backend_.attention_block_backward(dq.data(), block.ref() + kv_cols, dctx, ctx, lse, qkv, block.ref(),
-                                      static_cast<int>(ld), (me + cp - step) % cp, s, drop);
-    trace([&] { return trace_names::cp_ring_tile(true, step, cp); }, "op", start, kComputeLane);
-    Tensor next = backend_.empty(T, ld, kBuf, qkv.dtype());
+  // The dK, dV finished at step `step` go to the next rank, the partial of the next block arrives.
+  auto pass_gradients = [&](int step) {
     backend_.record_event()->synchronize();
     const double posted = now_us();
-    comm_->exchange(block.ref(), next.ref(), T * ld, (me + 1) % cp, (me + cp - 1) % cp, kRingTag)->wait();
-    // Posted after the tile (the block carries the tile's dK, dV), so all of it is waited for.
-    trace([&] { return trace_names::cp_ring_send(step, cp, "kv+dkv"); }, "comm", posted, kCommLane);
+    comm_->exchange(dkv_of(step + 1), dkv_of(step), n, next, prev, kRingTag + 1)->wait();
+    trace([&] { return trace_names::cp_ring_send(step, cp, "dkv"); }, "comm", posted, kCommLane);
     trace([&] { return trace_names::cp_ring_wait(step, cp); }, "comm", posted, kComputeLane);
-    block = std::move(next);
+  };
+  for (int step = 0; step < cp; ++step) {
+    std::unique_ptr<Request> kv_request;
+    const double posted = now_us();
+    if (step + 1 < cp) {
+      backend_.record_event()->synchronize();
+      kv_request = comm_->exchange(kv_of(step), kv_of(step + 1), n, next, prev, kRingTag);
+    }
+    // This step's block starts from the partial of the ranks before (from zero at this rank's own).
+    if (step > 0) pass_gradients(step - 1);
+    const double start = now_us();
+    backend_.attention_block_backward(dq.data(), dkv_of(step + 1), dctx, ctx, lse, qkv, kv_of(step),
+                                      static_cast<int>(kv_cols), (me + cp - step) % cp, s, drop);
+    trace([&] { return trace_names::cp_ring_tile(true, step, cp); }, "op", start, kComputeLane);
+    if (kv_request != nullptr) {
+      const double waiting = now_us();
+      kv_request->wait();
+      trace([&] { return trace_names::cp_ring_wait(step, cp); }, "comm", waiting, kComputeLane);
+      trace([&] { return trace_names::cp_ring_send(step, cp, "kv"); }, "comm", posted, kCommLane);
+    }
   }
+  pass_gradients(cp - 1);  // this rank's own block arrives, whole
   backend_.copy_rows(dqkv, s.qkv_cols(), dq.ref(), q_cols, T, q_cols);
-  backend_.copy_rows(dqkv + q_cols, s.qkv_cols(), block.ref() + kv_cols, ld, T, kv_cols);
+  backend_.copy_rows(dqkv + q_cols, s.qkv_cols(), dkv_of(cp + 1), kv_cols, T, kv_cols);
 }
 
 Tensor ContextParallel::gather_kv(ConstTensorRef qkv, const AttentionShape& s) {

@@ -91,8 +91,8 @@ TEST(ExecRunOutput, LogHasTheContractFieldsAndTraceUsesSimulatorNames) {
 }
 
 // Context parallelism's ring in the trace, named as loom sim --cp names it (core/trace_names.h): each
-// layer's attention is cp tiles on the compute lane, the forward's transfers beside them on the comm
-// lane, the backward's [K V | dK dV] blocks after each tile.
+// layer's attention is cp tiles on the compute lane, the next block's K, V beside each tile on the comm
+// lane, and in the backward each block's summed dK, dV sent on after its tile.
 TEST(ExecRunOutput, RingAttentionStepsUseSimulatorNames) {
   if (!have_mpirun()) GTEST_SKIP() << "built without MPI";
   const std::string dir = scratch_dir("run_output_cp");
@@ -112,11 +112,12 @@ TEST(ExecRunOutput, RingAttentionStepsUseSimulatorNames) {
     for (int step = 0; step < 2; ++step) {
       EXPECT_EQ((slices[{trace_names::cp_ring_tile(false, step, 2), 0}]), per_step) << rank;
       EXPECT_EQ((slices[{trace_names::cp_ring_tile(true, step, 2), 0}]), per_step) << rank;
-      EXPECT_EQ((slices[{trace_names::cp_ring_send(step, 2, "kv+dkv"), 1}]), per_step) << rank;
+      EXPECT_EQ((slices[{trace_names::cp_ring_send(step, 2, "dkv"), 1}]), per_step) << rank;  // backward only
     }
-    EXPECT_EQ((slices[{trace_names::cp_ring_send(0, 2, "kv"), 1}]), per_step) << rank;
-    EXPECT_EQ((slices[{trace_names::cp_ring_send(1, 2, "kv"), 1}]), 0) << rank;  // the last block stays
-    EXPECT_EQ((slices[{"qk softmax", 0}]), 0) << rank;                           // no s × s probabilities
+    // K, V: the next block travels in the forward and again in the backward; the last block stays.
+    EXPECT_EQ((slices[{trace_names::cp_ring_send(0, 2, "kv"), 1}]), 2 * per_step) << rank;
+    EXPECT_EQ((slices[{trace_names::cp_ring_send(1, 2, "kv"), 1}]), 0) << rank;
+    EXPECT_EQ((slices[{"qk softmax", 0}]), 0) << rank;  // no s × s probabilities
   }
 }
 
