@@ -10,6 +10,17 @@ namespace {
 constexpr MemoryCategory kBuf = MemoryCategory::kBuffers;
 constexpr MemoryCategory kWork = MemoryCategory::kWorkspace;
 constexpr int kRingTag = 0x43500;
+
+// One rank's sizes for an attention shape: its tokens, the query and key/value columns of them, and
+// the rows of per-(sequence, head, token) statistics.
+struct Sizes {
+  explicit Sizes(const AttentionShape& s)
+      : T(static_cast<std::int64_t>(s.batch) * s.seq),
+        q_cols(static_cast<std::int64_t>(s.heads) * s.head_dim),
+        kv_cols(2LL * s.kv_heads * s.head_dim),
+        rows(static_cast<std::int64_t>(s.batch) * s.heads * s.seq) {}
+  std::int64_t T, q_cols, kv_cols, rows;
+};
 }  // namespace
 
 ContextParallel::ContextParallel(Communicator* comm, Backend& backend, int seq, CpComm kind, Tracer* tracer)
@@ -32,10 +43,7 @@ void ContextParallel::attention_forward(TensorRef ctx, float* lse, ConstTensorRe
   if (kind_ == CpComm::kAllGather) return gathered_forward(ctx, lse, qkv, s, drop);
   if (kind_ == CpComm::kA2A) return ulysses_forward(ctx, lse, qkv, s, drop);
   const int cp = size(), me = rank();
-  const std::int64_t T = static_cast<std::int64_t>(s.batch) * s.seq,
-                     q_cols = static_cast<std::int64_t>(s.heads) * s.head_dim;
-  const std::int64_t kv_cols = 2LL * s.kv_heads * s.head_dim,
-                     rows = static_cast<std::int64_t>(s.batch) * s.heads * s.seq;
+  const auto [T, q_cols, kv_cols, rows] = Sizes(s);
   // The block in hand (this rank's K and V first) and the one arriving: TransformerEngine's two buffers.
   Tensor kv = backend_.empty(T, kv_cols, kBuf, qkv.dtype());
   backend_.copy_rows(kv.ref(), kv_cols, qkv + q_cols, s.qkv_cols(), T, kv_cols);
@@ -69,9 +77,8 @@ void ContextParallel::attention_backward(TensorRef dqkv, ConstTensorRef dctx, Co
   if (kind_ == CpComm::kAllGather) return gathered_backward(dqkv, dctx, ctx, lse, qkv, s, drop);
   if (kind_ == CpComm::kA2A) return ulysses_backward(dqkv, dctx, ctx, lse, qkv, s, drop);
   const int cp = size(), me = rank();
-  const std::int64_t T = static_cast<std::int64_t>(s.batch) * s.seq,
-                     q_cols = static_cast<std::int64_t>(s.heads) * s.head_dim;
-  const std::int64_t kv_cols = 2LL * s.kv_heads * s.head_dim, n = T * kv_cols;
+  const auto [T, q_cols, kv_cols, rows] = Sizes(s);
+  const std::int64_t n = T * kv_cols;
   const int next = (me + 1) % cp, prev = (me + cp - 1) % cp;
   // TransformerEngine's two buffers, each [K V | dK dV] of one block (the memory model's peak): at step i
   // buffer i%2 holds the K, V in hand and the dK, dV this rank finished at step i−1, which go on to the
@@ -117,7 +124,7 @@ void ContextParallel::attention_backward(TensorRef dqkv, ConstTensorRef dctx, Co
 }
 
 Tensor ContextParallel::gather_kv(ConstTensorRef qkv, const AttentionShape& s) {
-  const std::int64_t T = static_cast<std::int64_t>(s.batch) * s.seq, kv_cols = 2LL * s.kv_heads * s.head_dim;
+  const auto [T, q_cols, kv_cols, rows] = Sizes(s);
   // Block r (rows [r·T, (r+1)·T)) from CP rank r; this rank's packed in place, then gathered around it.
   Tensor all = backend_.empty(size() * T, kv_cols, kBuf, qkv.dtype());
   TensorRef mine = all.ref() + rank() * T * kv_cols;
@@ -132,10 +139,7 @@ Tensor ContextParallel::gather_kv(ConstTensorRef qkv, const AttentionShape& s) {
 void ContextParallel::gathered_forward(TensorRef ctx, float* lse, ConstTensorRef qkv, const AttentionShape& s,
                                        const AttentionDropout& drop) {
   const int cp = size(), me = rank();
-  const std::int64_t T = static_cast<std::int64_t>(s.batch) * s.seq,
-                     q_cols = static_cast<std::int64_t>(s.heads) * s.head_dim;
-  const std::int64_t kv_cols = 2LL * s.kv_heads * s.head_dim,
-                     rows = static_cast<std::int64_t>(s.batch) * s.heads * s.seq;
+  const auto [T, q_cols, kv_cols, rows] = Sizes(s);
   Tensor all = gather_kv(qkv, s);
   Tensor acc = backend_.alloc(T, q_cols, kWork);
   Tensor stats = backend_.alloc(2, rows, kWork);
@@ -152,9 +156,7 @@ void ContextParallel::gathered_forward(TensorRef ctx, float* lse, ConstTensorRef
 void ContextParallel::gathered_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef ctx, const float* lse,
                                         ConstTensorRef qkv, const AttentionShape& s, const AttentionDropout& drop) {
   const int cp = size(), me = rank();
-  const std::int64_t T = static_cast<std::int64_t>(s.batch) * s.seq,
-                     q_cols = static_cast<std::int64_t>(s.heads) * s.head_dim;
-  const std::int64_t kv_cols = 2LL * s.kv_heads * s.head_dim;
+  const auto [T, q_cols, kv_cols, rows] = Sizes(s);
   Tensor all = gather_kv(qkv, s);
   Tensor grads = backend_.alloc(cp * T, kv_cols, kBuf, qkv.dtype());  // dK, dV of every block
   Tensor dq = backend_.alloc(T, q_cols, kWork);
