@@ -38,6 +38,13 @@ void ContextParallel::trace(const std::function<std::string()>& name, const char
   if (tracing()) tracer_->add(name(), category, begin_us, tracer_->now_us(), lane);
 }
 
+void ContextParallel::await_kv(Request& request, int step, double posted_us) const {
+  const double waiting = now_us();
+  request.wait();
+  trace([&] { return trace_names::cp_ring_wait(step, size()); }, "comm", waiting, kComputeLane);
+  trace([&] { return trace_names::cp_ring_send(step, size(), "kv"); }, "comm", posted_us, kCommLane);
+}
+
 void ContextParallel::attention_forward(TensorRef ctx, float* lse, ConstTensorRef qkv, const AttentionShape& s,
                                         const AttentionDropout& drop) {
   if (kind_ == CpComm::kAllGather) return gathered_forward(ctx, lse, qkv, s, drop);
@@ -62,10 +69,7 @@ void ContextParallel::attention_forward(TensorRef ctx, float* lse, ConstTensorRe
                                      static_cast<int>(kv_cols), (me + cp - step) % cp, s, drop);
     trace([&] { return trace_names::cp_ring_tile(false, step, cp); }, "op", posted, kComputeLane);
     if (exchange != nullptr) {
-      const double waiting = now_us();
-      exchange->wait();
-      trace([&] { return trace_names::cp_ring_wait(step, cp); }, "comm", waiting, kComputeLane);
-      trace([&] { return trace_names::cp_ring_send(step, cp, "kv"); }, "comm", posted, kCommLane);
+      await_kv(*exchange, step, posted);
       kv = std::move(next);
     }
   }
@@ -111,12 +115,7 @@ void ContextParallel::attention_backward(TensorRef dqkv, ConstTensorRef dctx, Co
     backend_.attention_block_backward(dq.data(), dkv_of(step + 1), dctx, ctx, lse, qkv, kv_of(step),
                                       static_cast<int>(kv_cols), (me + cp - step) % cp, s, drop);
     trace([&] { return trace_names::cp_ring_tile(true, step, cp); }, "op", start, kComputeLane);
-    if (kv_request != nullptr) {
-      const double waiting = now_us();
-      kv_request->wait();
-      trace([&] { return trace_names::cp_ring_wait(step, cp); }, "comm", waiting, kComputeLane);
-      trace([&] { return trace_names::cp_ring_send(step, cp, "kv"); }, "comm", posted, kCommLane);
-    }
+    if (kv_request != nullptr) await_kv(*kv_request, step, posted);
   }
   pass_gradients(cp - 1);  // this rank's own block arrives, whole
   backend_.copy_rows(dqkv, s.qkv_cols(), dq.ref(), q_cols, T, q_cols);
