@@ -1,5 +1,7 @@
 #include "exec/backend.h"
 
+#include <stdexcept>
+
 #include "exec/cpu/cpu_backend.h"
 #ifdef LOOM_WITH_CUDA
 #include "exec/cuda/cuda_backend.h"
@@ -60,6 +62,26 @@ Tensor Backend::recharge(Tensor tensor, MemoryCategory category) {
   memory_.freed(tensor.category(), tensor.bytes());
   memory_.allocated(category, tensor.bytes());
   return Tensor(this, tensor.release_storage(), rows, cols, category, dtype);
+}
+
+void Backend::attention_block_forward(float*, float*, float*, ConstTensorRef, ConstTensorRef, int, int,
+                                      const AttentionShape&, const AttentionDropout&) {
+  throw std::logic_error("attention_block_forward (ring attention) is not implemented on backend " + name());
+}
+
+void Backend::attention_block_finish(TensorRef, float*, const float*, const float*, const float*,
+                                     const AttentionShape&) {
+  throw std::logic_error("attention_block_finish (ring attention) is not implemented on backend " + name());
+}
+
+void Backend::attention_block_backward(float*, TensorRef, ConstTensorRef, ConstTensorRef, const float*, ConstTensorRef,
+                                       ConstTensorRef, int, int, const AttentionShape&, const AttentionDropout&) {
+  throw std::logic_error("attention_block_backward (ring attention) is not implemented on backend " + name());
+}
+
+void Backend::copy_rows(TensorRef dst, std::int64_t ld_dst, ConstTensorRef src, std::int64_t ld_src, std::int64_t rows,
+                        std::int64_t cols) {
+  for (std::int64_t r = 0; r < rows; ++r) cast(dst + r * ld_dst, src + r * ld_src, cols);
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& name, std::string* error, NodeSlot slot) {

@@ -20,8 +20,30 @@ struct AttentionShape {
   int heads = 0;     // query heads held by this rank
   int kv_heads = 0;  // key/value heads held by this rank (GQA when fewer than heads)
   int head_dim = 0;
+  // Context parallelism with causal load balancing (Megatron-core): each sequence of seq·cp tokens is cut
+  // into 2·cp chunks and this rank holds chunks cp_rank and 2·cp−1−cp_rank, so `seq` local tokens.
+  int cp = 1, cp_rank = 0;
+  int chunk() const { return seq / 2; }  // tokens per chunk under cp > 1
+  // Global chunk of local half `half` (0 or 1) of CP rank `rank`'s tokens.
+  int chunk_of(int rank, int half) const { return half == 0 ? rank : 2 * cp - 1 - rank; }
+  // Position in its sequence of local token t (0 ≤ t < seq): what RoPE and learned positions use.
+  int position(int t) const {
+    if (cp == 1) return t;
+    const int half = t / chunk();
+    return chunk_of(cp_rank, half) * chunk() + t - half * chunk();
+  }
   std::int64_t qkv_cols() const { return static_cast<std::int64_t>(heads + 2 * kv_heads) * head_dim; }
   std::int64_t probs_numel() const { return static_cast<std::int64_t>(batch) * heads * seq * seq; }
+};
+
+// Attention dropout of a ring-attention block (Backend::attention_block_forward).
+struct AttentionDropout {
+  float p = 0;
+  std::uint64_t key = 0;
+  // Mask index of (local sequence b, local head h, global query i, global key j) is
+  // first + ((b·heads_total + h)·S + i)·S + j with S = seq·cp.
+  std::uint64_t first = 0;
+  int heads_total = 0;
 };
 
 // A point in the backend's queue of work (a CUDA event on the compute stream); complete on the CPU,
@@ -125,6 +147,30 @@ class Backend {
                           const AttentionShape& s) {
     attention_backward(dqkv, dctx, probs, nullptr, nullptr, 1.0f, qkv, s);
   }
+
+  // Ring attention (context parallelism, TransformerEngine's AttnFuncWithCPAndKVP2P, flash style): the
+  // local queries of `s` (chunks of s.cp_rank) against one block of keys and values, those of CP rank
+  // `kv_rank`, held in `kv` rows [batch·seq, kv_ld] as K (kv_heads·head_dim columns) then V. Each
+  // (query chunk, key chunk) tile is fully visible, causal on its diagonal, or skipped, by the chunks'
+  // global order. Attention dropout, when `drop.p` > 0, keys the mask on the global position of each
+  // probability as the single-rank attention's mask is keyed.
+  // Forward: merges the block into the running statistics by the online-softmax rule. acc [batch·seq,
+  // heads·head_dim] fp32 (the unnormalised output), row_max and row_sum [batch·heads·seq] fp32; all zero
+  // before the first block (a row sum of 0 means no key seen yet).
+  virtual void attention_block_forward(float* acc, float* row_max, float* row_sum, ConstTensorRef qkv,
+                                       ConstTensorRef kv, int kv_ld, int kv_rank, const AttentionShape& s,
+                                       const AttentionDropout& drop);
+  // After the last block: ctx = acc / row_sum and lse = row_max + log(row_sum) per (sequence, head, row).
+  virtual void attention_block_finish(TensorRef ctx, float* lse, const float* acc, const float* row_max,
+                                      const float* row_sum, const AttentionShape& s);
+  // Backward of one block from the output `ctx`, its gradient and lse (the scores are recomputed):
+  // dq [batch·seq, heads·head_dim] fp32 and the block's dK, dV (dkv, laid out as kv) accumulate.
+  virtual void attention_block_backward(float* dq, TensorRef dkv, ConstTensorRef dctx, ConstTensorRef ctx,
+                                        const float* lse, ConstTensorRef qkv, ConstTensorRef kv, int kv_ld, int kv_rank,
+                                        const AttentionShape& s, const AttentionDropout& drop);
+  // dst rows ← src rows (`cols` values each, row strides ld_dst and ld_src), converting the dtype as cast.
+  virtual void copy_rows(TensorRef dst, std::int64_t ld_dst, ConstTensorRef src, std::int64_t ld_src, std::int64_t rows,
+                         std::int64_t cols);
 
   // Dropout: mask[i] = 1 with probability 1 − p, drawn from a counter-based hash of (key, first + i),
   // so a value's mask depends on its global position only — the same on every layout.

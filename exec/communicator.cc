@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 namespace loom::exec {
 
@@ -13,7 +14,28 @@ class DoneRequest final : public Request {
   void wait() override {}
   bool test() override { return true; }
 };
+
+// A send and a receive that complete together.
+class PairRequest final : public Request {
+ public:
+  PairRequest(std::unique_ptr<Request> send, std::unique_ptr<Request> recv)
+      : send_(std::move(send)), recv_(std::move(recv)) {}
+  void wait() override {
+    send_->wait();
+    recv_->wait();
+  }
+  bool test() override { return send_->test() && recv_->test(); }
+
+ private:
+  std::unique_ptr<Request> send_, recv_;
+};
 }  // namespace
+
+std::unique_ptr<Request> Communicator::exchange(ConstTensorRef send, TensorRef recv, std::int64_t n, int to, int from,
+                                                int tag) {
+  auto r = irecv(recv, n, from, tag);  // posted first, so the peer's send finds it
+  return std::make_unique<PairRequest>(isend(send, n, to, tag), std::move(r));
+}
 
 std::unique_ptr<Request> SelfCommunicator::all_reduce_async(TensorRef, std::int64_t) {
   return std::make_unique<DoneRequest>();
@@ -59,6 +81,13 @@ std::unique_ptr<Request> SelfCommunicator::isend(ConstTensorRef, std::int64_t, i
 
 std::unique_ptr<Request> SelfCommunicator::irecv(TensorRef, std::int64_t, int, int) {
   throw std::logic_error("point-to-point receive in a group of one (" + name_ + ")");
+}
+
+std::unique_ptr<Request> SelfCommunicator::exchange(ConstTensorRef send, TensorRef recv, std::int64_t n, int to,
+                                                    int from, int /*tag*/) {
+  if (to != 0 || from != 0) throw std::logic_error("exchange in a group of one (" + name_ + ") with another rank");
+  copy_values(send, recv, n);
+  return std::make_unique<DoneRequest>();
 }
 
 void wait_all(std::vector<std::unique_ptr<Request>>& requests) {

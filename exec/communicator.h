@@ -51,6 +51,11 @@ class Communicator {
   virtual void all_to_all(const std::int64_t* send, std::int64_t* recv, std::int64_t per_peer) = 0;
   virtual std::unique_ptr<Request> isend(ConstTensorRef data, std::int64_t n, int peer, int tag) = 0;
   virtual std::unique_ptr<Request> irecv(TensorRef data, std::int64_t n, int peer, int tag) = 0;
+  // One step of a ring (context parallelism's key/value blocks): n values of `send` to rank `to` and n
+  // values from rank `from` into `recv`, both complete once the request is. Non-blocking sends and
+  // receives here; a group of one copies send to recv.
+  virtual std::unique_ptr<Request> exchange(ConstTensorRef send, TensorRef recv, std::int64_t n, int to, int from,
+                                            int tag);
   virtual void barrier() = 0;
   // The backend whose memory the buffers are: a group of one copies through it (device memory on a GPU).
   virtual void use_backend(Backend& /*backend*/) {}
@@ -74,6 +79,8 @@ class SelfCommunicator final : public Communicator {
   void all_to_all(const std::int64_t* send, std::int64_t* recv, std::int64_t per_peer) override;
   std::unique_ptr<Request> isend(ConstTensorRef, std::int64_t, int, int) override;
   std::unique_ptr<Request> irecv(TensorRef, std::int64_t, int, int) override;
+  std::unique_ptr<Request> exchange(ConstTensorRef send, TensorRef recv, std::int64_t n, int to, int from,
+                                    int tag) override;
   void barrier() override {}
   void use_backend(Backend& backend) override { backend_ = &backend; }
 

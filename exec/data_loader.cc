@@ -89,7 +89,9 @@ std::int64_t DataLoader::first_sequence(std::int64_t step, int index) const {
 }
 
 void DataLoader::load(std::int64_t step, int index, std::vector<int>& tokens, std::vector<int>& targets) const {
-  tokens.resize(static_cast<std::size_t>(micro_batch_) * seq_);
+  const int local = seq_ / cp_;
+  const AttentionShape split{.seq = local, .cp = cp_, .cp_rank = cp_rank_};  // the chunks' positions
+  tokens.resize(static_cast<std::size_t>(micro_batch_) * local);
   targets.resize(tokens.size());
   std::vector<int> window(static_cast<std::size_t>(seq_) + 1);
   const std::int64_t positions = file_.num_tokens() - seq_;
@@ -97,8 +99,11 @@ void DataLoader::load(std::int64_t step, int index, std::vector<int>& tokens, st
     const std::int64_t g = first_sequence(step, index) + j;
     // (g·seq) mod positions, reduced first: g·seq itself passes 2^63 on long runs of big batches.
     file_.read(((g % positions) * seq_) % positions, seq_ + 1, window.data());
-    std::copy(window.begin(), window.end() - 1, tokens.begin() + static_cast<std::ptrdiff_t>(j) * seq_);
-    std::copy(window.begin() + 1, window.end(), targets.begin() + static_cast<std::ptrdiff_t>(j) * seq_);
+    for (int t = 0; t < local; ++t) {
+      const std::size_t at = static_cast<std::size_t>(j) * local + t, p = static_cast<std::size_t>(split.position(t));
+      tokens[at] = window[p];
+      targets[at] = window[p + 1];
+    }
   }
 }
 

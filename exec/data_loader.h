@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "exec/backend.h"
 
 namespace loom::exec {
 
@@ -39,16 +40,26 @@ class TokenFile {
 
 class DataLoader {
  public:
-  DataLoader(const TokenFile& file, int seq, int micro_batch, int micro_batches, int dp, int dp_rank)
-      : file_(file), seq_(seq), micro_batch_(micro_batch), micro_batches_(micro_batches), dp_(dp), dp_rank_(dp_rank) {}
-  // Inputs and next-token targets of micro-batch `index` of step `step` (from 0) for this DP rank.
+  // Under context parallelism (cp > 1) a rank loads only its chunks of each sequence: cp_rank and
+  // 2·cp−1−cp_rank of 2·cp (causal load balance), seq/cp tokens in that order.
+  DataLoader(const TokenFile& file, int seq, int micro_batch, int micro_batches, int dp, int dp_rank, int cp = 1,
+             int cp_rank = 0)
+      : file_(file),
+        seq_(seq),
+        micro_batch_(micro_batch),
+        micro_batches_(micro_batches),
+        dp_(dp),
+        dp_rank_(dp_rank),
+        cp_(cp),
+        cp_rank_(cp_rank) {}
+  // Inputs and next-token targets of micro-batch `index` of step `step` (from 0) for this DP (and CP) rank.
   void load(std::int64_t step, int index, std::vector<int>& tokens, std::vector<int>& targets) const;
   // Index of the first sequence of a step's micro-batch for this DP rank (recorded in logs).
   std::int64_t first_sequence(std::int64_t step, int index) const;
 
  private:
   const TokenFile& file_;
-  int seq_, micro_batch_, micro_batches_, dp_, dp_rank_;
+  int seq_, micro_batch_, micro_batches_, dp_, dp_rank_, cp_, cp_rank_;
 };
 
 }  // namespace loom::exec

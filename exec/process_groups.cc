@@ -107,19 +107,27 @@ ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& 
 #ifdef LOOM_EXEC_MPI
   if (runtime.world_size() > 1) {
     auto world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, "world");
-    g.tp = world->split(c.dp_rank + config.dp * c.pp_rank, c.tp_rank, "tp");
-    g.dp = world->split(c.tp_rank + config.tp * c.pp_rank, c.dp_rank, "dp");
-    g.pp = world->split(c.tp_rank + config.tp * c.dp_rank, c.pp_rank, "pp");
+    // Colours: the coordinates the group's ranks share, in rank order (tp, cp, dp, pp).
+    const int cp_dp = c.cp_rank + config.cp * c.dp_rank;  // a rank's place in the dp·cp group
+    g.tp = world->split(cp_dp + config.cp * config.dp * c.pp_rank, c.tp_rank, "tp");
+    g.dp = world->split(c.tp_rank + config.tp * (c.cp_rank + config.cp * c.pp_rank), c.dp_rank, "dp");
+    g.pp = world->split(c.tp_rank + config.tp * cp_dp, c.pp_rank, "pp");
+    if (config.cp > 1) {
+      g.cp = world->split(c.tp_rank + config.tp * (c.dp_rank + config.dp * c.pp_rank), c.cp_rank, "cp");
+      g.dp_cp = world->split(c.tp_rank + config.tp * c.pp_rank, cp_dp, "dp_cp");
+    }
     const bool edge = c.pp_rank == 0 || c.pp_rank == config.pp - 1;
     MPI_Comm embedding = MPI_COMM_NULL;
-    MPI_CHECK(MPI_Comm_split(
-        MPI_COMM_WORLD, edge && config.pp > 1 && tied_embeddings ? c.tp_rank + config.tp * c.dp_rank : MPI_UNDEFINED,
-        c.pp_rank, &embedding));
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD,
+                             edge && config.pp > 1 && tied_embeddings ? c.tp_rank + config.tp * cp_dp : MPI_UNDEFINED,
+                             c.pp_rank, &embedding));
     if (embedding != MPI_COMM_NULL) g.embedding = std::make_unique<MpiCommunicator>(embedding, "embedding");
     if (config.shard_group > 0) {
       const int group = c.dp_rank / config.shard_group, member = c.dp_rank % config.shard_group;
-      g.shard = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * group), member, "shard");
-      g.replica = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * member), group, "replica");
+      // Under CP a shard group is its dp ranks' dp·cp ranks (shard_group·cp of them, in dp_cp order).
+      const int place = c.cp_rank + config.cp * member;
+      g.shard = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * group), place, "shard");
+      g.replica = world->split(c.tp_rank + config.tp * (c.pp_rank + config.pp * place), group, "replica");
     }
     // The expert grid (core/parallel_config.h): EP groups share a stage, an etp slice and an edp rank;
     // expert-DP groups a stage, an etp slice and an ep rank.

@@ -1,7 +1,7 @@
-// The process groups of one parallel layout: world, TP, DP, PP, the embedding group (first and
+// The process groups of one parallel layout: world, TP, CP, DP (and DP×CP), PP, the embedding group (first and
 // last pipeline stage, which share the tied word embedding), HSDP's shard and replica groups and expert
 // parallelism's ep and expert_dp groups. Rank placement is
-// core's rank_coords: TP fastest, then DP, then PP — the placement the simulator assumes.
+// core's rank_coords: TP fastest, then CP, then DP, then PP — the placement the simulator assumes.
 #pragma once
 
 #include <memory>
@@ -55,11 +55,16 @@ struct ProcessGroups {
   RankCoords coords;
   int world_rank = 0;
   std::unique_ptr<Communicator> world, tp, dp, pp;
+  // Context parallelism: the cp ranks splitting each sequence (the attention ring), and the dp·cp ranks
+  // holding the same weights (Megatron-core's dp_cp group: gradients reduce and ZeRO shards over it;
+  // null when cp = 1, where it is dp).
+  std::unique_ptr<Communicator> cp, dp_cp;
+  Communicator& grads() { return dp_cp != nullptr ? *dp_cp : *dp; }
   std::unique_ptr<Communicator> embedding;  // null unless pp > 1 and this rank is on the first or last stage
   // HSDP (config.shard_group > 0): the dp ranks of this rank's shard group, and the dp ranks holding
   // the same shard in the other groups. Null without a shard group (ZeRO shards over all of dp).
   std::unique_ptr<Communicator> shard, replica;
-  Communicator& zero_shards() { return shard != nullptr ? *shard : *dp; }
+  Communicator& zero_shards() { return shard != nullptr ? *shard : grads(); }
   // Expert parallelism (the expert grid etp-ep-edp of core/parallel_config.h; with expert TP = TP, ep
   // consecutive dp ranks): the ranks whose MoE layers split the routed experts (tokens are dispatched
   // among them), and the ranks holding the same experts, which reduce and shard their gradients.
@@ -69,7 +74,7 @@ struct ProcessGroups {
   bool last_stage() const { return coords.pp_rank == config.pp - 1; }
   // Every group slot above, null ones included: what binds a backend to, or wraps, all of them.
   std::vector<std::unique_ptr<Communicator>*> all() {
-    return {&world, &tp, &dp, &pp, &embedding, &shard, &replica, &ep, &expert_dp};
+    return {&world, &tp, &dp, &pp, &cp, &dp_cp, &embedding, &shard, &replica, &ep, &expert_dp};
   }
 };
 

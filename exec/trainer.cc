@@ -27,7 +27,8 @@ Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& 
       layout_(make_rank_layout(options.model, options.config, groups.coords.tp_rank, groups.coords.pp_rank,
                                groups.ep_rank())),
       tp_(*groups.tp, backend, options.config.sequence_parallel, tracer),
-      data_(data, seq_, options.config.micro_batch, micro_batches_, options.config.dp, groups.coords.dp_rank),
+      data_(data, seq_, options.config.micro_batch, micro_batches_, options.config.dp, groups.coords.dp_rank,
+            options.config.cp, groups.coords.cp_rank),
       identity_(run_identity(options, data)) {
   for (std::unique_ptr<Communicator>* c : groups_.all())
     if (*c != nullptr) (*c)->use_backend(backend_);
@@ -38,7 +39,8 @@ Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& 
   for (std::size_t c = 0; c < layout_.chunks.size(); ++c) {
     chunk_params_.push_back(std::make_unique<ChunkParameters>(*params_, layout_.unit_offset[c]));
     chunks_.push_back(std::make_unique<GptStage>(options_.model, options_.config, layout_.chunks[c], seq_, backend_,
-                                                 tp_, *chunk_params_.back(), dropout, tracer_, groups_.ep.get()));
+                                                 tp_, *chunk_params_.back(), dropout, tracer_, groups_.ep.get(),
+                                                 groups_.cp.get()));
     chunks.push_back(chunks_.back().get());
   }
   pipeline_ = std::make_unique<PipelineRunner>(std::move(chunks), groups_, backend_, tracer_);
@@ -50,7 +52,9 @@ StepMetrics Trainer::step() {
   CommActivity::process().set_step(step_number);
   const std::int64_t tokens_per_micro_batch = chunks_.front()->tokens();
   const double tokens_per_rank = static_cast<double>(tokens_per_micro_batch) * micro_batches_;
-  const float loss_scale = static_cast<float>(1.0 / (tokens_per_rank * options_.config.dp));
+  // The loss is the mean over every token of the step: the dp·cp ranks' local sums over their count.
+  const double tokens_per_step = tokens_per_rank * options_.config.grad_ranks();
+  const float loss_scale = static_cast<float>(1.0 / tokens_per_step);
 
   std::vector<std::vector<int>> tokens(micro_batches_), targets(micro_batches_);
   auto load = [&](int i) {
@@ -66,14 +70,14 @@ StepMetrics Trainer::step() {
   inject_nan(step_number, loss_sum);
 
   // One world reduction carries the squared gradient norm and the loss (counted on the last
-  // stage's first TP rank of every DP replica): a NaN or Inf anywhere reaches every rank in it.
+  // stage's first TP rank of every DP replica and CP rank): a NaN or Inf anywhere reaches every rank in it.
   const bool counts_loss = groups_.last_stage() && groups_.coords.tp_rank == 0;
   double totals[2] = {params_->owned_grad_squares(), counts_loss ? loss_sum : 0.0};
   groups_.world->all_reduce(totals, 2, ReduceOp::kSum);
   StepMetrics m;
   m.step = step_number;
   m.grad_norm = std::sqrt(totals[0]);
-  m.loss = totals[1] / (tokens_per_rank * options_.config.dp);
+  m.loss = totals[1] / tokens_per_step;
   const int update = optimizer_updates_ + 1;
   m.learning_rate = learning_rate_at(options_.optimizer, update);
   if (!std::isfinite(m.loss))

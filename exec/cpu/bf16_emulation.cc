@@ -158,6 +158,26 @@ void CpuBf16Backend::attention_backward(TensorRef dqkv, ConstTensorRef dctx, Con
   Out d32(*this, dqkv, tokens(s) * s.qkv_cols(), false);
   CpuBackend::attention_backward(d32, dc32, p32, dr32, mask, keep_scale, q32, s);
 }
+void CpuBf16Backend::attention_block_forward(float* acc, float* row_max, float* row_sum, ConstTensorRef qkv,
+                                             ConstTensorRef kv, int kv_ld, int kv_rank, const AttentionShape& s,
+                                             const AttentionDropout& drop) {
+  In q32(*this, qkv, tokens(s) * s.qkv_cols()), kv32(*this, kv, extent(tokens(s), 2 * s.kv_heads * s.head_dim, kv_ld));
+  CpuBackend::attention_block_forward(acc, row_max, row_sum, q32, kv32, kv_ld, kv_rank, s, drop);
+}
+void CpuBf16Backend::attention_block_finish(TensorRef ctx, float* lse, const float* acc, const float* row_max,
+                                            const float* row_sum, const AttentionShape& s) {
+  Out c32(*this, ctx, tokens(s) * s.heads * s.head_dim, false);
+  CpuBackend::attention_block_finish(c32, lse, acc, row_max, row_sum, s);
+}
+void CpuBf16Backend::attention_block_backward(float* dq, TensorRef dkv, ConstTensorRef dctx, ConstTensorRef ctx,
+                                              const float* lse, ConstTensorRef qkv, ConstTensorRef kv, int kv_ld,
+                                              int kv_rank, const AttentionShape& s, const AttentionDropout& drop) {
+  const std::int64_t kv_n = extent(tokens(s), 2 * s.kv_heads * s.head_dim, kv_ld),
+                     ctx_n = tokens(s) * s.heads * s.head_dim;
+  In dc32(*this, dctx, ctx_n), c32(*this, ctx, ctx_n), q32(*this, qkv, tokens(s) * s.qkv_cols()), kv32(*this, kv, kv_n);
+  Out d32(*this, dkv, kv_n, true);
+  CpuBackend::attention_block_backward(dq, d32, dc32, c32, lse, q32, kv32, kv_ld, kv_rank, s, drop);
+}
 void CpuBf16Backend::apply_mask(TensorRef out, ConstTensorRef in, const std::uint8_t* mask, std::int64_t n,
                                 float scale) {
   In i32(*this, in, n);

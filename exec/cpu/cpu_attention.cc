@@ -160,6 +160,163 @@ void CpuBackend::attention_backward(TensorRef dqkv_r, ConstTensorRef dctx_r, Con
   });
 }
 
+namespace {
+
+// One (query chunk, key chunk) tile of ring attention for sequence b, query head h of key/value group g:
+// where its queries, keys and values start, which keys each row sees and its dropout mask.
+struct Tile {
+  int c;                // tokens per chunk: the tile is c × c
+  bool diagonal;        // causal within the tile (query row r sees keys 0..r); else fully visible
+  std::int64_t q_row;   // first query row (local token) in qkv, ctx and acc
+  std::int64_t kv_row;  // first key row in kv
+  std::int64_t q_col;   // head h's columns in ctx, acc and dq
+  std::int64_t k_col;   // group g's key columns in kv (values: v_col)
+  std::int64_t v_col;
+  std::int64_t stat;       // the first row's statistics: (b·heads + h)·seq + local row
+  std::uint64_t mask0;     // mask index of the tile's (0, 0)
+  std::uint64_t mask_row;  // mask index stride between rows (S)
+  int keys(int r) const { return diagonal ? r + 1 : c; }
+};
+
+// What every block op shares: the softmax scale, the row strides and the dropout draw.
+struct BlockDims {
+  BlockDims(const AttentionShape& s, const AttentionDropout& drop)
+      : scale(1.0f / std::sqrt(static_cast<float>(s.head_dim))),
+        ld(static_cast<int>(s.qkv_cols())),
+        ctx_ld(s.heads * s.head_dim),
+        d(s.head_dim),
+        drop_(drop),
+        threshold_(kernels::dropout_threshold(drop.p)) {}
+  // The factor a probability of row r, key j meets: keep_scale if kept (1 without dropout), else 0.
+  float kept(const Tile& t, int r, int j) const {
+    if (drop_.p <= 0) return 1.0f;
+    return kernels::dropout_keep(drop_.key, t.mask0 + static_cast<std::uint64_t>(r) * t.mask_row + j, threshold_)
+               ? 1.0f / (1.0f - drop_.p)
+               : 0.0f;
+  }
+  float scale;
+  int ld, ctx_ld, d;
+
+ private:
+  AttentionDropout drop_;
+  std::uint64_t threshold_;
+};
+
+// Calls f(tile, p, dp) for every visible tile of the local queries against CP rank kv_rank's keys: per
+// sequence and key/value group on the OpenMP team (as for_each_group), then per query head, query chunk
+// and key chunk. p and dp are the task's c × c scratch.
+template <class F>
+void for_each_tile(const AttentionShape& s, const AttentionDropout& drop, int kv_rank, F&& f) {
+  const int c = s.chunk(), group = s.heads / s.kv_heads;
+  const std::int64_t S = static_cast<std::int64_t>(s.seq) * s.cp, d = s.head_dim;
+  for_each_group(s, [&](int b, int g) {
+    std::vector<float> p(static_cast<std::size_t>(c) * c), dp(p.size());
+    for (int h = g * group; h < (g + 1) * group; ++h)
+      for (int qi = 0; qi < 2; ++qi) {
+        const int qc = s.chunk_of(s.cp_rank, qi);
+        for (int ki = 0; ki < 2; ++ki) {
+          const int kc = s.chunk_of(kv_rank, ki);
+          if (kc > qc) continue;  // every key after every query: invisible
+          const std::int64_t local_q = static_cast<std::int64_t>(qi) * c, seq0 = static_cast<std::int64_t>(b) * s.seq;
+          const std::uint64_t head = static_cast<std::uint64_t>(b) * drop.heads_total + h;
+          f(Tile{c, kc == qc, seq0 + local_q, seq0 + static_cast<std::int64_t>(ki) * c, h * d, g * d,
+                 (s.kv_heads + g) * d, (static_cast<std::int64_t>(b) * s.heads + h) * s.seq + local_q,
+                 drop.first + (head * S + static_cast<std::uint64_t>(qc) * c) * S + static_cast<std::uint64_t>(kc) * c,
+                 static_cast<std::uint64_t>(S)},
+            p.data(), dp.data());
+        }
+      }
+  });
+}
+
+}  // namespace
+
+void CpuBackend::attention_block_forward(float* acc, float* row_max, float* row_sum, ConstTensorRef qkv_r,
+                                         ConstTensorRef kv_r, int kv_ld, int kv_rank, const AttentionShape& s,
+                                         const AttentionDropout& drop) {
+  const float* qkv = f32(qkv_r, "attention_block_forward");
+  const float* kv = f32(kv_r, "attention_block_forward");
+  const BlockDims m(s, drop);
+  for_each_tile(s, drop, kv_rank, [&](const Tile& t, float* p, float*) {
+    float* out = acc + t.q_row * m.ctx_ld + t.q_col;
+    gemm(false, true, t.c, t.c, m.d, m.scale, qkv + t.q_row * m.ld + t.q_col, m.ld, kv + t.kv_row * kv_ld + t.k_col,
+         kv_ld, 0.0f, p, t.c);
+    for (int r = 0; r < t.c; ++r) {
+      float* row = p + static_cast<std::int64_t>(r) * t.c;
+      const int n = t.keys(r);
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int j = 0; j < n; ++j) mx = std::max(mx, row[j]);
+      // Online softmax: rescale what earlier blocks gave this row to the new running maximum.
+      float& run_max = row_max[t.stat + r];
+      float& run_sum = row_sum[t.stat + r];
+      const float m_new = run_sum > 0 ? std::max(run_max, mx) : mx;
+      const float rescale = run_sum > 0 ? vector_exp(run_max - m_new) : 0.0f;
+      float* o = out + static_cast<std::int64_t>(r) * m.ctx_ld;
+      for (int k = 0; k < m.d; ++k) o[k] *= rescale;
+      float sum = 0;
+      for (int j = 0; j < n; ++j) sum += row[j] = vector_exp(row[j] - m_new);
+      std::fill(row + n, row + t.c, 0.0f);
+      run_sum = run_sum * rescale + sum;
+      run_max = m_new;
+      for (int j = 0; j < n; ++j) row[j] *= m.kept(t, r, j);  // what V meets: the dropped probabilities
+    }
+    gemm(false, false, t.c, m.d, t.c, 1.0f, p, t.c, kv + t.kv_row * kv_ld + t.v_col, kv_ld, 1.0f, out, m.ctx_ld);
+  });
+}
+
+void CpuBackend::attention_block_finish(TensorRef ctx_r, float* lse, const float* acc, const float* row_max,
+                                        const float* row_sum, const AttentionShape& s) {
+  float* ctx = f32(ctx_r, "attention_block_finish");
+  const int ctx_ld = s.heads * s.head_dim, d = s.head_dim;
+  const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.heads * s.seq;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const std::int64_t b = i / (static_cast<std::int64_t>(s.heads) * s.seq), h = i / s.seq % s.heads, t = i % s.seq;
+    const std::int64_t at = (b * s.seq + t) * ctx_ld + h * d;
+    const float inv = 1.0f / row_sum[i];
+    for (int k = 0; k < d; ++k) ctx[at + k] = acc[at + k] * inv;
+    lse[i] = row_max[i] + std::log(row_sum[i]);
+  }
+}
+
+void CpuBackend::attention_block_backward(float* dq, TensorRef dkv_r, ConstTensorRef dctx_r, ConstTensorRef ctx_r,
+                                          const float* lse, ConstTensorRef qkv_r, ConstTensorRef kv_r, int kv_ld,
+                                          int kv_rank, const AttentionShape& s, const AttentionDropout& drop) {
+  float* dkv = f32(dkv_r, "attention_block_backward");
+  const float* dctx = f32(dctx_r, "attention_block_backward");
+  const float* ctx = f32(ctx_r, "attention_block_backward");
+  const float* qkv = f32(qkv_r, "attention_block_backward");
+  const float* kv = f32(kv_r, "attention_block_backward");
+  const BlockDims m(s, drop);
+  for_each_tile(s, drop, kv_rank, [&](const Tile& t, float* p, float* dp) {
+    const float* q = qkv + t.q_row * m.ld + t.q_col;
+    const float* o = ctx + t.q_row * m.ctx_ld + t.q_col;
+    const float* dout = dctx + t.q_row * m.ctx_ld + t.q_col;
+    gemm(false, true, t.c, t.c, m.d, m.scale, q, m.ld, kv + t.kv_row * kv_ld + t.k_col, kv_ld, 0.0f, p, t.c);
+    gemm(false, true, t.c, t.c, m.d, 1.0f, dout, m.ctx_ld, kv + t.kv_row * kv_ld + t.v_col, kv_ld, 0.0f, dp, t.c);
+    for (int r = 0; r < t.c; ++r) {
+      float* pr = p + static_cast<std::int64_t>(r) * t.c;
+      float* dr = dp + static_cast<std::int64_t>(r) * t.c;
+      const int n = t.keys(r);
+      // D = Σ_j P_ij dP_ij over the whole row (every block) = dO · O, from the output.
+      float dot = 0;
+      for (int k = 0; k < m.d; ++k)
+        dot += dout[static_cast<std::int64_t>(r) * m.ctx_ld + k] * o[static_cast<std::int64_t>(r) * m.ctx_ld + k];
+      const float row_lse = lse[t.stat + r];
+      for (int j = 0; j < n; ++j) {
+        const float pj = vector_exp(pr[j] - row_lse), kept = m.kept(t, r, j);
+        dr[j] = pj * (dr[j] * kept - dot);  // dS
+        pr[j] = pj * kept;                  // the dropped probabilities V met
+      }
+      std::fill(pr + n, pr + t.c, 0.0f);
+      std::fill(dr + n, dr + t.c, 0.0f);
+    }
+    gemm(true, false, t.c, m.d, t.c, 1.0f, p, t.c, dout, m.ctx_ld, 1.0f, dkv + t.kv_row * kv_ld + t.v_col, kv_ld);
+    gemm(false, false, t.c, m.d, t.c, m.scale, dp, t.c, kv + t.kv_row * kv_ld + t.k_col, kv_ld, 1.0f,
+         dq + t.q_row * m.ctx_ld + t.q_col, m.ctx_ld);
+    gemm(true, false, t.c, m.d, t.c, m.scale, dp, t.c, q, m.ld, 1.0f, dkv + t.kv_row * kv_ld + t.k_col, kv_ld);
+  });
+}
+
 void CpuBackend::dropout_mask(std::uint8_t* mask, std::int64_t n, std::uint64_t key, std::uint64_t first, float p) {
   const std::uint64_t threshold = kernels::dropout_threshold(p);
 #pragma omp parallel for if (n > kParallelWork)
@@ -181,7 +338,7 @@ void CpuBackend::rope(TensorRef qkv_r, const AttentionShape& s, bool inverse) {
   const int rotated_heads = s.heads + s.kv_heads;  // q and k, not v
 #pragma omp parallel for if (static_cast <std::int64_t>(s.batch) * s.seq * s.qkv_cols() > kParallelWork)
   for (std::int64_t row = 0; row < static_cast<std::int64_t>(s.batch) * s.seq; ++row) {
-    const int pos = static_cast<int>(row % s.seq);
+    const int pos = s.position(static_cast<int>(row % s.seq));
     for (int h = 0; h < rotated_heads; ++h) {
       float* x = qkv + row * ld + static_cast<std::int64_t>(h) * s.head_dim;
       for (int i = 0; i < half; ++i) {

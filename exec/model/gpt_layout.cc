@@ -189,7 +189,8 @@ std::int64_t StageLayout::total_params() const {
 ShardPlace shard_place(const Unit& u, const ParallelConfig& c, int world_rank) {
   if (u.experts() && (c.ep > 1 || c.expert_tp() != c.tp))
     return {c.expert_grad_ranks(), expert_coords(c, world_rank).edp_rank, true};
-  return {c.zero_shards(), rank_coords(c, world_rank).dp_rank % c.zero_shards(), false};
+  const RankCoords rc = rank_coords(c, world_rank);
+  return {c.zero_shards(), (rc.cp_rank + c.cp * rc.dp_rank) % c.zero_shards(), false};
 }
 
 std::pair<int, int> stage_layers(const ModelSpec& m, const ParallelConfig& c, int virtual_stage) {
@@ -224,17 +225,7 @@ RuleStatus check_model_inputs(const ModelSpec& m, int seq_len) {
 
 }  // namespace
 
-RuleStatus check_context_parallel(int cp) {
-  if (cp > 1)
-    return executor_limit(rule::kContextParallel,
-                          fmt::format("executor: cp {} > 1 (context parallelism) is not implemented "
-                                      "yet; loom plan and loom sim model it",
-                                      cp));
-  return {};
-}
-
 RuleStatus check_runnable(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
-  if (auto s = check_context_parallel(c.cp); !s) return s;
   if (auto s = check_model_inputs(m, t.seq_len > 0 ? t.seq_len : m.seq_len); !s) return s;
   if (auto s = check_config(m, t, c, StageSplit::kUneven); !s) return s;
   if (m.moe.active() && (m.moe.expert_ffn % c.expert_tp() != 0 || m.moe.shared_ffn % c.tp != 0))
@@ -329,10 +320,10 @@ StageLayout make_stage_layout(const ModelSpec& m, const ParallelConfig& c, int t
       s.units.push_back(make_vocab_unit("wte", UnitKind::kTiedHead, kWordEmbeddingId, m, d, true));
     }
   }
-  // Padded to a multiple of the ranks sharing it (ZeRO's shards; the executor has no CP yet, so these
-  // are the dp ranks, or the expert-data-parallel ones for routed experts).
+  // Padded to a multiple of the ranks sharing it (ZeRO's shards: the dp·cp ranks, or the
+  // expert-data-parallel ones for routed experts).
   for (auto& u : s.units) {
-    const int shards = u.experts() ? c.expert_grad_ranks() : c.dp;
+    const int shards = u.experts() ? c.expert_grad_ranks() : c.grad_ranks();
     u.padded = (u.size + shards - 1) / shards * shards;
   }
   return s;

@@ -97,16 +97,11 @@ std::pair<int, int> stage_layers(const ModelSpec& model, const ParallelConfig& c
 // split's leftover layers on the earliest chunks, core/pipeline_split.h), then the executor's own
 // limits, keyed by the rule:: names below.
 RuleStatus check_runnable(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
-// The executor has no context parallelism yet (no ring attention, no dp·cp gradient groups): any
-// cp > 1 is refused under rule::kContextParallel. check_runnable checks it first; `loom run`
-// also calls it before the world size, which cp changes.
-RuleStatus check_context_parallel(int cp);
 
 namespace rule {
 inline constexpr std::string_view kModelShape = "executor: model shape";
 inline constexpr std::string_view kSeqLen = "executor: sequence beyond the model's";
 inline constexpr std::string_view kZeroBubbleSchedule = "executor: no zero-bubble schedule";
-inline constexpr std::string_view kContextParallel = "executor: no context parallelism";
 inline constexpr std::string_view kExecutorPrecision = "executor: no fp8";
 inline constexpr std::string_view kOpRecompute = "executor: no op-level recompute";
 }  // namespace rule

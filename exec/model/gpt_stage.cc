@@ -14,16 +14,17 @@ constexpr MemoryCategory kWork = MemoryCategory::kWorkspace;
 
 GptStage::GptStage(const ModelSpec& model, const ParallelConfig& config, const StageLayout& layout, int seq,
                    Backend& backend, TensorParallel& tp, ParameterSource& params, DropoutSettings dropout,
-                   Tracer* tracer, Communicator* ep)
+                   Tracer* tracer, Communicator* ep, Communicator* cp)
     : model_(model),
       config_(config),
       layout_(layout),
-      seq_(seq),
+      cp_(cp, backend, seq, config.cp_comm),
+      seq_(cp_.local_seq()),
       backend_(backend),
       tp_(tp),
       params_(params),
       dropout_(dropout),
-      layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout, tracer, ep) {
+      layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout, tracer, ep, cp, config.cp_comm) {
   const int head = layout_.final_unit >= 0 ? head_unit() : -1;
   if (layout_.word_embedding_unit >= 0) forward_order_.push_back(layout_.word_embedding_unit);
   if (layout_.position_unit >= 0) forward_order_.push_back(layout_.position_unit);
@@ -74,14 +75,17 @@ Tensor GptStage::embed(const MicroBatch& mb, Cache& cache) {
   if (layout_.position_unit >= 0) {
     ConstTensorRef wpe = acquire_next(layout_.position_unit);
     const std::int64_t first = tp_.first_local_token(T);
-    for (std::int64_t i = 0; i < x.rows(); ++i) backend_.axpy(x.ref() + i * h, 1.0f, wpe + ((first + i) % seq_) * h, h);
+    for (std::int64_t i = 0; i < x.rows(); ++i)
+      backend_.axpy(x.ref() + i * h, 1.0f, wpe + cp_.position(static_cast<int>((first + i) % seq_)) * h, h);
     params_.release(layout_.position_unit);
   }
   if (dropout_.p > 0) {
     cache.embed_mask = alloc_mask(backend_, x.numel());
-    const std::int64_t first_token = mb.first_sequence * seq_ + tp_.first_local_token(T);
-    backend_.dropout_mask(mask_data(cache.embed_mask), x.numel(), dropout_.key(-1, 3),
-                          static_cast<std::uint64_t>(first_token * h), dropout_.p);
+    cp_.for_each_run(mb.first_sequence, tp_.first_local_token(T), x.rows(),
+                     [&](std::int64_t offset, std::int64_t n, std::int64_t first_token) {
+                       backend_.dropout_mask(mask_data(cache.embed_mask) + offset * h, n * h, dropout_.key(-1, 3),
+                                             static_cast<std::uint64_t>(first_token * h), dropout_.p);
+                     });
     backend_.apply_mask(x.ref(), x.ref(), mask_data(cache.embed_mask), x.numel(), dropout_.keep_scale());
   }
   return x;
@@ -100,7 +104,8 @@ void GptStage::embed_backward(const MicroBatch& mb, const Tensor& d_out, Cache& 
   if (layout_.position_unit >= 0) {
     float* g = params_.gradients(layout_.position_unit);
     const std::int64_t first = tp_.first_local_token(T);
-    for (std::int64_t i = 0; i < dx.rows(); ++i) backend_.axpy(g + ((first + i) % seq_) * h, 1.0f, dx.ref() + i * h, h);
+    for (std::int64_t i = 0; i < dx.rows(); ++i)
+      backend_.axpy(g + cp_.position(static_cast<int>((first + i) % seq_)) * h, 1.0f, dx.ref() + i * h, h);
     params_.gradients_ready(layout_.position_unit);
   }
   Tensor gathered;

@@ -53,10 +53,11 @@ struct MicroBatch {
 
 class GptStage {
  public:
-  // `ep`: the expert-parallel group of an MoE model (null: a group of one).
+  // `ep`: the expert-parallel group of an MoE model (null: a group of one). `seq`: tokens of a whole
+  // sequence, of which a rank of the context-parallel group `cp` (null: a group of one) holds seq/cp.
   GptStage(const ModelSpec& model, const ParallelConfig& config, const StageLayout& layout, int seq, Backend& backend,
            TensorParallel& tp, ParameterSource& params, DropoutSettings dropout = {}, Tracer* tracer = nullptr,
-           Communicator* ep = nullptr);
+           Communicator* ep = nullptr, Communicator* cp = nullptr);
 
   // First stage: `input` is ignored and the embedding of mb.tokens is used. Returns the stage
   // output [local tokens, h]; on the last stage returns an empty tensor and adds the summed token
@@ -104,7 +105,8 @@ class GptStage {
   const ModelSpec& model_;
   ParallelConfig config_;
   const StageLayout& layout_;
-  int seq_;
+  ContextParallel cp_;
+  int seq_;  // local tokens per sequence
   Backend& backend_;
   TensorParallel& tp_;
   ParameterSource& params_;

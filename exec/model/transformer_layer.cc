@@ -29,9 +29,11 @@ Tensor alloc_mask(Backend& backend, std::int64_t n) { return backend.empty((n + 
 Tensor TransformerLayer::row_mask(std::int64_t rows, std::int64_t cols, int layer, int site,
                                   std::int64_t first_sequence) {
   Tensor mask = alloc_mask(backend_, rows * cols);
-  const std::int64_t first_token = first_sequence * seq_ + tp_.first_local_token(tokens());
-  backend_.dropout_mask(mask_data(mask), rows * cols, dropout_.key(layer, site),
-                        static_cast<std::uint64_t>(first_token * cols), dropout_.p);
+  cp_.for_each_run(first_sequence, tp_.first_local_token(tokens()), rows,
+                   [&](std::int64_t offset, std::int64_t n, std::int64_t first_token) {
+                     backend_.dropout_mask(mask_data(mask) + offset * cols, n * cols, dropout_.key(layer, site),
+                                           static_cast<std::uint64_t>(first_token * cols), dropout_.p);
+                   });
   return mask;
 }
 
@@ -50,7 +52,15 @@ void TransformerLayer::attention_mask(LayerCache& c, int layer) {
 }
 
 AttentionShape TransformerLayer::attention_shape() const {
-  return {batch_, seq_, dims_.heads, dims_.kv_heads, dims_.head_dim};
+  return cp_.shape(batch_, dims_.heads, dims_.kv_heads, dims_.head_dim);
+}
+
+AttentionDropout TransformerLayer::ring_dropout(const LayerCache& c, int layer) const {
+  if (dropout_.p <= 0) return {};
+  const std::uint64_t S = static_cast<std::uint64_t>(cp_.seq());
+  const std::int64_t global_head0 =
+      c.first_sequence * model_.heads + static_cast<std::int64_t>(tp_.rank()) * dims_.heads;
+  return {dropout_.p, dropout_.key(layer, 0), static_cast<std::uint64_t>(global_head0) * S * S, model_.heads};
 }
 
 void TransformerLayer::norm_forward(Tensor& out, Tensor& stats, const Tensor& x, ConstTensorRef w, ConstTensorRef b) {
@@ -105,14 +115,23 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
   }
   if (!w.qkv_b.null()) backend_.add_bias(c.qkv.ref(), w.qkv_b, T, qkv_cols);
   if (model_.position == PositionEmbedding::kRotary) backend_.rope(c.qkv.ref(), attention_shape(), false);
-  c.probs = act(attention_shape().probs_numel(), 1, recompute == Recompute::kSelective ? kWork : kAct);
   c.ctx = act(T, ctx_cols, kAct);
-  // One call computes QKᵀ and the softmax (the simulator's "qk" and "softmax").
-  op.next("qk softmax");
-  backend_.attention_probs(c.probs.ref(), c.qkv.ref(), attention_shape());
-  if (dropout) attention_mask(c, layer);
-  op.next("av");
-  backend_.attention_context(c.ctx.ref(), dropout ? c.dropped.ref() : c.probs.ref(), c.qkv.ref(), attention_shape());
+  if (ring()) {
+    // Flash style, as TransformerEngine runs CP: the output and its log-sum-exp are kept, the scores
+    // recomputed in the backward (so selective recomputation has nothing more to drop).
+    op.end();  // the ring traces its steps as the simulator names them
+    const AttentionShape s = attention_shape();
+    c.lse = backend_.empty(1, static_cast<std::int64_t>(s.batch) * s.heads * s.seq, kAct);
+    cp_.attention_forward(c.ctx.ref(), c.lse.data(), c.qkv.ref(), s, ring_dropout(c, layer));
+  } else {
+    c.probs = act(attention_shape().probs_numel(), 1, recompute == Recompute::kSelective ? kWork : kAct);
+    // One call computes QKᵀ and the softmax (the simulator's "qk" and "softmax").
+    op.next("qk softmax");
+    backend_.attention_probs(c.probs.ref(), c.qkv.ref(), attention_shape());
+    if (dropout) attention_mask(c, layer);
+    op.next("av");
+    backend_.attention_context(c.ctx.ref(), dropout ? c.dropped.ref() : c.probs.ref(), c.qkv.ref(), attention_shape());
+  }
   if (recompute == Recompute::kSelective) {
     c.probs.reset();
     c.dropped.reset();
@@ -253,18 +272,25 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
     Tensor dctx = act(T, ctx_cols, kWork);
     backend_.gemm(false, false, Ti, ctx_cols, h, 1.0f, do_full, h, w.proj_w, ctx_cols, 0.0f, dctx.ref(), ctx_cols);
     backend_.gemm(true, false, h, ctx_cols, Ti, 1.0f, do_full, h, c.ctx.ref(), ctx_cols, 1.0f, g.proj_w, ctx_cols);
-    if (c.probs.empty()) {  // selective recomputation of the attention core
-      op.next("recompute qk softmax");
-      c.probs = act(attention_shape().probs_numel(), 1, kWork);
-      backend_.attention_probs(c.probs.ref(), c.qkv.ref(), attention_shape());
-      if (dropout) attention_mask(c, layer);
+    if (ring()) {
+      op.end();
+      cp_.attention_backward(dqkv.ref(), dctx.ref(), c.ctx.ref(), c.lse.data(), c.qkv.ref(), attention_shape(),
+                             ring_dropout(c, layer));
+    } else {
+      if (c.probs.empty()) {  // selective recomputation of the attention core
+        op.next("recompute qk softmax");
+        c.probs = act(attention_shape().probs_numel(), 1, kWork);
+        backend_.attention_probs(c.probs.ref(), c.qkv.ref(), attention_shape());
+        if (dropout) attention_mask(c, layer);
+      }
+      // One call for the simulator's "av_bwd", "softmax_bwd" and "qk_bwd".
+      op.next("attention_bwd");
+      backend_.attention_backward(dqkv.ref(), dctx.ref(), c.probs.ref(), dropout ? c.dropped.ref() : nullptr,
+                                  dropout ? mask_data(c.attn_mask) : nullptr, dropout_.keep_scale(), c.qkv.ref(),
+                                  attention_shape());
     }
-    // One call for the simulator's "av_bwd", "softmax_bwd" and "qk_bwd".
-    op.next("attention_bwd");
-    backend_.attention_backward(dqkv.ref(), dctx.ref(), c.probs.ref(), dropout ? c.dropped.ref() : nullptr,
-                                dropout ? mask_data(c.attn_mask) : nullptr, dropout_.keep_scale(), c.qkv.ref(),
-                                attention_shape());
   }
+  c.lse.reset();
   c.probs.reset();
   c.dropped.reset();
   c.attn_mask.reset();

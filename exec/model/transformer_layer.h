@@ -10,6 +10,7 @@
 #include "exec/model/gpt_layout.h"
 #include "exec/model/mlp.h"
 #include "exec/model/moe_mlp.h"
+#include "exec/parallel/context_parallel.h"
 #include "exec/parallel/tensor_parallel.h"
 #include "exec/trace.h"
 
@@ -45,6 +46,7 @@ struct LayerCache {
   Tensor ln1, stats1;               // QKV input (local rows under SP) and its mean/rstd
   Tensor qkv;                       // Q, K, V after RoPE [tokens, qkv_cols]
   Tensor probs;                     // softmax output [batch·heads·seq·seq] (dropped by selective recomputation)
+  Tensor lse;                       // ring attention (cp > 1): log-sum-exp per (sequence, head, row), not probs
   Tensor ctx;                       // projection input [tokens, heads·head_dim]
   Tensor x2, ln2, stats2;           // ln2 input (residual), MLP input, stats
   Tensor fc;                        // dense MLP: activation-function input [tokens, ffn_in]
@@ -59,14 +61,17 @@ struct LayerCache {
 class TransformerLayer {
  public:
   // `tracer` (optional): each op becomes a slice named like the simulator's kernels. `ep`: the
-  // expert-parallel group of an MoE model (null: a group of one).
+  // expert-parallel group of an MoE model (null: a group of one). `seq`: tokens of a whole sequence, of
+  // which a rank of the context-parallel group `cp` (null: a group of one) holds seq/cp; `cp_comm`: how
+  // its attention reaches the other ranks' keys and values.
   TransformerLayer(const ModelSpec& model, const LocalDims& dims, int batch, int seq, Backend& backend,
                    TensorParallel& tp, DropoutSettings dropout = {}, Tracer* tracer = nullptr,
-                   Communicator* ep = nullptr)
+                   Communicator* ep = nullptr, Communicator* cp = nullptr, CpComm cp_comm = CpComm::kP2P)
       : model_(model),
         dims_(dims),
         batch_(batch),
-        seq_(seq),
+        cp_(cp, backend, seq, cp_comm, tracer),
+        seq_(cp_.local_seq()),
         backend_(backend),
         tp_(tp),
         dropout_(dropout),
@@ -93,6 +98,8 @@ class TransformerLayer {
   // Mask of `rows` local token rows × `cols` (hidden dropout) for the cache's micro-batch.
   Tensor row_mask(std::int64_t rows, std::int64_t cols, int layer, int site, std::int64_t first_sequence);
   void attention_mask(LayerCache& c, int layer);
+  bool ring() const { return cp_.size() > 1; }
+  AttentionDropout ring_dropout(const LayerCache& c, int layer) const;
   void norm_backward(TensorRef dx, float* dw, float* db, ConstTensorRef dout, const Tensor& x, ConstTensorRef w,
                      const Tensor& stats);
   // A tensor of activations (or their gradients) in the backend's compute dtype.
@@ -102,7 +109,9 @@ class TransformerLayer {
 
   const ModelSpec& model_;
   LocalDims dims_;
-  int batch_, seq_;
+  int batch_;
+  ContextParallel cp_;
+  int seq_;  // local tokens per sequence
   Backend& backend_;
   TensorParallel& tp_;
   DropoutSettings dropout_;

@@ -17,7 +17,7 @@ ParameterStore::ParameterStore(const StageLayout& layout, ProcessGroups& groups,
       tracer_(tracer),
       zero_(groups.config.zero),
       dp_(groups.config.zero_shards()),
-      buckets_(*groups.dp, tracer) {
+      buckets_(groups.grads(), tracer) {
   // Expert parallelism: routed experts reduce and shard over the expert-data-parallel group.
   if (groups.config.ep > 1 || groups.config.expert_tp() != groups.config.tp)
     expert_buckets_ = std::make_unique<GradientBuckets>(*groups.expert_dp, tracer);
@@ -188,7 +188,8 @@ double ParameterStore::owned_grad_squares() {
   for (std::size_t u = 0; u < layout_.units.size(); ++u) {
     Range r = owned(static_cast<int>(u));
     // Replicated over DP (ZeRO-0), or over HSDP's shard groups: count once.
-    if ((zero_ == 0 && rank_in(layout_.units[u]) != 0) || (groups_.shard != nullptr && groups_.coords.dp_rank >= dp_))
+    if ((zero_ == 0 && rank_in(layout_.units[u]) != 0) ||
+        (groups_.shard != nullptr && groups_.coords.dp_rank >= groups_.config.shard_group))
       r.end = r.begin;
     for (const ParamSlot& slot : layout_.units[u].params) {
       if (slot.tied_copy || (slot.tp_replicated && !tp_leader)) continue;

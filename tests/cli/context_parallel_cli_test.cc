@@ -1,5 +1,5 @@
-// `--cp` and `--cp-comm` as users see them: bad values are one line and exit 2, `loom run` refuses
-// context parallelism in one line of its own, and plan/sim outputs carry cp.
+// `--cp` and `--cp-comm` as users see them: bad values are one line and exit 2, `loom run` takes every
+// kind of context parallelism, and plan/sim outputs carry cp.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -31,17 +31,19 @@ TEST(CliContextParallel, BadCpValuesAreOneLineAndExitTwo) {
       "a2a context parallelism needs heads 32 and kv_heads 32 divisible by tp·cp = 64");
 }
 
-TEST(CliContextParallel, RunRefusesCpInOneLine) {
-  const std::string line = "executor: cp 2 > 1 (context parallelism) is not implemented yet";
-  // From flags: refused before the launched world size (one rank here) is compared with tp·cp·pp·dp.
-  expect_bad_input("run --model gpt-tiny --cp 2 --data /nonexistent.bin --steps 1", line);
-  expect_bad_input("run --model gpt-tiny --gpus 2 --cp 2 --data /nonexistent.bin --steps 1", line);
+TEST(CliContextParallel, RunTakesEveryCpKindAndCountsCpInTheLaunchedRanks) {
+  // Every kind runs: on one launched rank what is wrong is the world size.
+  for (const std::string kind : {"p2p", "all_gather", "a2a"})
+    expect_bad_input("run --model gpt-tiny --gpus 2 --cp 2 --cp-comm " + kind + " --data /nonexistent.bin --steps 1",
+                     "the plan needs tp 1 × cp 2 × pp 1 × dp 1 = 2 ranks but 1 were launched");
   // From a plan file that loom plan wrote.
   const auto plan = scratch_dir() / "cp_plan.json";
   const auto r = run_loom(
-      "plan --model gpt-tiny --cluster dgx-h100 --gpus 2 --global-batch 2 --cp 2 --top 1 --emit-plan " + plan.string());
+      "plan --model gpt-tiny --cluster dgx-h100 --gpus 2 --global-batch 2 --cp 2 --cp-comm a2a --top 1 --emit-plan " +
+      plan.string());
   ASSERT_EQ(r.status, 0) << r.err;
-  expect_bad_input("run --plan " + plan.string() + " --data /nonexistent.bin --steps 1", line);
+  expect_bad_input("run --plan " + plan.string() + " --data /nonexistent.bin --steps 1",
+                   "the plan needs tp 1 × cp 2 × pp 1 × dp 1 = 2 ranks but 1 were launched");
 }
 
 TEST(CliContextParallel, PlanWithCp2ShowsCp2Rows) {

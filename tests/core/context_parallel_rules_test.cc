@@ -96,21 +96,21 @@ TEST(ContextParallelRules, SequenceParallelSplitsTheRanksOwnTokens) {
                 "sequence parallelism needs micro_batch·seq/cp (2) divisible by tp 4");
 }
 
-TEST(ContextParallelRules, TheExecutorRefusesCpWithItsOwnRule) {
+TEST(ContextParallelRules, TheExecutorRunsEveryKindTheRulesAllow) {
   CpCase c;
-  const std::string line =
-      "executor: cp 2 > 1 (context parallelism) is not implemented yet; loom plan and loom sim model it";
-  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kContextParallel, line);
-  expect_broken(exec::check_context_parallel(2), exec::rule::kContextParallel, line);
-  // Refused first, whatever else the layout breaks: the one line a user of loom run sees.
-  c.config.dp = 3;
-  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kContextParallel, line);
-  c.config.dp = 8;
-  c.config.cp_comm = CpComm::kA2A;
-  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kContextParallel, line);
-  c.config.cp = 1;
-  c.config.dp = 16;
+  for (CpComm kind : {CpComm::kP2P, CpComm::kAllGather, CpComm::kA2A}) {
+    c.config.cp_comm = kind;
+    EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok()) << to_string(kind);
+  }
+  // HSDP: shard groups of 4 dp ranks' 8 dp·cp ranks.
+  c.config.zero = 3;
+  c.config.shard_group = 4;
   EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());
+  // What the planner refuses the executor refuses with the same rule: Ulysses needs whole heads per rank.
+  c.model.kv_heads = 1;
+  c.config.cp_comm = CpComm::kA2A;
+  expect_broken(exec::check_runnable(c.model, c.training, c.config), rule::kCpA2aHeads,
+                "a2a context parallelism needs heads 8 and kv_heads 1 divisible by tp·cp = 2");
 }
 
 TEST(ContextParallelRanks, TpFastestThenCpThenDpThenPp) {

@@ -77,7 +77,12 @@ INSTANTIATE_TEST_SUITE_P(Layouts, Bf16Emulation,
                                            Layout{"PP2", 2, "--pp 2"}, Layout{"DP2_ZeRO3", 2, "--dp 2 --zero 3"},
                                            Layout{"Selective", 1, "--recompute selective"},
                                            // bf16 rows through the dispatch and combine all-to-alls.
-                                           Layout{"Moe_DP2_EP2", 2, "--dp 2 --ep 2", "micro_moe"}),
+                                           Layout{"Moe_DP2_EP2", 2, "--dp 2 --ep 2", "micro_moe"},
+                                           // Ring attention's blocks and travelling dK, dV in bf16.
+                                           Layout{"CP2", 2, "--cp 2"}, Layout{"CP2_Llama", 2, "--cp 2", "micro_llama"},
+                                           // The other kinds' gathers, reduce-scatters and all-to-alls in bf16.
+                                           Layout{"CP2_AllGather", 2, "--cp 2 --cp-comm all_gather"},
+                                           Layout{"CP2_A2A", 2, "--cp 2 --cp-comm a2a"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Bf16Emulation, MemoryFollowsTheMixedPrecisionMemoryModel) {

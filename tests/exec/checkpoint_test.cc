@@ -60,7 +60,9 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ExecResume,
                                            Case{"PP2xDP2_ZeRO2", 4, "--pp 2 --dp 2 --zero 2"},
                                            Case{"DP4_HSDP2", 4, "--dp 4 --zero 3 --shard-group 2"},
                                            // Each EP rank's experts, sharded over their expert-data-parallel pair.
-                                           Case{"Moe_DP4_EP2_ZeRO2", 4, "--dp 4 --ep 2 --zero 2", "micro_moe"}),
+                                           Case{"Moe_DP4_EP2_ZeRO2", 4, "--dp 4 --ep 2 --zero 2", "micro_moe"},
+                                           // ZeRO-3 shards over the dp·cp group.
+                                           Case{"CP2xDP2_ZeRO3", 4, "--cp 2 --dp 2 --zero 3"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // A checkpoint saved under one layout (4 ranks) resumed under others: the shards are reassembled into
@@ -114,6 +116,18 @@ TEST(ExecResumeOtherLayout, ExpertParallelCheckpointContinuesUnderTP2xEP2AndSing
 TEST(ExecResumeOtherLayout, ExpertTp1CheckpointContinuesUnderExpertTpEqualToTp) {
   expect_resume_continues("resume_relayout_etp", "--tp 2 --dp 2 --sp on --etp 1 --ep 4 --zero 2",
                           {{4, "--tp 2 --dp 2 --ep 2 --sp on"}, {1, ""}}, "micro_moe");
+}
+
+// Context parallelism: the weights are replicated over the CP ranks and their ZeRO shards spread over
+// dp·cp; a CP checkpoint reassembles for one rank and for another CP layout, and a checkpoint without
+// CP resumes under CP.
+TEST(ExecResumeOtherLayout, ContextParallelCheckpointContinuesOnOneRankAndUnderCp4) {
+  expect_resume_continues("resume_relayout_cp", "--cp 2 --dp 2 --zero 1", {{1, ""}, {4, "--cp 4 --zero 3"}});
+}
+// (The last: HSDP over dp·cp, shard groups of 2 dp ranks' 4 dp·cp ranks.)
+TEST(ExecResumeOtherLayout, DataParallelCheckpointContinuesUnderCp2) {
+  expect_resume_continues("resume_relayout_to_cp", "--dp 4 --zero 2",
+                          {{2, "--cp 2"}, {4, "--cp 2 --tp 2 --sp on"}, {8, "--cp 2 --dp 4 --zero 3 --shard-group 2"}});
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ struct Layout {
   const char* name;
   int ranks;
   const char* flags;
+  const char* model = "micro";  // read by suites that mix models
 };
 
 constexpr int kSteps = 10;
@@ -236,6 +237,43 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ExecDropoutLayouts,
                                            Layout{"RecomputeFull", 1, "--recompute full"},
                                            Layout{"PP2_VPP2_Interleaved", 2, "--pp 2 --vpp 2 --schedule interleaved"}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Context parallelism (cp_comm p2p): each sequence in 2·cp chunks, rank r keeping chunks r and 2·cp−1−r,
+// attention a ring of key/value blocks merged by log-sum-exp, gradients over dp·cp. The loss is the
+// mean over every token, so each layout gives the single-rank curve: with grouped-query attention and
+// rotary positions (each rank's chunks at their global positions), with hidden and attention dropout
+// (the ring's blocks draw each probability's mask at its global (query, key) position), and with the
+// experts of an MoE model split over the CP ranks (EP inside dp·cp, Megatron-core's expert grid).
+class ExecContextParallelLayouts : public ::testing::TestWithParam<Layout> {};
+TEST_P(ExecContextParallelLayouts, MatchSingleRankLoss) { expect_same_curve(GetParam().model, GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ExecContextParallelLayouts,
+    ::testing::Values(
+        Layout{"CP2", 2, "--cp 2"}, Layout{"CP4", 4, "--cp 4"}, Layout{"CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on"},
+        Layout{"CP2xPP2_1F1B", 4, "--cp 2 --pp 2 --schedule 1f1b"},
+        Layout{"CP2xDP2_ZeRO1", 4, "--cp 2 --dp 2 --zero 1"}, Layout{"CP2xDP2_ZeRO3", 4, "--cp 2 --dp 2 --zero 3"},
+        Layout{"CP2_RecomputeFull", 2, "--cp 2 --recompute full"},
+        Layout{"CP2_RecomputeSelective", 2, "--cp 2 --recompute selective"},
+        Layout{"Llama_CP2", 2, "--cp 2", "micro_llama"}, Layout{"Llama_CP4", 4, "--cp 4", "micro_llama"},
+        Layout{"Llama_CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on", "micro_llama"},
+        Layout{"Dropout_CP2", 2, "--cp 2", "micro_dropout"}, Layout{"Dropout_CP4", 4, "--cp 4", "micro_dropout"},
+        Layout{"Dropout_CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on", "micro_dropout"},
+        Layout{"Moe_CP2xEP2", 2, "--cp 2 --ep 2", "micro_moe"},
+        Layout{"Moe_CP2xDP2_EP4_ZeRO1", 4, "--cp 2 --dp 2 --ep 4 --zero 1", "micro_moe"},
+        // HSDP: ZeRO-3 inside groups of 2 dp ranks' 4 dp·cp ranks, summed across the 2 groups.
+        Layout{"CP2xDP4_HSDP2", 8, "--cp 2 --dp 4 --zero 3 --shard-group 2"},
+        // cp_comm all_gather: every rank's K and V at once, dK and dV reduce-scattered back.
+        Layout{"AllGather_CP2", 2, "--cp 2 --cp-comm all_gather"},
+        Layout{"AllGather_CP4xDP2_ZeRO2", 8, "--cp 4 --dp 2 --zero 2 --cp-comm all_gather"},
+        Layout{"Llama_AllGather_CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on --cp-comm all_gather", "micro_llama"},
+        Layout{"Dropout_AllGather_CP4", 4, "--cp 4 --cp-comm all_gather", "micro_dropout"},
+        // cp_comm a2a (Ulysses): Q, K, V head-sharded over the CP ranks by all-to-all, the output back.
+        Layout{"A2A_CP2", 2, "--cp 2 --cp-comm a2a"},
+        Layout{"A2A_CP4xDP2_ZeRO1", 8, "--cp 4 --dp 2 --zero 1 --cp-comm a2a"},
+        Layout{"Llama_A2A_CP2", 2, "--cp 2 --cp-comm a2a", "micro_llama"},
+        Layout{"Dropout_A2A_CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on --cp-comm a2a", "micro_dropout"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace loom::exec::testing

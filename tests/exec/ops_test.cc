@@ -5,11 +5,14 @@
 // naive product, AdamW against its formula. A backend that cannot start here (no GPU) skips visibly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "exec/cpu/cpu_backend.h"
 #include "staged.h"
@@ -546,6 +549,85 @@ TEST(ExecCpuOps, EigenGemmMatchesNaiveProductForEveryTransposition) {
           EXPECT_NEAR(c[i * n + j], s, 1e-4) << ta << tb;
         }
     }
+}
+
+// Ring attention (context parallelism): each of cp ranks holds chunks r and 2·cp−1−r of every sequence;
+// its queries meet every rank's key/value block in ring order, merged by the log-sum-exp rule, and the
+// blocks' dK, dV are summed over the ranks that visited them. Against the textbook loops over the whole
+// sequence (GQA, and dropout keyed on global positions): a wrong causal mask on the diagonal tiles, a
+// wrong merge or a wrong log-sum-exp in the backward changes ctx or dqkv.
+void expect_ring_matches_full_attention(CpuBackend& be, int cp, float p) {
+  const int S = 24, batch = 2, heads = 4, kv_heads = 2, D = 8;
+  const AttentionShape full{batch, S, heads, kv_heads, D};
+  const std::size_t ld = full.qkv_cols(), ctx_ld = static_cast<std::size_t>(heads) * D, kv_cols = 2 * kv_heads * D;
+  const Vec qkv = random_vec(batch * S * ld, 41), dctx = random_vec(batch * S * ctx_ld, 42);
+  const AttentionDropout drop{p, 77, 5000, heads};
+  Bytes mask;
+  if (p > 0) {
+    mask.resize(full.probs_numel());
+    be.dropout_mask(mask.data(), full.probs_numel(), drop.key, drop.first, p);
+  }
+  const float keep = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
+  const NaiveAttention want = naive_attention(qkv, dctx, mask, keep, full);
+
+  // Local rows of every rank: qkv, its K|V block, dctx; the global row of each local row.
+  const int local = S / cp;
+  std::vector<Vec> q(cp), kv(cp), dc(cp);
+  std::vector<std::vector<std::size_t>> global(cp);
+  for (int r = 0; r < cp; ++r) {
+    const AttentionShape sh{batch, local, heads, kv_heads, D, cp, r};
+    for (int b = 0; b < batch; ++b)
+      for (int t = 0; t < local; ++t) {
+        const std::size_t g = static_cast<std::size_t>(b) * S + sh.position(t);
+        global[r].push_back(g);
+        q[r].insert(q[r].end(), qkv.begin() + g * ld, qkv.begin() + (g + 1) * ld);
+        kv[r].insert(kv[r].end(), qkv.begin() + g * ld + ctx_ld, qkv.begin() + (g + 1) * ld);
+        dc[r].insert(dc[r].end(), dctx.begin() + g * ctx_ld, dctx.begin() + (g + 1) * ctx_ld);
+      }
+  }
+  std::vector<Vec> dkv(cp, Vec(batch * local * kv_cols, 0.0f));
+  Vec ctx_all(want.ctx.size(), 0.0f), dqkv_all(qkv.size(), 0.0f);
+  for (int r = 0; r < cp; ++r) {
+    const AttentionShape sh{batch, local, heads, kv_heads, D, cp, r};
+    const std::size_t rows = static_cast<std::size_t>(batch) * heads * local;
+    Vec acc(batch * local * ctx_ld, 0.0f), mx(rows, 0.0f), sum(rows, 0.0f), ctx(acc.size()), lse(rows);
+    Vec dq(acc.size(), 0.0f);
+    for (int step = 0; step < cp; ++step) {
+      const int src = (r + cp - step) % cp;
+      be.attention_block_forward(acc.data(), mx.data(), sum.data(), q[r].data(), kv[src].data(),
+                                 static_cast<int>(kv_cols), src, sh, drop);
+    }
+    be.attention_block_finish(ctx.data(), lse.data(), acc.data(), mx.data(), sum.data(), sh);
+    for (int step = 0; step < cp; ++step) {
+      const int src = (r + cp - step) % cp;
+      be.attention_block_backward(dq.data(), dkv[src].data(), dc[r].data(), ctx.data(), lse.data(), q[r].data(),
+                                  kv[src].data(), static_cast<int>(kv_cols), src, sh, drop);
+    }
+    for (std::size_t i = 0; i < global[r].size(); ++i) {
+      std::copy_n(ctx.begin() + i * ctx_ld, ctx_ld, ctx_all.begin() + global[r][i] * ctx_ld);
+      std::copy_n(dq.begin() + i * ctx_ld, ctx_ld, dqkv_all.begin() + global[r][i] * ld);
+    }
+  }
+  for (int r = 0; r < cp; ++r)
+    for (std::size_t i = 0; i < global[r].size(); ++i)
+      std::copy_n(dkv[r].begin() + i * kv_cols, kv_cols, dqkv_all.begin() + global[r][i] * ld + ctx_ld);
+  expect_close(ctx_all, want.ctx, kAttention, fmt::format("ring ctx, cp {}, dropout {}", cp, p));
+  expect_close(dqkv_all, want.dqkv, {1e-4, 1e-4}, fmt::format("ring dqkv, cp {}, dropout {}", cp, p));
+}
+
+TEST(ExecCpuOps, RingAttentionBlocksMergeToTheFullCausalAttention) {
+  CpuBackend be;
+  for (int cp : {1, 2, 3, 4})
+    for (float p : {0.0f, 0.25f}) expect_ring_matches_full_attention(be, cp, p);
+}
+
+// The rows of a CP rank's chunks sit at the positions of causal load balancing: rank 1 of 3 holds
+// chunks 1 and 4 of 6.
+TEST(ExecCpuOps, ContextParallelRanksHoldChunksRAnd2CpMinus1MinusR) {
+  const AttentionShape sh{1, 8, 1, 1, 2, 3, 1};
+  std::vector<int> positions;
+  for (int t = 0; t < sh.seq; ++t) positions.push_back(sh.position(t));
+  EXPECT_EQ(positions, (std::vector<int>{4, 5, 6, 7, 16, 17, 18, 19}));
 }
 
 std::vector<std::string> backends_where(bool gpu) {

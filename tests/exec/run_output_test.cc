@@ -90,6 +90,37 @@ TEST(ExecRunOutput, LogHasTheContractFieldsAndTraceUsesSimulatorNames) {
   }
 }
 
+// Context parallelism's ring in the trace, named as loom sim --cp names it (core/trace_names.h): each
+// layer's attention is cp tiles on the compute lane, the next block's K, V beside each tile on the comm
+// lane, and in the backward each block's summed dK, dV sent on after its tile.
+TEST(ExecRunOutput, RingAttentionStepsUseSimulatorNames) {
+  if (!have_mpirun()) GTEST_SKIP() << "built without MPI";
+  const std::string dir = scratch_dir("run_output_cp");
+  const std::string data = make_token_file(dir, 20000);
+  const int steps = 2, micro_batches = 2, layers = 4;
+  const ProcessResult r = run_shell(
+      fmt::format("{} --model {} --data {} --steps {} --global-batch {} --cp 2 --threads 1 --trace {}/trace.json",
+                  loom_run(2), test_model("micro"), data, steps, micro_batches, dir));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const int per_step = steps * micro_batches * layers;
+  for (int rank = 0; rank < 2; ++rank) {
+    auto trace = read_json_file(fmt::format("{}/trace.rank{}.json", dir, rank));
+    ASSERT_TRUE(trace.ok()) << trace.error().message;
+    std::map<std::pair<std::string, int>, int> slices;  // (name, lane)
+    for (const Json& e : (*trace)["traceEvents"])
+      if (e["ph"] == "X") ++slices[{e["name"].get<std::string>(), e["tid"].get<int>()}];
+    for (int step = 0; step < 2; ++step) {
+      EXPECT_EQ((slices[{trace_names::cp_ring_tile(false, step, 2), 0}]), per_step) << rank;
+      EXPECT_EQ((slices[{trace_names::cp_ring_tile(true, step, 2), 0}]), per_step) << rank;
+      EXPECT_EQ((slices[{trace_names::cp_ring_send(step, 2, "dkv"), 1}]), per_step) << rank;  // backward only
+    }
+    // K, V: the next block travels in the forward and again in the backward; the last block stays.
+    EXPECT_EQ((slices[{trace_names::cp_ring_send(0, 2, "kv"), 1}]), 2 * per_step) << rank;
+    EXPECT_EQ((slices[{trace_names::cp_ring_send(1, 2, "kv"), 1}]), 0) << rank;
+    EXPECT_EQ((slices[{"qk softmax", 0}]), 0) << rank;  // no s × s probabilities
+  }
+}
+
 TEST(ExecRunOutput, LoggedTflopsCountTheModelsVocabularyAsLoomSimDoes) {
   const std::string dir = scratch_dir("run_flops");
   const std::string data = make_token_file(dir, 5000);
