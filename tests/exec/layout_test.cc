@@ -20,12 +20,7 @@
 namespace loom::exec::testing {
 namespace {
 
-struct Layout {
-  const char* name;
-  int ranks;
-  const char* flags;
-  const char* model = "micro";  // read by suites that mix models
-};
+using Layout = RunLayout;  // its model is read by the suites that mix models
 
 constexpr int kSteps = 10;
 
@@ -65,8 +60,6 @@ const std::vector<double>& baseline(const std::string& model_name) {
   if (it == cache.end()) it = cache.emplace(model_name, train(model_name, 1, "", "single")).first;
   return it->second;
 }
-
-void PrintTo(const Layout& l, std::ostream* os) { *os << l.name; }
 
 void expect_same_curve(const std::string& model_name, const Layout& layout) {
   if (layout.ranks > 1 && !have_mpirun()) GTEST_SKIP() << "built without MPI: multi-rank layouts not run";

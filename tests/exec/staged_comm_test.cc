@@ -3,7 +3,8 @@
 // run with --comm direct — bit for bit, since the same values are reduced in the same order. Every
 // communicator operation the trainer uses is on some layout here: all-reduce (TP, DP), reduce-scatter
 // and all-gather (SP, ZeRO-1/2/3, HSDP), the asynchronous ones (ZeRO-3 prefetch, bucketed gradients),
-// point-to-point (pipelines, interleaved) and the all-to-all (expert parallelism), in fp32 and in the
+// point-to-point (pipelines, interleaved, context parallelism's ring) and the all-to-all (expert
+// parallelism, Ulysses), in fp32 and in the
 // bf16 a GPU's messages carry (cpu-bf16).
 #include <gtest/gtest.h>
 
@@ -50,7 +51,9 @@ INSTANTIATE_TEST_SUITE_P(Layouts, StagedComm,
                                            Layout{"TP2xDP2_ZeRO3", 4, "--tp 2 --dp 2 --zero 3"},
                                            Layout{"DP4_HSDP2", 4, "--dp 4 --zero 3 --shard-group 2"},
                                            Layout{"PP2_VPP2_Interleaved", 2, "--pp 2 --vpp 2 --schedule interleaved"},
-                                           Layout{"EP2", 2, "--dp 2 --ep 2", "micro_moe"}),
+                                           Layout{"EP2", 2, "--dp 2 --ep 2", "micro_moe"},
+                                           Layout{"CP2_Ring_DP2", 4, "--cp 2 --dp 2 --zero 1"},
+                                           Layout{"CP2_A2A", 2, "--cp 2 --cp-comm a2a"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(StagedComm, BadCommIsOneLineAndExit2) {
