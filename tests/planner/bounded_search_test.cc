@@ -4,6 +4,7 @@
 // over dense, long-sequence CP, MoE, FP8/ZeRO-3, torchtitan (op-level recompute) and Megatron-LM-2021-style
 // (blocking sends, no gradient-reduce overlap, fp32 grads, unfused attention, kernel jitter) searches.
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -86,17 +87,29 @@ std::vector<Case> cases() {
   return out;
 }
 
+// Each case's full search, run once for both tests (the sanitizer build runs them 20 times slower).
+const PlanResult& full_search(const Case& c) {
+  static std::map<std::string, PlanResult> done;
+  auto it = done.find(c.name);
+  if (it == done.end()) {
+    auto full = search_plans(c.model, c.training, c.cluster, c.space);
+    EXPECT_TRUE(full.ok()) << full.error().message;
+    it = done.emplace(c.name, full.ok() ? std::move(*full) : PlanResult{}).first;
+  }
+  return it->second;
+}
+
 TEST(StepBound, NeverAboveTheSimulatedStepAndTheChunksAreTheCostModels) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
-    auto full = search_plans(c.model, c.training, c.cluster, c.space);
-    ASSERT_TRUE(full.ok()) << full.error().message;
+    const PlanResult* full = &full_search(c);
     ASSERT_GT(full->plans.size(), 100u);
     const sim::CollectiveModel collectives(c.cluster);
     const sim::StepBound bound(c.model, c.training, c.cluster, collectives);
-    std::size_t above = 0, chunks_differ = 0;
+    std::size_t above = 0, chunks_differ = 0, compared = 0;
     double tightest = 0;
-    for (const PlanRow& row : full->plans) {
+    for (std::size_t i = 0; i < full->plans.size(); ++i) {
+      const PlanRow& row = full->plans[i];
       const double b = bound.lower_bound_s(row.config);
       if (b > row.metrics.step_time_s) ++above;
       if (b > row.metrics.step_time_s && above <= 3)
@@ -104,6 +117,10 @@ TEST(StepBound, NeverAboveTheSimulatedStepAndTheChunksAreTheCostModels) {
                                      row.metrics.step_time_s, row.config.tp, row.config.cp, row.config.pp,
                                      row.config.dp, row.config.vpp, to_string(row.config.schedule));
       tightest = std::max(tightest, b / row.metrics.step_time_s);
+      // The memo against a fresh cost model on every 16th configuration (each chunk of each is a cost
+      // model's full work; the bound above is checked on all of them).
+      if (i % 16 != 0) continue;
+      ++compared;
       const sim::CostModel cost(c.model, c.training, row.config, c.cluster, collectives);
       const bool split = row.config.schedule == Schedule::kZeroBubble;
       for (int s = 0; s < row.config.pp; ++s)
@@ -115,7 +132,8 @@ TEST(StepBound, NeverAboveTheSimulatedStepAndTheChunksAreTheCostModels) {
         }
     }
     EXPECT_EQ(above, 0u) << "of " << full->plans.size();
-    EXPECT_EQ(chunks_differ, 0u);
+    EXPECT_EQ(chunks_differ, 0u) << "of " << compared << " configurations compared";
+    EXPECT_GT(compared, 100u / 16);
     // A bound that bounds nothing (0, or compute alone at a fraction of the step) would skip nothing:
     // on some configuration the chain it follows is most of the step.
     EXPECT_GT(tightest, 0.9);
@@ -125,8 +143,7 @@ TEST(StepBound, NeverAboveTheSimulatedStepAndTheChunksAreTheCostModels) {
 TEST(BoundedSearch, TheKFastestAreTheFullSearchsFirstK) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
-    auto full = search_plans(c.model, c.training, c.cluster, c.space);
-    ASSERT_TRUE(full.ok()) << full.error().message;
+    const PlanResult* full = &full_search(c);
     for (std::size_t k : {1u, 7u, 40u}) {
       SCOPED_TRACE(k);
       PlanOptions options;
