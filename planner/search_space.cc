@@ -148,6 +148,10 @@ Result<ParallelConfig> parse_parallel_config(const ConfigText& text, int gpus) {
   if (Status s = single_value(l.ep, "--ep", 1, c.ep); !s) return s.error();
   if (Status s = single_value(l.etp, "--etp", 0, c.etp); !s) return s.error();
   if (c.etp == c.tp) c.etp = 0;  // expert TP = TP, the default
+  // Without --dp, a model-parallel product that does not divide the GPUs leaves no dp to name.
+  if (l.dp.empty() && dp == 0)
+    return make_error(fmt::format("tp {}{} × pp {} = {} ranks per data-parallel replica do not divide --gpus {}", c.tp,
+                                  c.cp > 1 ? fmt::format(" × cp {}", c.cp) : "", c.pp, model_parallel, gpus));
   if (static_cast<long long>(c.tp) * c.cp * c.pp * c.dp != gpus)
     return make_error(fmt::format("tp {}{} × pp {} × dp {} = {} but --gpus is {}", c.tp,
                                   c.cp > 1 ? fmt::format(" × cp {}", c.cp) : "", c.pp, c.dp,

@@ -39,7 +39,8 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   expect_bad_input(std::string("plan ") + kSpec + " --format xml", "--format: unknown format 'xml'");
   expect_bad_input(std::string("plan ") + kSpec + " --zero 5", "ZeRO stage 5 does not exist");
   expect_bad_input(std::string("plan ") + kSpec + " --schedule pipedream", "unknown schedule 'pipedream'");
-  expect_bad_input(std::string("sim ") + kSpec + " --tp 3", "tp 3 × pp 1 × dp");
+  expect_bad_input(std::string("sim ") + kSpec + " --tp 3",
+                   "tp 3 × pp 1 = 3 ranks per data-parallel replica do not divide --gpus 16");
   expect_bad_input("sim --model llama2-13b --gpus 16 --global-batch 64 --pp 16", "layers 40 not divisible by pp 16");
   expect_bad_input("calibrate --vtrain /nonexistent.csv --check --out " + (dir / "x.json").string(),
                    "--check fits nothing, so it writes no --out file");

@@ -24,6 +24,9 @@ TEST(CliContextParallel, BadCpValuesAreOneLineAndExitTwo) {
   expect_bad_input("plan " + six + " --cp 3", "sequence 4096 not divisible by 2·cp = 6");
   // tp·cp·pp·dp must be the GPU count.
   expect_bad_input("sim " + spec + " --cp 2 --dp 16", "tp 1 × cp 2 × pp 1 × dp 16 = 32 but --gpus is 16");
+  // Without --dp, cp 2 on one GPU leaves no data-parallel size to name.
+  expect_bad_input("run --model gpt-tiny --cp 2 --data /nonexistent.bin --steps 1",
+                   "tp 1 × cp 2 × pp 1 = 2 ranks per data-parallel replica do not divide --gpus 1");
   // The all-to-all needs llama2-7b's 32 heads over tp·cp ranks: 64 is too many.
   expect_bad_input(
       "sim --model llama2-7b --cluster dgx-h100 --gpus 64 --global-batch 64 --seq 8192 --tp 8 --cp 8 "
