@@ -84,7 +84,12 @@ TEST(ParseParallelConfig, RejectsListsAndAWorldSizeOtherThanTheGpus) {
   t.tp = "3";
   auto wrong = parse_parallel_config(t, 8);
   ASSERT_FALSE(wrong);
-  EXPECT_NE(wrong.error().message.find("tp 3 × pp 1 × dp"), std::string::npos);
+  EXPECT_EQ(wrong.error().message, "tp 3 × pp 1 = 3 ranks per data-parallel replica do not divide --gpus 8");
+  t.tp = "2";
+  t.dp = "2";
+  auto given = parse_parallel_config(t, 8);  // with --dp, the product is named
+  ASSERT_FALSE(given);
+  EXPECT_EQ(given.error().message, "tp 2 × pp 1 × dp 2 = 4 but --gpus is 8");
 }
 
 }  // namespace
