@@ -15,13 +15,13 @@ std::int64_t total(const std::vector<std::int64_t>& counts) {
 
 }  // namespace
 
-// A staged operation in flight: the inner request over the host copy, and where the received values
-// go once it completes (null for a send, whose host copy only has to outlive it).
+// A staged operation in flight: the inner request over the host copy, and what runs once it completes
+// (the upload of received values; for a send nothing). `finish` holds the host copy, which must outlive
+// the inner request, and is dropped with it.
 class StagedRequest final : public Request {
  public:
   using Finish = std::function<void()>;
-  StagedRequest(std::unique_ptr<Request> inner, std::shared_ptr<void> keep_alive, Finish finish)
-      : inner_(std::move(inner)), keep_alive_(std::move(keep_alive)), finish_(std::move(finish)) {}
+  StagedRequest(std::unique_ptr<Request> inner, Finish finish) : inner_(std::move(inner)), finish_(std::move(finish)) {}
   ~StagedRequest() override { wait(); }
   void wait() override {
     if (done_) return;
@@ -38,11 +38,10 @@ class StagedRequest final : public Request {
  private:
   void complete() {
     done_ = true;
-    if (finish_) finish_();
-    keep_alive_.reset();
+    finish_();
+    finish_ = nullptr;
   }
   std::unique_ptr<Request> inner_;
-  std::shared_ptr<void> keep_alive_;
   Finish finish_;
   bool done_ = false;
 };
@@ -84,7 +83,7 @@ void StagedCommunicator::all_reduce(TensorRef data, std::int64_t n, ReduceOp op)
 std::unique_ptr<Request> StagedCommunicator::all_reduce_async(TensorRef data, std::int64_t n) {
   auto h = std::make_shared<HostBuffer>(download(data, n));
   auto inner = inner_->all_reduce_async(h->ref(), n);
-  return std::make_unique<StagedRequest>(std::move(inner), h, [this, data, n, h] { upload(data, *h, n); });
+  return std::make_unique<StagedRequest>(std::move(inner), [this, data, n, h] { upload(data, *h, n); });
 }
 
 void StagedCommunicator::reduce_scatter(ConstTensorRef send, TensorRef recv, std::int64_t recv_n) {
@@ -112,7 +111,7 @@ std::unique_ptr<Request> StagedCommunicator::all_gather_async(ConstTensorRef sen
   b->recv = host_buffer(recv.dtype(), send_n * size());
   auto inner = inner_->all_gather_async(b->send.ref(), b->recv.ref(), send_n);
   const std::int64_t n = send_n * size();
-  return std::make_unique<StagedRequest>(std::move(inner), b, [this, recv, n, b] { upload(recv, b->recv, n); });
+  return std::make_unique<StagedRequest>(std::move(inner), [this, recv, n, b] { upload(recv, b->recv, n); });
 }
 
 void StagedCommunicator::all_to_all(ConstTensorRef send, const std::vector<std::int64_t>& send_counts, TensorRef recv,
@@ -126,13 +125,13 @@ void StagedCommunicator::all_to_all(ConstTensorRef send, const std::vector<std::
 std::unique_ptr<Request> StagedCommunicator::isend(ConstTensorRef data, std::int64_t n, int peer, int tag) {
   auto h = std::make_shared<HostBuffer>(download(data, n));
   auto inner = inner_->isend(h->ref(), n, peer, tag);
-  return std::make_unique<StagedRequest>(std::move(inner), h, nullptr);
+  return std::make_unique<StagedRequest>(std::move(inner), [h] {});
 }
 
 std::unique_ptr<Request> StagedCommunicator::irecv(TensorRef data, std::int64_t n, int peer, int tag) {
   auto h = std::make_shared<HostBuffer>(host_buffer(data.dtype(), n));
   auto inner = inner_->irecv(h->ref(), n, peer, tag);
-  return std::make_unique<StagedRequest>(std::move(inner), h, [this, data, n, h] { upload(data, *h, n); });
+  return std::make_unique<StagedRequest>(std::move(inner), [this, data, n, h] { upload(data, *h, n); });
 }
 
 }  // namespace loom::exec
