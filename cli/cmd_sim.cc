@@ -65,6 +65,11 @@ std::string table_text(const Specs& specs, const ParallelConfig& c, const sim::S
                    r.hw_tflops_per_gpu);
   t += fmt::format("MFU                  {:.1f} %\n", 100.0 * r.mfu);
   t += fmt::format("bubble               {:.1f} % of the step\n", 100.0 * r.bubble_fraction);
+  if (r.jitter_s > 0)
+    t += fmt::format(
+        "stragglers           {:.4f} s  (of the step: waits for the slowest ranks, --kernel-cv {:g}, "
+        "--gpu-cv {:g})\n",
+        r.jitter_s, specs.training.kernel_cv, specs.training.gpu_cv);
   t += fmt::format("exposed comm         {:.4f} s  (TP {:.4f}, PP {:.4f}, DP {:.4f}{}{})\n", r.exposed.total(),
                    r.exposed.tp_s, r.exposed.pp_s, r.exposed.dp_s,
                    c.cp > 1 ? fmt::format(", CP {:.4f}", r.exposed.cp_s) : std::string(),

@@ -26,6 +26,8 @@ Status check_sizes(const SpecInputs& in, const ClusterSpec& cluster) {
   if (!(in.kernel_cv >= 0.0) || in.kernel_cv > 1.0)
     return make_error(
         fmt::format("--kernel-cv: {} must be between 0 and 1 (a coefficient of variation)", in.kernel_cv));
+  if (!(in.gpu_cv >= 0.0) || in.gpu_cv > 1.0)
+    return make_error(fmt::format("--gpu-cv: {} must be between 0 and 1 (a coefficient of variation)", in.gpu_cv));
   if (!(in.moe_imbalance >= 1.0) || in.moe_imbalance > 1e3)
     return make_error(fmt::format("--moe-imbalance: {} must be between 1 (balanced) and 1000", in.moe_imbalance));
   if (!in.framework.empty())
@@ -75,6 +77,7 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
   t.moe_imbalance = in.moe_imbalance;
   t.moe_shared_expert_overlap = in.moe_shared_expert_overlap;
   t.kernel_cv = in.kernel_cv;
+  t.gpu_cv = in.gpu_cv;
   if (in.grad_bytes != 0) t.grad_bytes = in.grad_bytes;
   if (!in.attention.empty()) t.attention = *parse_attention_kernel(in.attention);
   // The stack's behaviours where no flag set them: a flag given wins over its framework.

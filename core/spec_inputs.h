@@ -29,6 +29,7 @@ struct SpecInputs {
   double moe_imbalance = 1.0;
   bool moe_shared_expert_overlap = false;
   double kernel_cv = 0.0;
+  double gpu_cv = 0.0;
 };
 
 struct Specs {
@@ -71,6 +72,10 @@ void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
   visit("--kernel-cv", in.kernel_cv,
         "each kernel's time varies by this coefficient of variation (σ/μ) from rank to rank; every synchronisation "
         "waits for the slowest (default 0)",
+        false);
+  visit("--gpu-cv", in.gpu_cv,
+        "each GPU's speed differs persistently by this coefficient of variation (σ/μ) from the others; the step "
+        "waits for the slowest GPU of the world (default 0)",
         false);
 }
 

@@ -58,6 +58,13 @@ struct TrainingSpec {
   // over kernels and ranks: a stated input, 0 by default (every rank runs at the mean). Each
   // synchronisation then waits for the slowest of its ranks (sim/jitter.h).
   double kernel_cv = 0.0;
+  // Persistent speed differences between GPUs of one SKU, as a coefficient of variation (σ/μ) of each
+  // GPU's kernel times, fixed for the whole step (a slow GPU stays slow): a stated input, 0 by default.
+  // The step then waits for the slowest GPU of the world (sim/jitter.h). Sinha et al. (SC'22, arXiv
+  // 2208.11035) report 8 % mean (22 % max) performance variation among same-SKU GPUs, outliers 1.5×
+  // slower than the median (../shared/reference/collectives-at-scale.md §5): a spread, not a σ, which
+  // is why Loom does not derive a default from it.
+  double gpu_cv = 0.0;
 };
 
 // Plain fp32 training, as Loom's CPU executor runs: fp32 parameters (no master copy), gradients

@@ -171,6 +171,11 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
         "jitter: each kernel's time varies by {:.1f} % (σ/μ, --kernel-cv, stated) from rank to rank; every TP "
         "collective waits for the slowest of its ranks, the step's end for the slowest of the world's TP groups",
         100.0 * t.kernel_cv));
+  if (t.gpu_cv > 0)
+    lines.push_back(fmt::format(
+        "stragglers: each GPU's speed differs persistently by {:.1f} % (σ/μ, --gpu-cv, stated); the step waits for "
+        "the slowest GPU of the world, k(N)·σ of the most loaded stage's compute (normal tail assumed)",
+        100.0 * t.gpu_cv));
   lines.push_back(
       fmt::format("memory: most loaded pipeline stage; buf = communication buffers + one layer's backward "
                   "workspace + {:.1f} GiB framework reserve; fits if total <= {:.1f} GiB",

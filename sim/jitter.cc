@@ -57,4 +57,24 @@ double kernel_jitter_s(const std::vector<std::vector<ChunkCost>>& chunks, const 
   return tp_wait + expected_max_normal(groups) * spread;
 }
 
+double gpu_variation_s(const std::vector<std::vector<ChunkCost>>& chunks, const ParallelConfig& config,
+                       long long micro_batches, double gpu_cv) {
+  if (gpu_cv <= 0) return 0.0;
+  const double m = static_cast<double>(micro_batches);
+  double most = 0;
+  for (const auto& stage : chunks) {
+    double compute = 0;
+    for (const ChunkCost& c : stage)
+      for (const PassCost* p : {&c.forward, &c.backward, &c.weight}) compute += m * compute_s(*p);
+    most = std::max(most, compute);
+  }
+  return expected_max_normal(config.world_size()) * gpu_cv * most;
+}
+
+double straggler_s(const std::vector<std::vector<ChunkCost>>& chunks, const ParallelConfig& config,
+                   long long micro_batches, const TrainingSpec& training) {
+  return kernel_jitter_s(chunks, config, micro_batches, training.kernel_cv) +
+         gpu_variation_s(chunks, config, micro_batches, training.gpu_cv);
+}
+
 }  // namespace loom::sim

@@ -125,7 +125,7 @@ Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training,
   SimResult r;
   r.config = config;
   r.micro_batches = m;
-  r.jitter_s = kernel_jitter_s(chunks, config, m, training.kernel_cv);
+  r.jitter_s = straggler_s(chunks, config, m, training);
   r.step_time_s = ns_to_s(timeline->makespan) + r.jitter_s;
   set_throughput(r, model, training, cluster);
   static_cast<StepStats&>(r) = step_stats(builder.graph(), *timeline, chunks, options.keep_graph);

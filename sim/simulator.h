@@ -34,7 +34,7 @@ struct SimResult : StepStats {
   ParallelConfig config;
   long long micro_batches = 0;
   double step_time_s = 0;
-  double jitter_s = 0;  // of step_time_s: the waits for the slowest ranks under --kernel-cv (sim/jitter.h)
+  double jitter_s = 0;  // of step_time_s: the waits for the slowest ranks under --kernel-cv and --gpu-cv (sim/jitter.h)
   double tokens_per_s = 0;
   double model_flops = 0;     // per step, whole cluster (no recompute)
   double hardware_flops = 0;  // per step, whole cluster (with recompute)

@@ -84,7 +84,7 @@ double StepBound::lower_bound_s(const ParallelConfig& c) const {
       back += ns(cost.pipe_send_s(s + 1, s)) + ns(chunks[s][0].backward.seconds);
     }
   }
-  return ns_to_s(bound) + kernel_jitter_s(chunks, c, m, training_.kernel_cv);
+  return ns_to_s(bound) + straggler_s(chunks, c, m, training_);
 }
 
 }  // namespace loom::sim

@@ -167,6 +167,21 @@ TEST(Cli, SimJsonAndTrace) {
   EXPECT_GT(t["traceEvents"].size(), 100u);
 }
 
+// --gpu-cv: the step waits for the slowest GPU; `loom sim` shows the wait, the plan states the assumption,
+// and without it neither appears.
+TEST(Cli, StatedGpuVariationShowsAsAWaitForStragglers) {
+  const auto base = run_loom(std::string("sim ") + kSpec + " --tp 2 --dp 8");
+  const auto slow = run_loom(std::string("sim ") + kSpec + " --tp 2 --dp 8 --gpu-cv 0.03");
+  ASSERT_EQ(base.status, 0) << base.err;
+  ASSERT_EQ(slow.status, 0) << slow.err;
+  EXPECT_EQ(base.out.find("stragglers"), std::string::npos);
+  EXPECT_NE(slow.out.find("--gpu-cv 0.03)"), std::string::npos) << slow.out;
+  const auto plan = run_loom(std::string("plan ") + kSpec + " --top 1 --gpu-cv 0.03");
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  EXPECT_NE(plan.out.find("# stragglers: each GPU's speed differs persistently by 3.0 %"), std::string::npos)
+      << plan.out;
+}
+
 TEST(Cli, TableStatesItsAssumptions) {
   const auto r = run_loom(std::string("plan ") + kSpec + " --top 3 --tokens 2e12");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -80,6 +80,7 @@ TEST(ResolveSpecs, BadInputNamesTheFlagOnOneLine) {
       {[](SpecInputs& in) { in.moe_imbalance = 0.5; }, "--moe-imbalance: 0.5 must be between 1 (balanced) and 1000"},
       {[](SpecInputs& in) { in.kernel_cv = -0.1; },
        "--kernel-cv: -0.1 must be between 0 and 1 (a coefficient of variation)"},
+      {[](SpecInputs& in) { in.gpu_cv = 1.5; }, "--gpu-cv: 1.5 must be between 0 and 1 (a coefficient of variation)"},
   };
   for (const Case& c : cases) {
     SpecInputs in = llama_on_a100s();

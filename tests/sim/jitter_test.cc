@@ -51,5 +51,50 @@ TEST(Jitter, AStatedKernelVariabilityCostsMoreWithTpAndWithScale) {
   EXPECT_LT(step(8, 1, 0.05).jitter_s, 0.2 * small.jitter_s);
 }
 
+// Persistent per-GPU variation: the world waits for its slowest GPU, so the cost is k(N)·σ of a stage's
+// compute and keeps growing with N (unlike i.i.d. kernel noise, which averages out over a step).
+TEST(Jitter, PersistentGpuVariationGrowsWithTheWorldAsTheExpectedMaximum) {
+  const ModelSpec m = *model_preset("llama2-7b");
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  auto step = [&](int gpus, int pp, double gpu_cv, double kernel_cv = 0.0) {
+    const int tp = 8;
+    TrainingSpec t{.gpus = gpus, .global_batch = 4LL * gpus / (tp * pp), .seq_len = 4096};
+    t.gpu_cv = gpu_cv;
+    t.kernel_cv = kernel_cv;
+    const ParallelConfig c{
+        .tp = tp, .pp = pp, .dp = gpus / (tp * pp), .zero = 1, .micro_batch = 1, .sequence_parallel = true};
+    SimOptions options;
+    options.keep_graph = true;
+    auto r = simulate(m, t, c, cluster, options);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return *r;
+  };
+  const SimResult even = step(8, 1, 0.0);
+  EXPECT_EQ(even.jitter_s, 0.0);
+  const SimResult small = step(8, 1, 0.02), mid = step(512, 1, 0.02), large = step(16384, 1, 0.02);
+  EXPECT_NEAR(small.step_time_s - small.jitter_s, even.step_time_s, 1e-12);
+  // The same per-GPU work at every scale: the cost scales exactly as k(N).
+  EXPECT_NEAR(mid.jitter_s / small.jitter_s, expected_max_normal(512) / expected_max_normal(8), 1e-9);
+  EXPECT_NEAR(large.jitter_s / small.jitter_s, expected_max_normal(16384) / expected_max_normal(8), 1e-9);
+  // k(N)·σ of the stage's compute, recomputed here from the kept pass costs.
+  double compute = 0;
+  for (const ChunkCost& c : small.chunk_costs[0])
+    for (const PassCost* p : {&c.forward, &c.backward, &c.weight})
+      compute += static_cast<double>(small.micro_batches) *
+                 (p->seconds - p->tp_comm_exposed_s - p->cp_comm_exposed_s - p->ep_comm_exposed_s);
+  EXPECT_NEAR(small.jitter_s, expected_max_normal(8) * 0.02 * compute, 1e-12);
+  EXPECT_GT(compute, 0.5 * even.step_time_s);
+  // Twice the spread, twice the cost.
+  EXPECT_NEAR(step(512, 1, 0.04).jitter_s, 2 * mid.jitter_s, 1e-12);
+  // With a pipeline, the most loaded stage's compute sets it: splitting the layers over 4 stages (same
+  // world, same micro-batches per pipeline) leaves about a quarter of the compute per stage.
+  const SimResult piped = step(512, 4, 0.02);
+  EXPECT_LT(piped.jitter_s, 0.35 * mid.jitter_s);
+  EXPECT_GT(piped.jitter_s, 0.2 * mid.jitter_s);
+  // Both inputs: the i.i.d. waits are added on top.
+  const SimResult both = step(512, 1, 0.02, 0.05);
+  EXPECT_NEAR(both.jitter_s, mid.jitter_s + step(512, 1, 0.0, 0.05).jitter_s, 1e-12);
+}
+
 }  // namespace
 }  // namespace loom::sim

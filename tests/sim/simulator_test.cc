@@ -307,7 +307,9 @@ TEST(Simulator, Zero3CollectivesPerUnitPayEachUnitsLatency) {
     const double whole = collectives.time_s(Collective::kAllGather, bytes, {gpus, std::min(gpus, 8)});
     EXPECT_GT(layer, whole) << gpus;  // 96 layers' latencies on top of the same bytes
     EXPECT_GT(module, layer) << gpus;
-    if (gpus == 8) EXPECT_LT(module / whole, 1.03);  // inside a node 384 gathers add about 1 % of latency
+    if (gpus == 8) {
+      EXPECT_LT(module / whole, 1.03);  // inside a node 384 gathers add about 1 % of latency
+    }
   }
   // 96 layers × 4 modules of latency at 1,536 ranks: seconds more than the bytes alone.
   EXPECT_GT(gather_s(1536, Zero3Unit::kModule) - gather_s(1536, Zero3Unit::kLayer), 0.5);
