@@ -11,6 +11,13 @@ namespace {
 constexpr Missing kHas{};
 constexpr Missing lacks(const char* why) { return {true, why}; }
 
+// All four stacks issue their kernels from eager PyTorch, one Python call each (none captures CUDA graphs by
+// default: Megatron-core's --cuda-graph-impl defaults to none).
+constexpr Sourced<double> kEagerDispatch{
+    8e-6,
+    "host time to submit one CUDA op from eager PyTorch on an A100 host, about 8 us (flagos-ai/Torch-FL PR #27; "
+    "../shared/reference/collectives-at-scale.md section 6); a pass is never shorter than its launches times this"};
+
 const std::array<FrameworkPreset, 4> kPresets = {{
     {
         "megatron-lm-2021",
@@ -51,6 +58,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         kHas,
         lacks("Megatron-LM recomputes whole layers (--checkpoint-activations); op-level policies are PyTorch's "
               "selective activation checkpointing (2024), which torchtitan uses"),
+        kEagerDispatch,
     },
     {
         "megatron-core",
@@ -87,6 +95,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         lacks("Megatron-core recomputes the attention core (--recompute-granularity selective), whole layers "
               "(full) or listed modules (--recompute-modules); op-level policies are PyTorch's selective "
               "activation checkpointing, which torchtitan uses"),
+        kEagerDispatch,
     },
     {
         "torchtitan",
@@ -119,6 +128,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         lacks("torchtitan's tensor-parallel plan shards the norms over the sequence (SequenceParallel in "
               "parallelize.py): its TP is always sequence-parallel"),
         kHas,
+        kEagerDispatch,
     },
     {
         "deepspeed",
@@ -153,6 +163,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         kHas,
         kHas,
         lacks("DeepSpeed's activation checkpointing recomputes whole layers (runtime/activation_checkpointing)"),
+        kEagerDispatch,
     },
 }};
 
@@ -183,6 +194,7 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
   t.overlap_grad_reduce = preset.overlap_grad_reduce.value;
   t.tp_comm_overlap = preset.tp_comm_overlap.value;
   t.zero3_unit = preset.zero3_unit.value;
+  if (!keep.host_op_s) t.host_op_s = preset.host_op_s.value;
 }
 
 std::optional<std::string> framework_lacks(const FrameworkPreset& p, const TrainingSpec& t, const ParallelConfig& c) {

@@ -240,6 +240,7 @@ Json to_json(const TrainingSpec& t) {
   if (t.moe_shared_expert_overlap) j["moe_shared_expert_overlap"] = true;
   if (t.kernel_cv != 0.0) j["kernel_cv"] = t.kernel_cv;
   if (t.gpu_cv != 0.0) j["gpu_cv"] = t.gpu_cv;
+  if (t.host_op_s != 0.0) j["host_op_s"] = t.host_op_s;
   return j;
 }
 
@@ -266,6 +267,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.moe_shared_expert_overlap = r.boolean("moe_shared_expert_overlap", false);
   t.kernel_cv = r.number("kernel_cv", 0.0, 0.0, 1.0);
   t.gpu_cv = r.number("gpu_cv", 0.0, 0.0, 1.0);
+  t.host_op_s = r.number("host_op_s", 0.0, 0.0, 0.1);
   const std::string unit = r.string("zero3_unit", std::string(to_string(Zero3Unit::kLayer)));
   if (!r.ok()) return make_error(r.error());
   const auto zero3_unit = parse_zero3_unit(unit);

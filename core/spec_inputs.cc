@@ -28,6 +28,8 @@ Status check_sizes(const SpecInputs& in, const ClusterSpec& cluster) {
         fmt::format("--kernel-cv: {} must be between 0 and 1 (a coefficient of variation)", in.kernel_cv));
   if (!(in.gpu_cv >= 0.0) || in.gpu_cv > 1.0)
     return make_error(fmt::format("--gpu-cv: {} must be between 0 and 1 (a coefficient of variation)", in.gpu_cv));
+  if (in.host_op_us != -1.0 && (!(in.host_op_us >= 0.0) || in.host_op_us > 1e5))
+    return make_error(fmt::format("--host-op-us: {} must be between 0 and 100000 microseconds", in.host_op_us));
   if (!(in.moe_imbalance >= 1.0) || in.moe_imbalance > 1e3)
     return make_error(fmt::format("--moe-imbalance: {} must be between 1 (balanced) and 1000", in.moe_imbalance));
   if (!in.framework.empty())
@@ -78,12 +80,13 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
   t.moe_shared_expert_overlap = in.moe_shared_expert_overlap;
   t.kernel_cv = in.kernel_cv;
   t.gpu_cv = in.gpu_cv;
+  if (in.host_op_us >= 0) t.host_op_s = in.host_op_us * 1e-6;
   if (in.grad_bytes != 0) t.grad_bytes = in.grad_bytes;
   if (!in.attention.empty()) t.attention = *parse_attention_kernel(in.attention);
   // The stack's behaviours where no flag set them: a flag given wins over its framework.
   if (!in.framework.empty())
     apply_framework(*find_framework(in.framework).value(), t,
-                    {!in.attention.empty(), in.grad_bytes != 0, in.sync_pipeline_sends});
+                    {!in.attention.empty(), in.grad_bytes != 0, in.sync_pipeline_sends, in.host_op_us >= 0});
   t.precision = *parse_precision(in.precision);
   if (!in.fp8_recipe.empty()) t.fp8_recipe = *parse_fp8_recipe(in.fp8_recipe);
   return specs;

@@ -30,6 +30,7 @@ struct SpecInputs {
   bool moe_shared_expert_overlap = false;
   double kernel_cv = 0.0;
   double gpu_cv = 0.0;
+  double host_op_us = -1.0;  // negative: the --framework's, else 0
 };
 
 struct Specs {
@@ -76,6 +77,10 @@ void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
   visit("--gpu-cv", in.gpu_cv,
         "each GPU's speed differs persistently by this coefficient of variation (σ/μ) from the others; the step "
         "waits for the slowest GPU of the world (default 0)",
+        false);
+  visit("--host-op-us", in.host_op_us,
+        "host time to issue one GPU op, in microseconds; a pass is never shorter than its ops times this (default: "
+        "the --framework's, else 0)",
         false);
 }
 

@@ -65,6 +65,10 @@ struct TrainingSpec {
   // slower than the median (../shared/reference/collectives-at-scale.md §5): a spread, not a σ, which
   // is why Loom does not derive a default from it.
   double gpu_cv = 0.0;
+  // Host time to issue one GPU operation (Python, the framework's dispatch and the launch call); the
+  // host runs ahead of the GPU, so a pass is never shorter than its launches times this. 0: the GPU
+  // never waits for the host.
+  double host_op_s = 0.0;
 };
 
 // Plain fp32 training, as Loom's CPU executor runs: fp32 parameters (no master copy), gradients

@@ -36,8 +36,18 @@ void PassCost::append(const PassCost& other, int times) {
   sm_shared_s += other.sm_shared_s * times;
   flops += other.flops * times;
   compute_sq_s2 += other.compute_sq_s2 * times;
+  kernels += other.kernels * times;
+  host_bound_s += other.host_bound_s * times;
   if (record)
     for (int i = 0; i < times; ++i) segments.insert(segments.end(), other.segments.begin(), other.segments.end());
+}
+
+void PassCost::floor_at_host_dispatch(double host_op_s) {
+  const double wait = kernels * host_op_s - seconds;
+  if (wait <= 0) return;
+  seconds += wait;
+  host_bound_s += wait;
+  if (record) segments.push_back({"host dispatch", wait, false, Lane::kCompute, false});
 }
 
 CostModel::CostModel(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
@@ -808,6 +818,8 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
   c.backward.append(layer_in, layers);
   if (split_weight_grad) c.weight.append(layer_w, layers);
   if (first) add_memory(c.backward, "embedding_bwd", tokens_ * h * (ab + 4.0));
+  if (training_.host_op_s > 0)
+    for (PassCost* p : {&c.forward, &c.backward, &c.weight}) p->floor_at_host_dispatch(training_.host_op_s);
   return c;
 }
 

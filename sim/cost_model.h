@@ -43,33 +43,40 @@ struct PassCost {
   double sm_shared_s = 0;        // of `seconds`: GEMM time added by the SMs collectives beside it held
   double flops = 0;              // hardware FLOPs executed (recompute included)
   double compute_sq_s2 = 0;      // Σ t² over its compute segments (kernel jitter's variance, sim/jitter.h)
+  int kernels = 0;               // launches the host issues for it: one per segment, collectives included
+  double host_bound_s = 0;       // of `seconds`: the GPU idle while the host issues the launches (host_op_s)
   bool record = true;            // keep the per-kernel segments (traces); off when only totals matter
   std::vector<Segment> segments;
   void add(const char* name, double s, double f = 0) {
+    ++kernels;
     seconds += s;
     flops += f;
     compute_sq_s2 += s * s;
     if (record) segments.push_back({name, s, false, Lane::kCompute, false});
   }
   void add(const std::string& name, double s, double f = 0) {
+    ++kernels;
     seconds += s;
     flops += f;
     compute_sq_s2 += s * s;
     if (record) segments.push_back({name, s, false, Lane::kCompute, false});
   }
   void add_comm(const char* name, double s) {
+    ++kernels;
     seconds += s;
     tp_comm_exposed_s += s;
     if (record) segments.push_back({name, s, true, Lane::kTpComm, false});
   }
   // Context-parallel communication the compute stream waits for (exposed).
   void add_cp_comm(const std::string& name, double s) {
+    ++kernels;
     seconds += s;
     cp_comm_exposed_s += s;
     if (record) segments.push_back({name, s, true, Lane::kCpComm, false});
   }
   // Expert-parallel all-to-all the compute stream waits for (exposed).
   void add_ep_comm(const std::string& name, double s) {
+    ++kernels;
     seconds += s;
     ep_comm_exposed_s += s;
     if (record) segments.push_back({name, s, true, Lane::kEpComm, false});
@@ -79,6 +86,9 @@ struct PassCost {
     if (record) segments.push_back({name, s, true, Lane::kCpComm, true});
   }
   void append(const PassCost& other, int times = 1);
+  // The host issues one launch every `host_op_s` and runs ahead of the GPU otherwise: a pass takes at
+  // least kernels·host_op_s. What that adds shows as a "host dispatch" segment.
+  void floor_at_host_dispatch(double host_op_s);
 };
 
 struct ChunkCost {

@@ -61,14 +61,17 @@ TEST(Framework, ThePresetSetsTheBehavioursAFlagDidNotGive) {
   EXPECT_TRUE(t.pipeline_sends_block);
   EXPECT_FALSE(t.overlap_grad_reduce);
   EXPECT_FALSE(t.tp_comm_overlap);
+  EXPECT_EQ(t.host_op_s, 8e-6);  // eager PyTorch's dispatch
 
   SpecInputs explicit_flags = gpt_on_a100s("megatron-lm-2021");
   explicit_flags.attention = "flash";
   explicit_flags.grad_bytes = 2;
+  explicit_flags.host_op_us = 0;
   auto kept = resolve_specs(explicit_flags);
   ASSERT_TRUE(kept) << kept.error().message;
   EXPECT_EQ(kept->training.attention, AttentionKernel::kFlash);
   EXPECT_EQ(kept->training.grad_bytes, 2);
+  EXPECT_EQ(kept->training.host_op_s, 0.0);
   EXPECT_FALSE(kept->training.overlap_grad_reduce);  // no flag for it: the preset's
 
   // No framework: Loom's own defaults, flash attention among them.
@@ -78,6 +81,7 @@ TEST(Framework, ThePresetSetsTheBehavioursAFlagDidNotGive) {
   EXPECT_TRUE(plain->training.framework.empty());
   EXPECT_TRUE(plain->training.overlap_grad_reduce);
   EXPECT_TRUE(plain->training.tp_comm_overlap);
+  EXPECT_EQ(plain->training.host_op_s, 0.0);
 }
 
 TEST(Framework, AnUnknownNameIsOneLineListingTheKnownOnes) {
@@ -94,6 +98,7 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(back->framework, "torchtitan");
   EXPECT_FALSE(back->tp_comm_overlap);
+  EXPECT_EQ(back->host_op_s, 8e-6);
   TrainingSpec ds{.gpus = 8, .global_batch = 8};
   apply_framework(*find_framework("deepspeed").value(), ds);
   EXPECT_EQ(training_from_json(to_json(ds))->zero3_unit, Zero3Unit::kModule);

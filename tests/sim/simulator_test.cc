@@ -804,3 +804,45 @@ TEST(CostModel, ExpertParallelAllToAllsAndExpertGradientGroups) {
 
 }  // namespace
 }  // namespace loom::sim
+
+namespace loom::sim {
+namespace {
+
+// Host dispatch (TrainingSpec::host_op_s): a pass takes at least its launches times the host's time per
+// op. A tiny model's kernels are shorter than eager PyTorch's 8 us per op, so its passes become exactly
+// that floor; a 7B model's are far longer, and nothing changes.
+TEST(CostModel, HostDispatchFloorsAPassAtItsLaunches) {
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  const CollectiveModel collectives(cluster);
+  ModelSpec tiny = *model_preset("gpt2-small");
+  tiny.layers = 4, tiny.hidden = 64, tiny.heads = 4, tiny.kv_heads = 4, tiny.ffn_hidden = 256, tiny.vocab = 1024;
+  tiny.seq_len = 128;
+  const ParallelConfig c{.dp = 8, .micro_batch = 1};
+  TrainingSpec t{.gpus = 8, .global_batch = 32};
+  t.attention = AttentionKernel::kUnfused;  // the fused kernel's curve has a fixed cost of its own at this size
+  const ChunkCost free = CostModel(tiny, t, c, cluster, collectives).chunk(0, 0, false);
+  t.host_op_s = 8e-6;
+  const ChunkCost bound = CostModel(tiny, t, c, cluster, collectives).chunk(0, 0, false);
+  for (auto [f, b] : {std::pair{&free.forward, &bound.forward}, std::pair{&free.backward, &bound.backward}}) {
+    EXPECT_EQ(f->host_bound_s, 0.0);
+    EXPECT_EQ(f->kernels, b->kernels);
+    EXPECT_GT(f->kernels, 4 * 8);  // several launches per layer
+    ASSERT_LT(f->seconds, f->kernels * 8e-6) << "the tiny model's pass must be launch-bound for this test";
+    EXPECT_NEAR(b->seconds, b->kernels * 8e-6, 1e-15);
+    EXPECT_NEAR(b->host_bound_s, b->seconds - f->seconds, 1e-15);
+    EXPECT_EQ(b->segments.back().name, "host dispatch");
+  }
+  auto step = [&](const ModelSpec& m, const ParallelConfig& config, TrainingSpec training, double host_op_s) {
+    training.host_op_s = host_op_s;
+    auto r = simulate(m, training, config, cluster);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r->step_time_s;
+  };
+  EXPECT_GT(step(tiny, c, t, 8e-6), 1.2 * step(tiny, c, t, 0.0));
+  const ParallelConfig big{.tp = 8, .dp = 1, .zero = 1, .micro_batch = 1, .sequence_parallel = true};
+  const TrainingSpec seven{.gpus = 8, .global_batch = 8, .seq_len = 4096};
+  EXPECT_EQ(step(*model_preset("llama2-7b"), big, seven, 8e-6), step(*model_preset("llama2-7b"), big, seven, 0.0));
+}
+
+}  // namespace
+}  // namespace loom::sim
