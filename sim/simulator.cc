@@ -1,6 +1,7 @@
 #include "sim/simulator.h"
 
 #include "sim/jitter.h"
+#include "sim/nic_sharing.h"
 
 #include <algorithm>
 #include <cmath>
@@ -67,9 +68,26 @@ std::vector<std::vector<ChunkCost>> chunk_costs(const CostModel& cost, const Par
   return chunks;
 }
 
-// Runs the engine on the step; where DP collectives hold SMs, lengthens the passes beside them
-// and updates the timeline.
-Result<Timeline> run_step(StepGraph& graph, const ClusterSpec& cluster, const ParallelConfig& config) {
+// Which of the step's transfers leave the node (ranks: TP fastest, then CP, DP, PP). The data-parallel
+// groups of a stage span tp·cp·dp consecutive ranks, the ZeRO shard groups tp·cp·shard_group.
+NicCrossings nic_crossings(const CostModel& cost, const ClusterSpec& cluster, const ParallelConfig& c) {
+  NicCrossings x;
+  x.forward_send.resize(c.pp);
+  x.backward_send.resize(c.pp);
+  for (int s = 0; s < c.pp && c.pp > 1; ++s) {
+    x.forward_send[s] = !cost.stages_share_node(s, (s + 1) % c.pp);
+    x.backward_send[s] = !cost.stages_share_node(s, (s + c.pp - 1) % c.pp);
+  }
+  const long long group = static_cast<long long>(c.tp) * c.cp;
+  x.all_reduce = group * c.dp > cluster.gpus_per_node;
+  x.reduce_scatter = x.all_gather = group * (c.shard_group > 0 ? c.shard_group : c.dp) > cluster.gpus_per_node;
+  return x;
+}
+
+// Runs the engine on the step; where DP collectives hold SMs, lengthens the passes beside them;
+// where pipeline sends and DP collectives meet on a NIC, lengthens both; and updates the timeline.
+Result<Timeline> run_step(StepGraph& graph, const CostModel& cost, const ClusterSpec& cluster,
+                          const ParallelConfig& config, bool share_nic) {
   auto timeline = run_engine(graph);
   if (!timeline) return timeline.error();
   const double sm_fraction = cluster.compute.collective_sm_fraction;
@@ -78,6 +96,8 @@ Result<Timeline> run_step(StepGraph& graph, const ClusterSpec& cluster, const Pa
     share_sms_with_dp_collectives(graph, *timeline, sm_fraction, lengthened);
     run_engine_again(graph, *timeline, lengthened);
   }
+  if (share_nic && config.pp > 1 && config.grad_ranks() > 1)
+    share_nics(graph, *timeline, nic_crossings(cost, cluster, config));
   return timeline;
 }
 
@@ -119,7 +139,7 @@ Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training,
   StepGraph kept(config.pp);
   StepBuilder builder(model, training, config, cost, *programs, m, options.keep_graph ? kept : reused);
   builder.build(chunks);
-  auto timeline = run_step(builder.graph(), cluster, config);
+  auto timeline = run_step(builder.graph(), cost, cluster, config, options.share_nics);
   if (!timeline) return timeline.error();
 
   SimResult r;

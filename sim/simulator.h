@@ -22,6 +22,9 @@ namespace loom::sim {
 struct SimOptions {
   bool record_segments = false;  // keep per-kernel segments and the graph for traces
   bool keep_graph = false;       // keep graph + timeline (traces, GUI Gantt, critical path listing)
+  // Pipeline sends and data-parallel collectives that leave the node share the GPU's NIC
+  // (sim/nic_sharing.h); false gives each its own channel, as if they never met (for comparison).
+  bool share_nics = true;
   // Optional memory inputs (from the planner's memory model) for the trace's memory counter:
   // bytes held all step per stage, and activation bytes one forward of a chunk adds per stage.
   std::vector<double> static_bytes_per_stage;
