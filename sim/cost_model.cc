@@ -277,6 +277,20 @@ double CostModel::optimizer_s(double params) const {
   return memory_s("optimizer", params * optimizer_bytes_per_param(training_));
 }
 
+double CostModel::grad_norm_reduce_s() const {
+  const int world = config_.world_size();
+  const int model_parallel = config_.tp * config_.cp * config_.pp;
+  const int gpn = cluster_->gpus_per_node;
+  GroupPlacement group{world, std::min(world, gpn)};
+  if (config_.zero == 0) {
+    // tp·cp consecutive ranks, then stages tp·cp·dp apart: a node holds its tp·cp and the stages that fit.
+    const int stride = config_.tp * config_.cp * config_.dp;
+    const int stages_per_node = std::max(1, std::min(config_.pp, gpn / stride));
+    group = {model_parallel, std::min({model_parallel, gpn, config_.tp * config_.cp * stages_per_node})};
+  }
+  return group.size > 1 ? collectives_.time_s(Collective::kAllReduce, 4.0, group) : 0.0;
+}
+
 double CostModel::zero3_collective_s(Collective c, int stage, int chunk) const {
   const double element_bytes = c == Collective::kAllGather ? training_.param_bytes : training_.grad_bytes;
   auto one = [&](double params) { return params > 0 ? shard_collective_s(c, params * element_bytes) : 0.0; };

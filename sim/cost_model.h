@@ -191,6 +191,12 @@ class CostModel {
   }
   // Adam step over `params` parameters (memory-bound: master weights, moments, grads, params).
   double optimizer_s(double params) const;
+  // Gradient clipping's global norm: one fp32 sum of squares all-reduced before every optimizer step,
+  // over the ranks whose gradients differ (../shared/reference/collectives-at-scale.md §6): the whole
+  // world once a distributed optimizer shards them (ZeRO ≥ 1; Megatron's grad-stats group), else the
+  // model-parallel group, tp·cp·pp (the data-parallel ranks already hold the same reduced gradients;
+  // Megatron-LM's clip_grads.py reduces over get_model_parallel_group()). Latency-bound.
+  double grad_norm_reduce_s() const;
   // The bytes optimizer_s charges per parameter (so that `loom profile` records its measured
   // optimizer step in the same units).
   static double optimizer_bytes_per_param(const TrainingSpec& training);

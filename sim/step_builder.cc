@@ -273,7 +273,7 @@ double optimizer_op_s(const CostModel& cost, const ParallelConfig& c, int stage)
   const double shards = c.zero >= 1 ? static_cast<double>(c.zero_shards()) : 1.0;
   const double expert_shards = c.zero >= 1 ? static_cast<double>(c.expert_grad_ranks()) : 1.0;
   const double shard = (cost.stage_params(stage) - experts) / shards + experts / expert_shards;
-  return cost.optimizer_s(shard) + cost.fp8_weight_cast_s(stage);
+  return cost.grad_norm_reduce_s() + cost.optimizer_s(shard) + cost.fp8_weight_cast_s(stage);
 }
 
 double param_all_gather_s(const CostModel& cost, const TrainingSpec& training, const ParallelConfig& c, int stage) {

@@ -846,3 +846,32 @@ TEST(CostModel, HostDispatchFloorsAPassAtItsLaunches) {
 
 }  // namespace
 }  // namespace loom::sim
+
+namespace loom::sim {
+namespace {
+
+// The gradient norm's all-reduce before every optimizer step: latency-bound, over the world with a
+// distributed optimizer and over the model-parallel ranks without; nothing on one GPU.
+TEST(CostModel, GradientNormIsOneScalarAllReducedOverTheRanksWhoseGradientsDiffer) {
+  const ModelSpec m = *model_preset("gpt3-175b");
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  const CollectiveModel collectives(cluster);
+  auto norm_s = [&](int gpus, ParallelConfig c) {
+    const TrainingSpec t{.gpus = gpus, .global_batch = 1536};
+    return CostModel(m, t, c, cluster, collectives).grad_norm_reduce_s();
+  };
+  const ParallelConfig sharded{.tp = 8, .pp = 8, .dp = 16, .zero = 1, .micro_batch = 1};
+  ParallelConfig replicated = sharded;
+  replicated.zero = 0;
+  const double world = norm_s(1024, sharded), model_parallel = norm_s(1024, replicated);
+  EXPECT_EQ(world, collectives.time_s(Collective::kAllReduce, 4.0, {1024, 8}));
+  // tp 8 in a node, 8 stages on 8 nodes.
+  EXPECT_EQ(model_parallel, collectives.time_s(Collective::kAllReduce, 4.0, {64, 8}));
+  EXPECT_GT(world, model_parallel);
+  EXPECT_GT(model_parallel, 1e-6);
+  EXPECT_LT(world, 1e-3);  // latency: well under a millisecond even over 128 nodes
+  EXPECT_EQ(norm_s(1, ParallelConfig{}), 0.0);
+}
+
+}  // namespace
+}  // namespace loom::sim
