@@ -5,7 +5,8 @@
 // and all-gather (SP, ZeRO-1/2/3, HSDP), the asynchronous ones (ZeRO-3 prefetch, bucketed gradients),
 // point-to-point (pipelines, interleaved, context parallelism's ring) and the all-to-all (expert
 // parallelism, Ulysses), in fp32 and in the
-// bf16 a GPU's messages carry (cpu-bf16).
+// bf16 a GPU's messages carry (cpu-bf16). Also: the pipelines and the ring pair their messages by order
+// alone, as NCCL does.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -18,13 +19,14 @@ namespace {
 using Layout = RunLayout;
 
 std::vector<double> train(const Layout& layout, const std::string& backend, const std::string& comm,
-                          std::string* out = nullptr) {
+                          std::string* out = nullptr, const std::string& env = "") {
   static const std::string data = make_token_file(scratch_dir("staged_data"), 20000);
-  const std::string log = fmt::format("{}/{}_{}_{}.jsonl", scratch_dir("staged"), layout.name, backend, comm);
+  const std::string log =
+      fmt::format("{}/{}_{}_{}{}.jsonl", scratch_dir("staged"), layout.name, backend, comm, env.empty() ? "" : "_env");
   const ProcessResult r = run_shell(
-      fmt::format("{} --model {} --data {} --steps 4 --global-batch 8 --micro-batch 1 --threads 1 --lr 3e-3 --warmup 2 "
-                  "--backend {} --comm {} {} --log {}",
-                  loom_run(layout.ranks), test_model(layout.model), data, backend, comm, layout.flags, log));
+      fmt::format("{}{} --model {} --data {} --steps 4 --global-batch 8 --micro-batch 1 --threads 1 --lr 3e-3 "
+                  "--warmup 2 --backend {} --comm {} {} --log {}",
+                  env, loom_run(layout.ranks), test_model(layout.model), data, backend, comm, layout.flags, log));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (out != nullptr) *out = r.out;
   return losses(log);
@@ -54,6 +56,28 @@ INSTANTIATE_TEST_SUITE_P(Layouts, StagedComm,
                                            Layout{"EP2", 2, "--dp 2 --ep 2", "micro_moe"},
                                            Layout{"CP2_Ring_DP2", 4, "--cp 2 --dp 2 --zero 1"},
                                            Layout{"CP2_A2A", 2, "--cp 2 --cp-comm a2a"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// NCCL pairs a send with a receive by order, not by tag (exec/nccl/nccl_communicator.h). With
+// LOOM_TEST_P2P_BY_ORDER the MPI communicator gives every message one tag, so MPI pairs them by order
+// too: the pipelines and context parallelism's ring must still give the tagged run's losses bit for bit
+// (a message paired with the wrong receive would change them, or fail on its size).
+class MessagesByOrder : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(MessagesByOrder, GiveTheTaggedRunsLossesBitForBit) {
+  if (!have_mpirun()) GTEST_SKIP() << "built without MPI: multi-rank layouts not run";
+  const std::vector<double> tagged = train(GetParam(), "cpu", "direct");
+  const std::vector<double> by_order = train(GetParam(), "cpu", "direct", nullptr, "LOOM_TEST_P2P_BY_ORDER=1 ");
+  ASSERT_EQ(tagged.size(), 4u);
+  EXPECT_EQ(by_order, tagged);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, MessagesByOrder,
+                         ::testing::Values(Layout{"PP2_GPipe", 2, "--pp 2 --schedule gpipe"},
+                                           Layout{"PP4_1F1B", 4, "--pp 4"},
+                                           Layout{"PP2_VPP2_Interleaved", 2, "--pp 2 --vpp 2 --schedule interleaved"},
+                                           Layout{"PP4_Interleaved", 4, "--pp 4 --schedule interleaved"},
+                                           Layout{"CP2_Ring", 2, "--cp 2"}, Layout{"CP4_Ring", 4, "--cp 4"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(StagedComm, BadCommIsOneLineAndExit2) {
