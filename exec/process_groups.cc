@@ -11,6 +11,9 @@
 #include "exec/mpi/mpi_communicator.h"
 #include "exec/mpi/mpi_watchdog.h"
 #endif
+#ifdef LOOM_WITH_NCCL
+#include "exec/nccl/nccl_communicator.h"
+#endif
 
 namespace loom::exec {
 
@@ -188,6 +191,37 @@ ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& 
 void stage_through_host(ProcessGroups& groups) {
   for (std::unique_ptr<Communicator>* group : groups.all())
     if (*group != nullptr && (*group)->size() > 1) *group = std::make_unique<StagedCommunicator>(std::move(*group));
+}
+
+bool has_nccl() {
+#ifdef LOOM_WITH_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+void communicate_over_nccl(ProcessGroups& groups) {
+#ifdef LOOM_WITH_NCCL
+  // groups.all() lists the slots in the same order on every rank: NCCL communicators are made (and,
+  // with the groups, destroyed) in one order everywhere, which neither NCCL's init nor its teardown
+  // can do without.
+  for (std::unique_ptr<Communicator>* group : groups.all()) {
+    auto* mpi = dynamic_cast<MpiCommunicator*>(group->get());
+    if (mpi == nullptr) continue;  // absent, or a world of one (SelfCommunicators already)
+    if (mpi->size() == 1) {
+      *group = std::make_unique<SelfCommunicator>(mpi->name());
+      continue;
+    }
+    const bool point_to_point = group == &groups.pp || group == &groups.cp;
+    std::unique_ptr<MpiCommunicator> owned(mpi);
+    group->release();
+    *group = std::make_unique<NcclCommunicator>(std::move(owned), point_to_point);
+  }
+#else
+  (void)groups;
+  throw std::logic_error("communicate_over_nccl: this build has no NCCL communicator");
+#endif
 }
 
 }  // namespace loom::exec

@@ -87,6 +87,17 @@ struct ProcessGroups {
 // buffers in a GPU's memory travel through host copies over the host-memory communicator (MPI).
 void stage_through_host(ProcessGroups& groups);
 
+// Whether this build has the NCCL communicator (CUDA, NCCL and MPI found: LOOM_WITH_NCCL).
+bool has_nccl();
+// Puts every group of more than one rank on NCCL (exec/nccl/nccl_communicator.h): one NCCL communicator
+// per group, bootstrapped over the group's MPI communicator, which it keeps for host buffers; the
+// pipeline and context-parallel groups also get point-to-point channels to their ring neighbours.
+// Groups of one become SelfCommunicators, which copy through the backend. Collective over the world
+// (every rank makes its communicators in the same order); the GPU of this rank must be current
+// (make_cuda_backend makes it so), and the trainer binds the CUDA backend (use_backend). Throws
+// std::logic_error in a build without NCCL.
+void communicate_over_nccl(ProcessGroups& groups);
+
 // Collective over the world: every rank must call it with the same config, whose world size must
 // equal the launched ranks (checked by the caller beforehand). The embedding group exists only for
 // tied embeddings split over more than one stage.
