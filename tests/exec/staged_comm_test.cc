@@ -6,11 +6,12 @@
 // point-to-point (pipelines, interleaved, context parallelism's ring) and the all-to-all (expert
 // parallelism, Ulysses), in fp32 and in the
 // bf16 a GPU's messages carry (cpu-bf16). Also: the pipelines and the ring pair their messages by order
-// alone, as NCCL does.
+// alone, as NCCL does; and what --comm direct with --backend cuda needs.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
+#include "exec/process_groups.h"
 #include "run_util.h"
 
 namespace loom::exec::testing {
@@ -89,18 +90,30 @@ TEST(StagedComm, BadCommIsOneLineAndExit2) {
   EXPECT_NE(r.err.find("--comm: 'nccl' is neither 'direct' nor 'host-staged'"), std::string::npos) << r.err;
 }
 
-// A GPU's buffers cannot go to MPI directly: that needs NCCL, which is not built. Checked before the
-// backend starts, so it holds on a machine without a GPU too.
-TEST(StagedComm, DirectCudaOverSeveralRanksIsRefused) {
+// A GPU's buffers cannot go to MPI directly: --comm direct with --backend cuda over several ranks is NCCL,
+// refused in one line without NCCL in the build (checked before the backend starts, so on any machine),
+// and with two ranks on one GPU. Here, with NCCL built but no GPU, the backend's own line comes first;
+// with a GPU per rank the run is NCCL's (exec_nccl_comm_test).
+TEST(StagedComm, DirectCudaOverSeveralRanksNeedsNcclAndAGpuPerRank) {
   if (!have_mpirun()) GTEST_SKIP() << "built without MPI: multi-rank layouts not run";
   const std::string data = make_token_file(scratch_dir("staged_cuda"), 2000);
   const ProcessResult r =
       run_shell(fmt::format("{} --model {} --data {} --steps 1 --global-batch 2 --dp 2 --backend cuda --comm direct",
                             loom_run(2), test_model("micro"), data));
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("needs the NCCL communicator, which is not built yet: use --comm host-staged"),
-            std::string::npos)
-      << r.err;
+  if (r.exit_code == 0 && has_nccl()) GTEST_SKIP() << "two GPUs here: the run went over NCCL";
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(count_lines_starting(r.err, "loom:"), 1) << r.err;
+  if (!has_nccl()) {
+    EXPECT_NE(r.err.find("--comm direct with --backend cuda over 2 ranks needs the NCCL communicator, which is not "
+                         "in this build (built without NCCL): use --comm host-staged"),
+              std::string::npos)
+        << r.err;
+  } else if (r.err.find("no CUDA device") == std::string::npos) {
+    EXPECT_NE(r.err.find("--comm direct with --backend cuda: 2 ranks drive one GPU, and NCCL refuses two ranks on one "
+                         "device: launch one rank per GPU, or use --comm host-staged"),
+              std::string::npos)
+        << r.err;
+  }
 }
 
 }  // namespace
