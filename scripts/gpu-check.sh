@@ -49,7 +49,7 @@ step kernels_gpu 90 "$run" loom_kernels_gpu_test
 step cuda_backend 120 "$run" exec_cuda_backend_test
 # The NCCL communicator (issue 15): every operation against MPI's, one rank per GPU under the bundled mpirun
 # (a world of one on a one-GPU machine), and the watchdog ending an all-reduce held behind the compute stream.
-step nccl_comm 120 "$run" exec_nccl_comm_test
+step nccl_comm 120 env NCCL_DEBUG=WARN "$run" exec_nccl_comm_test  # NCCL says why, should init fail
 # Two ranks on the one GPU: --comm direct refused in one line (the ranks are counted on a GPU by its UUID).
 step nccl_shared_gpu 60 "$run" exec_staged_comm_test --gtest_filter='StagedComm.DirectCuda*'
 # Several ranks on the one GPU: the layout suite with LOOM_LAYOUT_BACKEND=cuda (host-staged messages).
