@@ -19,8 +19,9 @@
 //
 // Point-to-point: NCCL pairs a send with a receive by order, not by tag (MPI's notion, ignored here):
 // the k-th message a rank sends to a peer is the peer's k-th receive from it. The executor's pairing is
-// order-consistent, which the MPI communicator checks on the CPU when LOOM_TEST_P2P_BY_ORDER is set
-// (every message then carries one tag). A send and a receive queued on one NCCL communicator run one
+// order-consistent: with LOOM_TEST_P2P_BY_ORDER set every MPI message carries one tag, so MPI pairs by
+// order too, and the pipelines and the ring give the tagged run's losses (staged_comm_test's
+// MessagesByOrder, on the CPU). A send and a receive queued on one NCCL communicator run one
 // after the other, so two ranks each sending before receiving would wait for each other once a message
 // is larger than NCCL's buffers; the pipeline does exactly that (1F1B: a stage's next activation goes out
 // before the previous gradient comes in). Each direction between ring neighbours (rank r to r + 1 and to

@@ -159,6 +159,18 @@ class FakeQueue final : public CommActivity::DeviceQueue {
   void abort() override { ++aborts; }
 };
 
+// Attached to the process's CommActivity for a scope: an assertion that ends a test early leaves none behind.
+class Attached {
+ public:
+  explicit Attached(FakeQueue& q) : q_(q) { CommActivity::process().attach(q_); }
+  ~Attached() { CommActivity::process().detach(q_); }
+  Attached(const Attached&) = delete;
+  Attached& operator=(const Attached&) = delete;
+
+ private:
+  FakeQueue& q_;
+};
+
 TEST(CommActivity, ReportsTheOldestUnfinishedDeviceOperationWhenTheHostIsInNoOlderCall) {
   CommActivity& a = CommActivity::process();
   a.set_step(9);
@@ -166,36 +178,36 @@ TEST(CommActivity, ReportsTheOldestUnfinishedDeviceOperationWhenTheHostIsInNoOld
   const auto now = CommActivity::Clock::now();
   newer.pending = FakeQueue::Pending{{"dp", "all_gather", 4, {0, 2}, now - std::chrono::seconds(1)}, 8};
   older.pending = FakeQueue::Pending{{"tp", "all_reduce", 12, {0, 1}, now - std::chrono::seconds(5)}, 8};
-  a.attach(newer);
-  a.attach(older);
-  CommActivity::Snapshot s = a.snapshot();
-  ASSERT_TRUE(s.waiting);
-  EXPECT_TRUE(s.on_device);
-  EXPECT_EQ(s.wait.group, "tp");
-  EXPECT_EQ(s.wait.seq, 12);
-  EXPECT_EQ(s.step, 8) << "the step the operation was queued in";
-  EXPECT_EQ(CommActivity::describe(s, s.wait.since + std::chrono::milliseconds(31200)),
-            "step 8, waiting in tp all_reduce #12 (on the GPU) for 31.2 s");
-  EXPECT_TRUE(s.device_error.empty());
+  CommActivity::Snapshot s;
   {
-    // Whichever is older, a host call or a device operation, is what the watchdog reports.
-    const CommActivity::Blocked blocked("world", "all_reduce", 1, {0, 1});
+    const Attached attach_newer(newer), attach_older(older);
     s = a.snapshot();
+    ASSERT_TRUE(s.waiting);
     EXPECT_TRUE(s.on_device);
-    EXPECT_EQ(s.wait.group, "tp") << "queued 5 s before the host call began";
-    older.pending->wait.since = newer.pending->wait.since = CommActivity::Clock::now() + std::chrono::seconds(1);
-    s = a.snapshot();
-    EXPECT_FALSE(s.on_device);
-    EXPECT_EQ(s.wait.group, "world");
-    EXPECT_EQ(s.step, 9);
+    EXPECT_EQ(s.wait.group, "tp");
+    EXPECT_EQ(s.wait.seq, 12);
+    EXPECT_EQ(s.step, 8) << "the step the operation was queued in";
+    EXPECT_EQ(CommActivity::describe(s, s.wait.since + std::chrono::milliseconds(31200)),
+              "step 8, waiting in tp all_reduce #12 (on the GPU) for 31.2 s");
+    EXPECT_TRUE(s.device_error.empty());
+    {
+      // Whichever is older, a host call or a device operation, is what the watchdog reports.
+      const CommActivity::Blocked blocked("world", "all_reduce", 1, {0, 1});
+      s = a.snapshot();
+      EXPECT_TRUE(s.on_device);
+      EXPECT_EQ(s.wait.group, "tp") << "queued 5 s before the host call began";
+      older.pending->wait.since = newer.pending->wait.since = CommActivity::Clock::now() + std::chrono::seconds(1);
+      s = a.snapshot();
+      EXPECT_FALSE(s.on_device);
+      EXPECT_EQ(s.wait.group, "world");
+      EXPECT_EQ(s.step, 9);
+    }
+    newer.error = "NCCL reported an error on dp: remote process exited or there was a network error";
+    EXPECT_EQ(a.snapshot().device_error, newer.error);
+    a.abort_device_queues();
+    EXPECT_EQ(older.aborts, 1);
+    EXPECT_EQ(newer.aborts, 1);
   }
-  newer.error = "NCCL reported an error on dp: remote process exited or there was a network error";
-  EXPECT_EQ(a.snapshot().device_error, newer.error);
-  a.abort_device_queues();
-  EXPECT_EQ(older.aborts, 1);
-  EXPECT_EQ(newer.aborts, 1);
-  a.detach(older);
-  a.detach(newer);
   s = a.snapshot();
   EXPECT_FALSE(s.waiting) << "detached queues are not asked";
   EXPECT_TRUE(s.device_error.empty());
