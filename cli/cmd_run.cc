@@ -18,9 +18,13 @@
 #include "cli/spec_flags.h"
 #include "core/json_io.h"
 #include "exec/checkpoint.h"
+#include "exec/comm_path.h"
 #include "exec/cpu/bf16_emulation.h"
 #include "exec/cpu/cpu_backend.h"
 #include "exec/cuda/device_allocator.h"
+#ifdef LOOM_WITH_CUDA
+#include "exec/cuda/cuda_backend.h"
+#endif
 #include "exec/model/gpt_layout.h"
 #include "exec/run_report.h"
 #include "exec/trainer.h"
@@ -40,7 +44,7 @@ struct RunOptions {
   std::string data;
   int steps = 0;
   std::string backend = "cpu";
-  std::string comm;  // "direct" or "host-staged"; empty: host-staged for cuda over several ranks, else direct
+  std::string comm;  // "direct" or "host-staged"; empty: the default exec::choose_comm_path picks
   std::string checkpoint_dir;
   int save_every = 0;
   int keep_checkpoints = 0;  // 0: keep all
@@ -60,7 +64,13 @@ struct Resolved {
   exec::TrainerOptions trainer;
   std::unique_ptr<exec::Backend> backend;
   std::optional<exec::TokenFile> data;
+  std::string device_uuid;  // this rank's GPU (empty off the GPU)
+  exec::CommPath comm = exec::CommPath::kDirect;
 };
+
+exec::CommRequest comm_request(const RunOptions& o, const exec::Runtime& runtime, int ranks_sharing_device) {
+  return {o.comm, o.backend, runtime.world_size(), ranks_sharing_device, exec::has_nccl()};
+}
 
 // Parameters, gradients and Adam moments (fp32: 4 + 4 + 8 bytes, less under ZeRO) of this rank's
 // share must fit in the memory the node has for each of its ranks; refusing here beats dying in
@@ -135,16 +145,10 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   t.inject_nan = value_or_exit(exec::nan_injection_from_env(t.model, c));
   t.inject_hang = value_or_exit(exec::hang_injection_from_env(runtime.world_size()));
   check_model_states_fit(t, runtime);
-  // Buffers on a GPU are device memory, which the MPI communicator cannot read: they travel through host
-  // copies (exec/staged_communicator.h) until NCCL carries them directly.
-  if (o.comm.empty()) o.comm = o.backend == "cuda" ? "host-staged" : "direct";
-  if (o.comm != "direct" && o.comm != "host-staged")
-    throw InputError(fmt::format("--comm: '{}' is neither 'direct' nor 'host-staged'", o.comm));
-  if (o.backend == "cuda" && o.comm == "direct" && runtime.world_size() > 1)
-    throw InputError(
-        fmt::format("--comm direct with --backend cuda over {} ranks needs the NCCL communicator, which is not "
-                    "built yet: use --comm host-staged",
-                    runtime.world_size()));
+  // What needs no device is checked before the backend starts (a bad --comm, direct on GPUs without NCCL
+  // in the build); whether ranks share a GPU, once every rank's device is known (run_command).
+  if (const auto path = exec::choose_comm_path(comm_request(o, runtime, 1)); !path)
+    throw InputError(path.error().message);
   // Ring attention's block ops run on the CPU backends only (exec/README.md, "The CUDA backend").
   if (o.backend == "cuda" && c.cp > 1)
     throw InputError(
@@ -158,6 +162,9 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   else
     r.backend = exec::make_backend(o.backend, &backend_error, {runtime.local_rank(), runtime.local_size()});
   if (!r.backend) throw InputError(backend_error);
+#ifdef LOOM_WITH_CUDA
+  if (const auto* cuda = dynamic_cast<const exec::CudaBackend*>(r.backend.get())) r.device_uuid = cuda->device_uuid();
+#endif
   r.data.emplace(value_or_exit(exec::TokenFile::open(o.data, t.model.vocab, t.training.seq_len)));
   o.optimizer.decay_steps = o.optimizer.decay_steps > 0 ? o.optimizer.decay_steps : o.steps;
   t.optimizer = o.optimizer;
@@ -182,7 +189,8 @@ std::string rank_path(const std::string& path, int rank, int world) {
 int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   const int rank = runtime.world_rank(), world = runtime.world_size();
   exec::ProcessGroups groups = exec::make_process_groups(runtime, r.trainer.config, r.trainer.model.tied_embeddings);
-  if (o.comm == "host-staged") exec::stage_through_host(groups);
+  if (r.comm == exec::CommPath::kHostStaged) exec::stage_through_host(groups);
+  if (r.comm == exec::CommPath::kNccl) exec::communicate_over_nccl(groups);
   // Stopped (joined) when train returns, before the groups and MPI go away.
   const std::unique_ptr<exec::Watchdog> watchdog = runtime.start_watchdog(o.comm_timeout_s);
   exec::Tracer tracer(rank);
@@ -214,7 +222,7 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
         trainer.micro_batches(), r.trainer.dropout_probability(), r.backend->name(),
         r.backend->name() == "cuda" ? "cuBLASLt" : exec::cpu_gemm_library(),
         r.backend->device() >= 0 ? fmt::format(", rank 0 on device {}", r.backend->device()) : "",
-        world > 1 && o.comm == "host-staged" ? " | messages staged through host memory" : "");
+        world > 1 && r.comm != exec::CommPath::kDirect ? " | " + exec::describe(r.comm) : "");
   exec::StepMetrics last;
   // Beside the step lines only when those go to a file or a pipe.
   ProgressBar bar("training", rank == 0 && isatty(STDOUT_FILENO) == 0);
@@ -294,6 +302,17 @@ int run_command(RunOptions& o) {
       std::fprintf(stderr, "loom: rank %d: %s\n", runtime.world_rank(), problem.c_str());
     return kExitBadInput;
   }
+  // Every rank's GPU is known: the ranks driving one GPU are counted by its UUID (each rank may see the
+  // node's GPUs under other indices, CUDA_VISIBLE_DEVICES), and the most anywhere decides for all alike
+  // (NCCL needs a GPU per rank), so the verdict and rank 0's line are every rank's.
+  const int on_gpu = runtime.count_on_node(resolved.device_uuid);
+  const int sharing = runtime.max_over_world(resolved.device_uuid.empty() ? 1 : on_gpu);
+  const auto path = exec::choose_comm_path(comm_request(o, runtime, sharing));
+  if (!path) {
+    if (runtime.world_rank() == 0) std::fprintf(stderr, "loom: %s\n", path.error().message.c_str());
+    return kExitBadInput;
+  }
+  resolved.comm = *path;
   try {
     return train(o, runtime, resolved);
   } catch (const exec::DeviceOutOfMemory& e) {
@@ -319,9 +338,10 @@ std::function<int()> add_run_command(CLI::App& root) {
                   "cpu, cuda, or cpu-bf16 (bf16 mixed precision emulated on the CPU: tests and rehearsal)")
       ->capture_default_str();
   cmd->add_option("--comm", o->comm,
-                  "direct (the communicator reads the backend's buffers) or host-staged (each message copied "
-                  "through host memory for MPI: several ranks on one GPU); default host-staged for cuda, else "
-                  "direct");
+                  "direct (the communicator reads the backend's buffers: MPI on the CPU, NCCL with --backend cuda, "
+                  "one rank per GPU) or host-staged (each message copied through host memory for MPI: several "
+                  "ranks on one GPU); default for cuda NCCL when every rank has a GPU of its own and the build "
+                  "has NCCL, else host-staged; direct for the CPU backends");
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "where checkpoints are written and resumed from");
   cmd->add_option("--save-every", o->save_every, "save a checkpoint every K steps");
   cmd->add_option("--keep-checkpoints", o->keep_checkpoints,

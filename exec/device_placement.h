@@ -15,8 +15,11 @@
 namespace loom::exec {
 
 struct DevicePlacement {
-  int device = 0;         // index among the visible devices
-  int ranks_sharing = 1;  // ranks of this node on that device, this one included
+  int device = 0;  // index among the visible devices
+  // Ranks of this node on that device, this one included, when every rank sees the same devices. A
+  // launcher that gives each rank its own (CUDA_VISIBLE_DEVICES) makes this local_size; `loom run`
+  // counts the ranks on a GPU by its UUID instead (CudaBackend::device_uuid, Runtime::count_on_node).
+  int ranks_sharing = 1;
 };
 
 // local_rank in [0, local_size); device_count: the devices this process sees.

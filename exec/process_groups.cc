@@ -1,13 +1,18 @@
 #include "exec/process_groups.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "exec/staged_communicator.h"
 
 #ifdef LOOM_EXEC_MPI
 #include "exec/mpi/mpi_communicator.h"
 #include "exec/mpi/mpi_watchdog.h"
+#endif
+#ifdef LOOM_WITH_NCCL
+#include "exec/nccl/nccl_communicator.h"
 #endif
 
 namespace loom::exec {
@@ -72,6 +77,39 @@ void Runtime::sum_over_world(double* data, int n) const {
   (void)data;
   (void)n;
 #endif
+}
+
+int Runtime::max_over_world(int value) const {
+#ifdef LOOM_EXEC_MPI
+  if (world_size_ > 1) {
+    const CommActivity::Blocked blocked("world", "all_reduce", CommActivity::process().issue("world"), world_ranks_);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  }
+#endif
+  return value;
+}
+
+int Runtime::count_on_node(const std::string& key) const {
+  if (key.size() > 64) throw std::logic_error("Runtime::count_on_node: a key of more than 64 bytes");
+#ifdef LOOM_EXEC_MPI
+  if (world_size_ > 1) {
+    MPI_Comm node = MPI_COMM_NULL;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &node));
+    int size = 1;
+    MPI_CHECK(MPI_Comm_size(node, &size));
+    // Fixed-size records: the key's length, then its bytes.
+    constexpr int kRecord = 65;
+    std::vector<char> mine(kRecord, 0), all(static_cast<std::size_t>(kRecord) * size);
+    mine[0] = static_cast<char>(key.size());
+    std::copy(key.begin(), key.end(), mine.begin() + 1);
+    MPI_CHECK(MPI_Allgather(mine.data(), kRecord, MPI_CHAR, all.data(), kRecord, MPI_CHAR, node));
+    MPI_Comm_free(&node);
+    int same = 0;
+    for (int r = 0; r < size; ++r) same += std::equal(mine.begin(), mine.end(), all.begin() + r * kRecord) ? 1 : 0;
+    return same;
+  }
+#endif
+  return 1;
 }
 
 std::unique_ptr<Watchdog> Runtime::start_watchdog(double timeout_s) const {
@@ -153,6 +191,37 @@ ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& 
 void stage_through_host(ProcessGroups& groups) {
   for (std::unique_ptr<Communicator>* group : groups.all())
     if (*group != nullptr && (*group)->size() > 1) *group = std::make_unique<StagedCommunicator>(std::move(*group));
+}
+
+bool has_nccl() {
+#ifdef LOOM_WITH_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+void communicate_over_nccl(ProcessGroups& groups) {
+#ifdef LOOM_WITH_NCCL
+  // groups.all() lists the slots in the same order on every rank: NCCL communicators are made (and,
+  // with the groups, destroyed) in one order everywhere, which neither NCCL's init nor its teardown
+  // can do without.
+  for (std::unique_ptr<Communicator>* group : groups.all()) {
+    auto* mpi = dynamic_cast<MpiCommunicator*>(group->get());
+    if (mpi == nullptr) continue;  // absent, or a world of one (SelfCommunicators already)
+    if (mpi->size() == 1) {
+      *group = std::make_unique<SelfCommunicator>(mpi->name());
+      continue;
+    }
+    const bool point_to_point = group == &groups.pp || group == &groups.cp;
+    std::unique_ptr<MpiCommunicator> owned(mpi);
+    group->release();
+    *group = std::make_unique<NcclCommunicator>(std::move(owned), point_to_point);
+  }
+#else
+  (void)groups;
+  throw std::logic_error("communicate_over_nccl: this build has no NCCL communicator");
+#endif
 }
 
 }  // namespace loom::exec

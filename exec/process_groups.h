@@ -35,6 +35,11 @@ class Runtime {
   [[noreturn]] void abort(int status) const;
   // Sums n doubles over the world (every rank's peaks at the end of a run).
   void sum_over_world(double* data, int n) const;
+  // The largest of every rank's `value`: collective.
+  int max_over_world(int value) const;
+  // How many ranks of this rank's node gave the same `key` (at most 64 bytes), this one included:
+  // collective over the world. With keys naming GPUs, the ranks driving this rank's GPU.
+  int count_on_node(const std::string& key) const;
   // Starts the communication watchdog (exec/mpi/mpi_watchdog.h) on every rank: collective. Null
   // when there is nothing to watch (one rank, no MPI, timeout_s 0) or when MPI cannot run it (no
   // MPI_THREAD_MULTIPLE: rank 0 says so in one line and the run goes on unwatched).
@@ -81,6 +86,17 @@ struct ProcessGroups {
 // Puts every group of more than one rank behind a StagedCommunicator (exec/staged_communicator.h):
 // buffers in a GPU's memory travel through host copies over the host-memory communicator (MPI).
 void stage_through_host(ProcessGroups& groups);
+
+// Whether this build has the NCCL communicator (CUDA, NCCL and MPI found: LOOM_WITH_NCCL).
+bool has_nccl();
+// Puts every group of more than one rank on NCCL (exec/nccl/nccl_communicator.h): one NCCL communicator
+// per group, bootstrapped over the group's MPI communicator, which it keeps for host buffers; the
+// pipeline and context-parallel groups also get point-to-point channels to their ring neighbours.
+// Groups of one become SelfCommunicators, which copy through the backend. Collective over the world
+// (every rank makes its communicators in the same order); the GPU of this rank must be current
+// (make_cuda_backend makes it so), and the trainer binds the CUDA backend (use_backend). Throws
+// std::logic_error in a build without NCCL.
+void communicate_over_nccl(ProcessGroups& groups);
 
 // Collective over the world: every rank must call it with the same config, whose world size must
 // equal the launched ranks (checked by the caller beforehand). The embedding group exists only for

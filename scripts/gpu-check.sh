@@ -4,9 +4,10 @@
 #   scripts/gpu-check.sh gpu-bundle OUTDIR [SECONDS]
 # Each step is time-boxed so the whole stays inside SECONDS (default 540, under the device tool's
 # 10-minute command limit) and writes its log into OUTDIR (the device tool's $OUT), most important
-# first: the GPU op and training suites (every kernel against the CPU reference), the layout suite on
-# the GPU with several ranks sharing it (messages staged through host memory), `loom profile --backend
-# cuda`, and a GPT-2-small training run for tokens/s and MFU. OUTDIR/summary.txt lists every step's
+# first: the GPU op and training suites (every kernel against the CPU reference), the NCCL communicator
+# (every operation against MPI's, and its watchdog), the layout suite on the GPU with several ranks
+# sharing it (messages staged through host memory), `loom profile --backend cuda`, and a GPT-2-small
+# training run for tokens/s and MFU. OUTDIR/summary.txt lists every step's
 # exit status and time; the figures go into docs/gpu-validation.md with the date, GPU and command.
 set -uo pipefail
 
@@ -41,10 +42,16 @@ step() {
   date -u
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv 2>&1
   "$run" loom --version 2>&1
+  "$run" ldd "$bundle/bin/loom" 2>&1 | grep -E 'libnccl|libcudart|libcublas' || echo "ldd: no CUDA libraries found"
 } >"$out/machine.txt"
 
 step kernels_gpu 90 "$run" loom_kernels_gpu_test
 step cuda_backend 120 "$run" exec_cuda_backend_test
+# The NCCL communicator (issue 15): every operation against MPI's, one rank per GPU under the bundled mpirun
+# (a world of one on a one-GPU machine), and the watchdog ending an all-reduce held behind the compute stream.
+step nccl_comm 120 env NCCL_DEBUG=WARN "$run" exec_nccl_comm_test  # NCCL says why, should init fail
+# Two ranks on the one GPU: --comm direct refused in one line (the ranks are counted on a GPU by its UUID).
+step nccl_shared_gpu 60 "$run" exec_staged_comm_test --gtest_filter='StagedComm.DirectCuda*'
 # Several ranks on the one GPU: the layout suite with LOOM_LAYOUT_BACKEND=cuda (host-staged messages).
 step layouts_cuda 180 env LOOM_LAYOUT_BACKEND=cuda LOOM_LAYOUT_COMM=host-staged "$run" exec_layout_test
 step profile_cuda 90 "$run" loom profile --backend cuda --quick --out "$out/profile-cuda.json"

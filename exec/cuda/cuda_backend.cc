@@ -134,6 +134,12 @@ void CudaBackend::free_raw(void* data) { allocator_->free(data); }
 
 void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+std::string CudaBackend::device_uuid() const {
+  cudaDeviceProp properties{};
+  CUDA_CHECK(cudaGetDeviceProperties(&properties, device_));
+  return std::string(properties.uuid.bytes, sizeof properties.uuid.bytes);
+}
+
 std::unique_ptr<Event> CudaBackend::record_event() { return std::make_unique<CudaEvent>(stream_); }
 
 const int* CudaBackend::device_ints(const int* p, std::int64_t n) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
@@ -29,6 +30,8 @@ constexpr double kAnswerWindowS = 5.0;
 // After telling every rank, the longest the reporting rank waits for each to print its line (they
 // answer at once; one that does not is frozen) before it aborts the job.
 constexpr double kAckWindowS = 10.0;
+// The longest the device queues' abort (ncclCommAbort) may take before the job is ended without it.
+constexpr double kDeviceAbortWindowS = 10.0;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -36,6 +39,26 @@ std::string rank_list(const std::vector<int>& ranks) {
   std::string s;
   for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
   return s;
+}
+
+// Abandons the work queued on devices (NCCL: ncclCommAbort on every communicator, so that no kernel
+// keeps waiting for a peer that is going away) on a thread of its own, waiting at most
+// kDeviceAbortWindowS: an abort that hangs must not keep the job from ending.
+void abort_device_work() {
+  struct Done {
+    std::mutex mutex;
+    std::condition_variable signal;
+    bool done = false;
+  };
+  auto done = std::make_shared<Done>();
+  std::thread([done] {
+    CommActivity::process().abort_device_queues();
+    const std::lock_guard<std::mutex> lock(done->mutex);
+    done->done = true;
+    done->signal.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(done->mutex);
+  done->signal.wait_for(lock, std::chrono::duration<double>(kDeviceAbortWindowS), [&] { return done->done; });
 }
 
 }  // namespace
@@ -73,6 +96,7 @@ void MpiWatchdog::loop() {
     const Notice notice = serve();
     if (notice.from >= 0) stop_on_notice(notice);
     const CommActivity::Snapshot s = CommActivity::process().snapshot();
+    if (!s.device_error.empty()) fail_on_device_error(s);
     if (s.waiting && seconds_since(s.wait.since) > timeout_s_) fire(s);
   }
 }
@@ -168,8 +192,8 @@ void MpiWatchdog::fire(const CommActivity::Snapshot& stuck) {
     else if (w.seq == 0 || a->second.compare(0, 1, "0") == 0)
       missing.push_back(fmt::format("rank {} ({})", r, a->second.substr(2)));
   }
-  const std::string what = fmt::format("{} at step {} made no progress for {:.0f} s", CommActivity::describe(w),
-                                       stuck.step, seconds_since(w.since));
+  const std::string what = fmt::format("{}{} at step {} made no progress for {:.0f} s", CommActivity::describe(w),
+                                       stuck.on_device ? " (on the GPU)" : "", stuck.step, seconds_since(w.since));
   std::string who;
   if (w.seq == 0)
     who = missing.empty() ? std::string() : "; the peer: " + missing.front();
@@ -181,13 +205,25 @@ void MpiWatchdog::fire(const CommActivity::Snapshot& stuck) {
       for (const std::string& m : missing) s += (s.empty() ? "" : ", ") + m;
       return s;
     }();
-  std::fprintf(stderr, "loom: rank %d: watchdog: %s (--comm-timeout %g)%s; aborting the job (exit %d)\n", rank_,
-               what.c_str(), timeout_s_, who.c_str(), kExitCommunicationTimeout);
+  end_job(fmt::format("{} (--comm-timeout {:g}){}", what, timeout_s_, who), what, early_notices);
+}
+
+void MpiWatchdog::fail_on_device_error(const CommActivity::Snapshot& s) {
+  const std::string what =
+      fmt::format("{}, at step {}{}", s.device_error, s.step,
+                  s.waiting ? fmt::format(" (oldest unfinished: {})", CommActivity::describe(s.wait)) : std::string());
+  end_job(what, what, {});
+}
+
+void MpiWatchdog::end_job(const std::string& line, const std::string& what, const std::vector<int>& early_notices) {
+  std::fprintf(stderr, "loom: rank %d: watchdog: %s; aborting the job (exit %d)\n", rank_, line.c_str(),
+               kExitCommunicationTimeout);
   std::fflush(stderr);
   for (int r : early_notices) send(r, kAckTag, "printed");
   for (int r = 0; r < size_; ++r)
     if (r != rank_) send(r, kNoticeTag, fmt::format("rank {} reports {}", rank_, what));
-  linger(kAckWindowS, size_ - 1);  // every rank has said its line, or one is frozen
+  if (size_ > 1) linger(kAckWindowS, size_ - 1);  // every rank has said its line, or one is frozen
+  abort_device_work();
   MPI_Abort(MPI_COMM_WORLD, kExitCommunicationTimeout);
   std::_Exit(kExitCommunicationTimeout);
 }
@@ -196,6 +232,9 @@ void MpiWatchdog::stop_on_notice(const Notice& notice) {
   std::fprintf(stderr, "loom: rank %d: watchdog: stopping: %s; this rank: %s\n", rank_, notice.text.c_str(),
                CommActivity::describe(CommActivity::process().snapshot(), Clock::now()).c_str());
   std::fflush(stderr);
+  // This rank's device work is abandoned before the acknowledgement: the reporting rank ends the job as
+  // soon as every rank has acknowledged, which leaves no time after it.
+  abort_device_work();
   send(notice.from, kAckTag, "printed");
   // The reporting rank aborts the job once every rank has printed; should it be gone, this one does.
   linger(kAckWindowS + kAnswerWindowS);

@@ -7,6 +7,12 @@
 // once all have, aborts the job with exit status kExitCommunicationTimeout: mpirun or srun then ends
 // every process, the stuck one too.
 //
+// Device work (the NCCL communicator's operations, which the host queues and does not wait in) is
+// watched the same way through CommActivity's device queues: an operation unfinished for the timeout
+// is reported like a blocked call, with "(on the GPU)", and an asynchronous error a queue reports
+// (ncclCommGetAsyncError) ends the job at once with the same exit status. Before the job is aborted
+// every device queue is abandoned (ncclCommAbort), so that no kernel keeps waiting for a peer.
+//
 // This is the role of PyTorch's NCCL watchdog (TORCH_NCCL_ASYNC_ERROR_HANDLING, its timeout and the
 // flight recorder's "which ranks did not join") and of Megatron-LM's --distributed-timeout-minutes,
 // for Loom's MPI communicator. The watchdog's messages travel on a duplicate of MPI_COMM_WORLD, so
@@ -20,6 +26,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "exec/comm_activity.h"
 
@@ -49,6 +56,12 @@ class MpiWatchdog final : public Watchdog {
   std::string receive(const MPI_Status& probed);
   // The training thread's operation timed out: diagnose, tell everyone, abort.
   [[noreturn]] void fire(const CommActivity::Snapshot& stuck);
+  // A device queue reported an error: tell everyone, abort.
+  [[noreturn]] void fail_on_device_error(const CommActivity::Snapshot& s);
+  // Prints "loom: rank R: watchdog: <line>; aborting the job (exit 4)", acknowledges the notices that
+  // came while diagnosing, tells every other rank `what`, waits for their lines, abandons the device
+  // queues and aborts the job.
+  [[noreturn]] void end_job(const std::string& line, const std::string& what, const std::vector<int>& early_notices);
   [[noreturn]] void stop_on_notice(const Notice& notice);
   // Keeps answering queries (ranks diagnosing at the same time need answers) and acknowledging
   // notices for `seconds`, or until `wanted_acks` acknowledgements of this rank's notice came

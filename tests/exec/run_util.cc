@@ -49,15 +49,20 @@ bool have_mpirun() { return !mpiexec().empty(); }
 
 std::string loom_binary() { return from_env("LOOM_TEST_LOOM", LOOM_BINARY); }
 
-std::string loom_run(int ranks) {
-  if (!have_mpirun()) return loom_binary() + " run";
+std::string mpirun_prefix(int ranks) {
+  if (!have_mpirun()) return "";
   // Each test process gives its mpirun a session directory of its own: Open MPI 4.1 creates
   // /tmp/ompi.<host>.<uid> with a check-then-mkdir, and two mpiruns starting at the same moment
   // (ctest -j2) can both see it missing, one failing with "mkdir ... File exists" in orte_init.
   return fmt::format(
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
-      "OMPI_MCA_orte_tmpdir_base={} {} --oversubscribe -np {} {} run",
-      scratch_dir("ompi"), mpiexec(), ranks, loom_binary());
+      "OMPI_MCA_orte_tmpdir_base={} {} --oversubscribe -np {}",
+      scratch_dir("ompi"), mpiexec(), ranks);
+}
+
+std::string loom_run(int ranks) {
+  if (!have_mpirun()) return loom_binary() + " run";
+  return fmt::format("{} {} run", mpirun_prefix(ranks), loom_binary());
 }
 
 std::string scratch_dir(const std::string& name) {

@@ -29,6 +29,9 @@ struct ProcessResult {
 ProcessResult run_shell(const std::string& command, int timeout_s = 120);
 
 bool have_mpirun();
+// "mpirun --oversubscribe -np N" with the root-permission variables and a session directory of its own
+// (empty without MPI): what a test puts in front of a program it runs on N ranks.
+std::string mpirun_prefix(int ranks);
 // "mpirun --oversubscribe -np N <loom> run" (with the root-permission variables set) or, for one
 // rank without MPI, "<loom> run".
 std::string loom_run(int ranks);

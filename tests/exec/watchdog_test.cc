@@ -1,10 +1,13 @@
 // The communication watchdog, as real `loom run` processes under mpirun: one rank stops answering
 // mid-step (it sleeps, alive) and every other rank reports it and the job ends with exit 4 within
 // the timeout, no process left behind; the runs without a hang are every other multi-rank test.
-// Also what the watchdog reads — CommActivity — on its own, in one process.
+// Also what the watchdog reads — CommActivity — on its own, in one process, and the watchdog over
+// device queues (the NCCL communicator's unfinished operations and asynchronous errors), with queues
+// that stand in for NCCL's so that it runs without a GPU (watchdog_device_helper.cc under mpirun).
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -143,6 +146,124 @@ TEST(CommActivity, CountsCollectivesPerGroupAndRecordsTheWait) {
             "step 7, not in a communication call for 3.0 s");
   const CommActivity::Blocked send("pp", "send", 0, {3});
   EXPECT_EQ(CommActivity::describe(a.snapshot().wait), "pp send to rank 3");
+}
+
+// A device queue standing in for an NCCL communicator.
+class FakeQueue final : public CommActivity::DeviceQueue {
+ public:
+  std::optional<Pending> pending;
+  std::string error;
+  int aborts = 0;
+  std::optional<Pending> oldest_pending() override { return pending; }
+  std::string async_error() override { return error; }
+  void abort() override { ++aborts; }
+};
+
+// Attached to the process's CommActivity for a scope: an assertion that ends a test early leaves none behind.
+class Attached {
+ public:
+  explicit Attached(FakeQueue& q) : q_(q) { CommActivity::process().attach(q_); }
+  ~Attached() { CommActivity::process().detach(q_); }
+  Attached(const Attached&) = delete;
+  Attached& operator=(const Attached&) = delete;
+
+ private:
+  FakeQueue& q_;
+};
+
+TEST(CommActivity, ReportsTheOldestUnfinishedDeviceOperationWhenTheHostIsInNoOlderCall) {
+  CommActivity& a = CommActivity::process();
+  a.set_step(9);
+  FakeQueue older, newer;
+  const auto now = CommActivity::Clock::now();
+  newer.pending = FakeQueue::Pending{{"dp", "all_gather", 4, {0, 2}, now - std::chrono::seconds(1)}, 8};
+  older.pending = FakeQueue::Pending{{"tp", "all_reduce", 12, {0, 1}, now - std::chrono::seconds(5)}, 8};
+  CommActivity::Snapshot s;
+  {
+    const Attached attach_newer(newer), attach_older(older);
+    s = a.snapshot();
+    ASSERT_TRUE(s.waiting);
+    EXPECT_TRUE(s.on_device);
+    EXPECT_EQ(s.wait.group, "tp");
+    EXPECT_EQ(s.wait.seq, 12);
+    EXPECT_EQ(s.step, 8) << "the step the operation was queued in";
+    EXPECT_EQ(CommActivity::describe(s, s.wait.since + std::chrono::milliseconds(31200)),
+              "step 8, waiting in tp all_reduce #12 (on the GPU) for 31.2 s");
+    EXPECT_TRUE(s.device_error.empty());
+    {
+      // Whichever is older, a host call or a device operation, is what the watchdog reports.
+      const CommActivity::Blocked blocked("world", "all_reduce", 1, {0, 1});
+      s = a.snapshot();
+      EXPECT_TRUE(s.on_device);
+      EXPECT_EQ(s.wait.group, "tp") << "queued 5 s before the host call began";
+      older.pending->wait.since = newer.pending->wait.since = CommActivity::Clock::now() + std::chrono::seconds(1);
+      s = a.snapshot();
+      EXPECT_FALSE(s.on_device);
+      EXPECT_EQ(s.wait.group, "world");
+      EXPECT_EQ(s.step, 9);
+    }
+    newer.error = "NCCL reported an error on dp: remote process exited or there was a network error";
+    EXPECT_EQ(a.snapshot().device_error, newer.error);
+    a.abort_device_queues();
+    EXPECT_EQ(older.aborts, 1);
+    EXPECT_EQ(newer.aborts, 1);
+  }
+  s = a.snapshot();
+  EXPECT_FALSE(s.waiting) << "detached queues are not asked";
+  EXPECT_TRUE(s.device_error.empty());
+  a.abort_device_queues();
+  EXPECT_EQ(older.aborts, 1);
+}
+
+// The watchdog over device queues, 2 ranks: an operation queued on rank 0 that never finishes, which rank 1
+// never issued; then an asynchronous error on rank 1. Each ends the job with exit 4 and one line per rank,
+// every rank's queues abandoned first.
+ProcessResult run_device_helper(const std::string& mode) {
+  const std::string command = fmt::format("{} {} {}", mpirun_prefix(2), LOOM_WATCHDOG_DEVICE_HELPER, mode);
+  const auto start = std::chrono::steady_clock::now();
+  ProcessResult r = run_shell(command, 120);
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, kExitCommunicationTimeout) << r.out << r.err;
+  EXPECT_EQ(r.out.find("not stopped"), std::string::npos) << r.out;
+  EXPECT_LT(elapsed, 25) << "the helper sleeps 60 s unless the watchdog ends it\n" << r.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(watchdog_lines(r.err, rank).size(), 1u) << "rank " << rank << "\n" << r.err;
+    EXPECT_NE(r.err.find(fmt::format("rank {}: device queue abandoned", rank)), std::string::npos) << r.err;
+  }
+  return r;
+}
+
+TEST(ExecWatchdog, UnfinishedDeviceOperationIsReportedWithTheRankThatDidNotArrive) {
+  if (!have_mpirun()) GTEST_SKIP() << "built without MPI: the watchdog runs over MPI";
+  const ProcessResult r = run_device_helper("timeout");
+  const std::vector<std::string> first = watchdog_lines(r.err, 0);
+  ASSERT_EQ(first.size(), 1u) << r.err;
+  EXPECT_TRUE(std::regex_match(
+      first[0],
+      std::regex(R"(loom: rank 0: watchdog: tp all_reduce #1 \(on the GPU\) at step 3 made no progress for )"
+                 R"(\d+ s \(--comm-timeout 1\); did not arrive: rank 1 \(step 3, not in a communication call )"
+                 R"(for [\d.]+ s\); aborting the job \(exit 4\))")))
+      << first[0];
+  const std::vector<std::string> second = watchdog_lines(r.err, 1);
+  ASSERT_EQ(second.size(), 1u) << r.err;
+  EXPECT_TRUE(
+      std::regex_match(second[0], std::regex(R"(loom: rank 1: watchdog: stopping: rank 0 reports tp all_reduce )"
+                                             R"(#1 \(on the GPU\) at step 3 made no progress .*)")))
+      << second[0];
+}
+
+TEST(ExecWatchdog, AsynchronousDeviceErrorEndsTheJobAtOnce) {
+  if (!have_mpirun()) GTEST_SKIP() << "built without MPI: the watchdog runs over MPI";
+  const ProcessResult r = run_device_helper("error");
+  const std::vector<std::string> reporting = watchdog_lines(r.err, 1);
+  ASSERT_EQ(reporting.size(), 1u) << r.err;
+  EXPECT_EQ(reporting[0],
+            "loom: rank 1: watchdog: NCCL reported an error on tp: unhandled system error (injected), at step 3; "
+            "aborting the job (exit 4)");
+  const std::vector<std::string> told = watchdog_lines(r.err, 0);
+  ASSERT_EQ(told.size(), 1u) << r.err;
+  EXPECT_EQ(told[0].rfind("loom: rank 0: watchdog: stopping: rank 1 reports NCCL reported an error on tp", 0), 0u)
+      << told[0];
 }
 
 }  // namespace
