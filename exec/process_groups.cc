@@ -189,8 +189,15 @@ ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& 
 }
 
 void stage_through_host(ProcessGroups& groups) {
-  for (std::unique_ptr<Communicator>* group : groups.all())
-    if (*group != nullptr && (*group)->size() > 1) *group = std::make_unique<StagedCommunicator>(std::move(*group));
+  for (std::unique_ptr<Communicator>* group : groups.all()) {
+    if (*group == nullptr) continue;
+    if ((*group)->size() > 1)
+      *group = std::make_unique<StagedCommunicator>(std::move(*group));
+    else if (dynamic_cast<SelfCommunicator*>(group->get()) == nullptr)
+      // An MPI group of one would hand MPI the device pointers (a non-in-place all-gather copies them
+      // with memcpy); a SelfCommunicator copies through the backend.
+      *group = std::make_unique<SelfCommunicator>((*group)->name());
+  }
 }
 
 bool has_nccl() {

@@ -84,7 +84,8 @@ struct ProcessGroups {
 };
 
 // Puts every group of more than one rank behind a StagedCommunicator (exec/staged_communicator.h):
-// buffers in a GPU's memory travel through host copies over the host-memory communicator (MPI).
+// buffers in a GPU's memory travel through host copies over the host-memory communicator (MPI). Groups
+// of one become SelfCommunicators, which copy through the backend.
 void stage_through_host(ProcessGroups& groups);
 
 // Whether this build has the NCCL communicator (CUDA, NCCL and MPI found: LOOM_WITH_NCCL).
