@@ -16,8 +16,8 @@
 // - several sends, one after another, inside one ring: the ring is later by their sum.
 // Where the lengthening moves other transfers into or out of each other's way (a delayed send delays
 // the receiver's pass, and the collectives after it), the one correction is first-order. It is not
-// iterated: one more pass of the engine per configuration keeps the planner's search within 1.2–1.3× of
-// its time without sharing (bench/planner, BM_PlanGpt3_1024_EveryDimension).
+// iterated: one more pass of the engine per configuration keeps the planner's search at about 1.3× its
+// time without sharing (bench/planner, BM_PlanGpt3_1024_EveryDimension).
 //
 // A send from stage s to stage r uses s's NIC to transmit and r's to receive; a ring collective uses
 // both directions of every member's NIC at the same rate. So a send shares with the data-parallel
