@@ -24,6 +24,9 @@
 #include "core/json_io.h"
 #include "core/presets.h"
 #include "exec/cpu/cpu_backend.h"
+#ifdef LOOM_WITH_CUDA
+#include "exec/cuda/cuda_backend.h"
+#endif
 #include "exec/process_groups.h"
 #include "exec/profile/collective_profile.h"
 #include "exec/profile/cost_file.h"
@@ -164,8 +167,31 @@ Json cost_file(const exec::profile::MeasuredMachine& machine, const ProfileFlags
   return file;
 }
 
+// Why the collectives cannot be measured in this launch, or "" when they can: collective over the world.
+// A GPU's buffers travel over NCCL, one rank per GPU (exec/comm_path.h); MPI cannot read them.
+std::string why_collectives_are_not_measured(const ProfileFlags& f, const exec::Runtime& runtime,
+                                             exec::Backend& backend) {
+  if (f.backend != "cuda")
+    return runtime.world_size() > 1 ? "" : "one rank; launch with mpirun -np N to measure groups of 2..N";
+  if (runtime.world_size() == 1)
+    return "one rank: NCCL's collectives need several GPUs, one rank on each (mpirun -np N on N GPUs); the link "
+           "figures in this file are not measured";
+  std::string uuid;
+#ifdef LOOM_WITH_CUDA
+  if (const auto* cuda = dynamic_cast<const exec::CudaBackend*>(&backend)) uuid = cuda->device_uuid();
+#else
+  (void)backend;
+#endif
+  const int on_gpu = runtime.count_on_node(uuid);  // every rank calls it: collective on the node
+  const int sharing = runtime.max_over_world(uuid.empty() ? 1 : on_gpu);
+  if (!exec::has_nccl()) return "this build has no NCCL, which carries a GPU's buffers";
+  if (sharing > 1)
+    return fmt::format("{} ranks share a GPU, and NCCL needs one GPU per rank: launch one rank per GPU", sharing);
+  return "";
+}
+
 std::string tables(const ClusterSpec& c, const KernelResults& k,
-                   const std::vector<exec::profile::CollectiveTiming>& coll) {
+                   const std::vector<exec::profile::CollectiveTiming>& coll, const std::string& not_measured) {
   std::string t = fmt::format("# loom profile: {}\n# {}\n", c.description, c.provenance.at("cpu"));
   if (std::stod(c.provenance.at("cpu_share_rank0")) < 0.9)
     t += fmt::format(
@@ -227,7 +253,7 @@ std::string tables(const ClusterSpec& c, const KernelResults& k,
           group, r2, r2 >= 0.99 ? "meets" : "misses", c.provenance.at("alpha_beta_r2_one_line_all_reduce_" + group));
     }
   } else {
-    t += "# collectives: not measured (one rank; launch with mpirun -np N to measure groups of 2..N)\n";
+    t += fmt::format("# collectives: not measured ({})\n", not_measured);
   }
   return t;
 }
@@ -280,12 +306,14 @@ int run_profile(const ProfileFlags& f) {
     }
   }
   std::vector<exec::profile::CollectiveTiming> coll;
-  if (runtime.world_size() > 1) {
+  const std::string not_measured = why_collectives_are_not_measured(f, runtime, *backend);
+  if (not_measured.empty()) {
     ProgressBar bar("collectives", rank == 0);
     const std::int64_t max_bytes = f.quick ? std::min<std::int64_t>(f.max_bytes, 1 << 20) : f.max_bytes;
     coll = exec::profile::time_collectives(
         runtime, *backend, exec::profile::message_sizes(f.min_bytes, max_bytes, f.factor),
-        f.quick ? 0.005 : f.collective_time_s, [&](std::size_t d, std::size_t t) { bar.update(d, t); });
+        f.quick ? 0.005 : f.collective_time_s, [&](std::size_t d, std::size_t t) { bar.update(d, t); },
+        f.backend == "cuda");
   }
   // Rank 0's CPU time over its wall time: below 1 when other work on the host took its core.
   rusage self{};
@@ -304,7 +332,7 @@ int run_profile(const ProfileFlags& f) {
   ClusterSpec cluster;
   const Json file = cost_file(machine, f, cpu_share, cluster);
   write_output(f.out, file.dump(2) + "\n");
-  write_output("", f.format == "json" ? file.dump(2) + "\n" : tables(cluster, kernels, coll));
+  write_output("", f.format == "json" ? file.dump(2) + "\n" : tables(cluster, kernels, coll, not_measured));
   return kExitOk;
 }
 

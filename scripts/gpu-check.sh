@@ -55,6 +55,10 @@ step nccl_shared_gpu 60 "$run" exec_staged_comm_test --gtest_filter='StagedComm.
 # Several ranks on the one GPU: the layout suite with LOOM_LAYOUT_BACKEND=cuda (host-staged messages).
 step layouts_cuda 180 env LOOM_LAYOUT_BACKEND=cuda LOOM_LAYOUT_COMM=host-staged "$run" exec_layout_test
 step profile_cuda 90 "$run" loom profile --backend cuda --quick --out "$out/profile-cuda.json"
+# Two ranks on the one GPU: the kernels are profiled, the collectives are not (NCCL needs a GPU per rank);
+# the table says why instead of handing MPI device memory.
+step profile_cuda_shared 90 "$run" mpirun --oversubscribe -np 2 loom profile --backend cuda --quick \
+  --out "$out/profile-cuda-2ranks.json"
 # GPT-2 small (12 x 768, seq 1024), bf16, one GPU: tokens/s and MFU from the run log.
 data=$(mktemp -d)
 head -c 3000000 README.md docs/*.md exec/README.md 2>/dev/null >"$data/text.txt"

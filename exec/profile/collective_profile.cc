@@ -6,8 +6,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
 
 #include "core/names.h"
+#ifdef LOOM_WITH_NCCL
+#include "exec/mpi/mpi_communicator.h"
+#include "exec/nccl/nccl_communicator.h"
+#endif
 
 namespace loom::exec::profile {
 
@@ -46,11 +51,28 @@ void run_once(Collective collective, Communicator& group, float* a, float* b, st
   }
 }
 
+// The measured group over NCCL, with point-to-point channels where the pair's send/recv is timed.
+// Collective over the group's members.
+void use_nccl(std::unique_ptr<Communicator>& group, Backend& backend, bool point_to_point) {
+#ifdef LOOM_WITH_NCCL
+  auto* mpi = dynamic_cast<MpiCommunicator*>(group.get());
+  if (mpi == nullptr || mpi->size() == 1) return;
+  std::unique_ptr<MpiCommunicator> owned(mpi);
+  (void)group.release();
+  group = std::make_unique<NcclCommunicator>(std::move(owned), point_to_point);
+  group->use_backend(backend);
+#else
+  (void)group, (void)backend, (void)point_to_point;
+  throw std::logic_error("time_collectives: this build has no NCCL communicator");
+#endif
+}
+
 }  // namespace
 
 std::vector<CollectiveTiming> time_collectives(const Runtime& runtime, Backend& backend,
                                                const std::vector<std::int64_t>& sizes, double min_time_s,
-                                               const std::function<void(std::size_t, std::size_t)>& progress) {
+                                               const std::function<void(std::size_t, std::size_t)>& progress,
+                                               bool over_nccl) {
   std::vector<CollectiveTiming> out;
   if (sizes.empty()) return out;
   const int world = runtime.world_size();
@@ -65,6 +87,7 @@ std::vector<CollectiveTiming> time_collectives(const Runtime& runtime, Backend& 
     layout.tp = g;
     layout.dp = world / g;
     ProcessGroups groups = make_process_groups(runtime, layout, false);
+    if (over_nccl) use_nccl(groups.tp, backend, g == 2);
     Communicator& group = *groups.tp;
     Communicator& all = *groups.world;
     // Consecutive ranks share a node when the group fits in the ranks one node runs.

@@ -30,8 +30,11 @@ std::vector<int> group_sizes(int world);
 
 // Collective over the world: every rank must call it with the same arguments. Results are
 // complete on world rank 0 (other ranks get an empty list). `progress(done, total)` runs on rank 0.
+// `over_nccl`: each measured group is an NCCL communicator (exec/nccl; the CUDA backend with one rank per
+// GPU, as `loom run --backend cuda` carries its messages), else the MPI communicator on host memory.
 std::vector<CollectiveTiming> time_collectives(const Runtime& runtime, Backend& backend,
                                                const std::vector<std::int64_t>& sizes, double min_time_s,
-                                               const std::function<void(std::size_t, std::size_t)>& progress = {});
+                                               const std::function<void(std::size_t, std::size_t)>& progress = {},
+                                               bool over_nccl = false);
 
 }  // namespace loom::exec::profile
