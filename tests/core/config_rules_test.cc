@@ -255,17 +255,18 @@ struct GridCase {
 
 // What loom plan says about one configuration: legal, or the reason of its one rejection.
 RuleStatus planner_verdict(const GridCase& g, const ClusterSpec& cluster, const ParallelConfig& c) {
-  SearchSpace space{.tp = {c.tp},
-                    .pp = {c.pp},
-                    .dp = {c.dp},
-                    .zero = {c.zero},
-                    .micro_batch = {c.micro_batch},
-                    .vpp = {c.vpp},
-                    .recompute = {c.recompute},
-                    .sequence_parallel = {c.sequence_parallel},
-                    .schedule = {c.schedule},
-                    .shard_group = {c.shard_group},
-                    .split = c.split};
+  SearchSpace space;
+  space.tp = {c.tp};
+  space.pp = {c.pp};
+  space.dp = {c.dp};
+  space.zero = {c.zero};
+  space.micro_batch = {c.micro_batch};
+  space.vpp = {c.vpp};
+  space.recompute = {c.recompute};
+  space.sequence_parallel = {c.sequence_parallel};
+  space.schedule = {c.schedule};
+  space.shard_group = {c.shard_group};
+  space.split = c.split;
   auto e = enumerate_configs(g.model, g.training, cluster, space);
   if (e && e->legal.size() == 1 && e->legal.front() == c) return {};
   if (e) return RuleViolation{"unexpected", fmt::format("{} legal configurations", e->legal.size())};

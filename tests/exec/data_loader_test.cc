@@ -15,6 +15,9 @@
 namespace loom::exec {
 namespace {
 
+// 128-bit arithmetic, the reference the loader's reduced modulo is checked against (a GCC/Clang extension).
+__extension__ typedef __int128 Wide;
+
 TEST(DataLoader, StepsWhoseTokenOffsetPassesTwoToThe63ReadTheRightWindow) {
   const auto path =
       std::filesystem::temp_directory_path() / ("loom_data_loader_" + std::to_string(::getpid()) + ".bin");
@@ -31,7 +34,7 @@ TEST(DataLoader, StepsWhoseTokenOffsetPassesTwoToThe63ReadTheRightWindow) {
   const std::int64_t positions = 1000 - seq;
   for (int j = 0; j < micro_batch; ++j) {
     const std::int64_t g = loader.first_sequence(step, 1) + j;
-    const auto start = static_cast<std::int64_t>((static_cast<__int128>(g) * seq) % positions);
+    const auto start = static_cast<std::int64_t>((static_cast<Wide>(g) * seq) % positions);
     for (int k = 0; k < seq; ++k) {
       EXPECT_EQ(in[j * seq + k], start + k) << "sequence " << j << " token " << k;
       EXPECT_EQ(target[j * seq + k], start + k + 1) << "sequence " << j << " token " << k;

@@ -144,7 +144,9 @@ TEST(Enumerate, ExpertParallelSizesForMixtureOfExpertsModels) {
     std::set<int> out;
     for (const auto& c : e->legal) {
       out.insert(c.ep);
-      if (c.ep > 1) EXPECT_LT(c.zero, 3) << describe(c);
+      if (c.ep > 1) {
+        EXPECT_LT(c.zero, 3) << describe(c);
+      }
     }
     return out;
   };
@@ -175,7 +177,9 @@ TEST(Enumerate, ExpertTensorParallelOneFoldsEpOverTpRanks) {
     std::set<std::pair<int, int>> out;  // (etp, ep)
     for (const auto& c : e->legal) {
       out.insert({c.expert_tp(), c.ep});
-      if (c.expert_tp() == 1) EXPECT_TRUE(c.sequence_parallel) << describe(c);
+      if (c.expert_tp() == 1) {
+        EXPECT_TRUE(c.sequence_parallel) << describe(c);
+      }
     }
     return out;
   };
