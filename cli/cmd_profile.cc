@@ -24,9 +24,6 @@
 #include "core/json_io.h"
 #include "core/presets.h"
 #include "exec/cpu/cpu_backend.h"
-#ifdef LOOM_WITH_CUDA
-#include "exec/cuda/cuda_backend.h"
-#endif
 #include "exec/process_groups.h"
 #include "exec/profile/collective_profile.h"
 #include "exec/profile/cost_file.h"
@@ -176,14 +173,7 @@ std::string why_collectives_are_not_measured(const ProfileFlags& f, const exec::
   if (runtime.world_size() == 1)
     return "one rank: NCCL's collectives need several GPUs, one rank on each (mpirun -np N on N GPUs); the link "
            "figures in this file are not measured";
-  std::string uuid;
-#ifdef LOOM_WITH_CUDA
-  if (const auto* cuda = dynamic_cast<const exec::CudaBackend*>(&backend)) uuid = cuda->device_uuid();
-#else
-  (void)backend;
-#endif
-  const int on_gpu = runtime.count_on_node(uuid);  // every rank calls it: collective on the node
-  const int sharing = runtime.max_over_world(uuid.empty() ? 1 : on_gpu);
+  const int sharing = runtime.ranks_sharing_a_device(backend.device_uuid());  // collective
   if (!exec::has_nccl()) return "this build has no NCCL, which carries a GPU's buffers";
   if (sharing > 1)
     return fmt::format("{} ranks share a GPU, and NCCL needs one GPU per rank: launch one rank per GPU", sharing);

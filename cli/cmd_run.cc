@@ -22,9 +22,6 @@
 #include "exec/cpu/bf16_emulation.h"
 #include "exec/cpu/cpu_backend.h"
 #include "exec/cuda/device_allocator.h"
-#ifdef LOOM_WITH_CUDA
-#include "exec/cuda/cuda_backend.h"
-#endif
 #include "exec/model/gpt_layout.h"
 #include "exec/run_report.h"
 #include "exec/trainer.h"
@@ -64,7 +61,6 @@ struct Resolved {
   exec::TrainerOptions trainer;
   std::unique_ptr<exec::Backend> backend;
   std::optional<exec::TokenFile> data;
-  std::string device_uuid;  // this rank's GPU (empty off the GPU)
   exec::CommPath comm = exec::CommPath::kDirect;
 };
 
@@ -162,9 +158,6 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   else
     r.backend = exec::make_backend(o.backend, &backend_error, {runtime.local_rank(), runtime.local_size()});
   if (!r.backend) throw InputError(backend_error);
-#ifdef LOOM_WITH_CUDA
-  if (const auto* cuda = dynamic_cast<const exec::CudaBackend*>(r.backend.get())) r.device_uuid = cuda->device_uuid();
-#endif
   r.data.emplace(value_or_exit(exec::TokenFile::open(o.data, t.model.vocab, t.training.seq_len)));
   o.optimizer.decay_steps = o.optimizer.decay_steps > 0 ? o.optimizer.decay_steps : o.steps;
   t.optimizer = o.optimizer;
@@ -305,8 +298,7 @@ int run_command(RunOptions& o) {
   // Every rank's GPU is known: the ranks driving one GPU are counted by its UUID (each rank may see the
   // node's GPUs under other indices, CUDA_VISIBLE_DEVICES), and the most anywhere decides for all alike
   // (NCCL needs a GPU per rank), so the verdict and rank 0's line are every rank's.
-  const int on_gpu = runtime.count_on_node(resolved.device_uuid);
-  const int sharing = runtime.max_over_world(resolved.device_uuid.empty() ? 1 : on_gpu);
+  const int sharing = runtime.ranks_sharing_a_device(resolved.backend->device_uuid());
   const auto path = exec::choose_comm_path(comm_request(o, runtime, sharing));
   if (!path) {
     if (runtime.world_rank() == 0) std::fprintf(stderr, "loom: %s\n", path.error().message.c_str());

@@ -61,6 +61,9 @@ class Backend {
   virtual std::string name() const = 0;
   // The GPU this backend drives (its index among the visible devices); -1 on the CPU.
   virtual int device() const { return -1; }
+  // The device's UUID, the same GPU whichever index CUDA_VISIBLE_DEVICES gives it in each process, so
+  // ranks can tell whether they share one; empty off a GPU.
+  virtual std::string device_uuid() const { return {}; }
 
   // The dtype of parameters and activations in the compute path: fp32 on the CPU (the reference), bf16
   // on GPUs (mixed precision: fp32 master weights, moments and main gradients beside it).

@@ -18,7 +18,7 @@ struct DevicePlacement {
   int device = 0;  // index among the visible devices
   // Ranks of this node on that device, this one included, when every rank sees the same devices. A
   // launcher that gives each rank its own (CUDA_VISIBLE_DEVICES) makes this local_size; `loom run`
-  // counts the ranks on a GPU by its UUID instead (CudaBackend::device_uuid, Runtime::count_on_node).
+  // counts the ranks on a GPU by its UUID instead (Backend::device_uuid, Runtime::ranks_sharing_a_device).
   int ranks_sharing = 1;
 };
 

@@ -79,20 +79,12 @@ void Runtime::sum_over_world(double* data, int n) const {
 #endif
 }
 
-int Runtime::max_over_world(int value) const {
+int Runtime::ranks_sharing_a_device(const std::string& device_uuid) const {
+  // A UUID's 16 bytes, kept within the fixed record below.
+  if (device_uuid.size() > 64) throw std::logic_error("Runtime::ranks_sharing_a_device: a key of more than 64 bytes");
 #ifdef LOOM_EXEC_MPI
   if (world_size_ > 1) {
-    const CommActivity::Blocked blocked("world", "all_reduce", CommActivity::process().issue("world"), world_ranks_);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-  }
-#endif
-  return value;
-}
-
-int Runtime::count_on_node(const std::string& key) const {
-  if (key.size() > 64) throw std::logic_error("Runtime::count_on_node: a key of more than 64 bytes");
-#ifdef LOOM_EXEC_MPI
-  if (world_size_ > 1) {
+    // How many ranks of this node gave the same key, this one included.
     MPI_Comm node = MPI_COMM_NULL;
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &node));
     int size = 1;
@@ -100,13 +92,17 @@ int Runtime::count_on_node(const std::string& key) const {
     // Fixed-size records: the key's length, then its bytes.
     constexpr int kRecord = 65;
     std::vector<char> mine(kRecord, 0), all(static_cast<std::size_t>(kRecord) * size);
-    mine[0] = static_cast<char>(key.size());
-    std::copy(key.begin(), key.end(), mine.begin() + 1);
+    mine[0] = static_cast<char>(device_uuid.size());
+    std::copy(device_uuid.begin(), device_uuid.end(), mine.begin() + 1);
     MPI_CHECK(MPI_Allgather(mine.data(), kRecord, MPI_CHAR, all.data(), kRecord, MPI_CHAR, node));
     MPI_Comm_free(&node);
     int same = 0;
     for (int r = 0; r < size; ++r) same += std::equal(mine.begin(), mine.end(), all.begin() + r * kRecord) ? 1 : 0;
-    return same;
+    // The most anywhere, so every rank decides alike.
+    int most = device_uuid.empty() ? 1 : same;
+    const CommActivity::Blocked blocked("world", "all_reduce", CommActivity::process().issue("world"), world_ranks_);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    return most;
   }
 #endif
   return 1;

@@ -35,11 +35,9 @@ class Runtime {
   [[noreturn]] void abort(int status) const;
   // Sums n doubles over the world (every rank's peaks at the end of a run).
   void sum_over_world(double* data, int n) const;
-  // The largest of every rank's `value`: collective.
-  int max_over_world(int value) const;
-  // How many ranks of this rank's node gave the same `key` (at most 64 bytes), this one included:
-  // collective over the world. With keys naming GPUs, the ranks driving this rank's GPU.
-  int count_on_node(const std::string& key) const;
+  // The most ranks driving one GPU on any node, counted by the GPUs' UUIDs (Backend::device_uuid; empty
+  // off a GPU counts 1): collective over the world, so every rank gets the same answer.
+  int ranks_sharing_a_device(const std::string& device_uuid) const;
   // Starts the communication watchdog (exec/mpi/mpi_watchdog.h) on every rank: collective. Null
   // when there is nothing to watch (one rank, no MPI, timeout_s 0) or when MPI cannot run it (no
   // MPI_THREAD_MULTIPLE: rank 0 says so in one line and the run goes on unwatched).

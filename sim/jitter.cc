@@ -27,6 +27,20 @@ double integrate_expected_max(double n) {
 double compute_s(const PassCost& p) {
   return p.seconds - p.tp_comm_exposed_s - p.cp_comm_exposed_s - p.ep_comm_exposed_s - p.host_bound_s;
 }
+
+// A stage's compute over its m micro-batches, and Σ t² over its kernels.
+struct StageCompute {
+  double seconds = 0, sum_sq_s2 = 0;
+};
+StageCompute stage_compute(const std::vector<ChunkCost>& stage, double m) {
+  StageCompute s;
+  for (const ChunkCost& c : stage)
+    for (const PassCost* p : {&c.forward, &c.backward, &c.weight}) {
+      s.seconds += m * compute_s(*p);
+      s.sum_sq_s2 += m * p->compute_sq_s2;
+    }
+  return s;
+}
 }  // namespace
 
 double expected_max_normal(long long n) {
@@ -43,14 +57,9 @@ double kernel_jitter_s(const std::vector<std::vector<ChunkCost>>& chunks, const 
   const double m = static_cast<double>(micro_batches);
   double tp_wait = 0, spread = 0;
   for (const auto& stage : chunks) {
-    double compute = 0, sum_sq = 0;
-    for (const ChunkCost& c : stage)
-      for (const PassCost* p : {&c.forward, &c.backward, &c.weight}) {
-        compute += m * compute_s(*p);
-        sum_sq += m * p->compute_sq_s2;
-      }
-    tp_wait = std::max(tp_wait, expected_max_normal(config.tp) * kernel_cv * compute);
-    spread = std::max(spread, kernel_cv * std::sqrt(sum_sq));
+    const StageCompute s = stage_compute(stage, m);
+    tp_wait = std::max(tp_wait, expected_max_normal(config.tp) * kernel_cv * s.seconds);
+    spread = std::max(spread, kernel_cv * std::sqrt(s.sum_sq_s2));
   }
   // The world's tp groups: each a path of its own up to the step's last synchronisation.
   const long long groups = static_cast<long long>(config.world_size()) / config.tp;
@@ -62,12 +71,7 @@ double gpu_variation_s(const std::vector<std::vector<ChunkCost>>& chunks, const 
   if (gpu_cv <= 0) return 0.0;
   const double m = static_cast<double>(micro_batches);
   double most = 0;
-  for (const auto& stage : chunks) {
-    double compute = 0;
-    for (const ChunkCost& c : stage)
-      for (const PassCost* p : {&c.forward, &c.backward, &c.weight}) compute += m * compute_s(*p);
-    most = std::max(most, compute);
-  }
+  for (const auto& stage : chunks) most = std::max(most, stage_compute(stage, m).seconds);
   return expected_max_normal(config.world_size()) * gpu_cv * most;
 }
 

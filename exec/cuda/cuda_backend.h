@@ -32,9 +32,8 @@ class CudaBackend final : public Backend {
   // The stream every op is queued on (a cudaStream_t): a communicator on the same device orders its
   // own streams after it with events (exec/nccl/nccl_communicator.h).
   CUstream_st* stream() const { return stream_; }
-  // The device's UUID (16 bytes): the same GPU whichever index CUDA_VISIBLE_DEVICES gives it in each
-  // process, so ranks can tell whether they share one (NCCL refuses two ranks on one GPU).
-  std::string device_uuid() const;
+  // 16 bytes (NCCL refuses two ranks on one GPU: exec/comm_path.h).
+  std::string device_uuid() const override;
   // Device memory the allocator holds (in use + cached), beside the tracker's per-category bytes.
   const DeviceAllocator& allocator() const { return *allocator_; }
   DeviceAllocator& allocator() { return *allocator_; }

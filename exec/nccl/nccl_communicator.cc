@@ -41,7 +41,10 @@ constexpr int kBootstrapTag = 0x4e43;
 ncclDataType_t nccl_type(DType d, const std::string& group, const char* op) {
   if (d == DType::kF32) return ncclFloat32;
   if (d == DType::kBF16) return ncclBfloat16;
-  throw std::logic_error(fmt::format("NCCL {} {}: {} is not implemented (fp32 and bf16 are)", group, op, to_string(d)));
+  // The executor trains in fp32 and bf16 (FP8 is planned, not run: core/, not exec/): no other dtype is ever
+  // communicated, by any communicator.
+  throw std::logic_error(fmt::format("NCCL {} {}: {} buffers are never communicated (the executor's are fp32 or bf16)",
+                                     group, op, to_string(d)));
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kSum ? ncclSum : ncclMax; }
