@@ -16,6 +16,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/command.h"
 #include "cli/output.h"
@@ -252,8 +253,9 @@ int run_profile(const ProfileFlags& f) {
   exec::Runtime runtime;
   const int rank = runtime.world_rank();
   std::string problem;
-  if (f.backend != "cpu")
-    problem = fmt::format("--backend: '{}' is not built into this binary (cpu)", f.backend);
+  const std::vector<std::string> built = exec::available_backends();
+  if (std::find(built.begin(), built.end(), f.backend) == built.end())
+    problem = fmt::format("--backend: '{}' is not built into this binary ({})", f.backend, fmt::join(built, ", "));
   else if (Status s = check_format(f.format, {"table", "json"}); !s)
     problem = s.error().message;
   else if (f.min_bytes < 4 || f.max_bytes < f.min_bytes)
@@ -275,10 +277,18 @@ int run_profile(const ProfileFlags& f) {
       std::fprintf(stderr, "loom: %s\n", rank0_failed ? problem.c_str() : "a rank could not start profiling");
     return kExitBadInput;
   }
-  exec::set_cpu_threads(f.threads);
-  const auto wall_start = std::chrono::steady_clock::now();
+  // A GPU backend can still fail to start (no device visible, a driver older than the runtime): every
+  // rank says whether its own started, and the job stops with that one line before any measuring.
   std::string error;
   auto backend = exec::make_backend(f.backend, &error, {runtime.local_rank(), runtime.local_size()});
+  if (const auto [down, rank0_down] = runtime.agree_on_failure(backend == nullptr); down > 0) {
+    if (rank == 0)
+      std::fprintf(stderr, "loom: %s\n",
+                   rank0_down ? error.c_str() : fmt::format("{} rank(s) could not start the backend", down).c_str());
+    return kExitBadInput;
+  }
+  exec::set_cpu_threads(f.threads);
+  const auto wall_start = std::chrono::steady_clock::now();
   KernelResults kernels = measure_kernels(*backend, f, rank == 0);
   // Then rank 0 alone, the other ranks sleeping (an MPI wait would spin on their cores).
   std::optional<KernelResults> alone;

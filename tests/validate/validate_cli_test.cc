@@ -3,15 +3,15 @@
 // 3-configuration subset end to end with every field of DESIGN.md's JSON contract; bad input
 // ends with one line and exit status 2.
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
-
-#include <map>
 
 #include "core/json_io.h"
 #include "core/stats.h"
@@ -275,6 +275,32 @@ TEST(BadInput, UnwritableOut) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(loom_lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/dir/cost.json"), std::string::npos) << r.err;
+}
+
+// A backend this build lacks is named with the ones it has; a GPU backend without its GPU says why in one
+// line before any measuring. Where a GPU is present, `--backend cuda` profiles it instead.
+TEST(BadInput, ProfileBackendNotBuiltOrWithoutItsDevice) {
+  const std::string cost = scratch_dir("profile_backend") + "/cost.json";
+  const ProcessResult unknown = run_shell(loom_binary() + " profile --backend tpu --quick --out " + cost);
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_EQ(lines(unknown.err), 1) << unknown.err;
+  EXPECT_NE(unknown.err.find("'tpu' is not built into this binary (cpu"), std::string::npos) << unknown.err;
+  EXPECT_FALSE(std::filesystem::exists(cost));
+  const bool cuda_built = run_shell(loom_binary() + " --version").out.find("cuda") != std::string::npos;
+  const ProcessResult cuda = run_shell(loom_binary() + " profile --backend cuda --quick --out " + cost, 300);
+  if (!cuda_built) {
+    EXPECT_EQ(cuda.exit_code, 2);
+    EXPECT_NE(cuda.err.find("'cuda' is not built into this binary"), std::string::npos) << cuda.err;
+  } else if (cuda.exit_code != 0) {
+    EXPECT_EQ(cuda.exit_code, 2);
+    EXPECT_NE(cuda.err.find("--backend cuda: no CUDA device"), std::string::npos) << cuda.err;
+  } else {
+    EXPECT_TRUE(std::filesystem::exists(cost)) << "a GPU is present: the profile is written";
+  }
+  if (cuda.exit_code != 0) {
+    EXPECT_EQ(lines(cuda.err), 1) << cuda.err;
+    EXPECT_FALSE(std::filesystem::exists(cost));
+  }
 }
 
 TEST(BadInput, UnknownConfiguration) {
