@@ -63,6 +63,18 @@ std::int64_t GptStage::head_weight_offset() const {
   return model_.tied_embeddings ? u.params.front().offset : u.param("head.weight").offset;
 }
 
+template <class F>
+void GptStage::for_each_position_run(std::int64_t first, std::int64_t rows, F&& f) const {
+  const auto position = [&](std::int64_t i) { return cp_.position(static_cast<int>((first + i) % seq_)); };
+  for (std::int64_t i = 0; i < rows;) {
+    const std::int64_t start = position(i);
+    std::int64_t n = 1;
+    while (i + n < rows && position(i + n) == start + n) ++n;
+    f(i, n, start);
+    i += n;
+  }
+}
+
 Tensor GptStage::embed(const MicroBatch& mb, Cache& cache) {
   const std::int64_t T = tokens(), h = model_.hidden;
   const LocalDims& d = layout_.dims;
@@ -75,8 +87,9 @@ Tensor GptStage::embed(const MicroBatch& mb, Cache& cache) {
   if (layout_.position_unit >= 0) {
     ConstTensorRef wpe = acquire_next(layout_.position_unit);
     const std::int64_t first = tp_.first_local_token(T);
-    for (std::int64_t i = 0; i < x.rows(); ++i)
-      backend_.axpy(x.ref() + i * h, 1.0f, wpe + cp_.position(static_cast<int>((first + i) % seq_)) * h, h);
+    for_each_position_run(first, x.rows(), [&](std::int64_t i, std::int64_t n, std::int64_t position) {
+      backend_.axpy(x.ref() + i * h, 1.0f, wpe + position * h, n * h);
+    });
     params_.release(layout_.position_unit);
   }
   if (dropout_.p > 0) {
@@ -104,8 +117,9 @@ void GptStage::embed_backward(const MicroBatch& mb, const Tensor& d_out, Cache& 
   if (layout_.position_unit >= 0) {
     float* g = params_.gradients(layout_.position_unit);
     const std::int64_t first = tp_.first_local_token(T);
-    for (std::int64_t i = 0; i < dx.rows(); ++i)
-      backend_.axpy(g + cp_.position(static_cast<int>((first + i) % seq_)) * h, 1.0f, dx.ref() + i * h, h);
+    for_each_position_run(first, dx.rows(), [&](std::int64_t i, std::int64_t n, std::int64_t position) {
+      backend_.axpy(g + position * h, 1.0f, dx.ref() + i * h, n * h);
+    });
     params_.gradients_ready(layout_.position_unit);
   }
   Tensor gathered;
