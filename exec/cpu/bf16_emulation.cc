@@ -2,7 +2,10 @@
 // and its bf16 outputs rounded back on the way out; fp32 views (statistics, main gradients) pass as they are.
 #include "exec/cpu/bf16_emulation.h"
 
+#include "kernels/numerics.h"
+
 #include <algorithm>
+#include <span>
 #include <vector>
 
 namespace loom::exec {
@@ -56,6 +59,12 @@ class Out {
 };
 
 }  // namespace
+
+void CpuBf16Backend::round_stored(float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (float& v : std::span(x + r * ld, static_cast<std::size_t>(cols)))
+      v = kernels::float_from_bf16_bits(kernels::bf16_bits_from_float(v));
+}
 
 void CpuBf16Backend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, ConstTensorRef a, int lda,
                           ConstTensorRef b, int ldb, float beta, TensorRef c, int ldc) {

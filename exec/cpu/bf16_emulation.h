@@ -72,6 +72,9 @@ class CpuBf16Backend final : public CpuBackend {
                         std::int64_t cols) override;
   void scale_rows(TensorRef out, ConstTensorRef in, const float* scales, std::int64_t rows, std::int64_t cols) override;
   void row_dots(float* out, ConstTensorRef a, ConstTensorRef b, std::int64_t rows, std::int64_t cols) override;
+
+ protected:
+  void round_stored(float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld) override;
 };
 
 }  // namespace loom::exec

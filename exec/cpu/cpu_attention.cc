@@ -82,6 +82,7 @@ void CpuBackend::attention_probs(TensorRef probs_r, ConstTensorRef qkv_r, const 
         const int rows = std::min(kQueryBlock, s.seq - i0), keys = i0 + rows;
         gemm(false, true, rows, keys, s.head_dim, scale, qkv + hv.q + static_cast<std::int64_t>(i0) * ld, ld,
              qkv + hv.k, ld, 0.0f, p + static_cast<std::int64_t>(i0) * s.seq, s.seq);
+        round_stored(p + static_cast<std::int64_t>(i0) * s.seq, rows, keys, s.seq);
         causal_softmax(p, i0, rows, s.seq);
       }
     }
@@ -137,6 +138,7 @@ void CpuBackend::attention_backward(TensorRef dqkv_r, ConstTensorRef dctx_r, Con
         const std::int64_t r0 = static_cast<std::int64_t>(i0) * s.seq;  // block's first row in p, pv, mask
         const float* dc_blk = dc + static_cast<std::int64_t>(i0) * ctx_ld;
         gemm(false, true, rows, keys, s.head_dim, 1.0f, dc_blk, ctx_ld, qkv + hv.v, ld, 0.0f, dp.data(), s.seq);
+        round_stored(dp.data(), rows, keys, s.seq);
         gemm(true, false, keys, s.head_dim, rows, 1.0f, pv + r0, s.seq, dc_blk, ctx_ld, 1.0f, dqkv + hv.v, ld);
         for (int r = 0; r < rows; ++r) {
           const int i = i0 + r;
@@ -145,10 +147,12 @@ void CpuBackend::attention_backward(TensorRef dqkv_r, ConstTensorRef dctx_r, Con
           if (mask != nullptr) {
             const std::uint8_t* mr = mask + block + r0 + static_cast<std::int64_t>(r) * s.seq;
             for (int j = 0; j <= i; ++j) dr[j] = mr[j] != 0 ? dr[j] * keep_scale : 0.0f;
+            round_stored(dr, 1, i + 1, s.seq);
           }
           float dot = 0;
           for (int j = 0; j <= i; ++j) dot += pr[j] * dr[j];
           for (int j = 0; j <= i; ++j) dr[j] = pr[j] * (dr[j] - dot);
+          round_stored(dr, 1, i + 1, s.seq);
           std::fill(dr + i + 1, dr + keys, 0.0f);
         }
         gemm(false, false, rows, s.head_dim, keys, scale, dp.data(), s.seq, qkv + hv.k, ld, 1.0f,
@@ -156,6 +160,9 @@ void CpuBackend::attention_backward(TensorRef dqkv_r, ConstTensorRef dctx_r, Con
         gemm(true, false, keys, s.head_dim, rows, scale, dp.data(), s.seq,
              qkv + hv.q + static_cast<std::int64_t>(i0) * ld, ld, 1.0f, dqkv + hv.k, ld);
       }
+      // Each head of the group adds its K and V gradients to the stored ones (one GEMM each on the GPU).
+      round_stored(dqkv + hv.k, s.seq, s.head_dim, ld);
+      round_stored(dqkv + hv.v, s.seq, s.head_dim, ld);
     }
   });
 }

@@ -117,6 +117,11 @@ class CpuBackend : public Backend {
              float eps, float weight_decay, int step, TensorRef param_copy) override;
 
  protected:
+  // Values the GPU's unfused attention stores in the compute dtype between its kernels (the scores before
+  // the softmax; dP, its dropout and dS in the backward; the K and V gradients after each head of a GQA
+  // group): as they are here, in fp32; rounded to bf16 by the bf16 emulation, so that it rounds where the
+  // CUDA backend does. A rows × cols block with leading dimension ld.
+  virtual void round_stored(float* /*x*/, std::int64_t /*rows*/, std::int64_t /*cols*/, std::int64_t /*ld*/) {}
   void* allocate_raw(std::int64_t bytes) override;
   void free_raw(void* data) override;
 

@@ -404,7 +404,13 @@ TEST_F(GpuBackendOps, Bf16AttentionWithDropoutAndRotaryEmbedding) {
         be.attention_context(ctx, dropped, in, sh);
         be.attention_backward(dqkv, s.in(dctx, dt), probs, dropped, mask, keep, in, sh);
         be.rope(dqkv, sh, true);
-        return Outputs{s.get(ctx, ctx_n), s.get(probs, probs_n), s.get(dqkv, qkv.size())};
+        // Every intermediate too, so that a difference names the op it starts in.
+        std::vector<std::uint8_t> mask_bytes((probs_n + 3) / 4 * 4);
+        be.download(mask_bytes.data(), ConstTensorRef(reinterpret_cast<const float*>(mask)),
+                    static_cast<std::int64_t>(mask_bytes.size() / 4));
+        mask_bytes.resize(probs_n);
+        return Outputs{s.get(ctx, ctx_n),       s.get(probs, probs_n), s.get(dqkv, qkv.size()),
+                       s.get(dropped, probs_n), s.get(in, qkv.size()), Vec(mask_bytes.begin(), mask_bytes.end())};
       },
       "attention");
 }
@@ -560,23 +566,33 @@ TrainedRun train(Backend& backend, int until, const std::string& from_checkpoint
   return run;
 }
 
-// As for the bf16 emulation (exec_bf16_run_test): the loss is a mean over every token, so per-value
-// roundings average out; 2e-3 relative is one bf16 rounding of the loss.
+// Two bf16 runs that round in the same places (the GPU and the bf16 emulation, or the GPU under two ZeRO
+// stages), as for the emulation's layouts (exec_bf16_run_test): the loss is a mean over every token, so
+// per-value roundings in other orders average out; 2e-3 relative is one bf16 rounding of the loss.
 constexpr double kLossTolerance = 2e-3;
+// A bf16 run against the fp32 one: the 1e-2. Seen on an H200 (2026-11-26): at step 4, a loss
+// spike of this model (4.55 → 6.0), the GPU and the emulation both stand 0.5 % above fp32 and within
+// 0.05 % of each other.
+constexpr double kBf16LossTolerance = 1e-2;
 
-void expect_same_curve(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+void expect_same_curve(const std::vector<double>& got, const std::vector<double>& want, const std::string& what,
+                       double tolerance = kLossTolerance) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (std::size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], kLossTolerance * want[i]) << what << " step " << i + 1;
+    EXPECT_NEAR(got[i], want[i], tolerance * want[i]) << what << " step " << i + 1;
 }
 
 using GpuTrain = GpuTest;
 
-TEST_F(GpuTrain, TrainsTheFp32LossCurveWithinBf16ToleranceAndChargesMemoryAsTheEmulation) {
+TEST_F(GpuTrain, TrainsTheEmulationsCurveAndTheFp32OneWithinBf16ToleranceAndChargesMemoryAsTheEmulation) {
   CpuBackend fp32;
   CpuBf16Backend emulation;
   const TrainedRun gpu = train(*backend_, kSteps), cpu = train(fp32, kSteps), emulated = train(emulation, kSteps);
-  expect_same_curve(gpu.losses, cpu.losses, "cuda vs cpu");
+  for (std::size_t i = 0; i < gpu.losses.size(); ++i)
+    std::printf("step %zu: cuda %.6f, cpu-bf16 %.6f, cpu %.6f\n", i + 1, gpu.losses[i], emulated.losses[i],
+                cpu.losses[i]);
+  expect_same_curve(gpu.losses, emulated.losses, "cuda vs cpu-bf16");
+  expect_same_curve(gpu.losses, cpu.losses, "cuda vs cpu", kBf16LossTolerance);
   EXPECT_LT(gpu.losses.back(), gpu.losses.front() - 0.05) << "the loss falls";
   for (int c = 0; c < kMemoryCategories; ++c)
     EXPECT_EQ(gpu.peaks[c], emulated.peaks[c]) << to_string(static_cast<MemoryCategory>(c));
@@ -594,9 +610,9 @@ TEST_F(GpuTrain, ACheckpointWrittenOnTheGpuResumesOnTheCpuAndBack) {
   const TrainedRun whole = train(fp32, kSteps);
   train(*backend_, 2, "", dir + "/gpu");
   const TrainedRun on_cpu = train(fp32, 4, dir + "/gpu", dir + "/cpu");  // steps 3-4 on the CPU from the GPU's step 2
-  expect_same_curve(on_cpu.losses, {whole.losses[2], whole.losses[3]}, "resumed on cpu");
+  expect_same_curve(on_cpu.losses, {whole.losses[2], whole.losses[3]}, "resumed on cpu", kBf16LossTolerance);
   const TrainedRun back = train(*backend_, kSteps, dir + "/cpu");  // steps 5-6 on the GPU from the CPU's step 4
-  expect_same_curve(back.losses, {whole.losses[4], whole.losses[5]}, "resumed on cuda");
+  expect_same_curve(back.losses, {whole.losses[4], whole.losses[5]}, "resumed on cuda", kBf16LossTolerance);
 }
 
 #endif  // LOOM_WITH_CUDA
