@@ -355,6 +355,12 @@ TEST_F(GpuNcclRanks, AnOperationWaitsForTheComputeStreamAndTheComputeStreamForIt
   const std::vector<float> ones(static_cast<std::size_t>(n), static_cast<float>(rank() + 1));
   Tensor x = device(encode(ones, DType::kF32), DType::kF32, n);
   CommActivity::process().set_step(42);
+  // The scale kernel runs once before the hold: CUDA loads a module's kernels lazily, at their first
+  // launch, and that load waits for the device, which would sit out the hold on the host and leave nothing
+  // held by the time the all-reduce is queued (seen on an H200, CUDA 13.0: the all-reduce was complete
+  // at once).
+  backend().scale(x.ref(), 1.0f, n);
+  backend().synchronize();
   hold(cuda.stream(), 500);
   backend().scale(x.ref(), 3.0f, n);  // queued behind the hold: the all-reduce must see it
   std::unique_ptr<Request> request = nccl().all_reduce_async(x.ref(), n);
@@ -472,7 +478,8 @@ int visible_devices(std::string* why) {
 }
 
 std::string self_on_ranks(int ranks, const std::string& role) {
-  return fmt::format("LOOM_NCCL_TEST_ROLE={} {} {}", role, testing::mpirun_prefix(ranks),
+  // Without colour: Open MPI hands its ranks a pseudo-terminal, and the launcher reads their "[       OK ]".
+  return fmt::format("LOOM_NCCL_TEST_ROLE={} {} {} --gtest_color=no", role, testing::mpirun_prefix(ranks),
                      std::filesystem::read_symlink("/proc/self/exe").string());
 }
 
