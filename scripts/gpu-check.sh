@@ -5,20 +5,24 @@
 # Each step is time-boxed so the whole stays inside SECONDS (default 540, under the device tool's
 # 10-minute command limit) and writes its log into OUTDIR (the device tool's $OUT), most important
 # first: the GPU op and training suites (every kernel against the CPU reference), the NCCL communicator
-# (every operation against MPI's, and its watchdog), the layout suite on the GPU with several ranks
-# sharing it (messages staged through host memory), `loom profile --backend cuda`, and a GPT-2-small
-# training run for tokens/s and MFU. OUTDIR/summary.txt lists every step's
-# exit status and time; the figures go into docs/gpu-validation.md with the date, GPU and command.
+# (every operation against MPI's, and its watchdog), a GPT-2-small training run for tokens/s beside the
+# same model in PyTorch (bench/gpu/gpt2_torch.py, eager and torch.compile), `loom profile --backend cuda`
+# with one rank and with two sharing the GPU, and the layout suite on the GPU with several ranks sharing
+# it (messages staged through host memory). The logs come back as OUTDIR/gpu-check.tar.gz (the device
+# tool returns at most 8 files) with OUTDIR/summary.txt beside it, every step's exit status and time; the
+# end of the output holds the tail of each failed step. The figures go into docs/gpu-validation.md with
+# the date, GPU and command.
 set -uo pipefail
 
 [[ $# -ge 2 ]] || { echo "usage: $0 BUNDLE OUTDIR [SECONDS]" >&2; exit 2; }
 bundle=$(cd "$1" && pwd)
 out=$2
 budget=${3:-540}
-mkdir -p "$out"
+logs=$out/gpu-check
+mkdir -p "$logs"
 run=$bundle/run.sh
 start=$(date +%s)
-summary=$out/summary.txt
+summary=$logs/summary.txt
 : >"$summary"
 
 # step NAME SECONDS COMMAND...: runs COMMAND with its output in OUTDIR/NAME.log, killed after SECONDS
@@ -33,7 +37,7 @@ step() {
     return
   fi
   local t0=$(date +%s)
-  timeout --kill-after=5 "$limit" "$@" >"$out/$name.log" 2>&1
+  timeout --kill-after=5 "$limit" "$@" >"$logs/$name.log" 2>&1
   local rc=$?
   echo "$name: exit $rc in $(($(date +%s) - t0)) s (limit $limit s)" >>"$summary"
 }
@@ -43,28 +47,43 @@ step() {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv 2>&1
   "$run" loom --version 2>&1
   "$run" ldd "$bundle/bin/loom" 2>&1 | grep -E 'libnccl|libcudart|libcublas' || echo "ldd: no CUDA libraries found"
-} >"$out/machine.txt"
+} >"$logs/machine.txt"
 
-step kernels_gpu 90 "$run" loom_kernels_gpu_test
-step cuda_backend 120 "$run" exec_cuda_backend_test
+step kernels_gpu 60 "$run" loom_kernels_gpu_test
+step cuda_backend 90 "$run" exec_cuda_backend_test
 # The NCCL communicator (issue 15): every operation against MPI's, one rank per GPU under the bundled mpirun
 # (a world of one on a one-GPU machine), and the watchdog ending an all-reduce held behind the compute stream.
-step nccl_comm 120 env NCCL_DEBUG=WARN "$run" exec_nccl_comm_test  # NCCL says why, should init fail
-# Two ranks on the one GPU: --comm direct refused in one line (the ranks are counted on a GPU by its UUID).
-step nccl_shared_gpu 60 "$run" exec_staged_comm_test --gtest_filter='StagedComm.DirectCuda*'
-# Several ranks on the one GPU: the layout suite with LOOM_LAYOUT_BACKEND=cuda (host-staged messages).
-step layouts_cuda 180 env LOOM_LAYOUT_BACKEND=cuda LOOM_LAYOUT_COMM=host-staged "$run" exec_layout_test
-step profile_cuda 90 "$run" loom profile --backend cuda --quick --out "$out/profile-cuda.json"
-# Two ranks on the one GPU: the kernels are profiled, the collectives are not (NCCL needs a GPU per rank);
-# the table says why instead of handing MPI device memory.
-step profile_cuda_shared 90 "$run" mpirun --oversubscribe -np 2 loom profile --backend cuda --quick \
-  --out "$out/profile-cuda-2ranks.json"
+step nccl_comm 60 env NCCL_DEBUG=WARN "$run" exec_nccl_comm_test  # NCCL says why, should init fail
 # GPT-2 small (12 x 768, seq 1024), bf16, one GPU: tokens/s and MFU from the run log.
 data=$(mktemp -d)
 head -c 3000000 README.md docs/*.md exec/README.md 2>/dev/null >"$data/text.txt"
-"$run" loom data prepare --input "$data/text.txt" --out "$data/tokens.bin" >"$out/data.log" 2>&1
-step gpt2_small 90 "$run" loom run --model gpt2-small --backend cuda --data "$data/tokens.bin" --steps 30 \
-  --global-batch 16 --micro-batch 8 --seq 1024 --log "$out/gpt2-small.jsonl"
+"$run" loom data prepare --input "$data/text.txt" --out "$data/tokens.bin" >"$logs/data.log" 2>&1
+step gpt2_small 60 "$run" loom run --model gpt2-small --backend cuda --data "$data/tokens.bin" --steps 30 \
+  --global-batch 16 --micro-batch 8 --seq 1024 --log "$logs/gpt2-small.jsonl"
+# The same model and batch in PyTorch on the same GPU (eager and torch.compile): issue 14's peer figures.
+if python3 -c 'import torch' 2>/dev/null; then
+  step torch_gpt2 120 python3 bench/gpu/gpt2_torch.py --steps 30 --global-batch 16 --micro-batch 8
+fi
+step profile_cuda 60 "$run" loom profile --backend cuda --quick --out "$logs/profile-cuda.json"
+# Two ranks on the one GPU: --comm direct refused in one line (the ranks are counted on a GPU by its UUID).
+step nccl_shared_gpu 30 "$run" exec_staged_comm_test --gtest_filter='StagedComm.DirectCuda*'
+# Two ranks on the one GPU: the kernels are profiled, the collectives are not (NCCL needs a GPU per rank);
+# the table says why instead of handing MPI device memory.
+step profile_cuda_shared 60 "$run" mpirun --oversubscribe -np 2 loom profile --backend cuda --quick \
+  --out "$logs/profile-cuda-2ranks.json"
+# Several ranks on the one GPU: the layout suite with LOOM_LAYOUT_BACKEND=cuda (host-staged messages).
+step layouts_cuda 120 env LOOM_LAYOUT_BACKEND=cuda LOOM_LAYOUT_COMM=host-staged "$run" exec_layout_test
 rm -rf "$data"
 echo "total $(($(date +%s) - start)) s of $budget" >>"$summary"
-cat "$summary"
+# The device tool brings back at most 8 files: the logs travel as one archive, the summary beside it.
+tar -czf "$out/gpu-check.tar.gz" -C "$out" gpu-check
+cp "$summary" "$out/summary.txt"
+# The tail of every step that failed, for a reader who sees only the end of the output.
+for log in "$logs"/*.log; do
+  name=$(basename "$log" .log)
+  grep -q "^$name: exit 0 " "$summary" && continue
+  echo "=== $name (last 25 lines)"
+  tail -n 25 "$log"
+done
+rm -rf "$logs"
+cat "$out/summary.txt"
