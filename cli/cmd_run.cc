@@ -188,6 +188,7 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   const std::unique_ptr<exec::Watchdog> watchdog = runtime.start_watchdog(o.comm_timeout_s);
   exec::Tracer tracer(rank);
   tracer.set_enabled(!o.trace.empty());
+  tracer.use_clock_of(r.backend.get());  // compute slices at the device's times, not when queued
   tracer.set_run_description(Json{{"model", to_json(r.trainer.model)},
                                   {"config", to_json(r.trainer.config)},
                                   {"gpus", world},
@@ -266,6 +267,7 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   runtime.sum_over_world(peaks.data(), static_cast<int>(peaks.size()));
   if (rank == 0 && log) log << exec::ranks_memory_record(peaks, world).dump() << "\n";
   if (!o.trace.empty()) {
+    tracer.resolve();
     const Status s = write_text_file_atomic(rank_path(o.trace, rank, world), tracer.to_json());
     if (!s) std::fprintf(stderr, "loom: rank %d: %s\n", rank, s.error().message.c_str());
   }

@@ -1,5 +1,6 @@
 #include "exec/backend.h"
 
+#include <chrono>
 #include <stdexcept>
 
 #include "exec/cpu/cpu_backend.h"
@@ -52,9 +53,21 @@ class CompletedEvent final : public Event {
   bool done() const override { return true; }
   void synchronize() override {}
 };
+class HostTimedEvent final : public TimedEvent {
+ public:
+  bool done() const override { return true; }
+  void synchronize() override {}
+  double microseconds_since(TimedEvent& earlier) override {
+    return std::chrono::duration<double, std::micro>(at_ - dynamic_cast<HostTimedEvent&>(earlier).at_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point at_ = std::chrono::steady_clock::now();
+};
 }  // namespace
 
 std::unique_ptr<Event> Backend::record_event() { return std::make_unique<CompletedEvent>(); }
+std::unique_ptr<TimedEvent> Backend::record_timed_event() { return std::make_unique<HostTimedEvent>(); }
 
 Tensor Backend::recharge(Tensor tensor, MemoryCategory category) {
   const std::int64_t rows = tensor.rows(), cols = tensor.cols();

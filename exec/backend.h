@@ -55,6 +55,16 @@ class Event {
   virtual void synchronize() = 0;
 };
 
+// A point in the backend's queue with the time the device reaches it: the trace's clock (exec/trace.h).
+// On a GPU the host only queues work, so its clock says when an op was queued, not when it ran; a CUDA
+// event with timing says when the stream reached it. On the CPU every op has finished when it returns,
+// and the host's clock at the call is that time.
+class TimedEvent : public Event {
+ public:
+  // Microseconds from `earlier` (an event of the same backend) to this one; waits until both are reached.
+  virtual double microseconds_since(TimedEvent& earlier) = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -64,6 +74,8 @@ class Backend {
   // The device's UUID, the same GPU whichever index CUDA_VISIBLE_DEVICES gives it in each process, so
   // ranks can tell whether they share one; empty off a GPU.
   virtual std::string device_uuid() const { return {}; }
+  // The device's dense bf16 peak in FLOP/s where a preset knows it (exec/device_peak.h), else 0.
+  virtual double peak_flops() const { return 0; }
 
   // The dtype of parameters and activations in the compute path: fp32 on the CPU (the reference), bf16
   // on GPUs (mixed precision: fp32 master weights, moments and main gradients beside it).
@@ -96,6 +108,8 @@ class Backend {
   virtual void evict_from_cache(ConstTensorRef /*x*/, std::int64_t /*bytes*/) {}
   // Marks the work queued so far, e.g. a gradient bucket's last op before its all-reduce.
   virtual std::unique_ptr<Event> record_event();
+  // The same with its time (the host's clock at the call; the stream's on a GPU).
+  virtual std::unique_ptr<TimedEvent> record_timed_event();
 
   // C = alpha · op(A) · op(B) + beta · C with op(A) m×k, op(B) k×n, leading dimensions in elements.
   virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, ConstTensorRef a, int lda,

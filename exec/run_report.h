@@ -1,6 +1,7 @@
 // What `loom run` prints and logs per step: the one-line summary on rank 0, the JSONL record of
 // DESIGN.md's contract (step, loss, step_time_s, tokens_per_s, tflops_per_gpu, memory_peak_gib by
-// category), and the per-rank peak table written at the end of a run.
+// category; and, extending it, grad_norm, lr and, on a GPU whose peak a preset knows, mfu), and the
+// per-rank peak table written at the end of a run.
 #pragma once
 
 #include <string>

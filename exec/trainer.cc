@@ -93,10 +93,12 @@ StepMetrics Trainer::step() {
   completed_steps_ = step_number;
 
   m.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (tracer_ != nullptr) tracer_->resolve();  // after the clock stops: it waits for nothing more, but takes time
   const double global_tokens = static_cast<double>(options_.training.global_batch) * seq_;
   m.tokens_per_s = global_tokens / m.step_time_s;
   m.tflops_per_gpu = tflops_per_gpu(model_flops_per_step(options_.model, options_.training.global_batch, seq_),
                                     m.step_time_s, options_.config.world_size());
+  if (const double peak = backend_.peak_flops(); peak > 0) m.mfu = m.tflops_per_gpu * 1e12 / peak;
   for (int c = 0; c < kMemoryCategories; ++c)
     m.peak_bytes[c] = backend_.memory().peak_bytes(static_cast<MemoryCategory>(c));
   m.peak_total_bytes = backend_.memory().peak_total_bytes();

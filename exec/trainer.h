@@ -70,6 +70,7 @@ struct StepMetrics {
   double step_time_s = 0;
   double tokens_per_s = 0;
   double tflops_per_gpu = 0;  // model FLOPs per rank (core/flops.h, as `loom sim` counts them)
+  double mfu = 0;             // tflops_per_gpu over the device's dense peak (Backend::peak_flops); 0: unknown
   std::array<std::int64_t, kMemoryCategories> peak_bytes{};  // this rank, since the run began
   std::int64_t peak_total_bytes = 0;
   // MoE: the most rows this rank's experts received in one layer's dispatch, over the mean (tokens·k),

@@ -60,6 +60,23 @@ head -c 3000000 README.md docs/*.md exec/README.md 2>/dev/null >"$data/text.txt"
 "$run" loom data prepare --input "$data/text.txt" --out "$data/tokens.bin" >"$logs/data.log" 2>&1
 step gpt2_small 60 "$run" loom run --model gpt2-small --backend cuda --data "$data/tokens.bin" --steps 30 \
   --global-batch 16 --micro-batch 8 --seq 1024 --log "$logs/gpt2-small.jsonl"
+# Four steps traced: each op's time on the GPU (CUDA events), totalled per step by name, largest first.
+step gpt2_trace 60 "$run" loom run --model gpt2-small --backend cuda --data "$data/tokens.bin" --steps 4 \
+  --global-batch 16 --micro-batch 8 --seq 1024 --trace "$logs/gpt2-small-trace.json"
+python3 - "$logs/gpt2-small-trace.json" 4 >"$logs/gpt2-small-ops.txt" 2>&1 <<'OPS'
+import collections, json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+steps = int(sys.argv[2])
+for category in ("op", "compute"):
+    total, count = collections.Counter(), collections.Counter()
+    for e in events:
+        if e.get("cat") == category:
+            total[e["name"]] += e["dur"]
+            count[e["name"]] += 1
+    print(f"# {category} slices: ms per step, calls per step")
+    for name, us in total.most_common(30):
+        print(f"{name:32s} {us / 1e3 / steps:9.3f} {count[name] // steps:6d}")
+OPS
 # The same model and batch in PyTorch on the same GPU (eager and torch.compile): issue 14's peer figures.
 if python3 -c 'import torch' 2>/dev/null; then
   step torch_gpt2 120 python3 bench/gpu/gpt2_torch.py --steps 30 --global-batch 16 --micro-batch 8

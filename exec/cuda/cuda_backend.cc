@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "exec/cuda/dispatch.h"
+#include "exec/device_peak.h"
 #include "exec/device_placement.h"
 #include "kernels/attention.h"
 #include "kernels/cuda_check.h"
@@ -39,10 +40,12 @@ class CudaDeviceMemory final : public DeviceMemory {
   }
 };
 
-class CudaEvent final : public Event {
+// A point in the compute stream; with `timing`, its time too (cudaEventElapsedTime: about 0.5 µs
+// resolution). Events without timing are cheaper to record: communication waits on those.
+class CudaEvent final : public TimedEvent {
  public:
-  explicit CudaEvent(cudaStream_t stream) {
-    CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+  CudaEvent(cudaStream_t stream, bool timing) {
+    CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
     CUDA_CHECK(cudaEventRecord(event_, stream));
   }
   ~CudaEvent() override { cudaEventDestroy(event_); }
@@ -55,6 +58,14 @@ class CudaEvent final : public Event {
     return true;
   }
   void synchronize() override { CUDA_CHECK(cudaEventSynchronize(event_)); }
+  double microseconds_since(TimedEvent& earlier) override {
+    const cudaEvent_t from = dynamic_cast<CudaEvent&>(earlier).event_;
+    CUDA_CHECK(cudaEventSynchronize(from));
+    CUDA_CHECK(cudaEventSynchronize(event_));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, from, event_));
+    return 1e3 * static_cast<double>(ms);
+  }
 
  private:
   cudaEvent_t event_ = nullptr;
@@ -134,13 +145,20 @@ void CudaBackend::free_raw(void* data) { allocator_->free(data); }
 
 void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+double CudaBackend::peak_flops() const {
+  cudaDeviceProp p{};
+  CUDA_CHECK(cudaGetDeviceProperties(&p, device_));
+  return preset_peak_flops(p.name);
+}
+
 std::string CudaBackend::device_uuid() const {
   cudaDeviceProp properties{};
   CUDA_CHECK(cudaGetDeviceProperties(&properties, device_));
   return std::string(properties.uuid.bytes, sizeof properties.uuid.bytes);
 }
 
-std::unique_ptr<Event> CudaBackend::record_event() { return std::make_unique<CudaEvent>(stream_); }
+std::unique_ptr<Event> CudaBackend::record_event() { return std::make_unique<CudaEvent>(stream_, false); }
+std::unique_ptr<TimedEvent> CudaBackend::record_timed_event() { return std::make_unique<CudaEvent>(stream_, true); }
 
 const int* CudaBackend::device_ints(const int* p, std::int64_t n) {
   if (p == nullptr || n == 0 || is_device_pointer(p)) return p;

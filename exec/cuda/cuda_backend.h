@@ -34,6 +34,7 @@ class CudaBackend final : public Backend {
   CUstream_st* stream() const { return stream_; }
   // 16 bytes (NCCL refuses two ranks on one GPU: exec/comm_path.h).
   std::string device_uuid() const override;
+  double peak_flops() const override;
   // Device memory the allocator holds (in use + cached), beside the tracker's per-category bytes.
   const DeviceAllocator& allocator() const { return *allocator_; }
   DeviceAllocator& allocator() { return *allocator_; }
@@ -45,6 +46,7 @@ class CudaBackend final : public Backend {
   void cast(TensorRef dst, ConstTensorRef src, std::int64_t n) override;
   void synchronize() override;
   std::unique_ptr<Event> record_event() override;
+  std::unique_ptr<TimedEvent> record_timed_event() override;
 
   void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, ConstTensorRef a, int lda, ConstTensorRef b,
             int ldb, float beta, TensorRef c, int ldc) override;

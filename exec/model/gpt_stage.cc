@@ -24,7 +24,8 @@ GptStage::GptStage(const ModelSpec& model, const ParallelConfig& config, const S
       tp_(tp),
       params_(params),
       dropout_(dropout),
-      layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout, tracer, ep, cp, config.cp_comm) {
+      layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout, tracer, ep, cp, config.cp_comm),
+      tracer_(tracer) {
   const int head = layout_.final_unit >= 0 ? head_unit() : -1;
   if (layout_.word_embedding_unit >= 0) forward_order_.push_back(layout_.word_embedding_unit);
   if (layout_.position_unit >= 0) forward_order_.push_back(layout_.position_unit);
@@ -81,11 +82,16 @@ Tensor GptStage::embed(const MicroBatch& mb, Cache& cache) {
   Tensor e = backend_.alloc(T, h, tp_.size() > 1 ? kWork : kAct,
                             backend_.compute_dtype());  // rows of other ranks' tokens stay zero
   TensorRef wte = acquire_next(layout_.word_embedding_unit);
+  // Slices named as the simulator's ops (sim/cost_model.cc), closed around the communication.
+  OpSlices op(tracer_, kComputeLane);
+  op.next("embedding");
   backend_.embedding_forward(e.ref(), wte, mb.tokens, T, h, d.vocab_start, d.vocab_local);
   params_.release(layout_.word_embedding_unit);
+  op.end();
   Tensor x = tp_.reduce_rows(std::move(e), kAct);
   if (layout_.position_unit >= 0) {
     ConstTensorRef wpe = acquire_next(layout_.position_unit);
+    op.next("embedding");
     const std::int64_t first = tp_.first_local_token(T);
     for_each_position_run(first, x.rows(), [&](std::int64_t i, std::int64_t n, std::int64_t position) {
       backend_.axpy(x.ref() + i * h, 1.0f, wpe + position * h, n * h);
@@ -93,6 +99,7 @@ Tensor GptStage::embed(const MicroBatch& mb, Cache& cache) {
     params_.release(layout_.position_unit);
   }
   if (dropout_.p > 0) {
+    op.next("embedding");
     cache.embed_mask = alloc_mask(backend_, x.numel());
     cp_.for_each_run(mb.first_sequence, tp_.first_local_token(T), x.rows(),
                      [&](std::int64_t offset, std::int64_t n, std::int64_t first_token) {
@@ -107,6 +114,8 @@ Tensor GptStage::embed(const MicroBatch& mb, Cache& cache) {
 void GptStage::embed_backward(const MicroBatch& mb, const Tensor& d_out, Cache& cache) {
   const std::int64_t T = tokens(), h = model_.hidden;
   const LocalDims& d = layout_.dims;
+  OpSlices op(tracer_, kComputeLane);
+  op.next("embedding_bwd");
   Tensor masked;
   if (dropout_.p > 0) {
     masked = act(d_out.rows(), d_out.cols(), kWork);
@@ -122,9 +131,11 @@ void GptStage::embed_backward(const MicroBatch& mb, const Tensor& d_out, Cache& 
     });
     params_.gradients_ready(layout_.position_unit);
   }
+  op.end();
   Tensor gathered;
   ConstTensorRef d_full = tp_.gather_rows(dx, gathered);
   float* g = params_.gradients(layout_.word_embedding_unit);
+  op.next("embedding_bwd");
   backend_.embedding_backward(g, d_full, mb.tokens, T, h, d.vocab_start, d.vocab_local);
   params_.gradients_ready(layout_.word_embedding_unit);
 }
@@ -139,6 +150,8 @@ Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float lo
   LayerWeights norm{};
   norm.ln1_w = fp + fu.param("lnf.weight").offset;
   norm.ln1_b = fu.find("lnf.bias") ? ConstTensorRef(fp + fu.param("lnf.bias").offset) : ConstTensorRef();
+  OpSlices op(tracer_, kComputeLane);
+  op.next("final_norm");
   c.final_norm = act(c.final_in.rows(), h, kAct);
   if (model_.norm == Norm::kLayerNorm) {
     c.final_stats = backend_.empty(2, c.final_in.rows(), kAct);
@@ -149,11 +162,13 @@ Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float lo
     backend_.rmsnorm_forward(c.final_norm.ref(), c.final_stats.data(), c.final_in.ref(), norm.ln1_w, c.final_in.rows(),
                              h);
   }
+  op.end();
   const int hu = head_unit();
   TensorRef hp = hu == layout_.final_unit ? fp : acquire_next(hu);
   Tensor gathered;
   ConstTensorRef xf = tp_.gather_rows(c.final_norm, gathered);
   // fp32 logits (the LM head GEMM accumulates and writes fp32): the cross-entropy and its gradient stay fp32.
+  op.next("lm_head");
   c.dlogits = backend_.empty(T, d.vocab_local, kAct);
   backend_.gemm(false, true, static_cast<int>(T), d.vocab_local, h, 1.0f, xf, h, hp + head_weight_offset(), h, 0.0f,
                 c.dlogits.ref(), d.vocab_local);
@@ -167,19 +182,25 @@ Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float lo
 
   // Vocabulary-parallel cross-entropy (Megatron): max, sum of exponentials and the target's logit
   // are reduced over TP ranks, so no rank ever holds the full row of logits.
+  op.next("cross_entropy");
   Tensor stats = backend_.empty(3, T, kWork);
   float *mx = stats.data(), *sum = mx + T, *target = sum + T;
   TensorRef logits = c.dlogits.ref();
   backend_.row_max(mx, logits, T, d.vocab_local, d.vocab_valid_local);
+  op.end();
   tp_.all_reduce(mx, T, ReduceOp::kMax);
+  op.next("cross_entropy");
   backend_.row_sum_exp(sum, logits, mx, T, d.vocab_local, d.vocab_valid_local);
   backend_.target_logit(target, logits, mb.targets, T, d.vocab_local, d.vocab_start);
+  op.end();
   tp_.all_reduce(sum, 2 * T, ReduceOp::kSum);  // sum and target are adjacent
+  op.next("cross_entropy");
   std::vector<float> host(static_cast<std::size_t>(3 * T));
   backend_.to_host(host.data(), stats.data(), 3 * T);
   double total = 0;
   for (std::int64_t i = 0; i < T; ++i) total += std::log(static_cast<double>(host[T + i])) + host[i] - host[2 * T + i];
   *loss_sum += total;
+  op.next("cross_entropy_bwd");  // the logits' gradient, made here, where the statistics are at hand
   backend_.cross_entropy_grad(logits, mx, sum, mb.targets, T, d.vocab_local, d.vocab_valid_local, d.vocab_start,
                               loss_scale);
   return {};
@@ -195,6 +216,8 @@ Tensor GptStage::head_backward(Cache& c) {
   float* fg = params_.gradients(layout_.final_unit);
   TensorRef hp = hu == layout_.final_unit ? fp : acquire_next(hu);
   float* hg = hu == layout_.final_unit ? fg : params_.gradients(hu);
+  OpSlices op(tracer_, kComputeLane);
+  op.next("lm_head_bwd");
   Tensor dxf = act(T, h, kWork);
   if (c.dlogits.dtype() != backend_.compute_dtype()) {  // the head's GEMMs read the gradient in the compute dtype
     Tensor cast = act(T, d.vocab_local, kWork);
@@ -202,19 +225,23 @@ Tensor GptStage::head_backward(Cache& c) {
     c.dlogits = std::move(cast);
   }
   {
+    op.end();
     Tensor gathered;
     ConstTensorRef xf = tp_.gather_rows(c.final_norm, gathered);
+    op.next("lm_head_bwd");
     backend_.gemm(false, false, static_cast<int>(T), h, d.vocab_local, 1.0f, c.dlogits.ref(), d.vocab_local,
                   hp + head_weight_offset(), h, 0.0f, dxf.ref(), h);
     backend_.gemm(true, false, d.vocab_local, h, static_cast<int>(T), 1.0f, c.dlogits.ref(), d.vocab_local, xf, h, 1.0f,
                   hg + head_weight_offset(), h);
   }
   c.dlogits.reset();
+  op.end();
   if (hu != layout_.final_unit) {
     params_.release(hu);
     if (hu == layout_.tied_head_unit) params_.gradients_ready(hu);  // the first stage's copy is separate
   }
   Tensor dxf_local = tp_.reduce_rows(std::move(dxf), kWork);
+  op.next("final_norm_bwd");
   Tensor dx = act(c.final_in.rows(), h, kWork);
   ConstTensorRef w = fp + fu.param("lnf.weight").offset;
   float* gw = fg + fu.param("lnf.weight").offset;

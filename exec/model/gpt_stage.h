@@ -117,6 +117,7 @@ class GptStage {
   ParameterSource& params_;
   DropoutSettings dropout_;
   TransformerLayer layer_;
+  Tracer* tracer_;  // the embedding's and the head's op slices; the layers trace their own
   std::map<int, Cache> caches_;
 };
 

@@ -30,6 +30,8 @@ ContextParallel::ContextParallel(Communicator* comm, Backend& backend, int seq, 
       kind_(kind),
       tracer_(tracer) {}
 
+// Host times, also for the ring's tiles on the compute lane: the backends that run context parallelism are
+// the CPU's, whose clock is the host's (Tracer::use_clock_of); the CUDA backend refuses cp > 1.
 bool ContextParallel::tracing() const { return tracer_ != nullptr && tracer_->enabled(); }
 double ContextParallel::now_us() const { return tracing() ? tracer_->now_us() : 0.0; }
 

@@ -18,10 +18,12 @@
 
 #include <fmt/format.h>
 
+#include "core/json_io.h"
 #include "core/presets.h"
 #include "exec/cpu/bf16_emulation.h"
 #include "exec/cpu/cpu_backend.h"
 #include "exec/cuda/device_allocator.h"
+#include "exec/trace.h"
 #include "exec/trainer.h"
 #include "kernels/numerics.h"
 #include "run_util.h"
@@ -185,6 +187,45 @@ class GpuTest : public ::testing::Test {
   CudaBackend& cuda() { return static_cast<CudaBackend&>(*backend_); }
   std::unique_ptr<Backend> backend_;
 };
+
+// The trace's compute-lane slices are timed where the stream reaches their ends (CUDA events), not when
+// the host queued the work: a GEMM of 2·4096³ ≈ 137 GFLOP lasts at least 137 µs at 1 PFLOP/s (above the
+// dense bf16 peak of any GPU lent here: 989 TFLOP/s on an H100 or H200), while queueing it takes a few
+// microseconds. And the op slice lies inside its scope's slice.
+TEST_F(GpuTest, TraceSlicesAreTimedWhereTheStreamRunsThem) {
+  Tracer tracer;
+  tracer.set_enabled(true);
+  tracer.use_clock_of(backend_.get());
+  const int n = 4096;
+  Tensor a = cuda().alloc(n, n, MemoryCategory::kWorkspace, DType::kBF16),
+         b = cuda().alloc(n, n, MemoryCategory::kWorkspace, DType::kBF16),
+         c = cuda().alloc(n, n, MemoryCategory::kWorkspace, DType::kF32);
+  for (int i = 0; i < 3; ++i) cuda().gemm(false, true, n, n, n, 1.0f, a.ref(), n, b.ref(), n, 0.0f, c.ref(), n);
+  cuda().synchronize();  // the algorithm chosen and cached, the kernels loaded
+  const double queued_from = tracer.now_us();
+  {
+    TraceScope pass(&tracer, "F0 mb0", "compute", kComputeLane);
+    OpSlices op(&tracer, kComputeLane);
+    op.next("qkv");
+    for (int i = 0; i < 4; ++i) cuda().gemm(false, true, n, n, n, 1.0f, a.ref(), n, b.ref(), n, 0.0f, c.ref(), n);
+  }
+  const double queued_us = tracer.now_us() - queued_from;
+  tracer.resolve();
+  const Json trace = Json::parse(tracer.to_json());
+  double op_begin = -1, op_us = -1, pass_begin = -1, pass_us = -1;
+  for (const Json& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    (e["name"] == "qkv" ? op_begin : pass_begin) = e["ts"].get<double>();
+    (e["name"] == "qkv" ? op_us : pass_us) = e["dur"].get<double>();
+  }
+  const double floor_us = 4 * 2.0 * n * n * static_cast<double>(n) / 1e15 * 1e6;
+  EXPECT_GE(op_us, floor_us) << "queued in " << queued_us << " us";
+  EXPECT_LT(op_us, 1e6);
+  EXPECT_LE(pass_begin, op_begin + 1);
+  EXPECT_GE(pass_begin + pass_us, op_begin + op_us - 1);
+  std::printf("4 GEMMs of %d³ bf16: %.1f us on the stream (%.0f TFLOP/s), %.1f us to queue\n", n, op_us,
+              4 * 2.0 * n * n * static_cast<double>(n) / op_us / 1e6, queued_us);
+}
 
 using GpuAllocator = GpuTest;
 

@@ -1,12 +1,14 @@
 // What `loom run` writes: the JSONL log of DESIGN.md's contract and a Chrome trace per rank whose
 // slice names are the simulator's (core/trace_names.h), from a real 2-stage pipeline under mpirun.
+#include <algorithm>
+#include <fstream>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
-
-#include <fstream>
 
 #include "core/flops.h"
 #include "core/json_io.h"
@@ -65,26 +67,49 @@ TEST(ExecRunOutput, LogHasTheContractFieldsAndTraceUsesSimulatorNames) {
     EXPECT_EQ(optimizer, steps);
     EXPECT_EQ(p2p, steps * micro_batches);
 
-    // Inside the passes, every op of every layer is a slice named like the simulator's kernels,
-    // nested in its pass on the compute lane and shorter in total than the passes.
+    // Inside the passes, every op of every layer, of the embedding and of the head is a slice named like
+    // the simulator's kernels (sim/cost_model.cc), nested in a pass on the compute lane, none overlapping
+    // another, and shorter in total than the passes. The slices are timed by the backend's clock
+    // (Tracer::use_clock_of: the host's here, CUDA events on a GPU).
     std::map<std::string, int> ops;
+    std::vector<std::pair<double, double>> op_spans, passes;
     double op_us = 0, pass_us = 0;
     for (const Json& e : (*trace)["traceEvents"]) {
       if (e["ph"] != "X") continue;
       const std::string name = e["name"];
+      const double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
       if (e["cat"] == "op") {
         ++ops[name];
-        op_us += e["dur"].get<double>();
+        op_us += dur;
+        op_spans.emplace_back(ts, ts + dur);
         EXPECT_EQ(e["tid"], 0) << name;
+        EXPECT_GE(dur, 0.0) << name;
       } else if (name[0] == 'F' || name[0] == 'B') {
-        pass_us += e["dur"].get<double>();
+        pass_us += dur;
+        passes.emplace_back(ts, ts + dur);
       }
     }
     const int layers_here = 2;  // micro.json: 4 layers over 2 stages
+    const int passes_here = steps * micro_batches;
     for (const char* name : {"qkv", "qk softmax", "av", "attn_out", "mlp_up", "gelu", "mlp_down", "qkv_bwd",
                              "attention_bwd", "attn_out_bwd", "mlp_up_bwd", "gelu_bwd", "mlp_down_bwd"})
-      EXPECT_EQ(ops[name], steps * micro_batches * layers_here) << name << " on stage " << stage;
-    EXPECT_EQ(ops["norm"], 2 * steps * micro_batches * layers_here);
+      EXPECT_EQ(ops[name], passes_here * layers_here) << name << " on stage " << stage;
+    EXPECT_EQ(ops["norm"], 2 * passes_here * layers_here);
+    // The first stage's embedding (lookup, then the learned positions and dropout, around the TP sum) and
+    // the last stage's head; the cross-entropy is cut by its two TP all-reduces.
+    const std::map<std::string, int> ends =
+        stage == 0 ? std::map<std::string, int>{{"embedding", 2}, {"embedding_bwd", 2}}
+                   : std::map<std::string, int>{{"final_norm", 1},        {"lm_head", 1},     {"cross_entropy", 3},
+                                                {"cross_entropy_bwd", 1}, {"lm_head_bwd", 2}, {"final_norm_bwd", 1}};
+    for (const auto& [name, per_pass] : ends) EXPECT_EQ(ops[name], per_pass * passes_here) << name;
+    for (const char* name : {"embedding", "lm_head"}) EXPECT_EQ(ops.count(name) > 0, (stage == 0) == (name[0] == 'e'));
+    std::sort(op_spans.begin(), op_spans.end());
+    for (std::size_t i = 1; i < op_spans.size(); ++i)
+      EXPECT_LE(op_spans[i - 1].second, op_spans[i].first + 1e-3) << "op slices overlap on stage " << stage;
+    for (const auto& [begin, end] : op_spans)
+      EXPECT_TRUE(std::any_of(passes.begin(), passes.end(),
+                              [&](const auto& p) { return p.first <= begin + 1e-3 && end <= p.second + 1e-3; }))
+          << "an op slice at " << begin << " us outside every pass on stage " << stage;
     EXPECT_GT(op_us, 0.0);
     EXPECT_LT(op_us, pass_us);
   }
