@@ -155,9 +155,12 @@ KernelResults measure_kernels(exec::Backend& backend, const ProfileFlags& f, boo
 }
 
 // The cost file: measured tables (exec/profile), provenance, then the cost model fitted to them (planner).
-Json cost_file(const exec::profile::MeasuredMachine& machine, const ProfileFlags& f, double cpu_share, ClusterSpec& c) {
+Json cost_file(const exec::profile::MeasuredMachine& machine, const ProfileFlags& f, double cpu_share,
+               const exec::Backend& backend, ClusterSpec& c) {
   c = exec::profile::measured_cost_file(machine);
   c.provenance = provenance(f, machine.ranks);
+  for (const auto& [key, value] : backend.device_provenance()) c.provenance[key] = value;
+  c.provenance["compute_dtype"] = exec::to_string(backend.compute_dtype());
   fit_measured_tables(c);
   c.provenance["cpu_share_rank0"] = fmt::format("{:.2f}", cpu_share);
   Json file = to_json(c);
@@ -183,7 +186,15 @@ std::string why_collectives_are_not_measured(const ProfileFlags& f, const exec::
 
 std::string tables(const ClusterSpec& c, const KernelResults& k,
                    const std::vector<exec::profile::CollectiveTiming>& coll, const std::string& not_measured) {
-  std::string t = fmt::format("# loom profile: {}\n# {}\n", c.description, c.provenance.at("cpu"));
+  std::string t =
+      fmt::format("# loom profile: {}\n# {}\n", c.description,
+                  c.provenance.count("gpu") != 0
+                      ? fmt::format("{} (compute capability {}, {} multiprocessors, driver API {}, "
+                                    "runtime {}), host CPU {}",
+                                    c.provenance.at("gpu"), c.provenance.at("gpu_compute_capability"),
+                                    c.provenance.at("gpu_multiprocessors"), c.provenance.at("cuda_driver_api"),
+                                    c.provenance.at("cuda_runtime"), c.provenance.at("cpu"))
+                      : c.provenance.at("cpu"));
   if (std::stod(c.provenance.at("cpu_share_rank0")) < 0.9)
     t += fmt::format(
         "# warning: rank 0 ran {:.0f} % of the time (load average {}): other work shares this host, so the "
@@ -192,7 +203,10 @@ std::string tables(const ClusterSpec& c, const KernelResults& k,
         c.provenance.count("load_average_1min") ? c.provenance.at("load_average_1min") : "unknown");
   t += fmt::format("# device peak (best GEMM) {:.2f} GFLOP/s, STREAM bandwidth {:.2f} GB/s\n",
                    c.device.peak_flops / 1e9, c.device.memory_bandwidth_bytes_per_s / 1e9);
-  t += "#\n# GEMM (fp32), as the simulator asks for it (m, n, k) and as the executor runs it (calls, transposes)\n";
+  t += fmt::format(
+      "#\n# GEMM ({} operands), as the simulator asks for it (m, n, k) and as the executor runs it (calls, "
+      "transposes)\n",
+      c.provenance.count("compute_dtype") != 0 ? c.provenance.at("compute_dtype") : "fp32");
   t += fmt::format("{:>16} {:>6} {:>6} {:>6} {:>5} {:>3} {:>11} {:>9}\n", "op", "m", "n", "k", "calls", "op", "time",
                    "rate");
   t += fmt::format("{:>16} {:>6} {:>6} {:>6} {:>5} {:>3} {:>11} {:>9}\n", "", "", "", "", "", "", "(us)", "(GFLOP/s)");
@@ -330,7 +344,7 @@ int run_profile(const ProfileFlags& f) {
       f.threads, optimizer_bytes_per_param(), {}};
   for (const auto& [op, weight] : layer_memory_op_weights()) machine.layer_ops.push_back(op);
   ClusterSpec cluster;
-  const Json file = cost_file(machine, f, cpu_share, cluster);
+  const Json file = cost_file(machine, f, cpu_share, *backend, cluster);
   write_output(f.out, file.dump(2) + "\n");
   write_output("", f.format == "json" ? file.dump(2) + "\n" : tables(cluster, kernels, coll, not_measured));
   return kExitOk;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +77,9 @@ class Backend {
   virtual std::string device_uuid() const { return {}; }
   // The device's dense bf16 peak in FLOP/s where a preset knows it (exec/device_peak.h), else 0.
   virtual double peak_flops() const { return 0; }
+  // What a cost file's provenance records of the device (`loom profile`): on a GPU its name, driver and
+  // runtime versions, memory, multiprocessors and clocks; nothing on the CPU, which the host describes.
+  virtual std::map<std::string, std::string> device_provenance() const { return {}; }
 
   // The dtype of parameters and activations in the compute path: fp32 on the CPU (the reference), bf16
   // on GPUs (mixed precision: fp32 master weights, moments and main gradients beside it).

@@ -4,6 +4,9 @@
 
 #include <cuda_runtime.h>
 
+#include <fmt/format.h>
+
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -149,6 +152,26 @@ double CudaBackend::peak_flops() const {
   cudaDeviceProp p{};
   CUDA_CHECK(cudaGetDeviceProperties(&p, device_));
   return preset_peak_flops(p.name);
+}
+
+std::map<std::string, std::string> CudaBackend::device_provenance() const {
+  cudaDeviceProp p{};
+  CUDA_CHECK(cudaGetDeviceProperties(&p, device_));
+  int driver = 0, runtime = 0, sm_khz = 0, memory_khz = 0;
+  CUDA_CHECK(cudaDriverGetVersion(&driver));
+  CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sm_khz, cudaDevAttrClockRate, device_));
+  CUDA_CHECK(cudaDeviceGetAttribute(&memory_khz, cudaDevAttrMemoryClockRate, device_));
+  const auto version = [](int v) { return fmt::format("{}.{}", v / 1000, v % 1000 / 10); };
+  return {{"gpu", p.name},
+          {"gpu_compute_capability", fmt::format("{}.{}", p.major, p.minor)},
+          {"gpu_multiprocessors", std::to_string(p.multiProcessorCount)},
+          {"gpu_memory_bytes", std::to_string(p.totalGlobalMem)},
+          {"gpu_sm_clock_max_mhz", std::to_string(sm_khz / 1000)},
+          {"gpu_memory_clock_max_mhz", std::to_string(memory_khz / 1000)},
+          {"cuda_driver_api", version(driver)},
+          {"cuda_runtime", version(runtime)},
+          {"gpu_uuid", device_uuid()}};
 }
 
 std::string CudaBackend::device_uuid() const {

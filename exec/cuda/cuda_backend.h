@@ -35,6 +35,7 @@ class CudaBackend final : public Backend {
   // 16 bytes (NCCL refuses two ranks on one GPU: exec/comm_path.h).
   std::string device_uuid() const override;
   double peak_flops() const override;
+  std::map<std::string, std::string> device_provenance() const override;
   // Device memory the allocator holds (in use + cached), beside the tracker's per-category bytes.
   const DeviceAllocator& allocator() const { return *allocator_; }
   DeviceAllocator& allocator() { return *allocator_; }

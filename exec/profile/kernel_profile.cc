@@ -14,36 +14,40 @@
 
 namespace loom::exec::profile {
 
-double best_seconds(const std::function<void()>& fn, const TimingBudget& budget) {
-  using clock = std::chrono::steady_clock;
-  fn();  // warm-up: first-touch page faults, BLAS thread start-up
-  auto elapsed = [](clock::time_point a) { return std::chrono::duration<double>(clock::now() - a).count(); };
-  // Size the batch from one timed call.
-  const auto t0 = clock::now();
+namespace {
+// Seconds `fn` takes by the backend's clock.
+double timed(Backend& backend, const std::function<void()>& fn) {
+  const std::unique_ptr<TimedEvent> start = backend.record_timed_event();
   fn();
-  const double one = std::max(elapsed(t0), 1e-9);
+  const std::unique_ptr<TimedEvent> end = backend.record_timed_event();
+  return 1e-6 * end->microseconds_since(*start);
+}
+}  // namespace
+
+double best_seconds(Backend& backend, const std::function<void()>& fn, const TimingBudget& budget) {
+  fn();  // warm-up: first-touch page faults, BLAS thread start-up, kernels loaded and algorithms chosen
+  // Size the batch from one timed call.
+  const double one = std::max(timed(backend, fn), 1e-9);
   const int calls = std::max(1, static_cast<int>(std::ceil(budget.min_batch_s / one)));
   std::vector<double> per_call;
-  for (int b = 0; b < std::max(1, budget.batches); ++b) {
-    const auto start = clock::now();
-    for (int i = 0; i < calls; ++i) fn();
-    per_call.push_back(elapsed(start) / calls);
-  }
+  for (int b = 0; b < std::max(1, budget.batches); ++b)
+    per_call.push_back(timed(backend,
+                             [&] {
+                               for (int i = 0; i < calls; ++i) fn();
+                             }) /
+                       calls);
   return *std::min_element(per_call.begin(), per_call.end());
 }
 
-double best_cold_seconds(const std::function<void()>& fn, const std::function<void()>& evict,
+double best_cold_seconds(Backend& backend, const std::function<void()>& fn, const std::function<void()>& evict,
                          const TimingBudget& budget) {
-  using clock = std::chrono::steady_clock;
   fn();  // warm-up: first-touch page faults
   double best = std::numeric_limits<double>::infinity(), spent = 0;
   constexpr int kMostCalls = 1000;
   for (int i = 0; i <= kMostCalls && (i < std::max(1, budget.batches) || spent < budget.batches * budget.min_batch_s);
        ++i) {
     evict();
-    const auto start = clock::now();
-    fn();
-    const double s = std::chrono::duration<double>(clock::now() - start).count();
+    const double s = timed(backend, fn);
     best = std::min(best, s);
     spent += s;
   }
@@ -126,18 +130,24 @@ std::vector<GemmTiming> time_gemms(Backend& backend, const std::vector<GemmCase>
       const std::int64_t a_n = static_cast<std::int64_t>(g.trans_a ? g.call_k : g.call_m) * lda;
       const std::int64_t b_n = static_cast<std::int64_t>(g.trans_b ? g.call_n : g.call_k) * ldb;
       const std::int64_t c_n = static_cast<std::int64_t>(g.call_m) * g.call_n;
-      Tensor a = backend.alloc(g.calls, a_n, MemoryCategory::kWorkspace);
-      Tensor b = backend.alloc(g.calls, b_n, MemoryCategory::kWorkspace);
-      Tensor c = backend.alloc(g.calls, c_n, MemoryCategory::kWorkspace);
+      // In the dtypes training uses (exec/model): operands in the compute dtype; weight gradients
+      // accumulate into the fp32 main gradients and the LM head writes fp32 logits; other outputs in the
+      // compute dtype.
+      const DType compute = backend.compute_dtype();
+      const DType out_dtype = g.accumulate || g.op == "lm_head" ? DType::kF32 : compute;
+      Tensor a = backend.alloc(g.calls, a_n, MemoryCategory::kWorkspace, compute);
+      Tensor b = backend.alloc(g.calls, b_n, MemoryCategory::kWorkspace, compute);
+      Tensor c = backend.alloc(g.calls, c_n, MemoryCategory::kWorkspace, out_dtype);
       const float beta = g.accumulate ? 1.0f : 0.0f;
       // A causal product the backend blocks: query rows [i0, i0 + rows) against keys [0, i0 + rows).
       const int block = g.causal == GemmCase::Causal::kNone ? 0 : backend.attention_query_block();
       // Operands start out of the caches, as in a step, where a layer's weights and the activation it
       // reads were last touched many megabytes of other work earlier (see time_memory_ops).
       const double s = best_cold_seconds(
+          backend,
           [&] {
             for (int r = 0; r < g.calls; ++r) {
-              const TensorRef ar = a.data() + r * a_n, br = b.data() + r * b_n, cr = c.data() + r * c_n;
+              const TensorRef ar = a.ref() + r * a_n, br = b.ref() + r * b_n, cr = c.ref() + r * c_n;
               if (block <= 0) {
                 backend.gemm(g.trans_a, g.trans_b, g.call_m, g.call_n, g.call_k, 1.0f, ar, lda, br, ldb, beta, cr,
                              g.call_n);
@@ -151,10 +161,9 @@ std::vector<GemmTiming> time_gemms(Backend& backend, const std::vector<GemmCase>
                              cr + static_cast<std::int64_t>(i0) * g.call_n, g.call_n);
               }
             }
-            backend.synchronize();
           },
           [&] {
-            for (const Tensor* t : {&a, &b, &c}) backend.evict_from_cache(t->data(), t->bytes());
+            for (const Tensor* t : {&a, &b, &c}) backend.evict_from_cache(t->ref(), t->bytes());
           },
           budget);
       out[i].seconds = std::min(out[i].seconds, s);
@@ -170,17 +179,9 @@ double stream_bandwidth_bytes_per_s(Backend& backend, std::int64_t bytes, const 
   Tensor b = backend.alloc(1, n, MemoryCategory::kWorkspace);
   Tensor c = backend.alloc(1, n, MemoryCategory::kWorkspace);
   const double copy_s = best_seconds(
-      [&] {
-        backend.copy(c.data(), a.data(), n);
-        backend.synchronize();
-      },
-      budget);
+      backend, [&] { backend.copy(c.data(), a.data(), n); }, budget);
   const double add_s = best_seconds(
-      [&] {
-        backend.add(c.data(), a.data(), b.data(), n);
-        backend.synchronize();
-      },
-      budget);
+      backend, [&] { backend.add(c.data(), a.data(), b.data(), n); }, budget);
   return std::max(8.0 * n / copy_s, 12.0 * n / add_s);
 }
 
@@ -189,16 +190,20 @@ double time_optimizer_step(Backend& backend, std::int64_t params, const TimingBu
   Tensor g = backend.alloc(1, params, MemoryCategory::kWorkspace);
   Tensor m = backend.alloc(1, params, MemoryCategory::kWorkspace);
   Tensor v = backend.alloc(1, params, MemoryCategory::kWorkspace);
+  // Mixed precision: the fp32 master above and the compute-dtype copy the step writes (exec/parallel/zero.cc).
+  const bool copy = backend.compute_dtype() != DType::kF32;
+  Tensor p_copy = copy ? backend.alloc(1, params, MemoryCategory::kWorkspace, backend.compute_dtype()) : Tensor();
   int step = 0;
   // The executor's step (exec/trainer.cc): the gradient norm, AdamW, then the gradients zeroed
   // for the next step's accumulation.
   return best_seconds(
+      backend,
       [&] {
         volatile double norm = backend.sum_squares(g.data(), params);
         (void)norm;
-        backend.adamw(p.data(), g.data(), m.data(), v.data(), params, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step);
+        backend.adamw(p.data(), g.data(), m.data(), v.data(), params, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step,
+                      copy ? p_copy.ref() : TensorRef());
         backend.zero(g.data(), params);
-        backend.synchronize();
       },
       budget);
 }
@@ -206,21 +211,24 @@ double time_optimizer_step(Backend& backend, std::int64_t params, const TimingBu
 std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& model, int seq,
                                             const std::vector<int>& micro_batches, const TimingBudget& budget) {
   std::vector<MemoryOpTiming> out;
-  constexpr double ab = 4.0;  // fp32 activations: the executor's precision
+  // Activations, weights and their gradients in the executor's compute dtype (the simulator's activation
+  // bytes: 4 on the CPU, 2 in bf16 on a GPU); statistics and main gradients in fp32.
+  const DType act = backend.compute_dtype();
+  const double ab = static_cast<double>(dtype_bytes(act));
   const std::int64_t h = model.hidden, f = model.ffn_hidden;
   for (int b : micro_batches) {
     const std::int64_t T = static_cast<std::int64_t>(seq) * b;
-    Tensor x = backend.alloc(T, std::max(h, f), MemoryCategory::kWorkspace);
-    Tensor y = backend.alloc(T, std::max(h, f), MemoryCategory::kWorkspace);
-    Tensor dy = backend.alloc(T, std::max(h, f), MemoryCategory::kWorkspace);
-    Tensor w = backend.alloc(1, h, MemoryCategory::kWorkspace);
-    Tensor bias = backend.alloc(1, std::max(h, f), MemoryCategory::kWorkspace);
+    Tensor x = backend.alloc(T, std::max(h, f), MemoryCategory::kWorkspace, act);
+    Tensor y = backend.alloc(T, std::max(h, f), MemoryCategory::kWorkspace, act);
+    Tensor dy = backend.alloc(T, std::max(h, f), MemoryCategory::kWorkspace, act);
+    Tensor w = backend.alloc(1, h, MemoryCategory::kWorkspace, act);
+    Tensor bias = backend.alloc(1, std::max(h, f), MemoryCategory::kWorkspace, act);
     Tensor dw = backend.alloc(1, h, MemoryCategory::kWorkspace);
     Tensor db = backend.alloc(1, h, MemoryCategory::kWorkspace);
     Tensor mean = backend.alloc(1, T, MemoryCategory::kWorkspace);
     Tensor rstd = backend.alloc(1, T, MemoryCategory::kWorkspace);
     const std::vector<float> ones(static_cast<std::size_t>(h), 1.0f);  // unit weights keep the norm finite
-    backend.from_host(w.data(), ones.data(), h);
+    backend.from_host(w.ref(), ones.data(), h);
     // Times `body` (then a synchronize) and records it as `op` moving `bytes`. Each call starts with
     // its operands out of the caches: in a training step an element-wise op reads activations written
     // many ops (and megabytes) earlier, and one timed in a loop over the same buffers would run from
@@ -230,57 +238,52 @@ std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& m
     auto time_op = [&](const char* op, double bytes, const auto& body, const Operands& operands) {
       out.push_back({op, bytes,
                      best_cold_seconds(
-                         [&] {
-                           body();
-                           backend.synchronize();
-                         },
+                         backend, [&] { body(); },
                          [&] {
                            for (const auto& [t, n] : operands) backend.evict_from_cache(t, n);
                          },
                          budget)});
     };
     // Byte counts as sim/cost_model.cc charges each op.
-    const Operands rows = {{x.data(), x.bytes()}, {y.data(), y.bytes()}, {dy.data(), dy.bytes()}};
+    const Operands rows = {{x.ref(), x.bytes()}, {y.ref(), y.bytes()}, {dy.ref(), dy.bytes()}};
     time_op(
         "norm", 2 * ab * T * h,
-        [&] { backend.layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), T, h); },
+        [&] { backend.layernorm_forward(y.ref(), mean.data(), rstd.data(), x.ref(), w.ref(), bias.ref(), T, h); },
         rows);
     time_op(
         "norm_bwd", 3 * ab * T * h,
         [&] {
-          backend.layernorm_backward(dy.data(), dw.data(), db.data(), y.data(), x.data(), w.data(), mean.data(),
+          backend.layernorm_backward(dy.ref(), dw.data(), db.data(), y.ref(), x.ref(), w.ref(), mean.data(),
                                      rstd.data(), T, h);
         },
         rows);
     time_op(
-        "gelu", 2 * ab * T * f, [&] { backend.gelu_forward(y.data(), x.data(), T * f); }, rows);
+        "gelu", 2 * ab * T * f, [&] { backend.gelu_forward(y.ref(), x.ref(), T * f); }, rows);
     time_op(
-        "gelu_bwd", 3 * ab * T * f, [&] { backend.gelu_backward(dy.data(), x.data(), y.data(), T * f); }, rows);
+        "gelu_bwd", 3 * ab * T * f, [&] { backend.gelu_backward(dy.ref(), x.ref(), y.ref(), T * f); }, rows);
     time_op(
-        "residual", 3 * ab * T * h, [&] { backend.add(y.data(), x.data(), dy.data(), T * h); }, rows);
+        "residual", 3 * ab * T * h, [&] { backend.add(y.ref(), x.ref(), dy.ref(), T * h); }, rows);
     time_op(
-        "residual_bwd", 3 * ab * T * h, [&] { backend.axpy(y.data(), 1.0f, x.data(), T * h); }, rows);
+        "residual_bwd", 3 * ab * T * h, [&] { backend.axpy(y.ref(), 1.0f, x.ref(), T * h); }, rows);
     // A linear layer's bias, added in a pass of its own after the GEMM (sim::CostModel::bias_s).
     time_op(
-        "bias", 2 * ab * T * f, [&] { backend.add_bias(y.data(), bias.data(), T, f); }, rows);
+        "bias", 2 * ab * T * f, [&] { backend.add_bias(y.ref(), bias.ref(), T, f); }, rows);
     // Whole unfused attention cores (matmuls + causal softmax): `loom profile` subtracts the
     // per-head matmuls timed by time_gemms to leave the softmax, charged as the simulator does.
     const AttentionShape shape{b, seq, model.heads, model.kv_heads, static_cast<int>(model.head_dim())};
-    Tensor qkv = backend.alloc(T, shape.qkv_cols(), MemoryCategory::kWorkspace);
-    Tensor dqkv = backend.alloc(T, shape.qkv_cols(), MemoryCategory::kWorkspace);
-    Tensor ctx = backend.alloc(T, h, MemoryCategory::kWorkspace);
-    Tensor probs = backend.alloc(1, shape.probs_numel(), MemoryCategory::kWorkspace);
+    Tensor qkv = backend.alloc(T, shape.qkv_cols(), MemoryCategory::kWorkspace, act);
+    Tensor dqkv = backend.alloc(T, shape.qkv_cols(), MemoryCategory::kWorkspace, act);
+    Tensor ctx = backend.alloc(T, h, MemoryCategory::kWorkspace, act);
+    Tensor probs = backend.alloc(1, shape.probs_numel(), MemoryCategory::kWorkspace, act);
     const double scores = static_cast<double>(shape.probs_numel());
-    const Operands attention = {{qkv.data(), qkv.bytes()},
-                                {dqkv.data(), dqkv.bytes()},
-                                {ctx.data(), ctx.bytes()},
-                                {probs.data(), probs.bytes()}};
+    const Operands attention = {
+        {qkv.ref(), qkv.bytes()}, {dqkv.ref(), dqkv.bytes()}, {ctx.ref(), ctx.bytes()}, {probs.ref(), probs.bytes()}};
     time_op(
-        "attention_core", 2 * ab * scores,
-        [&] { backend.attention_forward(ctx.data(), probs.data(), qkv.data(), shape); }, attention);
+        "attention_core", 2 * ab * scores, [&] { backend.attention_forward(ctx.ref(), probs.ref(), qkv.ref(), shape); },
+        attention);
     time_op(
         "attention_core_bwd", 3 * ab * scores,
-        [&] { backend.attention_backward(dqkv.data(), ctx.data(), probs.data(), qkv.data(), shape); }, attention);
+        [&] { backend.attention_backward(dqkv.ref(), ctx.ref(), probs.ref(), qkv.ref(), shape); }, attention);
   }
   return out;
 }

@@ -66,16 +66,18 @@ std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& m
 // STREAM-style bandwidth: the best of copy (2 × 4 B per element) and add (3 × 4 B) over `bytes`.
 double stream_bandwidth_bytes_per_s(Backend& backend, std::int64_t bytes, const TimingBudget& budget);
 
-// The optimizer step over `params` fp32 values (param, grad, m, v) as the executor runs it:
-// gradient norm, AdamW, gradients zeroed. Seconds per step.
+// The optimizer step over `params` values as the executor runs it (fp32 master, moments and main
+// gradient; with a bf16 compute dtype the bf16 copy written too): gradient norm, AdamW, gradients zeroed.
+// Seconds per step.
 double time_optimizer_step(Backend& backend, std::int64_t params, const TimingBudget& budget);
 
 // Fastest seconds per call of `fn` over budget.batches batches (each batched to budget.min_batch_s;
-// `fn` runs at least once to warm up).
-double best_seconds(const std::function<void()>& fn, const TimingBudget& budget);
+// `fn` runs at least once to warm up), timed by the backend's clock (Backend::record_timed_event): on a
+// GPU the kernels' time on the stream, without the host's launch and synchronisation latency.
+double best_seconds(Backend& backend, const std::function<void()>& fn, const TimingBudget& budget);
 // Fastest seconds of one call of `fn` with `evict` run (untimed) before each: as many calls as
-// budget.batches batches of budget.min_batch_s would take, at least budget.batches.
-double best_cold_seconds(const std::function<void()>& fn, const std::function<void()>& evict,
+// budget.batches batches of budget.min_batch_s would take, at least budget.batches. Likewise timed.
+double best_cold_seconds(Backend& backend, const std::function<void()>& fn, const std::function<void()>& evict,
                          const TimingBudget& budget);
 
 }  // namespace loom::exec::profile
