@@ -49,6 +49,7 @@ struct ProfileFlags {
   double collective_time_s = 0.05;  // per point: enough iterations that timer and jitter average out
   int threads = 1;                  // per rank: the cost file's device is one rank on one core
   bool quick = false;
+  std::string model;  // a model whose layers' shapes are timed too (the planner's, for a GPU's cost file)
 };
 
 std::string first_line_of(const std::string& path, const std::string& key) {
@@ -93,14 +94,23 @@ std::map<std::string, std::string> provenance(const ProfileFlags& f, int ranks) 
   p["threads_per_rank"] = std::to_string(f.threads);
   double load[3] = {0, 0, 0};
   if (getloadavg(load, 3) == 3) p["load_average_1min"] = fmt::format("{:.2f}", load[0]);
-  p["command"] = fmt::format("mpirun -np {} loom profile --backend {} --out {}{}", ranks, f.backend, f.out,
-                             f.quick ? " --quick" : "");
+  p["command"] = fmt::format("mpirun -np {} loom profile --backend {} --out {}{}{}", ranks, f.backend, f.out,
+                             f.model.empty() ? "" : " --model " + f.model, f.quick ? " --quick" : "");
   return p;
 }
 
-// Every GEMM shape the validation model and gpt-tiny run at TP 1 and 2 and micro-batches 1-8,
-// plus a grid; duplicates dropped.
-std::vector<exec::profile::GemmCase> gemm_cases(bool quick) {
+// TP degrees up to 8 (a node) that split the model's heads, key/value heads and FFN evenly.
+std::vector<int> tensor_parallel_degrees(const ModelSpec& m, int most) {
+  std::vector<int> tps;
+  for (int tp = 1; tp <= most; tp *= 2)
+    if (m.heads % tp == 0 && m.kv_heads % tp == 0 && m.ffn_hidden % tp == 0) tps.push_back(tp);
+  return tps;
+}
+
+// Every GEMM shape the validation model and gpt-tiny run at TP 1 and 2 and micro-batches 1-8, those of
+// `extra` (--model) at TP 1-8 and micro-batches 1-8 (1 and 2 with --quick) at its sequence length, plus a
+// grid; duplicates dropped.
+std::vector<exec::profile::GemmCase> gemm_cases(bool quick, const std::optional<ModelSpec>& extra) {
   std::vector<exec::profile::GemmCase> cases;
   std::vector<ModelSpec> models = {validation_model()};
   if (auto tiny = model_preset("gpt-tiny")) models.push_back(*tiny);
@@ -108,6 +118,10 @@ std::vector<exec::profile::GemmCase> gemm_cases(bool quick) {
     for (int tp : {1, 2})
       for (int b : quick ? std::vector<int>{1} : std::vector<int>{1, 2, 4, 8})
         for (auto& c : exec::profile::transformer_gemm_cases(m, m.seq_len, b, tp)) cases.push_back(c);
+  if (extra)
+    for (int tp : tensor_parallel_degrees(*extra, 8))
+      for (int b : quick ? std::vector<int>{1, 2} : std::vector<int>{1, 2, 4, 8})
+        for (auto& c : exec::profile::transformer_gemm_cases(*extra, extra->seq_len, b, tp)) cases.push_back(c);
   // Grid: 64 (a head) to 1024 (above every dimension the CPU models use) in ×4 steps.
   for (auto& c : exec::profile::grid_gemm_cases(64, quick ? 256 : 1024)) cases.push_back(c);
   std::vector<exec::profile::GemmCase> unique;
@@ -121,31 +135,32 @@ std::vector<exec::profile::GemmCase> gemm_cases(bool quick) {
 using exec::profile::KernelResults;
 
 // The optimizer step's bytes per parameter as sim::CostModel::optimizer_s charges them for the
-// executor's fp32 training.
-double optimizer_bytes_per_param() {
-  TrainingSpec fp32;
-  use_fp32_precision(fp32);
-  return sim::CostModel::optimizer_bytes_per_param(fp32);
-}
-
-double optimizer_bytes(const KernelResults& k) {
-  return optimizer_bytes_per_param() * static_cast<double>(k.optimizer_params);
+// executor's training in `compute` (fp32 on the CPU; bf16 mixed precision, the TrainingSpec default, on a GPU).
+double optimizer_bytes_per_param(exec::DType compute) {
+  TrainingSpec training;
+  if (compute == exec::DType::kF32) use_fp32_precision(training);
+  return sim::CostModel::optimizer_bytes_per_param(training);
 }
 
 // Every rank times the same kernels at once, so each sees the share of memory bandwidth and
 // caches it has in a run with that many ranks; rank 0's figures go into the cost file.
-KernelResults measure_kernels(exec::Backend& backend, const ProfileFlags& f, bool show_progress) {
+KernelResults measure_kernels(exec::Backend& backend, const ProfileFlags& f, const std::optional<ModelSpec>& extra,
+                              bool show_progress) {
   KernelResults k;
   exec::profile::TimingBudget budget;
   if (f.quick) budget = {5e-4, 3, 1};  // CI: a few ms per point
   {
     ProgressBar bar("GEMM", show_progress);
-    k.gemms = exec::profile::time_gemms(backend, gemm_cases(f.quick), budget,
+    k.gemms = exec::profile::time_gemms(backend, gemm_cases(f.quick, extra), budget,
                                         [&](std::size_t d, std::size_t t) { bar.update(d, t); });
   }
   const ModelSpec model = validation_model();
   k.memory_ops = exec::profile::time_memory_ops(
       backend, model, model.seq_len, f.quick ? std::vector<int>{1, 8} : std::vector<int>{1, 2, 4, 8}, budget);
+  if (extra) {  // its activations at two sizes: the ops' time is linear in their bytes
+    auto more = exec::profile::time_memory_ops(backend, *extra, extra->seq_len, {1, 2}, budget);
+    k.memory_ops.insert(k.memory_ops.end(), more.begin(), more.end());
+  }
   // 64 MiB per array: far past any cache of a CPU of today, so DRAM is measured.
   k.stream_bytes_per_s = exec::profile::stream_bandwidth_bytes_per_s(backend, f.quick ? 16 << 20 : 64 << 20, budget);
   // The validation model's parameters: the size the optimizer steps in the matrix.
@@ -184,8 +199,9 @@ std::string why_collectives_are_not_measured(const ProfileFlags& f, const exec::
   return "";
 }
 
-std::string tables(const ClusterSpec& c, const KernelResults& k,
+std::string tables(const ClusterSpec& c, const KernelResults& k, double optimizer_bytes_per_param,
                    const std::vector<exec::profile::CollectiveTiming>& coll, const std::string& not_measured) {
+  const double optimizer_bytes = optimizer_bytes_per_param * static_cast<double>(k.optimizer_params);
   std::string t =
       fmt::format("# loom profile: {}\n# {}\n", c.description,
                   c.provenance.count("gpu") != 0
@@ -221,8 +237,8 @@ std::string tables(const ClusterSpec& c, const KernelResults& k,
   for (const auto& op : k.memory_ops)
     t += fmt::format("{:>20} {:>12.0f} {:>11.2f} {:>8.2f}\n", op.op, op.bytes, op.seconds * 1e6,
                      op.bytes / op.seconds / 1e9);
-  t += fmt::format("{:>20} {:>12.0f} {:>11.2f} {:>8.2f}\n", "optimizer", optimizer_bytes(k), k.optimizer_s * 1e6,
-                   optimizer_bytes(k) / k.optimizer_s / 1e9);
+  t += fmt::format("{:>20} {:>12.0f} {:>11.2f} {:>8.2f}\n", "optimizer", optimizer_bytes, k.optimizer_s * 1e6,
+                   optimizer_bytes / k.optimizer_s / 1e9);
   t +=
       fmt::format("# fit: memory_bound_efficiency {:.3f}, kernel_launch_s {:.3g}, R² {}\n",
                   c.compute.memory_bound_efficiency, c.compute.kernel_launch_s, c.provenance.at("memory_bound_fit_r2"));
@@ -276,7 +292,14 @@ int run_profile(const ProfileFlags& f) {
     problem = "--min-bytes/--max-bytes: need 4 <= min <= max";
   else if (f.out.empty())
     problem = "--out: give the cost file to write";
-  else if (rank == 0) {
+  std::optional<ModelSpec> extra;
+  if (problem.empty() && !f.model.empty()) {
+    auto m = load_model(f.model);
+    if (m)
+      extra = *m;
+    else
+      problem = "--model: " + m.error().message;
+  } else if (rank == 0) {
     // Checked before minutes of measuring: the file must be creatable (written atomically at the end).
     const std::string probe = f.out + ".probe";
     std::FILE* file = std::fopen(probe.c_str(), "w");
@@ -303,7 +326,7 @@ int run_profile(const ProfileFlags& f) {
   }
   exec::set_cpu_threads(f.threads);
   const auto wall_start = std::chrono::steady_clock::now();
-  KernelResults kernels = measure_kernels(*backend, f, rank == 0);
+  KernelResults kernels = measure_kernels(*backend, f, extra, rank == 0);
   // Then rank 0 alone, the other ranks sleeping (an MPI wait would spin on their cores).
   std::optional<KernelResults> alone;
   if (runtime.world_size() > 1) {
@@ -312,7 +335,7 @@ int run_profile(const ProfileFlags& f) {
     exec::ProcessGroups groups = exec::make_process_groups(runtime, everyone, false);
     float done = 0;
     if (rank == 0) {
-      alone = measure_kernels(*backend, f, true);
+      alone = measure_kernels(*backend, f, extra, true);
       for (int r = 1; r < runtime.world_size(); ++r) groups.world->isend(&done, 1, r, 0)->wait();
     } else {
       auto request = groups.world->irecv(&done, 1, 0, 0);
@@ -337,16 +360,22 @@ int run_profile(const ProfileFlags& f) {
   const double cpu_share =
       cpu_s / (f.threads * std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
   if (rank != 0) return kExitOk;
-  exec::profile::add_softmax_points(kernels, validation_model());
-  if (alone) exec::profile::add_softmax_points(*alone, validation_model());
+  const double ab = static_cast<double>(exec::dtype_bytes(backend->compute_dtype()));
+  for (KernelResults* k : {&kernels, alone ? &*alone : nullptr}) {
+    if (k == nullptr) continue;
+    exec::profile::add_softmax_points(*k, validation_model(), ab);
+    if (extra) exec::profile::add_softmax_points(*k, *extra, ab);
+  }
+  const double optimizer_bytes = optimizer_bytes_per_param(backend->compute_dtype());
   exec::profile::MeasuredMachine machine{
-      &kernels,  alone ? &*alone : nullptr,   &coll, runtime.world_size(), runtime.local_size(),
-      f.threads, optimizer_bytes_per_param(), {}};
+      &kernels,  alone ? &*alone : nullptr, &coll, runtime.world_size(), runtime.local_size(),
+      f.threads, optimizer_bytes,           {}};
   for (const auto& [op, weight] : layer_memory_op_weights()) machine.layer_ops.push_back(op);
   ClusterSpec cluster;
   const Json file = cost_file(machine, f, cpu_share, *backend, cluster);
   write_output(f.out, file.dump(2) + "\n");
-  write_output("", f.format == "json" ? file.dump(2) + "\n" : tables(cluster, kernels, coll, not_measured));
+  write_output(
+      "", f.format == "json" ? file.dump(2) + "\n" : tables(cluster, kernels, optimizer_bytes, coll, not_measured));
   return kExitOk;
 }
 
@@ -360,6 +389,10 @@ std::function<int()> add_profile(CLI::App& root) {
   app->add_option("--max-bytes", flags->max_bytes, "largest collective message")->capture_default_str();
   app->add_option("--factor", flags->factor, "message size step")->capture_default_str();
   app->add_option("--threads", flags->threads, "threads per rank")->capture_default_str();
+  app->add_option("--model", flags->model,
+                  "also time this model's layers (preset name, JSON or Hugging Face config.json): its GEMMs at TP "
+                  "1-8 and micro-batches 1-8 at its sequence length, its memory-bound ops, as the planner asks for "
+                  "them (a GPU's cost file for that model)");
   app->add_flag("--quick", flags->quick, "seconds instead of minutes: fewer shapes, messages up to 1 MiB (CI)");
   return [flags] { return run_profile(*flags); };
 }

@@ -11,16 +11,16 @@
 
 namespace loom::exec::profile {
 
-void add_softmax_points(KernelResults& k, const ModelSpec& model) {
+void add_softmax_points(KernelResults& k, const ModelSpec& model, double activation_bytes) {
   std::vector<MemoryOpTiming> softmax;
   for (const auto& op : k.memory_ops) {
     if (op.op != "attention_core" && op.op != "attention_core_bwd") continue;
     const bool bwd = op.op == "attention_core_bwd";
-    const double tokens = op.bytes / ((bwd ? 3.0 : 2.0) * 4.0 * model.heads * model.seq_len);
+    const double tokens = op.bytes / ((bwd ? 3.0 : 2.0) * activation_bytes * model.heads * model.seq_len);
     double matmuls = 0;
     for (const auto& g : k.gemms)
       if ((g.shape.op == "attention_qk" || g.shape.op == "attention_av") && g.shape.m == tokens &&
-          (g.shape.n == model.hidden || g.shape.k == model.hidden))
+          (g.shape.n == model.q_dim() || g.shape.k == model.q_dim()))  // the attention output's width
         matmuls += (bwd ? 2.0 : 1.0) * g.seconds;  // the simulator charges 2 of each in the backward
     if (matmuls > 0 && op.seconds > matmuls)
       softmax.push_back({bwd ? "softmax_bwd" : "softmax", op.bytes, op.seconds - matmuls});

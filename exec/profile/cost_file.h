@@ -26,8 +26,9 @@ struct KernelResults {
 };
 
 // The softmax of unfused attention, as its own points: the whole attention core minus its
-// per-head matmuls (which `k` timed as GEMMs).
-void add_softmax_points(KernelResults& k, const ModelSpec& model);
+// per-head matmuls (which `k` timed as GEMMs). `activation_bytes`: the dtype's size the cores were
+// timed in (time_memory_ops charges the backend's compute dtype).
+void add_softmax_points(KernelResults& k, const ModelSpec& model, double activation_bytes);
 
 struct MeasuredMachine {
   const KernelResults* kernels = nullptr;  // every rank at once

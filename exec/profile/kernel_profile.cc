@@ -273,7 +273,7 @@ std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& m
     const AttentionShape shape{b, seq, model.heads, model.kv_heads, static_cast<int>(model.head_dim())};
     Tensor qkv = backend.alloc(T, shape.qkv_cols(), MemoryCategory::kWorkspace, act);
     Tensor dqkv = backend.alloc(T, shape.qkv_cols(), MemoryCategory::kWorkspace, act);
-    Tensor ctx = backend.alloc(T, h, MemoryCategory::kWorkspace, act);
+    Tensor ctx = backend.alloc(T, model.q_dim(), MemoryCategory::kWorkspace, act);  // heads·head_dim wide
     Tensor probs = backend.alloc(1, shape.probs_numel(), MemoryCategory::kWorkspace, act);
     const double scores = static_cast<double>(shape.probs_numel());
     const Operands attention = {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -301,6 +302,36 @@ TEST(BadInput, ProfileBackendNotBuiltOrWithoutItsDevice) {
     EXPECT_EQ(lines(cuda.err), 1) << cuda.err;
     EXPECT_FALSE(std::filesystem::exists(cost));
   }
+}
+
+// --model adds that model's layers as the planner asks for them: micro_headdim (hidden 32, 4 query heads
+// of 12 on 2 key/value heads, SwiGLU FFN 64, sequence 32) at TP 1 and 2 (its key/value heads stop TP 4),
+// micro-batches 1 and 2 under --quick; its attention output (48 wide, not the hidden 32) sized right. A model that
+// cannot be read is one line and exit status 2.
+TEST(ProfileModel, TimesTheModelsShapesAtEachTensorParallelDegree) {
+  const std::string cost = scratch_dir("profile_model") + "/cost.json";
+  const ProcessResult r = run_shell(fmt::format("{} profile --backend cpu --quick --model {} --out {}", loom_binary(),
+                                                test_model("micro_headdim"), cost),
+                                    300);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto file = read_json_file(cost);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes;
+  for (const Json& g : (*file)["gemm_table"])
+    shapes.insert({g["m"].get<std::int64_t>(), g["n"].get<std::int64_t>(), g["k"].get<std::int64_t>()});
+  for (int tp : {1, 2})
+    for (int b : {1, 2}) {
+      const std::int64_t T = 32 * b, qkv = (4 + 2 * 2) / tp * 12;
+      EXPECT_TRUE(shapes.count({T, qkv, 32})) << "qkv at tp " << tp << ", micro-batch " << b;
+      EXPECT_TRUE(shapes.count({T, 2 * 64 / tp, 32})) << "mlp_up at tp " << tp << ", micro-batch " << b;
+    }
+  EXPECT_NE((*file)["provenance"]["command"].get<std::string>().find("--model"), std::string::npos);
+
+  const ProcessResult bad =
+      run_shell(fmt::format("{} profile --quick --model /nonexistent/model.json --out {}", loom_binary(), cost));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(lines(bad.err), 1) << bad.err;
+  EXPECT_NE(bad.err.find("--model"), std::string::npos) << bad.err;
 }
 
 TEST(BadInput, UnknownConfiguration) {
