@@ -25,6 +25,7 @@
 #include "core/json_io.h"
 #include "core/presets.h"
 #include "exec/cpu/cpu_backend.h"
+#include "exec/device_peak.h"
 #include "exec/process_groups.h"
 #include "exec/profile/collective_profile.h"
 #include "exec/profile/cost_file.h"
@@ -217,8 +218,14 @@ std::string tables(const ClusterSpec& c, const KernelResults& k, double optimize
         "timings below are inflated and noisy\n",
         100 * std::stod(c.provenance.at("cpu_share_rank0")),
         c.provenance.count("load_average_1min") ? c.provenance.at("load_average_1min") : "unknown");
-  t += fmt::format("# device peak (best GEMM) {:.2f} GFLOP/s, STREAM bandwidth {:.2f} GB/s\n",
-                   c.device.peak_flops / 1e9, c.device.memory_bandwidth_bytes_per_s / 1e9);
+  const bool datasheet = c.provenance.count("kept_from_preset") != 0;  // a GPU of a preset's kind
+  if (datasheet)
+    t +=
+        fmt::format("# device peak (datasheet) {:.2f} GFLOP/s, bandwidth {:.2f} GB/s; measured: copy {:.2f} GB/s\n",
+                    c.device.peak_flops / 1e9, c.device.memory_bandwidth_bytes_per_s / 1e9, k.stream_bytes_per_s / 1e9);
+  else
+    t += fmt::format("# device peak (best GEMM) {:.2f} GFLOP/s, STREAM bandwidth {:.2f} GB/s\n",
+                     c.device.peak_flops / 1e9, c.device.memory_bandwidth_bytes_per_s / 1e9);
   t += fmt::format(
       "#\n# GEMM ({} operands), as the simulator asks for it (m, n, k) and as the executor runs it (calls, "
       "transposes)\n",
@@ -371,6 +378,11 @@ int run_profile(const ProfileFlags& f) {
       &kernels,  alone ? &*alone : nullptr, &coll, runtime.world_size(), runtime.local_size(),
       f.threads, optimizer_bytes,           {}};
   for (const auto& [op, weight] : layer_memory_op_weights()) machine.layer_ops.push_back(op);
+  if (const auto device = backend->device_provenance(); device.count("gpu") != 0) {
+    machine.gpu_name = device.at("gpu");
+    machine.gpu_preset = exec::preset_for_device(machine.gpu_name);
+    machine.gpu_memory_bytes = std::stod(device.at("gpu_memory_bytes"));
+  }
   ClusterSpec cluster;
   const Json file = cost_file(machine, f, cpu_share, *backend, cluster);
   write_output(f.out, file.dump(2) + "\n");

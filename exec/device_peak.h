@@ -4,10 +4,13 @@
 // presets', another GPU, the CPU): the log then leaves MFU out rather than guess a peak.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace loom::exec {
 
+// The cluster preset whose GPU this CUDA device is ("dgx-h100" for "NVIDIA H100 80GB HBM3"), or "".
+std::string preset_for_device(std::string_view device_name);
 double preset_peak_flops(std::string_view device_name);
 
 }  // namespace loom::exec

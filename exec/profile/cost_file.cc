@@ -40,8 +40,11 @@ void describe_device(ClusterSpec& c, const MeasuredMachine& m) {
                               m.threads_per_rank);
   c.gpus_per_node = static_cast<int>(std::max<unsigned>(cores, static_cast<unsigned>(m.local_ranks)));
   c.max_nodes = m.ranks / std::max(1, m.local_ranks);
-  c.device.name = fmt::format("cpu-rank ({} thread(s))", m.threads_per_rank);
-  c.device.memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / cores;
+  // A GPU no preset describes is measured as a CPU is: its fastest GEMM and copy are its peaks.
+  c.device.name = m.gpu_name.empty() ? fmt::format("cpu-rank ({} thread(s))", m.threads_per_rank) : m.gpu_name;
+  c.device.memory_bytes = m.gpu_memory_bytes > 0
+                              ? m.gpu_memory_bytes
+                              : static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / cores;
   double best = 0;
   for (const auto& g : m.kernels->gemms) best = std::max(best, g.flops_per_s());
   c.device.peak_flops = best;
@@ -60,9 +63,36 @@ void add_kernel_tables(ClusterSpec& c, const MeasuredMachine& m, const KernelRes
 
 }  // namespace
 
+// A GPU of a preset's kind: the preset's datasheet figures, node, links and collectives stay; what one GPU
+// measures replaces the compute figures (fitted later from the tables) and the device's name and memory.
+void describe_gpu(ClusterSpec& c, const MeasuredMachine& m) {
+  const std::string preset = c.name;
+  c.name = fmt::format("measured-{}", preset);
+  c.description = fmt::format(
+      "{}: kernels measured by loom profile on one {} ({} rank(s)); node, links and collectives are the {} "
+      "preset's",
+      preset, m.gpu_name, m.ranks, preset);
+  c.device.name = m.gpu_name;
+  if (m.gpu_memory_bytes > 0) c.device.memory_bytes = m.gpu_memory_bytes;
+  // Ops the tables lack fall back to the fitted memory_bound_efficiency, not to the preset's per-op
+  // figures, which came from another measurement.
+  c.compute.memory_op_efficiency.clear();
+  c.provenance["kept_from_preset"] = fmt::format(
+      "{}: device peak_flops, peak_fp8_flops and memory bandwidth (datasheet), node, links, collectives, "
+      "framework_reserve_bytes, flash_attention_* (the executor has no fused attention to time), "
+      "gemm_fp8_max_efficiency",
+      preset);
+}
+
 ClusterSpec measured_cost_file(const MeasuredMachine& m) {
-  ClusterSpec c = *cluster_preset("local-cpu");  // schema defaults; every measured field is replaced
-  describe_device(c, m);
+  const bool gpu = !m.gpu_preset.empty();
+  // Schema defaults (or the GPU's preset); every measured field is replaced.
+  ClusterSpec c = *cluster_preset(gpu ? m.gpu_preset : "local-cpu");
+  const double reserve = c.framework_reserve_bytes;
+  if (gpu)
+    describe_gpu(c, m);
+  else
+    describe_device(c, m);
   c.gemm_table.clear();
   c.memory_op_table.clear();
   // Ranks share a host's caches and memory bandwidth: a plan with one rank per node runs its
@@ -70,7 +100,8 @@ ClusterSpec measured_cost_file(const MeasuredMachine& m) {
   // change), so those plans read the timings of rank 0 alone.
   add_kernel_tables(c, m, *m.kernels, m.alone != nullptr ? std::max(2, m.local_ranks) : 0);
   if (m.alone != nullptr) add_kernel_tables(c, m, *m.alone, 1);
-  c.framework_reserve_bytes = 0;  // the CPU executor allocates nothing outside its tracked tensors
+  // The CPU executor allocates nothing outside its tracked tensors; a GPU has its CUDA context and libraries.
+  c.framework_reserve_bytes = gpu ? reserve : 0;
   c.collective_points.clear();
   c.collective_fits.clear();
   for (const auto& t : *m.collectives)

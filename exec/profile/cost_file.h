@@ -1,5 +1,6 @@
 // The measured half of a loom-cost/1 file, as `loom profile` assembles it on rank 0: the device
-// (the fastest GEMM as its peak, STREAM bandwidth), the GEMM, memory-bound-op and collective
+// (on a CPU the fastest GEMM as its peak and STREAM bandwidth; on a GPU its preset's datasheet figures),
+// the GEMM, memory-bound-op and collective
 // tables tagged with how many ranks ran at once, and the raw measurements. Fitting the cost
 // model's parameters to these tables is the planner's (planner/calibrate.h: fit_measured_tables).
 #pragma once
@@ -40,6 +41,13 @@ struct MeasuredMachine {
   double optimizer_bytes_per_param = 0;  // as the simulator charges the executor's optimizer step
   // The memory-bound ops the cost model charges per layer: only these go into the table.
   std::vector<std::string> layer_ops;
+  // On a GPU of a cluster preset's kind (exec/device_peak.h: "dgx-h100", ...): the file starts from that
+  // preset, keeps its datasheet device figures (peak, bandwidth), node, links and collectives (one GPU
+  // measures none of them) and flash-attention figures (the executor has no fused attention to time),
+  // and takes its compute figures from these measurements. Empty: a CPU's file, every figure measured.
+  std::string gpu_preset;
+  std::string gpu_name;         // as CUDA names the device
+  double gpu_memory_bytes = 0;  // as CUDA reports it
 };
 
 // Name, device and tables of the cost file (schema defaults from the local-cpu preset elsewhere);

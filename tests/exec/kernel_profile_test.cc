@@ -6,10 +6,12 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/presets.h"
 #include "exec/cpu/bf16_emulation.h"
 #include "exec/cpu/cpu_backend.h"
+#include "exec/profile/cost_file.h"
 #include "exec/profile/kernel_profile.h"
 
 namespace loom::exec::profile {
@@ -44,6 +46,44 @@ void expect_profiles_in_compute_dtype() {
   EXPECT_TRUE(residual);
   const double optimizer = time_optimizer_step(backend, 4096, kQuick);
   EXPECT_TRUE(std::isfinite(optimizer) && optimizer > 0);
+}
+
+// A GPU of a preset's kind gets a file that starts from that preset: its datasheet peak and bandwidth,
+// node, links and framework reserve stay, the measured tables and the device's name and memory replace
+// the rest, and no per-op efficiency of the preset's own measurement is left to mix with this one's.
+// (Timings from the emulation stand in for a GPU's: what is checked is how the file is put together.)
+TEST(KernelProfile, AGpuOfAPresetsKindKeepsThePresetsDatasheetFiguresAndLinks) {
+  CpuBf16Backend backend;
+  const ModelSpec m = small_model();
+  KernelResults k;
+  k.gemms = time_gemms(backend, transformer_gemm_cases(m, 64, 1, 1), kQuick);
+  k.memory_ops = time_memory_ops(backend, m, 64, {1}, kQuick);
+  k.optimizer_params = 4096;
+  k.optimizer_s = time_optimizer_step(backend, k.optimizer_params, kQuick);
+  const std::vector<CollectiveTiming> none;
+  MeasuredMachine machine{&k, nullptr, &none, 1, 1, 1, 18.0, std::vector<std::string>{"norm", "residual"}};
+  machine.gpu_preset = "dgx-h100";
+  machine.gpu_name = "NVIDIA H100 80GB HBM3";
+  machine.gpu_memory_bytes = 85e9;
+  const ClusterSpec file = measured_cost_file(machine);
+  const ClusterSpec preset = *cluster_preset("dgx-h100");
+  EXPECT_EQ(file.device.name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(file.device.memory_bytes, 85e9);
+  EXPECT_EQ(file.device.peak_flops, preset.device.peak_flops);
+  EXPECT_EQ(file.device.memory_bandwidth_bytes_per_s, preset.device.memory_bandwidth_bytes_per_s);
+  EXPECT_EQ(file.gpus_per_node, preset.gpus_per_node);
+  EXPECT_EQ(file.inter_node.bandwidth_bytes_per_s, preset.inter_node.bandwidth_bytes_per_s);
+  EXPECT_EQ(file.framework_reserve_bytes, preset.framework_reserve_bytes);
+  EXPECT_EQ(file.gemm_table.size(), k.gemms.size());
+  EXPECT_EQ(file.memory_op_table.size(), 3u);  // norm, residual and the optimizer
+  EXPECT_TRUE(file.compute.memory_op_efficiency.empty());
+  EXPECT_NE(file.provenance.at("kept_from_preset").find("dgx-h100"), std::string::npos);
+
+  machine.gpu_preset.clear();  // a GPU no preset describes: measured as a CPU is, under its own name
+  const ClusterSpec other = measured_cost_file(machine);
+  EXPECT_EQ(other.device.name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(other.device.memory_bytes, 85e9);
+  EXPECT_EQ(other.framework_reserve_bytes, 0);
 }
 
 TEST(KernelProfile, RunsInFp32OnTheCpuBackend) { expect_profiles_in_compute_dtype<CpuBackend>(); }
