@@ -172,11 +172,19 @@ KernelResults measure_kernels(exec::Backend& backend, const ProfileFlags& f, con
 
 // The cost file: measured tables (exec/profile), provenance, then the cost model fitted to them (planner).
 Json cost_file(const exec::profile::MeasuredMachine& machine, const ProfileFlags& f, double cpu_share,
-               const exec::Backend& backend, ClusterSpec& c) {
+               const exec::Backend& backend, const std::optional<exec::profile::SustainedRate>& sustained,
+               ClusterSpec& c) {
   c = exec::profile::measured_cost_file(machine);
   c.provenance = provenance(f, machine.ranks);
   for (const auto& [key, value] : backend.device_provenance()) c.provenance[key] = value;
   c.provenance["compute_dtype"] = exec::to_string(backend.compute_dtype());
+  if (sustained) {
+    c.provenance["gemm_8192_burst_tflops"] = fmt::format("{:.1f}", sustained->burst_flops_per_s / 1e12);
+    c.provenance["gemm_8192_sustained_tflops"] = fmt::format("{:.1f}", sustained->sustained_flops_per_s / 1e12);
+    c.provenance["gemm_table_sustained_slowdown"] =
+        fmt::format("{:.4f} (the GEMM table's burst timings lengthened by it where above 1; measurements are raw)",
+                    std::max(1.0, machine.sustained_slowdown));
+  }
   fit_measured_tables(c);
   c.provenance["cpu_share_rank0"] = fmt::format("{:.2f}", cpu_share);
   Json file = to_json(c);
@@ -226,6 +234,10 @@ std::string tables(const ClusterSpec& c, const KernelResults& k, double optimize
   else
     t += fmt::format("# device peak (best GEMM) {:.2f} GFLOP/s, STREAM bandwidth {:.2f} GB/s\n",
                      c.device.peak_flops / 1e9, c.device.memory_bandwidth_bytes_per_s / 1e9);
+  if (c.provenance.count("gemm_8192_burst_tflops") != 0)
+    t += fmt::format("# GEMM 8192³ back to back: {} TFLOP/s in its first 50 ms, {} sustained; table x {}\n",
+                     c.provenance.at("gemm_8192_burst_tflops"), c.provenance.at("gemm_8192_sustained_tflops"),
+                     c.provenance.at("gemm_table_sustained_slowdown").substr(0, 6));
   t += fmt::format(
       "#\n# GEMM ({} operands), as the simulator asks for it (m, n, k) and as the executor runs it (calls, "
       "transposes)\n",
@@ -349,6 +361,13 @@ int run_profile(const ProfileFlags& f) {
       while (!request->test()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
+  // A GPU's clock under sustained load (a CPU core's barely moves with one rank on it): every rank at once.
+  std::optional<exec::profile::SustainedRate> sustained;
+  if (backend->device_provenance().count("gpu") != 0) {
+    ProgressBar bar("sustained GEMM", rank == 0);
+    sustained = exec::profile::time_sustained_gemm(*backend, 8192, f.quick ? 2.0 : 15.0);
+    bar.update(1, 1);
+  }
   std::vector<exec::profile::CollectiveTiming> coll;
   const std::string not_measured = why_collectives_are_not_measured(f, runtime, *backend);
   if (not_measured.empty()) {
@@ -383,8 +402,9 @@ int run_profile(const ProfileFlags& f) {
     machine.gpu_preset = exec::preset_for_device(machine.gpu_name);
     machine.gpu_memory_bytes = std::stod(device.at("gpu_memory_bytes"));
   }
+  if (sustained) machine.sustained_slowdown = sustained->burst_flops_per_s / sustained->sustained_flops_per_s;
   ClusterSpec cluster;
-  const Json file = cost_file(machine, f, cpu_share, *backend, cluster);
+  const Json file = cost_file(machine, f, cpu_share, *backend, sustained, cluster);
   write_output(f.out, file.dump(2) + "\n");
   write_output(
       "", f.format == "json" ? file.dump(2) + "\n" : tables(cluster, kernels, optimizer_bytes, coll, not_measured));

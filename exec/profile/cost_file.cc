@@ -53,7 +53,9 @@ void describe_device(ClusterSpec& c, const MeasuredMachine& m) {
 
 // One set of kernel timings into the tables, tagged with the ranks that ran at once.
 void add_kernel_tables(ClusterSpec& c, const MeasuredMachine& m, const KernelResults& k, int ranks_together) {
-  for (const auto& g : k.gemms) c.gemm_table.push_back({g.shape.m, g.shape.n, g.shape.k, g.seconds, ranks_together});
+  const double slowdown = std::max(1.0, m.sustained_slowdown);
+  for (const auto& g : k.gemms)
+    c.gemm_table.push_back({g.shape.m, g.shape.n, g.shape.k, g.seconds * slowdown, ranks_together});
   for (const auto& op : k.memory_ops)
     if (std::find(m.layer_ops.begin(), m.layer_ops.end(), op.op) != m.layer_ops.end())
       c.memory_op_table.push_back({op.op, op.bytes, op.seconds, ranks_together});

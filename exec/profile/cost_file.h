@@ -48,6 +48,9 @@ struct MeasuredMachine {
   std::string gpu_preset;
   std::string gpu_name;         // as CUDA names the device
   double gpu_memory_bytes = 0;  // as CUDA reports it
+  // Burst over sustained GEMM rate (time_sustained_gemm) where above 1: the GEMM table's short-burst
+  // timings are lengthened by it, to the rate a training step sustains.
+  double sustained_slowdown = 1;
 };
 
 // Name, device and tables of the cost file (schema defaults from the local-cpu preset elsewhere);

@@ -173,6 +173,31 @@ std::vector<GemmTiming> time_gemms(Backend& backend, const std::vector<GemmCase>
   return out;
 }
 
+SustainedRate time_sustained_gemm(Backend& backend, int n, double seconds) {
+  const DType compute = backend.compute_dtype();
+  Tensor a = backend.alloc(n, n, MemoryCategory::kWorkspace, compute);
+  Tensor b = backend.alloc(n, n, MemoryCategory::kWorkspace, compute);
+  Tensor c = backend.alloc(n, n, MemoryCategory::kWorkspace, compute);
+  const auto gemm = [&] { backend.gemm(false, true, n, n, n, 1.0f, a.ref(), n, b.ref(), n, 0.0f, c.ref(), n); };
+  const double flops = 2.0 * n * n * static_cast<double>(n);
+  for (int i = 0; i < 3; ++i) gemm();  // kernels loaded, the algorithm chosen
+  backend.synchronize();
+  const double one = std::max(timed(backend, gemm), 1e-9);
+  const int calls = std::max(1, static_cast<int>(0.05 / one));
+  std::vector<double> rates;  // per chunk
+  for (double spent = 0; spent < seconds || rates.size() < 4;) {
+    const double s = timed(backend, [&] {
+      for (int i = 0; i < calls; ++i) gemm();
+    });
+    rates.push_back(calls * flops / s);
+    spent += s;
+  }
+  double sustained = 0;
+  const std::size_t tail = rates.size() - rates.size() / 4;
+  for (std::size_t i = tail; i < rates.size(); ++i) sustained += rates[i];
+  return {rates.front(), sustained / static_cast<double>(rates.size() - tail)};
+}
+
 double stream_bandwidth_bytes_per_s(Backend& backend, std::int64_t bytes, const TimingBudget& budget) {
   const std::int64_t n = bytes / 4;
   Tensor a = backend.alloc(1, n, MemoryCategory::kWorkspace);

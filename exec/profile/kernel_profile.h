@@ -71,6 +71,15 @@ double stream_bandwidth_bytes_per_s(Backend& backend, std::int64_t bytes, const 
 // Seconds per step.
 double time_optimizer_step(Backend& backend, std::int64_t params, const TimingBudget& budget);
 
+// One large n×n×n GEMM in the compute dtype, back to back for `seconds`, timed in chunks of about 50 ms:
+// the rate of the first chunk and of the last quarter. A GPU's clock falls under sustained load (power and
+// thermal limits), so shapes timed one by one in short bursts run faster than a training step sustains.
+struct SustainedRate {
+  double burst_flops_per_s = 0;
+  double sustained_flops_per_s = 0;
+};
+SustainedRate time_sustained_gemm(Backend& backend, int n, double seconds);
+
 // Fastest seconds per call of `fn` over budget.batches batches (each batched to budget.min_batch_s;
 // `fn` runs at least once to warm up), timed by the backend's clock (Backend::record_timed_event): on a
 // GPU the kernels' time on the stream, without the host's launch and synchronisation latency.

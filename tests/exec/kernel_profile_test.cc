@@ -79,11 +79,30 @@ TEST(KernelProfile, AGpuOfAPresetsKindKeepsThePresetsDatasheetFiguresAndLinks) {
   EXPECT_TRUE(file.compute.memory_op_efficiency.empty());
   EXPECT_NE(file.provenance.at("kept_from_preset").find("dgx-h100"), std::string::npos);
 
+  // A clock that falls under sustained load lengthens the table's burst timings; one that does not
+  // changes nothing (the raw measurements stay as they were).
+  machine.sustained_slowdown = 1.25;
+  const ClusterSpec slowed = measured_cost_file(machine);
+  for (std::size_t i = 0; i < k.gemms.size(); ++i) {
+    EXPECT_DOUBLE_EQ(slowed.gemm_table[i].seconds, 1.25 * k.gemms[i].seconds);
+    EXPECT_DOUBLE_EQ(file.gemm_table[i].seconds, k.gemms[i].seconds);
+  }
+  machine.sustained_slowdown = 0.9;
+  EXPECT_DOUBLE_EQ(measured_cost_file(machine).gemm_table[0].seconds, k.gemms[0].seconds);
+  machine.sustained_slowdown = 1;
+
   machine.gpu_preset.clear();  // a GPU no preset describes: measured as a CPU is, under its own name
   const ClusterSpec other = measured_cost_file(machine);
   EXPECT_EQ(other.device.name, "NVIDIA H100 80GB HBM3");
   EXPECT_EQ(other.device.memory_bytes, 85e9);
   EXPECT_EQ(other.framework_reserve_bytes, 0);
+}
+
+TEST(KernelProfile, SustainedGemmReportsItsFirstChunkAndItsLastQuarter) {
+  CpuBf16Backend backend;
+  const SustainedRate r = time_sustained_gemm(backend, 64, 0.02);
+  EXPECT_TRUE(std::isfinite(r.burst_flops_per_s) && r.burst_flops_per_s > 0);
+  EXPECT_TRUE(std::isfinite(r.sustained_flops_per_s) && r.sustained_flops_per_s > 0);
 }
 
 TEST(KernelProfile, RunsInFp32OnTheCpuBackend) { expect_profiles_in_compute_dtype<CpuBackend>(); }
