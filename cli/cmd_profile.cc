@@ -172,11 +172,11 @@ KernelResults measure_kernels(exec::Backend& backend, const ProfileFlags& f, con
 
 // The cost file: measured tables (exec/profile), provenance, then the cost model fitted to them (planner).
 Json cost_file(const exec::profile::MeasuredMachine& machine, const ProfileFlags& f, double cpu_share,
-               const exec::Backend& backend, const std::optional<exec::profile::SustainedRate>& sustained,
-               ClusterSpec& c) {
+               const exec::Backend& backend, const std::map<std::string, std::string>& device,
+               const std::optional<exec::profile::SustainedRate>& sustained, ClusterSpec& c) {
   c = exec::profile::measured_cost_file(machine);
   c.provenance = provenance(f, machine.ranks);
-  for (const auto& [key, value] : backend.device_provenance()) c.provenance[key] = value;
+  for (const auto& [key, value] : device) c.provenance[key] = value;
   c.provenance["compute_dtype"] = exec::to_string(backend.compute_dtype());
   if (sustained) {
     c.provenance["gemm_8192_burst_tflops"] = fmt::format("{:.1f}", sustained->burst_flops_per_s / 1e12);
@@ -362,8 +362,9 @@ int run_profile(const ProfileFlags& f) {
     }
   }
   // A GPU's clock under sustained load (a CPU core's barely moves with one rank on it): every rank at once.
+  const std::map<std::string, std::string> device = backend->device_provenance();  // empty off a GPU
   std::optional<exec::profile::SustainedRate> sustained;
-  if (backend->device_provenance().count("gpu") != 0) {
+  if (device.count("gpu") != 0) {
     ProgressBar bar("sustained GEMM", rank == 0);
     sustained = exec::profile::time_sustained_gemm(*backend, 8192, f.quick ? 2.0 : 15.0);
     bar.update(1, 1);
@@ -393,18 +394,22 @@ int run_profile(const ProfileFlags& f) {
     if (extra) exec::profile::add_softmax_points(*k, *extra, ab);
   }
   const double optimizer_bytes = optimizer_bytes_per_param(backend->compute_dtype());
-  exec::profile::MeasuredMachine machine{
-      &kernels,  alone ? &*alone : nullptr, &coll, runtime.world_size(), runtime.local_size(),
-      f.threads, optimizer_bytes,           {}};
+  exec::profile::MeasuredMachine machine{.kernels = &kernels,
+                                         .alone = alone ? &*alone : nullptr,
+                                         .collectives = &coll,
+                                         .ranks = runtime.world_size(),
+                                         .local_ranks = runtime.local_size(),
+                                         .threads_per_rank = f.threads,
+                                         .optimizer_bytes_per_param = optimizer_bytes};
   for (const auto& [op, weight] : layer_memory_op_weights()) machine.layer_ops.push_back(op);
-  if (const auto device = backend->device_provenance(); device.count("gpu") != 0) {
+  if (device.count("gpu") != 0) {
     machine.gpu_name = device.at("gpu");
     machine.gpu_preset = exec::preset_for_device(machine.gpu_name);
     machine.gpu_memory_bytes = std::stod(device.at("gpu_memory_bytes"));
   }
   if (sustained) machine.sustained_slowdown = sustained->burst_flops_per_s / sustained->sustained_flops_per_s;
   ClusterSpec cluster;
-  const Json file = cost_file(machine, f, cpu_share, *backend, sustained, cluster);
+  const Json file = cost_file(machine, f, cpu_share, *backend, device, sustained, cluster);
   write_output(f.out, file.dump(2) + "\n");
   write_output(
       "", f.format == "json" ? file.dump(2) + "\n" : tables(cluster, kernels, optimizer_bytes, coll, not_measured));

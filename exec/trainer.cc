@@ -21,6 +21,7 @@ Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& 
     : options_(options),
       groups_(groups),
       backend_(backend),
+      peak_flops_(backend.peak_flops()),
       tracer_(tracer),
       seq_(options.training.seq_len > 0 ? options.training.seq_len : options.model.seq_len),
       micro_batches_(static_cast<int>(options.config.micro_batches(options.training.global_batch))),
@@ -98,7 +99,7 @@ StepMetrics Trainer::step() {
   m.tokens_per_s = global_tokens / m.step_time_s;
   m.tflops_per_gpu = tflops_per_gpu(model_flops_per_step(options_.model, options_.training.global_batch, seq_),
                                     m.step_time_s, options_.config.world_size());
-  if (const double peak = backend_.peak_flops(); peak > 0) m.mfu = m.tflops_per_gpu * 1e12 / peak;
+  if (peak_flops_ > 0) m.mfu = m.tflops_per_gpu * 1e12 / peak_flops_;
   for (int c = 0; c < kMemoryCategories; ++c)
     m.peak_bytes[c] = backend_.memory().peak_bytes(static_cast<MemoryCategory>(c));
   m.peak_total_bytes = backend_.memory().peak_total_bytes();

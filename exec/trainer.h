@@ -108,6 +108,7 @@ class Trainer {
   TrainerOptions options_;
   ProcessGroups& groups_;
   Backend& backend_;
+  double peak_flops_;  // the device's, once (a CUDA device query is not free); 0: unknown
   Tracer* tracer_;
   int seq_;
   int micro_batches_;

@@ -40,13 +40,13 @@ struct MeasuredMachine {
   int threads_per_rank = 1;
   double optimizer_bytes_per_param = 0;  // as the simulator charges the executor's optimizer step
   // The memory-bound ops the cost model charges per layer: only these go into the table.
-  std::vector<std::string> layer_ops;
+  std::vector<std::string> layer_ops{};
   // On a GPU of a cluster preset's kind (exec/device_peak.h: "dgx-h100", ...): the file starts from that
   // preset, keeps its datasheet device figures (peak, bandwidth), node, links and collectives (one GPU
   // measures none of them) and flash-attention figures (the executor has no fused attention to time),
   // and takes its compute figures from these measurements. Empty: a CPU's file, every figure measured.
-  std::string gpu_preset;
-  std::string gpu_name;         // as CUDA names the device
+  std::string gpu_preset{};
+  std::string gpu_name{};       // as CUDA names the device
   double gpu_memory_bytes = 0;  // as CUDA reports it
   // Burst over sustained GEMM rate (time_sustained_gemm) where above 1: the GEMM table's short-burst
   // timings are lengthened by it, to the rate a training step sustains.

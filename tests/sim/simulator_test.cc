@@ -844,12 +844,6 @@ TEST(CostModel, HostDispatchFloorsAPassAtItsLaunches) {
   EXPECT_EQ(step(*model_preset("llama2-7b"), big, seven, 8e-6), step(*model_preset("llama2-7b"), big, seven, 0.0));
 }
 
-}  // namespace
-}  // namespace loom::sim
-
-namespace loom::sim {
-namespace {
-
 // The gradient norm's all-reduce before every optimizer step: latency-bound, over the world with a
 // distributed optimizer and over the model-parallel ranks without; nothing on one GPU.
 TEST(CostModel, GradientNormIsOneScalarAllReducedOverTheRanksWhoseGradientsDiffer) {
