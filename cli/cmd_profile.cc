@@ -108,23 +108,52 @@ std::vector<int> tensor_parallel_degrees(const ModelSpec& m, int most) {
   return tps;
 }
 
-// Every GEMM shape the validation model and gpt-tiny run at TP 1 and 2 and micro-batches 1-8, those of
-// `extra` (--model) at TP 1-8 and micro-batches 1-8 (1 and 2 with --quick) at its sequence length, plus a
-// grid; duplicates dropped.
-std::vector<exec::profile::GemmCase> gemm_cases(bool quick, const std::optional<ModelSpec>& extra) {
+// The models whose memory-bound ops are timed, each at its own sequence length and two micro-batches
+// (the ops' time is linear in their bytes): the CPU matrix's model, or on a GPU the smallest and the
+// largest GPT of the GPU matrix, at micro-batches that matrix runs (so their attention GEMMs are in
+// the table too, and the softmax can be told apart from them).
+struct MemoryOpWorkload {
+  ModelSpec model;
+  std::vector<int> micro_batches;
+};
+std::vector<MemoryOpWorkload> memory_op_workloads(bool gpu, bool quick) {
+  if (!gpu) return {{validation_model(), quick ? std::vector<int>{1, 8} : std::vector<int>{1, 2, 4, 8}}};
+  return {{matrix_model(MatrixBackend::kCuda, "gpt2-small"), quick ? std::vector<int>{2} : std::vector<int>{2, 8}},
+          {matrix_model(MatrixBackend::kCuda, "gpt-1.3b"), quick ? std::vector<int>{1} : std::vector<int>{1, 2}}};
+}
+
+// The GEMM shapes of the on-machine validation matrix: on the CPU those the validation model and
+// gpt-tiny run at TP 1 and 2 and micro-batches 1-8; on a GPU those of every configuration of the GPU
+// matrix (model, sequence length, micro-batch, TP degree; --quick: micro-batch 1 only). Then those of
+// `extra` (--model) at TP 1-8 and micro-batches 1-8 (1 and 2 with --quick) at its sequence length, those
+// of the memory-op workloads, and a grid (64 to 1024 in ×4 steps on a CPU, 256 to 4096 on a GPU);
+// duplicates dropped.
+std::vector<exec::profile::GemmCase> gemm_cases(bool quick, const std::optional<ModelSpec>& extra, bool gpu) {
   std::vector<exec::profile::GemmCase> cases;
-  std::vector<ModelSpec> models = {validation_model()};
-  if (auto tiny = model_preset("gpt-tiny")) models.push_back(*tiny);
-  for (const ModelSpec& m : models)
-    for (int tp : {1, 2})
-      for (int b : quick ? std::vector<int>{1} : std::vector<int>{1, 2, 4, 8})
-        for (auto& c : exec::profile::transformer_gemm_cases(m, m.seq_len, b, tp)) cases.push_back(c);
+  auto add = [&](const ModelSpec& m, int seq, int b, int tp) {
+    for (auto& c : exec::profile::transformer_gemm_cases(m, seq, b, tp)) cases.push_back(c);
+  };
+  if (gpu) {
+    for (const MatrixConfig& c : validation_matrix(MatrixBackend::kCuda)) {
+      const ModelSpec m = matrix_model(MatrixBackend::kCuda, c.model);
+      add(m, c.seq_len > 0 ? c.seq_len : m.seq_len, quick ? 1 : c.config.micro_batch, c.config.tp);
+    }
+  } else {
+    std::vector<ModelSpec> models = {validation_model()};
+    if (auto tiny = model_preset("gpt-tiny")) models.push_back(*tiny);
+    for (const ModelSpec& m : models)
+      for (int tp : {1, 2})
+        for (int b : quick ? std::vector<int>{1} : std::vector<int>{1, 2, 4, 8}) add(m, m.seq_len, b, tp);
+  }
   if (extra)
     for (int tp : tensor_parallel_degrees(*extra, 8))
-      for (int b : quick ? std::vector<int>{1, 2} : std::vector<int>{1, 2, 4, 8})
-        for (auto& c : exec::profile::transformer_gemm_cases(*extra, extra->seq_len, b, tp)) cases.push_back(c);
-  // Grid: 64 (a head) to 1024 (above every dimension the CPU models use) in ×4 steps.
-  for (auto& c : exec::profile::grid_gemm_cases(64, quick ? 256 : 1024)) cases.push_back(c);
+      for (int b : quick ? std::vector<int>{1, 2} : std::vector<int>{1, 2, 4, 8}) add(*extra, extra->seq_len, b, tp);
+  if (gpu)
+    for (const MemoryOpWorkload& w : memory_op_workloads(gpu, quick))
+      for (int b : w.micro_batches) add(w.model, w.model.seq_len, b, 1);
+  for (auto& c :
+       gpu ? exec::profile::grid_gemm_cases(256, 4096) : exec::profile::grid_gemm_cases(64, quick ? 256 : 1024))
+    cases.push_back(c);
   std::vector<exec::profile::GemmCase> unique;
   for (const auto& c : cases)
     if (std::none_of(unique.begin(), unique.end(),
@@ -148,24 +177,29 @@ double optimizer_bytes_per_param(exec::DType compute) {
 KernelResults measure_kernels(exec::Backend& backend, const ProfileFlags& f, const std::optional<ModelSpec>& extra,
                               bool show_progress) {
   KernelResults k;
+  const bool gpu = f.backend == "cuda";
   exec::profile::TimingBudget budget;
   if (f.quick) budget = {5e-4, 3, 1};  // CI: a few ms per point
   {
     ProgressBar bar("GEMM", show_progress);
-    k.gemms = exec::profile::time_gemms(backend, gemm_cases(f.quick, extra), budget,
+    k.gemms = exec::profile::time_gemms(backend, gemm_cases(f.quick, extra, gpu), budget,
                                         [&](std::size_t d, std::size_t t) { bar.update(d, t); });
   }
-  const ModelSpec model = validation_model();
-  k.memory_ops = exec::profile::time_memory_ops(
-      backend, model, model.seq_len, f.quick ? std::vector<int>{1, 8} : std::vector<int>{1, 2, 4, 8}, budget);
+  for (const MemoryOpWorkload& w : memory_op_workloads(gpu, f.quick)) {
+    auto ops = exec::profile::time_memory_ops(backend, w.model, w.model.seq_len, w.micro_batches, budget);
+    k.memory_ops.insert(k.memory_ops.end(), ops.begin(), ops.end());
+  }
   if (extra) {  // its activations at two sizes: the ops' time is linear in their bytes
     auto more = exec::profile::time_memory_ops(backend, *extra, extra->seq_len, {1, 2}, budget);
     k.memory_ops.insert(k.memory_ops.end(), more.begin(), more.end());
   }
-  // 64 MiB per array: far past any cache of a CPU of today, so DRAM is measured.
-  k.stream_bytes_per_s = exec::profile::stream_bandwidth_bytes_per_s(backend, f.quick ? 16 << 20 : 64 << 20, budget);
-  // The validation model's parameters: the size the optimizer steps in the matrix.
-  k.optimizer_params = f.quick ? 1 << 18 : 2 << 20;
+  // 64 MiB per array: far past any cache of a CPU of today, so DRAM is measured; 256 MiB on a GPU, five
+  // times the 50 MB L2 of an H100 or H200 (NVIDIA H100 Tensor Core GPU Architecture whitepaper).
+  const std::int64_t stream_bytes = gpu ? std::int64_t{256} << 20 : f.quick ? 16 << 20 : 64 << 20;
+  k.stream_bytes_per_s = exec::profile::stream_bandwidth_bytes_per_s(backend, stream_bytes, budget);
+  // The CPU matrix's model has 2 M parameters: the size its optimizer steps. On a GPU the matrix steps
+  // 124 M to 1.3 B; 64 M (1.2 GB of states and gradients) is well past the caches, as those are.
+  k.optimizer_params = gpu ? (f.quick ? 1 << 22 : 1 << 26) : (f.quick ? 1 << 18 : 2 << 20);
   k.optimizer_s = exec::profile::time_optimizer_step(backend, k.optimizer_params, budget);
   return k;
 }
@@ -390,7 +424,8 @@ int run_profile(const ProfileFlags& f) {
   const double ab = static_cast<double>(exec::dtype_bytes(backend->compute_dtype()));
   for (KernelResults* k : {&kernels, alone ? &*alone : nullptr}) {
     if (k == nullptr) continue;
-    exec::profile::add_softmax_points(*k, validation_model(), ab);
+    for (const MemoryOpWorkload& w : memory_op_workloads(f.backend == "cuda", f.quick))
+      exec::profile::add_softmax_points(*k, w.model, ab);
     if (extra) exec::profile::add_softmax_points(*k, *extra, ab);
   }
   const double optimizer_bytes = optimizer_bytes_per_param(backend->compute_dtype());

@@ -17,6 +17,8 @@
 #include "core/json_io.h"
 #include "core/presets.h"
 #include "core/stats.h"
+#include "core/units.h"
+#include "exec/backend.h"
 #include "planner/public_runs.h"
 #include "planner/published.h"
 
@@ -29,6 +31,8 @@ struct ValidateFlags {
   std::string validation_dir = "../shared/validation";
   std::string cluster = "dgx-a100-80gb";
   std::string profile;
+  std::string backend = "cpu";
+  bool dry_run = false;
   std::string format = "table";
   std::string configs;  // comma list of matrix names; empty: all
   std::string work_dir;
@@ -174,8 +178,8 @@ int run_public_runs(const ValidateFlags& f) {
   return kExitOk;
 }
 
-std::vector<MatrixConfig> chosen_configs(const std::string& list) {
-  const std::vector<MatrixConfig> all = validation_matrix();
+std::vector<MatrixConfig> chosen_configs(const std::string& list, MatrixBackend backend) {
+  const std::vector<MatrixConfig> all = validation_matrix(backend);
   if (list.empty()) return all;
   std::vector<MatrixConfig> chosen;
   std::stringstream ss(list);
@@ -192,6 +196,72 @@ std::vector<MatrixConfig> chosen_configs(const std::string& list) {
   return chosen;
 }
 
+MatrixBackend matrix_backend(const std::string& name) {
+  if (name == "cpu") return MatrixBackend::kCpu;
+  if (name == "cuda") return MatrixBackend::kCuda;
+  throw InputError(fmt::format("--backend: '{}' is neither cpu nor cuda", name));
+}
+
+// The model, sequence length and batch a configuration trains, as one cell ("gpt-1.3b s2048 gb8").
+std::string workload(const MatrixConfig& c, MatrixBackend backend) {
+  const ModelSpec m = matrix_model(backend, c.model);
+  return fmt::format("{} s{} gb{}", m.name, c.seq_len > 0 ? c.seq_len : m.seq_len, c.global_batch);
+}
+
+Json model_list(MatrixBackend backend) {
+  Json models = Json::array();
+  for (const ModelSpec& m : matrix_models(backend)) models.push_back(to_json(m));
+  return models;
+}
+
+// --dry-run: what the matrix would run, with the simulator's step time and the memory model's peak
+// per configuration, and whether it fits the cost file's device.
+int print_dry_run(const ValidateFlags& f, const ClusterSpec& cluster, const std::vector<MatrixConfig>& configs,
+                  MatrixBackend backend) {
+  std::vector<MatrixPrediction> predictions;
+  for (const MatrixConfig& c : configs)
+    predictions.push_back(value_or_exit(predict_matrix_config(c, cluster, backend)));
+  if (f.format == "json") {
+    Json rows = Json::array();
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      const MatrixConfig& c = configs[i];
+      const ModelSpec m = matrix_model(backend, c.model);
+      rows.push_back({{"name", c.name},
+                      {"model", m.name},
+                      {"seq_len", c.seq_len > 0 ? c.seq_len : m.seq_len},
+                      {"config", to_json(c.config)},
+                      {"ranks", c.ranks()},
+                      {"global_batch", c.global_batch},
+                      {"predicted_step_time_s", predictions[i].step_time_s},
+                      {"predicted_peak_memory_gib", predictions[i].peak_gib()},
+                      {"fits", predictions[i].fits}});
+    }
+    write_output("", Json{{"profile", f.profile},
+                          {"backend", to_string(backend)},
+                          {"dry_run", true},
+                          {"models", model_list(backend)},
+                          {"rows", rows}}
+                             .dump(2) +
+                         "\n");
+    return kExitOk;
+  }
+  std::string t =
+      fmt::format("# loom validate --dry-run: the {} matrix against {} ({}, {:.1f} GiB), not run\n", to_string(backend),
+                  f.profile, cluster.device.name, bytes_to_gib(cluster.device.memory_bytes));
+  const char* row = "{:<22} {:>5} {:<24} {:>3} {:>3} {:>3} {:>4} {:>3} {:>9} {:>10} {:>10} {:>5}\n";
+  t += fmt::format(fmt::runtime(row), "config", "ranks", "workload", "tp", "pp", "dp", "zero", "mb", "recompute",
+                   "step (s)", "mem (GiB)", "fits");
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const MatrixConfig& c = configs[i];
+    const ParallelConfig& p = c.config;
+    t += fmt::format(fmt::runtime(row), c.name, c.ranks(), workload(c, backend), p.tp, p.pp, p.dp, p.zero,
+                     p.micro_batch, to_string(p.recompute), fmt::format("{:.4f}", predictions[i].step_time_s),
+                     fmt::format("{:.2f}", predictions[i].peak_gib()), predictions[i].fits ? "yes" : "NO");
+  }
+  write_output("", t);
+  return kExitOk;
+}
+
 std::string own_binary() {
   std::error_code ec;
   const auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -199,11 +269,35 @@ std::string own_binary() {
 }
 
 int run_matrix(const ValidateFlags& f) {
+  const MatrixBackend backend = matrix_backend(f.backend);
   const ClusterSpec cluster = value_or_exit(load_cluster(f.profile));
-  const std::vector<MatrixConfig> configs = chosen_configs(f.configs);
+  const std::vector<MatrixConfig> chosen = chosen_configs(f.configs, backend);
   if (f.steps <= f.warmup) throw InputError(fmt::format("--steps {} must exceed --warmup {}", f.steps, f.warmup));
   if (f.rounds < 1 || f.rounds > 100) throw InputError(fmt::format("--rounds {}: must be 1..100", f.rounds));
+  if (f.dry_run) return print_dry_run(f, cluster, chosen, backend);
+  // On GPUs each rank needs a GPU of its own (timings of ranks sharing one say nothing about the
+  // simulator): a layout with more ranks than this machine has GPUs is listed as skipped.
+  std::vector<MatrixConfig> configs;
+  std::vector<std::pair<MatrixConfig, std::string>> skipped;
+  if (backend == MatrixBackend::kCuda) {
+    std::string why;
+    const int gpus = exec::visible_gpus(&why);
+    if (gpus == 0) throw InputError(fmt::format("validate --backend cuda: no GPU to run on ({})", why));
+    for (const MatrixConfig& c : chosen) {
+      if (c.ranks() <= gpus)
+        configs.push_back(c);
+      else
+        skipped.emplace_back(c, fmt::format("needs {} GPUs, this machine has {}", c.ranks(), gpus));
+    }
+    if (configs.empty())
+      throw InputError(fmt::format("validate: every chosen configuration needs more than {} GPU(s)", gpus));
+  } else {
+    configs = chosen;
+  }
   MatrixOptions o;
+  o.backend = backend;
+  // A GPU's run checks its model states against the device the profile measured.
+  if (backend == MatrixBackend::kCuda) o.run_cluster = f.profile;
   o.loom_binary = own_binary();
   o.mpirun = f.mpirun;
   o.steps = f.steps;
@@ -211,7 +305,7 @@ int run_matrix(const ValidateFlags& f) {
   o.work_dir = !f.work_dir.empty()
                    ? f.work_dir
                    : (std::filesystem::temp_directory_path() / fmt::format("loom_validate_{}", getpid())).string();
-  check(prepare_matrix_inputs(o));
+  check(prepare_matrix_inputs(o, configs));
   // Whole rounds over the configurations, each configuration keeping its fastest round: on a
   // shared host a slow spell then spoils one round of every configuration, not all rounds of one
   // (the profile keeps its fastest timings for the same reason).
@@ -251,7 +345,10 @@ int run_matrix(const ValidateFlags& f) {
         ranks.push_back({{"rank", m.rank},
                          {"predicted_peak_memory_gib", m.predicted_gib},
                          {"measured_peak_memory_gib", m.measured_gib}});
+      const ModelSpec m = matrix_model(backend, r.config.model);
       list.push_back({{"name", r.config.name},
+                      {"model", m.name},
+                      {"seq_len", r.config.seq_len > 0 ? r.config.seq_len : m.seq_len},
                       {"config", to_json(r.config.config)},
                       {"ranks", r.config.ranks()},
                       {"global_batch", r.config.global_batch},
@@ -267,9 +364,15 @@ int run_matrix(const ValidateFlags& f) {
                       {"oversubscribed", r.oversubscribed},
                       {"cpu_share", r.cpu_share}});
     }
+    Json skipped_list = Json::array();
+    for (const auto& [c, why] : skipped)
+      skipped_list.push_back({{"name", c.name}, {"ranks", c.ranks()}, {"reason", why}});
     Json out = {{"profile", f.profile},
+                {"backend", to_string(backend)},
                 {"model", to_json(validation_model())},
+                {"models", model_list(backend)},
                 {"rows", list},
+                {"skipped", skipped_list},
                 {"median_abs_step_time_error", median_step},
                 {"max_abs_step_time_error", max_step},
                 {"max_abs_memory_error", max_memory},
@@ -278,26 +381,50 @@ int run_matrix(const ValidateFlags& f) {
     return kExitOk;
   }
   std::string t =
-      fmt::format("# loom validate: simulator with {} vs loom run under mpirun ({} threads/rank), model {}\n",
-                  f.profile, o.threads_per_rank, validation_model().name);
+      backend == MatrixBackend::kCpu
+          ? fmt::format("# loom validate: simulator with {} vs loom run under mpirun ({} threads/rank), model {}\n",
+                        f.profile, o.threads_per_rank, validation_model().name)
+          : fmt::format(
+                "# loom validate --backend cuda: simulator with {} vs loom run --backend cuda (bf16, one rank "
+                "per GPU) on {}\n",
+                f.profile, cluster.device.name);
   t += fmt::format("# step time: median of steps {}..{}{}; memory: peak per rank (worst rank's error)\n", f.warmup + 1,
                    f.steps, f.rounds > 1 ? fmt::format(", the fastest of {} interleaved rounds", f.rounds) : "");
-  const char* header =
-      "{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>8} {:>5}\n";
-  t += fmt::format(fmt::runtime(header), "config", "ranks", "tp", "pp", "dp", "zero", "mb", "sched", "recompute",
-                   "predicted", "measured", "error", "pred_mem", "meas_mem", "error", "oversub", "cpu");
-  t += fmt::format(fmt::runtime(header), "", "", "", "", "", "", "", "", "", "(s)", "(s)", "(%)", "(MiB)", "(MiB)",
-                   "(%)", "", "(%)");
-  for (const auto& r : rows) {
-    const ParallelConfig& p = r.config.config;
-    t += fmt::format(
-        "{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10.4f} {:>10.4f} {:>+7.2f} {:>9.2f} {:>9.2f} "
-        "{:>7.2f} "
-        "{:>8} {:>5.0f}\n",
-        r.config.name, r.config.ranks(), p.tp, p.pp, p.dp, p.zero, p.micro_batch, to_string(p.schedule),
-        to_string(p.recompute), r.predicted_step_time_s, r.measured_step_time_s, 100 * r.step_error(),
-        r.predicted_peak_memory_gib * 1024, r.measured_peak_memory_gib * 1024, 100 * r.memory_error(),
-        r.oversubscribed ? "yes" : "no", 100 * r.cpu_share);
+  if (backend == MatrixBackend::kCpu) {
+    const char* header =
+        "{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>8} {:>5}\n";
+    t += fmt::format(fmt::runtime(header), "config", "ranks", "tp", "pp", "dp", "zero", "mb", "sched", "recompute",
+                     "predicted", "measured", "error", "pred_mem", "meas_mem", "error", "oversub", "cpu");
+    t += fmt::format(fmt::runtime(header), "", "", "", "", "", "", "", "", "", "(s)", "(s)", "(%)", "(MiB)", "(MiB)",
+                     "(%)", "", "(%)");
+    for (const auto& r : rows) {
+      const ParallelConfig& p = r.config.config;
+      t += fmt::format(
+          "{:<18} {:>5} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>9} {:>10.4f} {:>10.4f} {:>+7.2f} {:>9.2f} {:>9.2f} "
+          "{:>7.2f} "
+          "{:>8} {:>5.0f}\n",
+          r.config.name, r.config.ranks(), p.tp, p.pp, p.dp, p.zero, p.micro_batch, to_string(p.schedule),
+          to_string(p.recompute), r.predicted_step_time_s, r.measured_step_time_s, 100 * r.step_error(),
+          r.predicted_peak_memory_gib * 1024, r.measured_peak_memory_gib * 1024, 100 * r.memory_error(),
+          r.oversubscribed ? "yes" : "no", 100 * r.cpu_share);
+    }
+  } else {
+    const char* header =
+        "{:<22} {:>5} {:<24} {:>3} {:>3} {:>3} {:>4} {:>3} {:>9} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7}\n";
+    t += fmt::format(fmt::runtime(header), "config", "ranks", "workload", "tp", "pp", "dp", "zero", "mb", "recompute",
+                     "predicted", "measured", "error", "pred_mem", "meas_mem", "error");
+    t += fmt::format(fmt::runtime(header), "", "", "", "", "", "", "", "", "", "(s)", "(s)", "(%)", "(GiB)", "(GiB)",
+                     "(%)");
+    for (const auto& r : rows) {
+      const ParallelConfig& p = r.config.config;
+      t +=
+          fmt::format(fmt::runtime(header), r.config.name, r.config.ranks(), workload(r.config, backend), p.tp, p.pp,
+                      p.dp, p.zero, p.micro_batch, to_string(p.recompute),
+                      fmt::format("{:.4f}", r.predicted_step_time_s), fmt::format("{:.4f}", r.measured_step_time_s),
+                      fmt::format("{:+.2f}", 100 * r.step_error()), fmt::format("{:.2f}", r.predicted_peak_memory_gib),
+                      fmt::format("{:.2f}", r.measured_peak_memory_gib), fmt::format("{:.2f}", 100 * r.memory_error()));
+    }
+    for (const auto& [c, why] : skipped) t += fmt::format("{:<22} skipped: {}\n", c.name, why);
   }
   t += fmt::format(
       "# step time |error|: median {:.2f} % (bar 5 %), max {:.2f} % (bar 10 %); peak memory |error| max {:.2f} % (bar "
@@ -314,9 +441,10 @@ int run_matrix(const ValidateFlags& f) {
   }
   // CPU time over wall time of the whole mpirun, launch and MPI start-up included: ranks waiting on
   // each other there (or in a blocking receive) lower it as much as other work on the host does.
-  t +=
-      fmt::format("# least CPU share a run's ranks received over the whole run (launch and waits included): {:.0f} %\n",
-                  100 * min_share);
+  if (backend == MatrixBackend::kCpu)
+    t += fmt::format(
+        "# least CPU share a run's ranks received over the whole run (launch and waits included): {:.0f} %\n",
+        100 * min_share);
   t += fmt::format("# bars: {}\n", median_step <= 0.05 && max_step <= 0.10 && max_memory <= 0.05 ? "met" : "NOT met");
   write_output("", t);
   return kExitOk;
@@ -333,6 +461,11 @@ std::function<int()> add_validate(CLI::App& root) {
       ->capture_default_str();
   app->add_option("--cluster", flags->cluster, "cluster preset or cost file for --published")->capture_default_str();
   app->add_option("--profile", flags->profile, "cost file measured on this machine (runs the on-machine matrix)");
+  app->add_option("--backend", flags->backend,
+                  "with --profile: cpu (fp32, the CPU matrix) or cuda (bf16 on this machine's GPUs, the GPU matrix)")
+      ->capture_default_str();
+  app->add_flag("--dry-run", flags->dry_run,
+                "with --profile: print the matrix's configurations, predicted step time and memory, without running");
   app->add_option("--format", flags->format, "table or json")->capture_default_str();
   app->add_option("--configs", flags->configs, "comma list of matrix configurations (default: all)");
   app->add_option("--work-dir", flags->work_dir, "where the model, tokens and run logs go (default: a temp dir)");

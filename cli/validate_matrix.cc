@@ -39,7 +39,47 @@ ModelSpec validation_model() {
   return m;
 }
 
+const char* to_string(MatrixBackend b) { return b == MatrixBackend::kCuda ? "cuda" : "cpu"; }
+
 namespace {
+
+// GPT-2 shapes (Radford et al. 2019, Table 2: 12/24 layers of 768/1024; vocabulary 50257, context
+// 1024) and the GPT-3 paper's 1.3B (Brown et al. 2020, Table 2.1: 24 layers, 2048 wide, 16 heads,
+// context 2048), trained with dropout as they were.
+ModelSpec gpt_model(std::string name, int layers, int hidden, int heads, int seq) {
+  ModelSpec m;
+  m.name = std::move(name);
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = heads;
+  m.ffn_hidden = 4 * hidden;
+  m.vocab = 50257;
+  m.seq_len = seq;
+  return m;
+}
+
+// Llama 3.2 1B's layers (16 × 2048, 32 query and 8 key/value heads, SwiGLU 8192; its config.json) with
+// Llama 2's 32,000-token vocabulary: a token file holds 16-bit ids, and 128,256 do not fit.
+ModelSpec llama_model() {
+  ModelSpec m;
+  m.name = "llama-1b";
+  m.layers = 16;
+  m.hidden = 2048;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.ffn_hidden = 8192;
+  m.vocab = 32000;
+  m.seq_len = 2048;
+  m.activation = Activation::kSwiGLU;
+  m.norm = Norm::kRMSNorm;
+  m.position = PositionEmbedding::kRotary;
+  m.tied_embeddings = false;
+  m.linear_bias = false;
+  m.dropout = false;
+  return m;
+}
+
 MatrixConfig make(std::string name, int tp, int pp, int dp, int zero, int micro_batch,
                   Schedule schedule = Schedule::k1F1B, Recompute recompute = Recompute::kNone) {
   MatrixConfig c;
@@ -54,9 +94,50 @@ MatrixConfig make(std::string name, int tp, int pp, int dp, int zero, int micro_
   c.global_batch = 8;  // 1280 tokens a step: ~0.5 s on one core for this model
   return c;
 }
+
+// One GPU configuration: `model` at `seq` (0: its own), `global_batch` sequences a step in micro-batches
+// of `micro_batch` on tp·pp·dp GPUs.
+MatrixConfig gpu(std::string name, std::string model, int seq, std::int64_t global_batch, int micro_batch,
+                 Recompute recompute = Recompute::kNone, int tp = 1, int pp = 1, int dp = 1, int zero = 0) {
+  MatrixConfig c = make(std::move(name), tp, pp, dp, zero, micro_batch, Schedule::k1F1B, recompute);
+  c.model = std::move(model);
+  c.seq_len = seq;
+  c.global_batch = global_batch;
+  c.config.sequence_parallel = tp > 1;
+  return c;
+}
+
 }  // namespace
 
-std::vector<MatrixConfig> validation_matrix() {
+std::vector<ModelSpec> matrix_models(MatrixBackend backend) {
+  if (backend == MatrixBackend::kCpu) return {validation_model()};
+  return {gpt_model("gpt2-small", 12, 768, 12, 1024), gpt_model("gpt-350m", 24, 1024, 16, 1024),
+          gpt_model("gpt-1.3b", 24, 2048, 16, 2048), llama_model()};
+}
+
+ModelSpec matrix_model(MatrixBackend backend, const std::string& name) {
+  for (ModelSpec& m : matrix_models(backend))
+    if (m.name == name) return m;
+  throw std::logic_error("validation matrix: no model named " + name);
+}
+
+std::vector<MatrixConfig> validation_matrix(MatrixBackend backend) {
+  if (backend == MatrixBackend::kCuda) {
+    const Recompute sel = Recompute::kSelective, full = Recompute::kFull;
+    return {// Model size, micro-batch and gradient accumulation at each model's own sequence length.
+            gpu("small-mb8", "gpt2-small", 0, 16, 8), gpu("small-mb2-accum8", "gpt2-small", 0, 16, 2),
+            gpu("small-seq512-mb16", "gpt2-small", 512, 32, 16), gpu("small-selective", "gpt2-small", 0, 16, 8, sel),
+            gpu("small-full", "gpt2-small", 0, 16, 8, full), gpu("350m-mb4", "gpt-350m", 0, 16, 4),
+            gpu("350m-full-mb16", "gpt-350m", 0, 16, 16, full), gpu("1.3b-mb2", "gpt-1.3b", 0, 8, 2),
+            gpu("1.3b-mb1-accum8", "gpt-1.3b", 0, 8, 1), gpu("1.3b-selective-mb4", "gpt-1.3b", 0, 8, 4, sel),
+            gpu("1.3b-full-mb8", "gpt-1.3b", 0, 8, 8, full), gpu("1.3b-seq1024-mb4", "gpt-1.3b", 1024, 16, 4),
+            gpu("llama1b-mb2", "llama-1b", 0, 8, 2), gpu("llama1b-selective-mb4", "llama-1b", 0, 8, 4, sel),
+            // Two GPUs, one rank each (NCCL): run where the machine has them.
+            gpu("350m-dp2-zero1", "gpt-350m", 0, 16, 4, Recompute::kNone, 1, 1, 2, 1),
+            gpu("350m-tp2-sp", "gpt-350m", 0, 16, 4, Recompute::kNone, 2),
+            gpu("1.3b-pp2-1f1b-m16", "gpt-1.3b", 0, 16, 1, Recompute::kNone, 1, 2),
+            gpu("1.3b-dp2-zero3", "gpt-1.3b", 0, 8, 2, Recompute::kNone, 1, 1, 2, 3)};
+  }
   return {make("single", 1, 1, 1, 0, 8),
           make("dp2-zero0", 1, 1, 2, 0, 4),
           make("dp2-zero1", 1, 1, 2, 1, 4),
@@ -72,15 +153,42 @@ std::vector<MatrixConfig> validation_matrix() {
           make("dp2-grad-accum-2", 1, 1, 2, 1, 2)};
 }
 
-TrainingSpec executor_training(const ModelSpec& model, const MatrixConfig& c) {
+TrainingSpec executor_training(const ModelSpec& model, const MatrixConfig& c, MatrixBackend backend) {
   TrainingSpec t;
   t.gpus = c.ranks();
   t.global_batch = c.global_batch;
-  t.seq_len = model.seq_len;
-  use_fp32_precision(t);
-  t.attention = AttentionKernel::kUnfused;
-  t.overlap_grad_reduce = true;  // exec/parallel/data_parallel.h: buckets launched during the backward
+  t.seq_len = c.seq_len > 0 ? c.seq_len : model.seq_len;
+  if (backend == MatrixBackend::kCpu) {
+    use_fp32_precision(t);
+  } else {
+    t.grad_bytes = 4;  // fp32 main gradients (exec/README.md, "The CUDA backend")
+  }
+  t.attention = AttentionKernel::kUnfused;  // the executor's attention on both backends
+  t.overlap_grad_reduce = true;             // exec/parallel/data_parallel.h: buckets launched during the backward
+  // exec/parallel/tensor_parallel.cc waits for each TP all-reduce / reduce-scatter before going on.
+  t.tp_comm_overlap = false;
   return t;
+}
+
+double MatrixPrediction::peak_gib() const {
+  return stage_gib.empty() ? 0.0 : *std::max_element(stage_gib.begin(), stage_gib.end());
+}
+
+Result<MatrixPrediction> predict_matrix_config(const MatrixConfig& c, const ClusterSpec& cluster,
+                                               MatrixBackend backend) {
+  const ModelSpec model = matrix_model(backend, c.model);
+  const TrainingSpec training = executor_training(model, c, backend);
+  auto sim = sim::simulate(model, training, c.config, cluster);
+  if (!sim) return prefix_error(c.name + ": simulator: ", sim.error());
+  MatrixPrediction p;
+  p.step_time_s = sim->step_time_s;
+  // The executor counts its own tensors, not the CUDA context or the libraries' handles: the estimate's
+  // total less the cost file's framework reserve (its workspace kept).
+  const MemoryReport memory = estimate_memory(model, training, c.config, cluster);
+  for (const StageMemory& s : memory.stages)
+    p.stage_gib.push_back(bytes_to_gib(s.total_bytes() - cluster.framework_reserve_bytes));
+  p.fits = memory.fits;
+  return p;
 }
 
 double MatrixRow::memory_error() const {
@@ -100,8 +208,15 @@ double children_cpu_s() {
 
 namespace {
 
-std::string model_path(const MatrixOptions& o) { return o.work_dir + "/model.json"; }
-std::string tokens_path(const MatrixOptions& o) { return o.work_dir + "/tokens.bin"; }
+// The CPU matrix's one model keeps the names bench/validate/run_matrix.sh reads.
+std::string model_path(const MatrixOptions& o, const std::string& model) {
+  return o.backend == MatrixBackend::kCpu ? o.work_dir + "/model.json"
+                                          : fmt::format("{}/model-{}.json", o.work_dir, model);
+}
+std::string tokens_path(const MatrixOptions& o, const std::string& model) {
+  return o.backend == MatrixBackend::kCpu ? o.work_dir + "/tokens.bin"
+                                          : fmt::format("{}/tokens-{}.bin", o.work_dir, model);
+}
 
 std::string read_last_line(const std::string& path) {
   std::ifstream in(path);
@@ -114,44 +229,57 @@ std::string read_last_line(const std::string& path) {
 std::string run_command(const MatrixConfig& c, const MatrixOptions& o, const std::string& log) {
   const ParallelConfig& p = c.config;
   // mpirun even for one rank, so every configuration pays the same launcher and MPI start-up.
-  return fmt::format(
+  std::string command = fmt::format(
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 5 {} {} --oversubscribe -np {} {} run "
-      "--model {} --cluster local-cpu --gpus {} --data {} --global-batch {} --tp {} --pp {} --dp {} --zero {} "
-      "--micro-batch {} --schedule {} --recompute {} --steps {} --threads {} --log {}",
-      o.timeout_s, o.mpirun, c.ranks(), o.loom_binary, model_path(o), c.ranks(), tokens_path(o), c.global_batch, p.tp,
-      p.pp, p.dp, p.zero, p.micro_batch, to_string(p.schedule), to_string(p.recompute), o.steps, o.threads_per_rank,
-      log);
+      "--model {} --cluster {} --gpus {} --data {} --global-batch {} --tp {} --pp {} --dp {} --zero {} "
+      "--micro-batch {} --schedule {} --recompute {} --steps {} --log {}",
+      o.timeout_s, o.mpirun, c.ranks(), o.loom_binary, model_path(o, c.model), o.run_cluster, c.ranks(),
+      tokens_path(o, c.model), c.global_batch, p.tp, p.pp, p.dp, p.zero, p.micro_batch, to_string(p.schedule),
+      to_string(p.recompute), o.steps, log);
+  if (o.backend == MatrixBackend::kCpu) return command + fmt::format(" --threads {}", o.threads_per_rank);
+  command += fmt::format(" --backend cuda --sp {}", p.sequence_parallel ? "on" : "off");
+  if (c.seq_len > 0) command += fmt::format(" --seq {}", c.seq_len);
+  return command;
 }
 
 }  // namespace
 
-Status prepare_matrix_inputs(const MatrixOptions& o) {
+Status prepare_matrix_inputs(const MatrixOptions& o, const std::vector<MatrixConfig>& configs) {
   std::error_code ec;
   std::filesystem::create_directories(o.work_dir, ec);
   if (ec) return make_error(fmt::format("validate: cannot create work directory '{}': {}", o.work_dir, ec.message()));
-  const ModelSpec model = validation_model();
-  if (Status s = write_text_file_atomic(model_path(o), to_json(model).dump(2) + "\n"); !s) return s;
-  // Deterministic byte-level tokens (a linear congruential stream over printable ASCII): the
-  // step time does not depend on what the tokens say, only that every step reads fresh ones.
-  const std::int64_t needed = static_cast<std::int64_t>(o.steps + 1) * 16 * (model.seq_len + 1);
-  std::vector<std::uint16_t> tokens(static_cast<std::size_t>(needed));
-  std::uint64_t state = 2024;
-  for (auto& t : tokens) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    t = static_cast<std::uint16_t>(32 + (state >> 33) % 95);
+  for (const ModelSpec& model : matrix_models(o.backend)) {
+    // Enough tokens for every step of the largest batch any configuration trains this model on.
+    std::int64_t tokens_per_step = 0;
+    for (const MatrixConfig& c : configs)
+      if (c.model == model.name)
+        tokens_per_step = std::max(tokens_per_step, c.global_batch * ((c.seq_len > 0 ? c.seq_len : model.seq_len) + 1));
+    if (tokens_per_step == 0) continue;
+    if (Status s = write_text_file_atomic(model_path(o, model.name), to_json(model).dump(2) + "\n"); !s) return s;
+    // Deterministic tokens (a linear congruential stream; printable ASCII for the byte-level CPU model,
+    // the whole vocabulary otherwise): the step time does not depend on what the tokens say, only that
+    // every step reads fresh ones.
+    const std::int64_t needed =
+        static_cast<std::int64_t>(o.steps + 1) * std::max<std::int64_t>(tokens_per_step, 16 * (model.seq_len + 1));
+    std::vector<std::uint16_t> tokens(static_cast<std::size_t>(needed));
+    std::uint64_t state = 2024;
+    for (auto& t : tokens) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      t = static_cast<std::uint16_t>(o.backend == MatrixBackend::kCpu
+                                         ? 32 + (state >> 33) % 95
+                                         : (state >> 33) % static_cast<std::uint64_t>(model.vocab));
+    }
+    if (Status s = exec::write_token_file(tokens_path(o, model.name), tokens); !s) return s;
   }
-  return exec::write_token_file(tokens_path(o), tokens);
+  return {};
 }
 
 Result<MatrixRow> run_matrix_config(const MatrixConfig& c, const ClusterSpec& cluster, const MatrixOptions& o) {
   MatrixRow row;
   row.config = c;
-  const ModelSpec model = validation_model();
-  const TrainingSpec training = executor_training(model, c);
-  auto sim = sim::simulate(model, training, c.config, cluster);
-  if (!sim) return prefix_error(c.name + ": simulator: ", sim.error());
-  row.predicted_step_time_s = sim->step_time_s;
-  const MemoryReport memory = estimate_memory(model, training, c.config, cluster);
+  auto prediction = predict_matrix_config(c, cluster, o.backend);
+  if (!prediction) return prediction.error();
+  row.predicted_step_time_s = prediction->step_time_s;
 
   const std::string log = fmt::format("{}/{}.jsonl", o.work_dir, c.name);
   const std::string err = fmt::format("{}/{}.stderr", o.work_dir, c.name);
@@ -186,15 +314,15 @@ Result<MatrixRow> run_matrix_config(const MatrixConfig& c, const ClusterSpec& cl
     m.rank = r["rank"].get<int>();
     m.measured_gib = r["memory_peak_gib"]["total"].get<double>();
     const int stage = rank_coords(c.config, m.rank).pp_rank;
-    // The executor has no framework reserve; the estimate's total (its workspace included) is what
-    // its tensors hold.
-    m.predicted_gib = bytes_to_gib(memory.stages[static_cast<std::size_t>(stage)].total_bytes());
+    m.predicted_gib = prediction->stage_gib[static_cast<std::size_t>(stage)];
     row.predicted_peak_memory_gib = std::max(row.predicted_peak_memory_gib, m.predicted_gib);
     row.measured_peak_memory_gib = std::max(row.measured_peak_memory_gib, m.measured_gib);
     row.ranks.push_back(m);
   }
+  // On a GPU the matrix runs a configuration only where every rank has a GPU of its own.
   const unsigned cores = thread_count(0);
-  row.oversubscribed = static_cast<unsigned>(c.ranks() * o.threads_per_rank) > cores;
+  row.oversubscribed =
+      o.backend == MatrixBackend::kCpu && static_cast<unsigned>(c.ranks() * o.threads_per_rank) > cores;
   return row;
 }
 

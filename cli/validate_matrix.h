@@ -1,6 +1,8 @@
 // The on-machine validation matrix of `loom validate --profile`: each configuration is simulated
 // with the measured cost file and run for real by `loom run` under mpirun, and the two step times
-// and per-rank memory peaks are set side by side.
+// and per-rank memory peaks are set side by side. Two matrices: the CPU one (fp32, a small GPT, one
+// core per rank) and the GPU one (`--backend cuda`: bf16 mixed precision, GPU-sized models, one GPU
+// per rank).
 #pragma once
 
 #include <cstdint>
@@ -15,10 +17,15 @@
 
 namespace loom::cli {
 
+enum class MatrixBackend { kCpu, kCuda };
+const char* to_string(MatrixBackend b);
+
 struct MatrixConfig {
   std::string name;  // "dp2-zero1", "pp2-1f1b-m8", ...
   ParallelConfig config;
   std::int64_t global_batch = 8;
+  std::string model = "gpt-validate";  // the name of one of matrix_models(backend)
+  int seq_len = 0;                     // 0: the model's
   int ranks() const { return config.world_size(); }
 };
 
@@ -27,15 +34,39 @@ struct MatrixConfig {
 // so each has its own entry in the measured GEMM table.
 ModelSpec validation_model();
 
-// ≥ 10 configurations of at most 2 ranks: one rank; DP2 with ZeRO 0-3; TP2; PP2 GPipe and 1F1B at
-// 4 and 8 micro-batches; full recompute; gradient accumulation.
-std::vector<MatrixConfig> validation_matrix();
+// The models a matrix trains: the validation model on the CPU; on a GPU, GPT-2 small, a 350M and a
+// 1.3B GPT and a 1B Llama (RMSNorm, SwiGLU, RoPE, grouped-query attention).
+std::vector<ModelSpec> matrix_models(MatrixBackend backend);
+ModelSpec matrix_model(MatrixBackend backend, const std::string& name);  // one of matrix_models
 
-// The executor trains in fp32 with unfused attention and overlapped DP gradient buckets.
-TrainingSpec executor_training(const ModelSpec& model, const MatrixConfig& c);
+// CPU: ≥ 10 configurations of at most 2 ranks: one rank; DP2 with ZeRO 0-3; TP2; PP2 GPipe and 1F1B
+// at 4 and 8 micro-batches; full recompute; gradient accumulation.
+// GPU: ≥ 12 single-GPU configurations over model size, micro-batch, gradient accumulation, recompute
+// none/selective/full and sequence length, each fitting an 80 GB GPU; then 2-GPU layouts (DP with
+// ZeRO-1 and 3, TP with SP, PP), run where the machine has two GPUs.
+std::vector<MatrixConfig> validation_matrix(MatrixBackend backend = MatrixBackend::kCpu);
+
+// What the executor runs: fp32 on the CPU; bf16 mixed precision on a GPU (bf16 weights and
+// activations, fp32 main gradients, master weights and Adam moments: 2 + 4 + 12 bytes a parameter).
+// Both: unfused attention, DP gradient buckets overlapped with the backward, TP collectives after
+// their GEMMs (not beside them).
+TrainingSpec executor_training(const ModelSpec& model, const MatrixConfig& c,
+                               MatrixBackend backend = MatrixBackend::kCpu);
+
+// The simulator's step time and the memory model's per-stage totals for one configuration.
+struct MatrixPrediction {
+  double step_time_s = 0;
+  std::vector<double> stage_gib;  // everything the executor's tensors hold, per pipeline stage
+  bool fits = false;              // within the device's memory, the framework reserve included
+  double peak_gib() const;
+};
+Result<MatrixPrediction> predict_matrix_config(const MatrixConfig& c, const ClusterSpec& cluster,
+                                               MatrixBackend backend);
 
 struct MatrixOptions {
-  std::string loom_binary;  // this program
+  MatrixBackend backend = MatrixBackend::kCpu;
+  std::string loom_binary;                // this program
+  std::string run_cluster = "local-cpu";  // `loom run --cluster`: the device's capacity (the profile on a GPU)
   std::string mpirun = "mpirun";
   std::string work_dir;  // model JSON, token file, logs
   int steps = 8;
@@ -67,8 +98,9 @@ struct MatrixRow {
   double memory_error() const;  // worst rank, against the measured total
 };
 
-// Writes the model and a token file into options.work_dir (created if missing).
-Status prepare_matrix_inputs(const MatrixOptions& options);
+// Writes each model of the matrix and a token file for it into options.work_dir (created if missing):
+// model.json and tokens.bin for the CPU matrix; model-NAME.json and tokens-NAME.bin on a GPU.
+Status prepare_matrix_inputs(const MatrixOptions& options, const std::vector<MatrixConfig>& configs);
 
 // Simulates `c` and runs it with `loom run`; an error names the config and the run's last stderr line.
 Result<MatrixRow> run_matrix_config(const MatrixConfig& c, const ClusterSpec& cluster, const MatrixOptions& options);

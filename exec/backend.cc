@@ -111,6 +111,15 @@ std::unique_ptr<Backend> make_backend(const std::string& name, std::string* erro
   return nullptr;
 }
 
+int visible_gpus(std::string* why_none) {
+#ifdef LOOM_WITH_CUDA
+  return cuda_device_count(why_none);
+#else
+  if (why_none != nullptr) *why_none = "this build of loom has no CUDA backend";
+  return 0;
+#endif
+}
+
 std::vector<std::string> available_backends() {
 #ifdef LOOM_WITH_CUDA
   return {"cpu", "cuda"};

@@ -262,6 +262,10 @@ struct NodeSlot {
 // "cpu" (always) or "cuda" (when built with CUDA); nullptr with a message for anything else.
 std::unique_ptr<Backend> make_backend(const std::string& name, std::string* error, NodeSlot slot = {});
 
+// The GPUs this process can see (after CUDA_VISIBLE_DEVICES); 0 with the reason in `why_none` where
+// there are none or the build has no CUDA backend. It starts no context on any of them.
+int visible_gpus(std::string* why_none = nullptr);
+
 // The backend names this build can make, "cpu" first (the fp32 reference every other backend's
 // ops are tested against). A listed GPU backend may still fail to start on a host without a GPU.
 std::vector<std::string> available_backends();

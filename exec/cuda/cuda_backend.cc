@@ -105,12 +105,22 @@ P* on_device(P* p, const char* op, const char* what) {
 
 // --- device, stream, memory --------------------------------------------------------------------------
 
-std::unique_ptr<Backend> make_cuda_backend(std::string* error, NodeSlot slot) {
+int cuda_device_count(std::string* why_none) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
-    const std::string why = status != cudaSuccess ? cudaGetErrorString(status) : "cudaGetDeviceCount found 0 devices";
+    if (why_none != nullptr)
+      *why_none = status != cudaSuccess ? cudaGetErrorString(status) : "cudaGetDeviceCount found 0 devices";
     (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(std::string* error, NodeSlot slot) {
+  std::string why;
+  const int count = cuda_device_count(&why);
+  if (count == 0) {
     if (error != nullptr) *error = "--backend cuda: no CUDA device (" + why + ")";
     return nullptr;
   }

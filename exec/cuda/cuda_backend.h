@@ -131,4 +131,7 @@ class CudaBackend final : public Backend {
 // and "--backend cuda: no CUDA device (<CUDA's message>)" where no device can be used.
 std::unique_ptr<Backend> make_cuda_backend(std::string* error, NodeSlot slot = {});
 
+// cudaGetDeviceCount; 0 with CUDA's message in `why_none` where it fails or finds none.
+int cuda_device_count(std::string* why_none);
+
 }  // namespace loom::exec

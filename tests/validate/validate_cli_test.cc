@@ -263,6 +263,93 @@ TEST(ValidateSubset, JsonHasEveryContractField) {
   }
 }
 
+// The GPU matrix as `--dry-run` lists it against the dgx-h100 preset (no GPU needed): at least 12
+// single-GPU configurations spanning model size, micro-batch, gradient accumulation, recompute
+// none/selective/full and sequence length, each fitting an 80 GB GPU by the memory model, then 2-GPU
+// layouts; and each predicted step is what `loom sim` gives for the executor's bf16 training.
+TEST(ValidateGpuMatrix, DryRunSpansTheDimensionsAndFitsAnH100) {
+  const ProcessResult r =
+      run_shell(loom_binary() + " validate --profile dgx-h100 --backend cuda --dry-run --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto json = parse_json(r.out, "dry run");
+  ASSERT_TRUE(json.ok()) << r.out;
+  EXPECT_EQ((*json)["backend"], "cuda");
+  EXPECT_TRUE((*json)["dry_run"].get<bool>());
+  std::set<std::string> models, recomputes, names;
+  std::map<std::string, std::set<int>> seqs;
+  int single = 0, accumulating = 0, multi = 0;
+  for (const Json& row : (*json)["rows"]) {
+    const std::string name = row["name"];
+    EXPECT_TRUE(names.insert(name).second) << "two configurations named " << name;
+    EXPECT_TRUE(row["fits"].get<bool>()) << name;
+    EXPECT_LT(row["predicted_peak_memory_gib"].get<double>(), 80.0) << name;
+    EXPECT_GT(row["predicted_step_time_s"].get<double>(), 0.0) << name;
+    const int ranks = row["ranks"].get<int>();
+    if (ranks > 1) {
+      ++multi;
+      continue;
+    }
+    ++single;
+    models.insert(row["model"].get<std::string>());
+    recomputes.insert(row["config"]["recompute"].get<std::string>());
+    seqs[row["model"]].insert(row["seq_len"].get<int>());
+    accumulating += row["global_batch"].get<int>() / row["config"]["micro_batch"].get<int>() >= 4;
+  }
+  EXPECT_GE(single, 12);
+  EXPECT_GE(multi, 3);
+  EXPECT_GE(models.size(), 3u);
+  EXPECT_EQ(recomputes, (std::set<std::string>{"none", "selective", "full"}));
+  EXPECT_GE(accumulating, 2);
+  int models_at_two_lengths = 0;
+  for (const auto& [model, lengths] : seqs) models_at_two_lengths += lengths.size() >= 2;
+  EXPECT_GE(models_at_two_lengths, 2);
+
+  // 1.3b-mb2 through `loom sim` with the executor's training: bf16 weights and activations, fp32 main
+  // gradients, unfused attention.
+  const Json* gpt13 = nullptr;
+  for (const Json& row : (*json)["rows"])
+    if (row["name"] == "1.3b-mb2") gpt13 = &row;
+  ASSERT_NE(gpt13, nullptr);
+  const std::string dir = scratch_dir("gpu_matrix");
+  for (const Json& m : (*json)["models"])
+    if (m["name"] == "gpt-1.3b") std::ofstream(dir + "/gpt-1.3b.json") << m.dump();
+  const ProcessResult sim = run_shell(fmt::format(
+      "{} sim --model {}/gpt-1.3b.json --cluster dgx-h100 --gpus 1 --global-batch 8 --micro-batch 2 --seq 2048 "
+      "--tp 1 --pp 1 --dp 1 --zero 0 --recompute none --sp off --schedule 1f1b --attention unfused --grad-bytes 4 "
+      "--format json",
+      loom_binary(), dir));
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  auto simulated = parse_json(sim.out, "sim");
+  ASSERT_TRUE(simulated.ok()) << sim.out;
+  EXPECT_DOUBLE_EQ((*simulated)["step_time_s"].get<double>(), (*gpt13)["predicted_step_time_s"].get<double>());
+
+  // The CPU matrix lists its 13 configurations the same way.
+  const ProcessResult cpu = run_shell(loom_binary() + " validate --profile local-cpu --dry-run --format json");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_EQ((*parse_json(cpu.out, "cpu dry run"))["rows"].size(), 13u);
+}
+
+// An unknown matrix backend, and the GPU matrix on a machine without a GPU (or a build without CUDA),
+// are one line and exit status 2 before anything runs.
+TEST(BadInput, ValidateBackend) {
+  const ProcessResult tpu = run_shell(loom_binary() + " validate --profile dgx-h100 --backend tpu");
+  EXPECT_EQ(tpu.exit_code, 2);
+  EXPECT_EQ(lines(tpu.err), 1) << tpu.err;
+  EXPECT_NE(tpu.err.find("'tpu' is neither cpu nor cuda"), std::string::npos) << tpu.err;
+  const std::string work = scratch_dir("validate_no_gpu") + "/work";
+  const ProcessResult cuda =
+      run_shell(fmt::format("{} validate --profile dgx-h100 --backend cuda --configs small-mb8 --steps 2 --warmup 1 "
+                            "--work-dir {}",
+                            loom_binary(), work),
+                300);
+  if (cuda.err.find("no GPU to run on") == std::string::npos && cuda.exit_code == 0)
+    GTEST_SKIP() << "a GPU is present: the matrix ran";
+  EXPECT_EQ(cuda.exit_code, 2);
+  EXPECT_EQ(lines(cuda.err), 1) << cuda.err;
+  EXPECT_NE(cuda.err.find("validate --backend cuda: no GPU to run on ("), std::string::npos) << cuda.err;
+  EXPECT_FALSE(std::filesystem::exists(work)) << "nothing is written before the GPU is found";
+}
+
 TEST(BadInput, MissingProfileFile) {
   const ProcessResult r = run_shell(loom_binary() + " validate --profile /nonexistent/cost.json");
   EXPECT_EQ(r.exit_code, 2);
