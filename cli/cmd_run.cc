@@ -108,6 +108,7 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
     t.training = plan->training;
     t.config = plan->config;
     if (t.training.seq_len == 0) t.training.seq_len = t.model.seq_len;
+    t.attention = t.training.attention;  // the kernel the plan was scored with
   } else {
     if (o.spec.inputs.gpus == 0) o.spec.inputs.gpus = runtime.world_size();
     const bool batch_given = o.spec.inputs.global_batch > 0;
@@ -118,6 +119,11 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
     t.config = o.config.single(static_cast<int>(o.spec.inputs.gpus));
     if (!batch_given)
       t.training.global_batch = static_cast<std::int64_t>(t.config.dp) * t.config.micro_batch * t.config.pp;
+    // The executor's attention is unfused unless --attention (or a --framework) names a kernel: its flash
+    // path has run on CPUs only, and the fused GPU kernels are new.
+    const bool named = !o.spec.inputs.attention.empty() || !o.spec.inputs.framework.empty();
+    t.attention = named ? t.training.attention : AttentionKernel::kUnfused;
+    t.training.attention = t.attention;
   }
   const ParallelConfig& c = t.config;
   if (c.world_size() != runtime.world_size())
@@ -151,6 +157,8 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
         fmt::format("--backend cuda does not run context parallelism yet (cp {}): use --backend cpu "
                     "or cpu-bf16",
                     c.cp));
+  if (o.backend == "cuda" && t.attention == AttentionKernel::kFlash)
+    throw InputError("--backend cuda does not run flash attention yet: use --attention unfused");
   std::string backend_error;
   // cpu-bf16 emulates a bf16 GPU on the CPU for tests and rehearsal of mixed precision: a run option only.
   if (o.backend == "cpu-bf16")
@@ -210,10 +218,11 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   }
   if (rank == 0)
     fmt::print(
-        "loom run: {} on {} rank(s), {} | global batch {} × seq {} | {} micro-batches | dropout {} | backend {} "
-        "({}{}){}\n",
+        "loom run: {} on {} rank(s), {} | global batch {} × seq {} | {} micro-batches | dropout {} | {} attention | "
+        "backend {} ({}{}){}\n",
         r.trainer.model.name, world, describe(r.trainer.config), r.trainer.training.global_batch, trainer.seq(),
-        trainer.micro_batches(), r.trainer.dropout_probability(), r.backend->name(),
+        trainer.micro_batches(), r.trainer.dropout_probability(),
+        r.trainer.config.cp > 1 ? "flash" : to_string(r.trainer.attention), r.backend->name(),
         r.backend->name() == "cuda" ? "cuBLASLt" : exec::cpu_gemm_library(),
         r.backend->device() >= 0 ? fmt::format(", rank 0 on device {}", r.backend->device()) : "",
         world > 1 && r.comm != exec::CommPath::kDirect ? " | " + exec::describe(r.comm) : "");

@@ -41,7 +41,7 @@ Trainer::Trainer(const TrainerOptions& options, ProcessGroups& groups, Backend& 
     chunk_params_.push_back(std::make_unique<ChunkParameters>(*params_, layout_.unit_offset[c]));
     chunks_.push_back(std::make_unique<GptStage>(options_.model, options_.config, layout_.chunks[c], seq_, backend_,
                                                  tp_, *chunk_params_.back(), dropout, tracer_, groups_.ep.get(),
-                                                 groups_.cp.get()));
+                                                 groups_.cp.get(), options_.attention));
     chunks.push_back(chunks_.back().get());
   }
   pipeline_ = std::make_unique<PipelineRunner>(std::move(chunks), groups_, backend_, tracer_);

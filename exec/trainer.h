@@ -52,6 +52,10 @@ struct TrainerOptions {
   // (ModelSpec::dropout, as GPT-3/Megatron), else 0.
   float dropout = -1;
   float dropout_probability() const { return dropout >= 0 ? dropout : (model.dropout ? 0.1f : 0.0f); }
+  // The attention kernel the layers run (not training.attention, the planner's default): kUnfused keeps
+  // the probabilities; kFlash the output and its log-sum-exp, the scores recomputed in the backward.
+  // Context parallelism always runs flash style.
+  AttentionKernel attention = AttentionKernel::kUnfused;
   NanInjection inject_nan{};
   HangInjection inject_hang{};
 };

@@ -14,7 +14,7 @@ constexpr MemoryCategory kWork = MemoryCategory::kWorkspace;
 
 GptStage::GptStage(const ModelSpec& model, const ParallelConfig& config, const StageLayout& layout, int seq,
                    Backend& backend, TensorParallel& tp, ParameterSource& params, DropoutSettings dropout,
-                   Tracer* tracer, Communicator* ep, Communicator* cp)
+                   Tracer* tracer, Communicator* ep, Communicator* cp, AttentionKernel attention)
     : model_(model),
       config_(config),
       layout_(layout),
@@ -24,7 +24,8 @@ GptStage::GptStage(const ModelSpec& model, const ParallelConfig& config, const S
       tp_(tp),
       params_(params),
       dropout_(dropout),
-      layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout, tracer, ep, cp, config.cp_comm),
+      layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout, tracer, ep, cp, config.cp_comm,
+             attention),
       tracer_(tracer) {
   const int head = layout_.final_unit >= 0 ? head_unit() : -1;
   if (layout_.word_embedding_unit >= 0) forward_order_.push_back(layout_.word_embedding_unit);

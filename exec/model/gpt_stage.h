@@ -57,7 +57,8 @@ class GptStage {
   // sequence, of which a rank of the context-parallel group `cp` (null: a group of one) holds seq/cp.
   GptStage(const ModelSpec& model, const ParallelConfig& config, const StageLayout& layout, int seq, Backend& backend,
            TensorParallel& tp, ParameterSource& params, DropoutSettings dropout = {}, Tracer* tracer = nullptr,
-           Communicator* ep = nullptr, Communicator* cp = nullptr);
+           Communicator* ep = nullptr, Communicator* cp = nullptr,
+           AttentionKernel attention = AttentionKernel::kUnfused);
 
   // First stage: `input` is ignored and the embedding of mb.tokens is used. Returns the stage
   // output [local tokens, h]; on the last stage returns an empty tensor and adds the summed token

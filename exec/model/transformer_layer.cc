@@ -116,10 +116,13 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
   if (!w.qkv_b.null()) backend_.add_bias(c.qkv.ref(), w.qkv_b, T, qkv_cols);
   if (model_.position == PositionEmbedding::kRotary) backend_.rope(c.qkv.ref(), attention_shape(), false);
   c.ctx = act(T, ctx_cols, kAct);
-  if (ring()) {
+  if (fused()) {
     // Flash style, as TransformerEngine runs CP: the output and its log-sum-exp are kept, the scores
     // recomputed in the backward (so selective recomputation has nothing more to drop).
-    op.end();  // the ring traces its steps as the simulator names them
+    if (ring())
+      op.end();  // the ring traces its steps as the simulator names them
+    else
+      op.next("flash_attention");
     const AttentionShape s = attention_shape();
     c.lse = backend_.empty(1, static_cast<std::int64_t>(s.batch) * s.heads * s.seq, kAct);
     cp_.attention_forward(c.ctx.ref(), c.lse.data(), c.qkv.ref(), s, ring_dropout(c, layer));
@@ -272,8 +275,11 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
     Tensor dctx = act(T, ctx_cols, kWork);
     backend_.gemm(false, false, Ti, ctx_cols, h, 1.0f, do_full, h, w.proj_w, ctx_cols, 0.0f, dctx.ref(), ctx_cols);
     backend_.gemm(true, false, h, ctx_cols, Ti, 1.0f, do_full, h, c.ctx.ref(), ctx_cols, 1.0f, g.proj_w, ctx_cols);
-    if (ring()) {
-      op.end();
+    if (fused()) {
+      if (ring())
+        op.end();
+      else
+        op.next("flash_attention_bwd");
       cp_.attention_backward(dqkv.ref(), dctx.ref(), c.ctx.ref(), c.lse.data(), c.qkv.ref(), attention_shape(),
                              ring_dropout(c, layer));
     } else {

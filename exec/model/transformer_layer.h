@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/model_spec.h"
+#include "core/names.h"
 #include "core/parallel_config.h"
 #include "exec/backend.h"
 #include "exec/model/gpt_layout.h"
@@ -63,10 +64,13 @@ class TransformerLayer {
   // `tracer` (optional): each op becomes a slice named like the simulator's kernels. `ep`: the
   // expert-parallel group of an MoE model (null: a group of one). `seq`: tokens of a whole sequence, of
   // which a rank of the context-parallel group `cp` (null: a group of one) holds seq/cp; `cp_comm`: how
-  // its attention reaches the other ranks' keys and values.
+  // its attention reaches the other ranks' keys and values. `attention`: kFlash keeps the output and
+  // its log-sum-exp and recomputes the scores in the backward (the backend's block ops, as context
+  // parallelism always runs); kUnfused keeps the probabilities.
   TransformerLayer(const ModelSpec& model, const LocalDims& dims, int batch, int seq, Backend& backend,
                    TensorParallel& tp, DropoutSettings dropout = {}, Tracer* tracer = nullptr,
-                   Communicator* ep = nullptr, Communicator* cp = nullptr, CpComm cp_comm = CpComm::kP2P)
+                   Communicator* ep = nullptr, Communicator* cp = nullptr, CpComm cp_comm = CpComm::kP2P,
+                   AttentionKernel attention = AttentionKernel::kUnfused)
       : model_(model),
         dims_(dims),
         batch_(batch),
@@ -75,6 +79,7 @@ class TransformerLayer {
         backend_(backend),
         tp_(tp),
         dropout_(dropout),
+        attention_(attention),
         tracer_(tracer),
         mlp_(backend, model.activation, dims.hidden, dims.ffn),
         moe_(model, dims, backend, tp, ep, tracer) {}
@@ -99,6 +104,8 @@ class TransformerLayer {
   Tensor row_mask(std::int64_t rows, std::int64_t cols, int layer, int site, std::int64_t first_sequence);
   void attention_mask(LayerCache& c, int layer);
   bool ring() const { return cp_.size() > 1; }
+  // Flash style: the block ops (over the ring under context parallelism, in place on one rank).
+  bool fused() const { return ring() || attention_ == AttentionKernel::kFlash; }
   AttentionDropout ring_dropout(const LayerCache& c, int layer) const;
   void norm_backward(TensorRef dx, float* dw, float* db, ConstTensorRef dout, const Tensor& x, ConstTensorRef w,
                      const Tensor& stats);
@@ -115,6 +122,7 @@ class TransformerLayer {
   Backend& backend_;
   TensorParallel& tp_;
   DropoutSettings dropout_;
+  AttentionKernel attention_;
   Tracer* tracer_;
   Mlp mlp_;
   MoeMlp moe_;

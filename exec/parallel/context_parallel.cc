@@ -49,6 +49,7 @@ void ContextParallel::await_kv(Request& request, int step, double posted_us) con
 
 void ContextParallel::attention_forward(TensorRef ctx, float* lse, ConstTensorRef qkv, const AttentionShape& s,
                                         const AttentionDropout& drop) {
+  if (size() == 1) return local_forward(ctx, lse, qkv, s, drop);
   if (kind_ == CpComm::kAllGather) return gathered_forward(ctx, lse, qkv, s, drop);
   if (kind_ == CpComm::kA2A) return ulysses_forward(ctx, lse, qkv, s, drop);
   const int cp = size(), me = rank();
@@ -80,6 +81,7 @@ void ContextParallel::attention_forward(TensorRef ctx, float* lse, ConstTensorRe
 
 void ContextParallel::attention_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef ctx, const float* lse,
                                          ConstTensorRef qkv, const AttentionShape& s, const AttentionDropout& drop) {
+  if (size() == 1) return local_backward(dqkv, dctx, ctx, lse, qkv, s, drop);
   if (kind_ == CpComm::kAllGather) return gathered_backward(dqkv, dctx, ctx, lse, qkv, s, drop);
   if (kind_ == CpComm::kA2A) return ulysses_backward(dqkv, dctx, ctx, lse, qkv, s, drop);
   const int cp = size(), me = rank();
@@ -122,6 +124,28 @@ void ContextParallel::attention_backward(TensorRef dqkv, ConstTensorRef dctx, Co
   pass_gradients(cp - 1);  // this rank's own block arrives, whole
   backend_.copy_rows(dqkv, s.qkv_cols(), dq.ref(), q_cols, T, q_cols);
   backend_.copy_rows(dqkv + q_cols, s.qkv_cols(), dkv_of(cp + 1), kv_cols, T, kv_cols);
+}
+
+// One rank: one block, its keys and values read in place from qkv (row stride qkv_cols).
+void ContextParallel::local_forward(TensorRef ctx, float* lse, ConstTensorRef qkv, const AttentionShape& s,
+                                    const AttentionDropout& drop) {
+  const auto [T, q_cols, kv_cols, rows] = Sizes(s);
+  Tensor acc = backend_.alloc(T, q_cols, kWork);
+  Tensor stats = backend_.alloc(2, rows, kWork);  // running row max, running sum of exponentials
+  backend_.attention_block_forward(acc.data(), stats.data(), stats.data() + rows, qkv, qkv + q_cols,
+                                   static_cast<int>(s.qkv_cols()), 0, s, drop);
+  backend_.attention_block_finish(ctx, lse, acc.data(), stats.data(), stats.data() + rows, s);
+}
+
+// dK and dV accumulate in place into dqkv's key and value columns (zeroed first); dQ in fp32, then cast.
+void ContextParallel::local_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef ctx, const float* lse,
+                                     ConstTensorRef qkv, const AttentionShape& s, const AttentionDropout& drop) {
+  const auto [T, q_cols, kv_cols, rows] = Sizes(s);
+  Tensor dq = backend_.alloc(T, q_cols, kWork);
+  backend_.zero(dqkv, T * s.qkv_cols());
+  backend_.attention_block_backward(dq.data(), dqkv + q_cols, dctx, ctx, lse, qkv, qkv + q_cols,
+                                    static_cast<int>(s.qkv_cols()), 0, s, drop);
+  backend_.copy_rows(dqkv, s.qkv_cols(), dq.ref(), q_cols, T, q_cols);
 }
 
 Tensor ContextParallel::gather_kv(ConstTensorRef qkv, const AttentionShape& s) {

@@ -65,6 +65,11 @@ class ContextParallel {
                           const AttentionShape& s, const AttentionDropout& drop);
 
  private:
+  // One rank (no context parallelism): the flash-style attention as one block.
+  void local_forward(TensorRef ctx, float* lse, ConstTensorRef qkv, const AttentionShape& s,
+                     const AttentionDropout& drop);
+  void local_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef ctx, const float* lse, ConstTensorRef qkv,
+                      const AttentionShape& s, const AttentionDropout& drop);
   // all_gather (Megatron-core's cp_comm_type all_gather): every rank's K and V gathered at once, the
   // blocks then met in the ring's order; in the backward dK, dV of every block reduce-scattered to
   // their owners.

@@ -231,6 +231,26 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ExecDropoutLayouts,
                                            Layout{"PP2_VPP2_Interleaved", 2, "--pp 2 --vpp 2 --schedule interleaved"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// --attention flash on one rank or several (the backend's block ops with the keys and values read in
+// place; the output and its log-sum-exp kept, the scores recomputed in the backward) gives the unfused
+// single-rank curve: with grouped-query attention and rotary positions, with hidden and attention
+// dropout (each probability's mask drawn at its (query, key) position, as the unfused path draws it),
+// under TP with SP, a pipeline with selective recompute, and ZeRO-3.
+class ExecFlashLayouts : public ::testing::TestWithParam<Layout> {};
+TEST_P(ExecFlashLayouts, MatchSingleRankLoss) { expect_same_curve(GetParam().model, GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ExecFlashLayouts,
+    ::testing::Values(Layout{"Flash", 1, "--attention flash"},
+                      Layout{"Flash_TP2_SP", 2, "--attention flash --tp 2 --sp on"},
+                      Layout{"Flash_PP2_Selective", 2, "--attention flash --pp 2 --recompute selective"},
+                      Layout{"Llama_Flash", 1, "--attention flash", "micro_llama"},
+                      Layout{"Llama_Flash_TP2xDP2_ZeRO3", 4, "--attention flash --tp 2 --dp 2 --zero 3", "micro_llama"},
+                      Layout{"Dropout_Flash", 1, "--attention flash", "micro_dropout"},
+                      Layout{"Dropout_Flash_TP2_SP_Full", 2, "--attention flash --tp 2 --sp on --recompute full",
+                             "micro_dropout"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 // Context parallelism (cp_comm p2p): each sequence in 2·cp chunks, rank r keeping chunks r and 2·cp−1−r,
 // attention a ring of key/value blocks merged by log-sum-exp, gradients over dp·cp. The loss is the
 // mean over every token, so each layout gives the single-rank curve: with grouped-query attention and

@@ -52,16 +52,20 @@ void check_against_memory_model(const Case& c) {
   auto model = read_json_file(test_model(c.model));
   ASSERT_TRUE(model.ok());
   const ModelSpec spec = *model_from_json(*model);
-  TrainingSpec training{.gpus = c.ranks,
-                        .global_batch = kGlobalBatch,
-                        .seq_len = spec.seq_len,
-                        .param_bytes = 4,
-                        .grad_bytes = 4,
-                        .optimizer_bytes = 8,
-                        .activation_bytes = 4,
-                        // Context parallelism runs flash style (the output and its log-sum-exp kept, the
-                        // scores recomputed), which is also what the planner requires of it.
-                        .attention = c.config.cp > 1 ? AttentionKernel::kFlash : AttentionKernel::kUnfused};
+  TrainingSpec training{
+      .gpus = c.ranks,
+      .global_batch = kGlobalBatch,
+      .seq_len = spec.seq_len,
+      .param_bytes = 4,
+      .grad_bytes = 4,
+      .optimizer_bytes = 8,
+      .activation_bytes = 4,
+      // Context parallelism runs flash style (the output and its log-sum-exp kept, the
+      // scores recomputed), which is also what the planner requires of it; so does
+      // --attention flash on one rank.
+      .attention = c.config.cp > 1 || std::string(c.flags).find("--attention flash") != std::string::npos
+                       ? AttentionKernel::kFlash
+                       : AttentionKernel::kUnfused};
   const MemoryReport estimate = estimate_memory(spec, training, c.config, *cluster_preset("local-cpu"));
 
   for (const Json& rank : peaks["ranks"]) {
@@ -183,6 +187,12 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"GatedMoe", 1, "", ParallelConfig{}, "micro_moe_gated"},
         Case{"GatedMoe_TP2_SP_ZeRO3", 4, "--tp 2 --dp 2 --sp on --zero 3",
              ParallelConfig{.tp = 2, .dp = 2, .zero = 3, .sequence_parallel = true}, "micro_moe_gated"},
+        // --attention flash without context parallelism: the output and its log-sum-exp, no probabilities
+        // (with dropout: no masks either, they are redrawn), also under TP with SP and selective recompute.
+        Case{"Flash", 1, "--attention flash", ParallelConfig{}},
+        Case{"Flash_Dropout_TP2_SP_Selective", 2, "--attention flash --tp 2 --sp on --recompute selective",
+             ParallelConfig{.tp = 2, .recompute = Recompute::kSelective, .sequence_parallel = true}, "micro_dropout"},
+        Case{"Flash_PP2_Llama", 2, "--attention flash --pp 2", ParallelConfig{.pp = 2}, "micro_llama"},
         // Context parallelism (ring): s/cp tokens' activations, the log-sum-exp of s/cp query rows, two
         // key/value blocks in flight (with their gradients in the backward), ZeRO over dp·cp.
         Case{"CP2", 2, "--cp 2", ParallelConfig{.cp = 2}},
