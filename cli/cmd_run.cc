@@ -119,9 +119,9 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
     t.config = o.config.single(static_cast<int>(o.spec.inputs.gpus));
     if (!batch_given)
       t.training.global_batch = static_cast<std::int64_t>(t.config.dp) * t.config.micro_batch * t.config.pp;
-    // The executor's attention is unfused unless --attention (or a --framework) names a kernel: its flash
-    // path has run on CPUs only, and the fused GPU kernels are new.
-    const bool named = !o.spec.inputs.attention.empty() || !o.spec.inputs.framework.empty();
+    // The executor's attention is unfused unless --attention (or a --framework) names a kernel, or context
+    // parallelism needs flash: the fused GPU kernels are new.
+    const bool named = !o.spec.inputs.attention.empty() || !o.spec.inputs.framework.empty() || t.config.cp > 1;
     t.attention = named ? t.training.attention : AttentionKernel::kUnfused;
     t.training.attention = t.attention;
   }
@@ -157,8 +157,6 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
         fmt::format("--backend cuda does not run context parallelism yet (cp {}): use --backend cpu "
                     "or cpu-bf16",
                     c.cp));
-  if (o.backend == "cuda" && t.attention == AttentionKernel::kFlash)
-    throw InputError("--backend cuda does not run flash attention yet: use --attention unfused");
   std::string backend_error;
   // cpu-bf16 emulates a bf16 GPU on the CPU for tests and rehearsal of mixed precision: a run option only.
   if (o.backend == "cpu-bf16")
