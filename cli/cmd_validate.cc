@@ -202,10 +202,12 @@ MatrixBackend matrix_backend(const std::string& name) {
   throw InputError(fmt::format("--backend: '{}' is neither cpu nor cuda", name));
 }
 
-// The model, sequence length and batch a configuration trains, as one cell ("gpt-1.3b s2048 gb8").
+// The model, sequence length and batch a configuration trains, as one cell ("gpt-1.3b s2048 gb8", and
+// "flash" after it where the attention is).
 std::string workload(const MatrixConfig& c, MatrixBackend backend) {
   const ModelSpec m = matrix_model(backend, c.model);
-  return fmt::format("{} s{} gb{}", m.name, c.seq_len > 0 ? c.seq_len : m.seq_len, c.global_batch);
+  return fmt::format("{} s{} gb{}{}", m.name, c.seq_len > 0 ? c.seq_len : m.seq_len, c.global_batch,
+                     c.attention == AttentionKernel::kFlash ? " flash" : "");
 }
 
 Json model_list(MatrixBackend backend) {
@@ -229,6 +231,7 @@ int print_dry_run(const ValidateFlags& f, const ClusterSpec& cluster, const std:
       rows.push_back({{"name", c.name},
                       {"model", m.name},
                       {"seq_len", c.seq_len > 0 ? c.seq_len : m.seq_len},
+                      {"attention", to_string(c.attention)},
                       {"config", to_json(c.config)},
                       {"ranks", c.ranks()},
                       {"global_batch", c.global_batch},
@@ -248,7 +251,7 @@ int print_dry_run(const ValidateFlags& f, const ClusterSpec& cluster, const std:
   std::string t =
       fmt::format("# loom validate --dry-run: the {} matrix against {} ({}, {:.1f} GiB), not run\n", to_string(backend),
                   f.profile, cluster.device.name, bytes_to_gib(cluster.device.memory_bytes));
-  const char* row = "{:<22} {:>5} {:<24} {:>3} {:>3} {:>3} {:>4} {:>3} {:>9} {:>10} {:>10} {:>5}\n";
+  const char* row = "{:<22} {:>5} {:<30} {:>3} {:>3} {:>3} {:>4} {:>3} {:>9} {:>10} {:>10} {:>5}\n";
   t += fmt::format(fmt::runtime(row), "config", "ranks", "workload", "tp", "pp", "dp", "zero", "mb", "recompute",
                    "step (s)", "mem (GiB)", "fits");
   for (std::size_t i = 0; i < configs.size(); ++i) {
@@ -349,6 +352,7 @@ int run_matrix(const ValidateFlags& f) {
       list.push_back({{"name", r.config.name},
                       {"model", m.name},
                       {"seq_len", r.config.seq_len > 0 ? r.config.seq_len : m.seq_len},
+                      {"attention", to_string(r.config.attention)},
                       {"config", to_json(r.config.config)},
                       {"ranks", r.config.ranks()},
                       {"global_batch", r.config.global_batch},
@@ -410,7 +414,7 @@ int run_matrix(const ValidateFlags& f) {
     }
   } else {
     const char* header =
-        "{:<22} {:>5} {:<24} {:>3} {:>3} {:>3} {:>4} {:>3} {:>9} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7}\n";
+        "{:<22} {:>5} {:<30} {:>3} {:>3} {:>3} {:>4} {:>3} {:>9} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7}\n";
     t += fmt::format(fmt::runtime(header), "config", "ranks", "workload", "tp", "pp", "dp", "zero", "mb", "recompute",
                      "predicted", "measured", "error", "pred_mem", "meas_mem", "error");
     t += fmt::format(fmt::runtime(header), "", "", "", "", "", "", "", "", "", "(s)", "(s)", "(%)", "(GiB)", "(GiB)",

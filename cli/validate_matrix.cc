@@ -98,12 +98,14 @@ MatrixConfig make(std::string name, int tp, int pp, int dp, int zero, int micro_
 // One GPU configuration: `model` at `seq` (0: its own), `global_batch` sequences a step in micro-batches
 // of `micro_batch` on tp·pp·dp GPUs.
 MatrixConfig gpu(std::string name, std::string model, int seq, std::int64_t global_batch, int micro_batch,
-                 Recompute recompute = Recompute::kNone, int tp = 1, int pp = 1, int dp = 1, int zero = 0) {
+                 Recompute recompute = Recompute::kNone, int tp = 1, int pp = 1, int dp = 1, int zero = 0,
+                 AttentionKernel attention = AttentionKernel::kUnfused) {
   MatrixConfig c = make(std::move(name), tp, pp, dp, zero, micro_batch, Schedule::k1F1B, recompute);
   c.model = std::move(model);
   c.seq_len = seq;
   c.global_batch = global_batch;
   c.config.sequence_parallel = tp > 1;
+  c.attention = attention;
   return c;
 }
 
@@ -124,6 +126,7 @@ ModelSpec matrix_model(MatrixBackend backend, const std::string& name) {
 std::vector<MatrixConfig> validation_matrix(MatrixBackend backend) {
   if (backend == MatrixBackend::kCuda) {
     const Recompute sel = Recompute::kSelective, full = Recompute::kFull;
+    const AttentionKernel flash = AttentionKernel::kFlash;
     return {// Model size, micro-batch and gradient accumulation at each model's own sequence length.
             gpu("small-mb8", "gpt2-small", 0, 16, 8), gpu("small-mb2-accum8", "gpt2-small", 0, 16, 2),
             gpu("small-seq512-mb16", "gpt2-small", 512, 32, 16), gpu("small-selective", "gpt2-small", 0, 16, 8, sel),
@@ -132,6 +135,10 @@ std::vector<MatrixConfig> validation_matrix(MatrixBackend backend) {
             gpu("1.3b-mb1-accum8", "gpt-1.3b", 0, 8, 1), gpu("1.3b-selective-mb4", "gpt-1.3b", 0, 8, 4, sel),
             gpu("1.3b-full-mb8", "gpt-1.3b", 0, 8, 8, full), gpu("1.3b-seq1024-mb4", "gpt-1.3b", 1024, 16, 4),
             gpu("llama1b-mb2", "llama-1b", 0, 8, 2), gpu("llama1b-selective-mb4", "llama-1b", 0, 8, 4, sel),
+            // Flash attention (kernels/flash_attention.cu): no probabilities kept, so larger micro-batches fit.
+            gpu("small-flash-mb8", "gpt2-small", 0, 16, 8, Recompute::kNone, 1, 1, 1, 0, flash),
+            gpu("1.3b-flash-mb4", "gpt-1.3b", 0, 8, 4, Recompute::kNone, 1, 1, 1, 0, flash),
+            gpu("llama1b-flash-mb8", "llama-1b", 0, 8, 8, Recompute::kNone, 1, 1, 1, 0, flash),
             // Two GPUs, one rank each (NCCL): run where the machine has them.
             gpu("350m-dp2-zero1", "gpt-350m", 0, 16, 4, Recompute::kNone, 1, 1, 2, 1),
             gpu("350m-tp2-sp", "gpt-350m", 0, 16, 4, Recompute::kNone, 2),
@@ -163,8 +170,8 @@ TrainingSpec executor_training(const ModelSpec& model, const MatrixConfig& c, Ma
   } else {
     t.grad_bytes = 4;  // fp32 main gradients (exec/README.md, "The CUDA backend")
   }
-  t.attention = AttentionKernel::kUnfused;  // the executor's attention on both backends
-  t.overlap_grad_reduce = true;             // exec/parallel/data_parallel.h: buckets launched during the backward
+  t.attention = c.attention;
+  t.overlap_grad_reduce = true;  // exec/parallel/data_parallel.h: buckets launched during the backward
   // exec/parallel/tensor_parallel.cc waits for each TP all-reduce / reduce-scatter before going on.
   t.tp_comm_overlap = false;
   return t;
@@ -232,10 +239,10 @@ std::string run_command(const MatrixConfig& c, const MatrixOptions& o, const std
   std::string command = fmt::format(
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 5 {} {} --oversubscribe -np {} {} run "
       "--model {} --cluster {} --gpus {} --data {} --global-batch {} --tp {} --pp {} --dp {} --zero {} "
-      "--micro-batch {} --schedule {} --recompute {} --steps {} --log {}",
+      "--micro-batch {} --schedule {} --recompute {} --attention {} --steps {} --log {}",
       o.timeout_s, o.mpirun, c.ranks(), o.loom_binary, model_path(o, c.model), o.run_cluster, c.ranks(),
       tokens_path(o, c.model), c.global_batch, p.tp, p.pp, p.dp, p.zero, p.micro_batch, to_string(p.schedule),
-      to_string(p.recompute), o.steps, log);
+      to_string(p.recompute), to_string(c.attention), o.steps, log);
   if (o.backend == MatrixBackend::kCpu) return command + fmt::format(" --threads {}", o.threads_per_rank);
   command += fmt::format(" --backend cuda --sp {}", p.sequence_parallel ? "on" : "off");
   if (c.seq_len > 0) command += fmt::format(" --seq {}", c.seq_len);

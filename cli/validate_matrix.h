@@ -26,6 +26,7 @@ struct MatrixConfig {
   std::int64_t global_batch = 8;
   std::string model = "gpt-validate";  // the name of one of matrix_models(backend)
   int seq_len = 0;                     // 0: the model's
+  AttentionKernel attention = AttentionKernel::kUnfused;
   int ranks() const { return config.world_size(); }
 };
 
@@ -42,14 +43,14 @@ ModelSpec matrix_model(MatrixBackend backend, const std::string& name);  // one 
 // CPU: ≥ 10 configurations of at most 2 ranks: one rank; DP2 with ZeRO 0-3; TP2; PP2 GPipe and 1F1B
 // at 4 and 8 micro-batches; full recompute; gradient accumulation.
 // GPU: ≥ 12 single-GPU configurations over model size, micro-batch, gradient accumulation, recompute
-// none/selective/full and sequence length, each fitting an 80 GB GPU; then 2-GPU layouts (DP with
-// ZeRO-1 and 3, TP with SP, PP), run where the machine has two GPUs.
+// none/selective/full, sequence length and flash/unfused attention, each fitting an 80 GB GPU; then 2-GPU layouts (DP
+// with ZeRO-1 and 3, TP with SP, PP), run where the machine has two GPUs.
 std::vector<MatrixConfig> validation_matrix(MatrixBackend backend = MatrixBackend::kCpu);
 
 // What the executor runs: fp32 on the CPU; bf16 mixed precision on a GPU (bf16 weights and
 // activations, fp32 main gradients, master weights and Adam moments: 2 + 4 + 12 bytes a parameter).
-// Both: unfused attention, DP gradient buckets overlapped with the backward, TP collectives after
-// their GEMMs (not beside them).
+// Both: the configuration's attention kernel (unfused unless it says flash), DP gradient buckets
+// overlapped with the backward, TP collectives after their GEMMs (not beside them).
 TrainingSpec executor_training(const ModelSpec& model, const MatrixConfig& c,
                                MatrixBackend backend = MatrixBackend::kCpu);
 

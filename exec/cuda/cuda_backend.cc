@@ -16,6 +16,7 @@
 #include "exec/device_placement.h"
 #include "kernels/attention.h"
 #include "kernels/cuda_check.h"
+#include "kernels/flash_attention.h"
 #include "kernels/gemm.h"
 #include "kernels/numerics.h"
 #include "kernels/ops.h"
@@ -75,6 +76,9 @@ class CudaEvent final : public TimedEvent {
 };
 
 kernels::AttentionDims dims(const AttentionShape& s) { return {s.batch, s.seq, s.heads, s.kv_heads, s.head_dim}; }
+kernels::BlockDims block_dims(const AttentionShape& s, int kv_ld, int kv_rank, const AttentionDropout& drop) {
+  return {dims(s), s.cp, s.cp_rank, kv_rank, kv_ld, drop.p, drop.key, drop.first, drop.heads_total};
+}
 
 kernels::DType gemm_type(DType d, const char* what) {
   if (d == DType::kF32) return kernels::DType::f32;
@@ -407,6 +411,33 @@ void CudaBackend::attention_backward(TensorRef dqkv, ConstTensorRef dctx, ConstT
                dqkv, dctx, probs, dropped, qkv);
   allocator_->free(scratch);
 }
+void CudaBackend::attention_block_forward(float* acc, float* row_max, float* row_sum, ConstTensorRef qkv,
+                                          ConstTensorRef kv, int kv_ld, int kv_rank, const AttentionShape& s,
+                                          const AttentionDropout& drop) {
+  on_device(acc, "attention_block_forward", "acc");
+  on_device(row_max, "attention_block_forward", "row_max");
+  on_device(row_sum, "attention_block_forward", "row_sum");
+  LOOM_CUDA_OP("attention_block_forward",
+               kernels::attention_block_forward(acc, row_max, row_sum, dev<T>(qkv), dev<T>(kv),
+                                                block_dims(s, kv_ld, kv_rank, drop), stream_),
+               qkv, kv);
+}
+void CudaBackend::attention_block_finish(TensorRef ctx, float* lse, const float* acc, const float* row_max,
+                                         const float* row_sum, const AttentionShape& s) {
+  on_device(lse, "attention_block_finish", "lse");
+  LOOM_CUDA_OP("attention_block_finish",
+               kernels::attention_block_finish(dev<T>(ctx), lse, acc, row_max, row_sum, dims(s), stream_), ctx);
+}
+void CudaBackend::attention_block_backward(float* dq, TensorRef dkv, ConstTensorRef dctx, ConstTensorRef ctx,
+                                           const float* lse, ConstTensorRef qkv, ConstTensorRef kv, int kv_ld,
+                                           int kv_rank, const AttentionShape& s, const AttentionDropout& drop) {
+  on_device(dq, "attention_block_backward", "dq");
+  LOOM_CUDA_OP("attention_block_backward",
+               kernels::attention_block_backward(dq, dev<T>(dkv), dev<T>(dctx), dev<T>(ctx), lse, dev<T>(qkv),
+                                                 dev<T>(kv), block_dims(s, kv_ld, kv_rank, drop), stream_),
+               dkv, dctx, ctx, qkv, kv);
+}
+
 void CudaBackend::dropout_mask(std::uint8_t* mask, std::int64_t n, std::uint64_t key, std::uint64_t first, float p) {
   on_device(mask, "dropout_mask", "mask");
   kernels::dropout_mask(mask, n, key, first, p, stream_);

@@ -82,6 +82,13 @@ class CudaBackend final : public Backend {
   void attention_backward(TensorRef dqkv, ConstTensorRef dctx, ConstTensorRef probs, ConstTensorRef dropped,
                           const std::uint8_t* mask, float keep_scale, ConstTensorRef qkv,
                           const AttentionShape& s) override;
+  void attention_block_forward(float* acc, float* row_max, float* row_sum, ConstTensorRef qkv, ConstTensorRef kv,
+                               int kv_ld, int kv_rank, const AttentionShape& s, const AttentionDropout& drop) override;
+  void attention_block_finish(TensorRef ctx, float* lse, const float* acc, const float* row_max, const float* row_sum,
+                              const AttentionShape& s) override;
+  void attention_block_backward(float* dq, TensorRef dkv, ConstTensorRef dctx, ConstTensorRef ctx, const float* lse,
+                                ConstTensorRef qkv, ConstTensorRef kv, int kv_ld, int kv_rank, const AttentionShape& s,
+                                const AttentionDropout& drop) override;
   void dropout_mask(std::uint8_t* mask, std::int64_t n, std::uint64_t key, std::uint64_t first, float p) override;
   void apply_mask(TensorRef out, ConstTensorRef in, const std::uint8_t* mask, std::int64_t n, float scale) override;
   void rope(TensorRef qkv, const AttentionShape& s, bool inverse) override;

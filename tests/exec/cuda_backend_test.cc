@@ -456,6 +456,44 @@ TEST_F(GpuBackendOps, Bf16AttentionWithDropoutAndRotaryEmbedding) {
       "attention");
 }
 
+// The flash block ops (kernels/flash_attention.cu) against the CPU's: one rank's causal attention as one
+// block with K and V read in place (GQA, dropout, a sequence of 3 query and 4 key tiles and a head_dim
+// padded from 40 to 48), and a context-parallel rank's two blocks (its own chunks 1 and 2 of 4, then rank
+// 0's chunks 0 and 3, from a buffer of their own). Forward, finish and backward; the lse and dQ in fp32.
+// bf16 views against the emulation and fp32; fp32 views on the GPU (CUDA-core path) against fp32 at 1e-4.
+TEST_F(GpuBackendOps, FlashBlocksOnOneRankAndAContextParallelRank) {
+  for (const AttentionShape sh : {AttentionShape{2, 200, 4, 2, 40}, AttentionShape{1, 96, 2, 1, 64, 2, 1}}) {
+    const std::size_t T = sh.batch * sh.seq, q_cols = sh.heads * sh.head_dim, kv_cols = 2 * sh.kv_heads * sh.head_dim,
+                      rows = static_cast<std::size_t>(sh.batch) * sh.heads * sh.seq;
+    const Vec qkv = random_vec(T * sh.qkv_cols(), 21), other = random_vec(T * kv_cols, 22),
+              dctx = random_vec(T * q_cols, 23);
+    const AttentionDropout drop{0.1f, 7, 1000, sh.heads};
+    const auto op = [&](Backend& be, DType dt) {
+      Bf16Staged s(be);
+      const int ld = static_cast<int>(sh.qkv_cols());
+      TensorRef in = s.in(qkv, dt), kv = s.in(other, dt), ctx = s.out(T * q_cols, dt), dqkv = s.out(qkv.size(), dt),
+                dkv = s.out(other.size(), dt), dout = s.in(dctx, dt);
+      float *acc = s.f32_out(T * q_cols), *stats = s.f32_out(2 * rows), *lse = s.f32_out(rows),
+            *dq = s.f32_out(T * q_cols);
+      be.attention_block_forward(acc, stats, stats + rows, in, in + q_cols, ld, sh.cp_rank, sh, drop);
+      if (sh.cp > 1)
+        be.attention_block_forward(acc, stats, stats + rows, in, kv, static_cast<int>(kv_cols), 0, sh, drop);
+      be.attention_block_finish(ctx, lse, acc, stats, stats + rows, sh);
+      be.attention_block_backward(dq, dqkv + q_cols, dout, ctx, lse, in, in + q_cols, ld, sh.cp_rank, sh, drop);
+      if (sh.cp > 1)
+        be.attention_block_backward(dq, dkv, dout, ctx, lse, in, kv, static_cast<int>(kv_cols), 0, sh, drop);
+      Outputs o{s.get(ctx, T * q_cols), s.get(ConstTensorRef(lse), rows), s.get(ConstTensorRef(dq), T * q_cols),
+                s.get(dqkv, qkv.size())};
+      if (sh.cp > 1) o.push_back(s.get(dkv, other.size()));
+      return o;
+    };
+    expect_matches(op, "flash blocks");
+    const Outputs fp32 = op(*backend_, DType::kF32), ref = op(reference_, DType::kF32);
+    for (std::size_t i = 0; i < ref.size(); ++i)
+      expect_close(fp32[i], ref[i], 1e-4, fmt::format("flash blocks fp32 output {}", i));
+  }
+}
+
 TEST_F(GpuBackendOps, CrossEntropyOnFp32LogitsAndEmbeddingWithHostTokenIds) {
   const int rows = 12, cols = 40, valid = 37, h = 16, held = 30, start = 10;
   const Vec logits = random_vec(rows * cols, 18, 3.0f), table = random_vec(held * h, 19),
@@ -587,9 +625,10 @@ struct TrainedRun {
 
 // Trains from `from_checkpoint` (or from the seed) up to `until` steps, saving the last step to `save_to`.
 TrainedRun train(Backend& backend, int until, const std::string& from_checkpoint = "", const std::string& save_to = "",
-                 int zero = 0) {
+                 int zero = 0, AttentionKernel attention = AttentionKernel::kUnfused) {
   TrainerOptions o = tiny_gpt_options();
   o.config.zero = zero;
+  o.attention = attention;
   ProcessGroups groups = single_rank(o.config);
   Trainer trainer(o, groups, backend, tokens(), nullptr);
   if (!from_checkpoint.empty()) {
@@ -638,6 +677,15 @@ TEST_F(GpuTrain, TrainsTheEmulationsCurveAndTheFp32OneWithinBf16ToleranceAndChar
   for (int c = 0; c < kMemoryCategories; ++c)
     EXPECT_EQ(gpu.peaks[c], emulated.peaks[c]) << to_string(static_cast<MemoryCategory>(c));
   EXPECT_GE(cuda().allocator().peak_reserved_bytes(), cuda().memory().peak_total_bytes());
+}
+
+// Flash attention (the block kernels) trains the emulation's flash curve, and the unfused GPU curve.
+TEST_F(GpuTrain, FlashAttentionTrainsTheSameCurve) {
+  CpuBf16Backend emulation;
+  const TrainedRun flash = train(*backend_, kSteps, "", "", 0, AttentionKernel::kFlash);
+  expect_same_curve(flash.losses, train(emulation, kSteps, "", "", 0, AttentionKernel::kFlash).losses,
+                    "flash: cuda vs cpu-bf16");
+  expect_same_curve(flash.losses, train(*backend_, kSteps).losses, "cuda: flash vs unfused");
 }
 
 TEST_F(GpuTrain, ZeroStagesOnOneRankTrainTheSameCurve) {

@@ -265,7 +265,8 @@ TEST(ValidateSubset, JsonHasEveryContractField) {
 
 // The GPU matrix as `--dry-run` lists it against the dgx-h100 preset (no GPU needed): at least 12
 // single-GPU configurations spanning model size, micro-batch, gradient accumulation, recompute
-// none/selective/full and sequence length, each fitting an 80 GB GPU by the memory model, then 2-GPU
+// none/selective/full, sequence length and flash/unfused attention, each fitting an 80 GB GPU by the
+// memory model, then 2-GPU
 // layouts; and each predicted step is what `loom sim` gives for the executor's bf16 training.
 TEST(ValidateGpuMatrix, DryRunSpansTheDimensionsAndFitsAnH100) {
   const ProcessResult r =
@@ -275,7 +276,7 @@ TEST(ValidateGpuMatrix, DryRunSpansTheDimensionsAndFitsAnH100) {
   ASSERT_TRUE(json.ok()) << r.out;
   EXPECT_EQ((*json)["backend"], "cuda");
   EXPECT_TRUE((*json)["dry_run"].get<bool>());
-  std::set<std::string> models, recomputes, names;
+  std::set<std::string> models, recomputes, names, attentions;
   std::map<std::string, std::set<int>> seqs;
   int single = 0, accumulating = 0, multi = 0;
   for (const Json& row : (*json)["rows"]) {
@@ -292,6 +293,7 @@ TEST(ValidateGpuMatrix, DryRunSpansTheDimensionsAndFitsAnH100) {
     ++single;
     models.insert(row["model"].get<std::string>());
     recomputes.insert(row["config"]["recompute"].get<std::string>());
+    attentions.insert(row["attention"].get<std::string>());
     seqs[row["model"]].insert(row["seq_len"].get<int>());
     accumulating += row["global_batch"].get<int>() / row["config"]["micro_batch"].get<int>() >= 4;
   }
@@ -299,6 +301,7 @@ TEST(ValidateGpuMatrix, DryRunSpansTheDimensionsAndFitsAnH100) {
   EXPECT_GE(multi, 3);
   EXPECT_GE(models.size(), 3u);
   EXPECT_EQ(recomputes, (std::set<std::string>{"none", "selective", "full"}));
+  EXPECT_EQ(attentions, (std::set<std::string>{"flash", "unfused"}));
   EXPECT_GE(accumulating, 2);
   int models_at_two_lengths = 0;
   for (const auto& [model, lengths] : seqs) models_at_two_lengths += lengths.size() >= 2;

@@ -1,0 +1,432 @@
+// Flash-style attention blocks: one CTA of 4 warps per (query tile, head, sequence) in the forward and per
+// (key tile, key/value head, sequence) in the backward, tiles staged in shared memory. The forward keeps
+// its tile's output accumulators and running statistics in shared memory across the key tiles; the
+// backward keeps its keys' dK and dV there across every query tile of every query head of the group, and
+// adds dQ into the fp32 global buffer with atomics (FlashAttention-2's split). The semantics, masks and
+// dropout draws are those of exec/cpu/cpu_attention.cc's block ops.
+#include "kernels/flash_attention.h"
+
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <stdexcept>
+#include <type_traits>
+
+#include "kernels/cuda_check.h"
+#include "kernels/device.cuh"
+
+namespace loom::kernels {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kBlockThreads = kWarps * 32;
+
+// Position in its sequence of local token t (exec::AttentionShape::position).
+__device__ __forceinline__ int position(int t, int seq, int cp, int rank) {
+  if (cp == 1) return t;
+  const int c = seq / 2, half = t / c;
+  return (half == 0 ? rank : 2 * cp - 1 - rank) * c + t - half * c;
+}
+
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
+  return *reinterpret_cast<std::uint32_t*>(&v);
+}
+
+// Every output (m, n) of A·B (M × N, inner K), with A(m, k) and B(k, n) read through accessors, handed
+// once to epi(m, n, value) by one thread. bf16: a warp per 16 × 8 output tile on the tensor cores
+// (mma.sync m16n8k16, fp32 accumulate; fragment layouts of the PTX ISA, "Matrix Fragments for
+// mma.m16n8k16"); fp32: a thread per output, fp32 FMAs. M a multiple of 16, N of 8, K of 16.
+template <class T, class A, class B, class Epi>
+__device__ __forceinline__ void block_product(int M, int N, int K, A a, B b, Epi epi) {
+  if constexpr (std::is_same_v<T, float>) {
+    for (int o = threadIdx.x; o < M * N; o += blockDim.x) {
+      const int m = o / N, n = o % N;
+      float sum = 0;
+      for (int k = 0; k < K; ++k) sum = fmaf(a(m, k), b(k, n), sum);
+      epi(m, n, sum);
+    }
+  } else {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t2 = (lane % 4) * 2;
+    const int tiles_n = N / 8;
+    for (int tile = warp; tile < (M / 16) * tiles_n; tile += blockDim.x / 32) {
+      const int m0 = tile / tiles_n * 16, n0 = tile % tiles_n * 8;
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        const std::uint32_t af[4] = {pack_bf16(a(m0 + g, k0 + t2), a(m0 + g, k0 + t2 + 1)),
+                                     pack_bf16(a(m0 + g + 8, k0 + t2), a(m0 + g + 8, k0 + t2 + 1)),
+                                     pack_bf16(a(m0 + g, k0 + t2 + 8), a(m0 + g, k0 + t2 + 9)),
+                                     pack_bf16(a(m0 + g + 8, k0 + t2 + 8), a(m0 + g + 8, k0 + t2 + 9))};
+        const std::uint32_t bf[2] = {pack_bf16(b(k0 + t2, n0 + g), b(k0 + t2 + 1, n0 + g)),
+                                     pack_bf16(b(k0 + t2 + 8, n0 + g), b(k0 + t2 + 9, n0 + g))};
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+            "{%0, %1, %2, %3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(af[0]), "r"(af[1]), "r"(af[2]), "r"(af[3]), "r"(bf[0]), "r"(bf[1]));
+      }
+      epi(m0 + g, n0 + t2, c[0]);
+      epi(m0 + g, n0 + t2 + 1, c[1]);
+      epi(m0 + g + 8, n0 + t2, c[2]);
+      epi(m0 + g + 8, n0 + t2 + 1, c[3]);
+    }
+  }
+}
+
+// What both directions share: the shape, the softmax scale, the dropout draw.
+struct Block {
+  BlockDims b;
+  int rows, keys, dp;  // query rows and keys per tile; head_dim padded to a multiple of 16
+  float scale;
+  std::uint64_t threshold;
+  float keep_scale;
+  __device__ std::uint64_t global_seq() const { return static_cast<std::uint64_t>(b.dims.seq) * b.cp; }
+  // The factor probability (sequence n, head h, query position qp, key position kp) meets when V does.
+  __device__ float kept(int n, int h, int qp, int kp) const {
+    if (b.dropout <= 0) return 1.0f;
+    const std::uint64_t S = global_seq();
+    const std::uint64_t index =
+        b.dropout_first +
+        ((static_cast<std::uint64_t>(n) * b.heads_total + h) * S + static_cast<std::uint64_t>(qp)) * S + kp;
+    return dropout_keep(b.dropout_key, index, threshold) ? keep_scale : 0.0f;
+  }
+};
+
+template <class T>
+std::size_t forward_smem(int rows, int keys, int dp) {
+  return sizeof(T) * (static_cast<std::size_t>(rows) * dp + 2 * keys * dp + rows * keys) +
+         sizeof(float) * (static_cast<std::size_t>(rows) * dp + rows * keys + 3 * rows) + sizeof(int) * rows;
+}
+template <class T>
+std::size_t backward_smem(int rows, int keys, int dp) {
+  return sizeof(T) * (2 * static_cast<std::size_t>(keys) * dp + 2 * rows * dp + 2 * rows * keys) +
+         sizeof(float) * (2 * static_cast<std::size_t>(keys) * dp + 2 * rows * keys + 2 * rows) +
+         sizeof(int) * (rows + keys);
+}
+
+// Grid (query tiles, heads, sequences).
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads)
+    block_forward_kernel(float* acc, float* row_max, float* row_sum, const T* qkv, const T* kv, Block blk) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const AttentionDims& s = blk.b.dims;
+  const int d = s.head_dim, R = blk.rows, C = blk.keys, dp = blk.dp;
+  const int n = blockIdx.z, h = blockIdx.y, i0 = blockIdx.x * R;
+  const int g = h / (s.heads / s.kv_heads);
+  const i64 ld = s.qkv_cols(), ctx_ld = static_cast<i64>(s.heads) * d;
+  T* q = reinterpret_cast<T*>(smem);
+  T* k = q + R * dp;
+  T* v = k + C * dp;
+  T* p = v + C * dp;
+  float* o = reinterpret_cast<float*>(p + R * C);  // R·C is a multiple of 256: aligned
+  float* sc = o + R * dp;
+  float* m_run = sc + R * C;
+  float* l_run = m_run + R;
+  float* rescale = l_run + R;
+  int* qpos = reinterpret_cast<int*>(rescale + R);
+
+  for (int x = threadIdx.x; x < R * dp; x += blockDim.x) {
+    const int r = x / dp, c = x % dp, i = i0 + r;
+    const bool in = i < s.seq && c < d;
+    const i64 row = static_cast<i64>(n) * s.seq + i;
+    q[x] = in ? qkv[row * ld + static_cast<i64>(h) * d + c] : from_float<T>(0.0f);
+    o[x] = in ? acc[row * ctx_ld + static_cast<i64>(h) * d + c] : 0.0f;
+  }
+  for (int r = threadIdx.x; r < R; r += blockDim.x) {
+    const int i = i0 + r;
+    const i64 stat = (static_cast<i64>(n) * s.heads + h) * s.seq + i;
+    m_run[r] = i < s.seq ? row_max[stat] : 0.0f;
+    l_run[r] = i < s.seq ? row_sum[stat] : 0.0f;
+    qpos[r] = i < s.seq ? position(i, s.seq, blk.b.cp, blk.b.cp_rank) : -1;
+  }
+  __syncthreads();
+  const int last_row = min(i0 + R, s.seq) - 1;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int j0 = 0; j0 < s.seq; j0 += C) {
+    if (blk.b.cp == 1 && j0 > last_row) break;  // one rank: keys in position order, all after these queries
+    for (int x = threadIdx.x; x < C * dp; x += blockDim.x) {
+      const int r = x / dp, c = x % dp, j = j0 + r;
+      const bool in = j < s.seq && c < d;
+      const i64 row = (static_cast<i64>(n) * s.seq + j) * blk.b.kv_ld;
+      k[x] = in ? kv[row + static_cast<i64>(g) * d + c] : from_float<T>(0.0f);
+      v[x] = in ? kv[row + static_cast<i64>(s.kv_heads + g) * d + c] : from_float<T>(0.0f);
+    }
+    __syncthreads();
+    block_product<T>(
+        R, C, dp, [&](int r, int c) { return to_float(q[r * dp + c]); },
+        [&](int c, int j) { return to_float(k[j * dp + c]); },
+        [&](int r, int j, float x) { sc[r * C + j] = x * blk.scale; });
+    __syncthreads();
+    // The online softmax, a warp per row: the row's earlier sum rescaled to the new running maximum.
+    for (int r = warp; r < R; r += kWarps) {
+      const int qp = qpos[r];
+      float mx = -FLT_MAX;
+      bool any = false;
+      for (int j = lane; j < C; j += 32) {
+        const int jj = j0 + j;
+        if (qp >= 0 && jj < s.seq && position(jj, s.seq, blk.b.cp, blk.b.kv_rank) <= qp) {
+          mx = fmaxf(mx, sc[r * C + j]);
+          any = true;
+        }
+      }
+      mx = warp_max(mx);
+      const bool visible = __any_sync(0xFFFFFFFFu, any);
+      const float m_old = m_run[r], l_old = l_run[r];
+      const float m_new = !visible ? m_old : l_old > 0 ? fmaxf(m_old, mx) : mx;
+      const float factor = !visible ? 1.0f : l_old > 0 ? expf(m_old - m_new) : 0.0f;
+      float sum = 0;
+      for (int j = lane; j < C; j += 32) {
+        const int jj = j0 + j;
+        const int kp = jj < s.seq ? position(jj, s.seq, blk.b.cp, blk.b.kv_rank) : INT_MAX;
+        float e = 0;
+        if (qp >= 0 && kp <= qp) {
+          e = expf(sc[r * C + j] - m_new);
+          sum += e;
+          e *= blk.kept(n, h, qp, kp);  // what V meets: the dropped probability
+        }
+        p[r * C + j] = from_float<T>(e);
+      }
+      sum = warp_sum(sum);
+      if (lane == 0) {
+        if (visible) {
+          l_run[r] = l_old * factor + sum;
+          m_run[r] = m_new;
+        }
+        rescale[r] = factor;
+      }
+    }
+    __syncthreads();
+    for (int x = threadIdx.x; x < R * dp; x += blockDim.x) o[x] *= rescale[x / dp];
+    __syncthreads();
+    block_product<T>(
+        R, dp, C, [&](int r, int j) { return to_float(p[r * C + j]); },
+        [&](int j, int c) { return to_float(v[j * dp + c]); }, [&](int r, int c, float x) { o[r * dp + c] += x; });
+    __syncthreads();
+  }
+  for (int x = threadIdx.x; x < R * dp; x += blockDim.x) {
+    const int r = x / dp, c = x % dp, i = i0 + r;
+    if (i < s.seq && c < d) acc[(static_cast<i64>(n) * s.seq + i) * ctx_ld + static_cast<i64>(h) * d + c] = o[x];
+  }
+  for (int r = threadIdx.x; r < R; r += blockDim.x) {
+    const int i = i0 + r;
+    if (i >= s.seq) continue;
+    const i64 stat = (static_cast<i64>(n) * s.heads + h) * s.seq + i;
+    row_max[stat] = m_run[r];
+    row_sum[stat] = l_run[r];
+  }
+}
+
+// Grid (key tiles, key/value heads, sequences).
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads)
+    block_backward_kernel(float* dq, T* dkv, const T* dctx, const T* ctx, const float* lse, const T* qkv, const T* kv,
+                          Block blk) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const AttentionDims& s = blk.b.dims;
+  const int d = s.head_dim, R = blk.rows, C = blk.keys, dp = blk.dp;
+  const int n = blockIdx.z, g = blockIdx.y, j0 = blockIdx.x * C, group = s.heads / s.kv_heads;
+  const i64 ld = s.qkv_cols(), ctx_ld = static_cast<i64>(s.heads) * d;
+  T* k = reinterpret_cast<T*>(smem);
+  T* v = k + C * dp;
+  T* q = v + C * dp;
+  T* dout = q + R * dp;
+  T* pd = dout + R * dp;
+  T* ds = pd + R * C;
+  float* dk = reinterpret_cast<float*>(ds + R * C);  // every count above a multiple of 256: aligned
+  float* dv = dk + C * dp;
+  float* sc = dv + C * dp;
+  float* dpm = sc + R * C;
+  float* lse_s = dpm + R * C;
+  float* dd = lse_s + R;
+  int* qpos = reinterpret_cast<int*>(dd + R);
+  int* kpos = qpos + R;
+
+  for (int x = threadIdx.x; x < C * dp; x += blockDim.x) {
+    const int r = x / dp, c = x % dp, j = j0 + r;
+    const bool in = j < s.seq && c < d;
+    const i64 row = (static_cast<i64>(n) * s.seq + j) * blk.b.kv_ld;
+    k[x] = in ? kv[row + static_cast<i64>(g) * d + c] : from_float<T>(0.0f);
+    v[x] = in ? kv[row + static_cast<i64>(s.kv_heads + g) * d + c] : from_float<T>(0.0f);
+    dk[x] = 0.0f;
+    dv[x] = 0.0f;
+  }
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    const int j = j0 + c;
+    kpos[c] = j < s.seq ? position(j, s.seq, blk.b.cp, blk.b.kv_rank) : INT_MAX;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int h = g * group; h < (g + 1) * group; ++h)
+    for (int i0 = 0; i0 < s.seq; i0 += R) {
+      if (blk.b.cp == 1 && i0 + R - 1 < j0) continue;  // one rank: every query of the tile before every key
+      __syncthreads();                                 // the previous tile's readers are done
+      for (int x = threadIdx.x; x < R * dp; x += blockDim.x) {
+        const int r = x / dp, c = x % dp, i = i0 + r;
+        const bool in = i < s.seq && c < d;
+        const i64 row = static_cast<i64>(n) * s.seq + i;
+        q[x] = in ? qkv[row * ld + static_cast<i64>(h) * d + c] : from_float<T>(0.0f);
+        dout[x] = in ? dctx[row * ctx_ld + static_cast<i64>(h) * d + c] : from_float<T>(0.0f);
+      }
+      // D = Σ_j P_ij dP_ij over the whole row = dO · O (from the output), a warp per row.
+      for (int r = warp; r < R; r += kWarps) {
+        const int i = i0 + r;
+        float dot = 0;
+        if (i < s.seq) {
+          const i64 at = (static_cast<i64>(n) * s.seq + i) * ctx_ld + static_cast<i64>(h) * d;
+          for (int c = lane; c < d; c += 32) dot += to_float(dctx[at + c]) * to_float(ctx[at + c]);
+        }
+        dot = warp_sum(dot);
+        if (lane == 0) {
+          dd[r] = dot;
+          lse_s[r] = i < s.seq ? lse[(static_cast<i64>(n) * s.heads + h) * s.seq + i] : 0.0f;
+          qpos[r] = i < s.seq ? position(i, s.seq, blk.b.cp, blk.b.cp_rank) : -1;
+        }
+      }
+      __syncthreads();
+      block_product<T>(
+          R, C, dp, [&](int r, int c) { return to_float(q[r * dp + c]); },
+          [&](int c, int j) { return to_float(k[j * dp + c]); },
+          [&](int r, int j, float x) { sc[r * C + j] = x * blk.scale; });
+      block_product<T>(
+          R, C, dp, [&](int r, int c) { return to_float(dout[r * dp + c]); },
+          [&](int c, int j) { return to_float(v[j * dp + c]); }, [&](int r, int j, float x) { dpm[r * C + j] = x; });
+      __syncthreads();
+      for (int x = threadIdx.x; x < R * C; x += blockDim.x) {
+        const int r = x / C, c = x % C, qp = qpos[r], kp = kpos[c];
+        float dsv = 0, pdv = 0;
+        if (qp >= 0 && kp <= qp) {
+          const float pj = expf(sc[x] - lse_s[r]), kept = blk.kept(n, h, qp, kp);
+          dsv = pj * (dpm[x] * kept - dd[r]);
+          pdv = pj * kept;  // the dropped probability V met
+        }
+        ds[x] = from_float<T>(dsv);
+        pd[x] = from_float<T>(pdv);
+      }
+      __syncthreads();
+      // dV += Pᵀ·dO and dK += scale·dSᵀ·Q for these keys; dQ += scale·dS·K into the global fp32 buffer.
+      block_product<T>(
+          C, dp, R, [&](int c, int r) { return to_float(pd[r * C + c]); },
+          [&](int r, int col) { return to_float(dout[r * dp + col]); },
+          [&](int c, int col, float x) { dv[c * dp + col] += x; });
+      block_product<T>(
+          C, dp, R, [&](int c, int r) { return to_float(ds[r * C + c]); },
+          [&](int r, int col) { return to_float(q[r * dp + col]); },
+          [&](int c, int col, float x) { dk[c * dp + col] += blk.scale * x; });
+      block_product<T>(
+          R, dp, C, [&](int r, int c) { return to_float(ds[r * C + c]); },
+          [&](int c, int col) { return to_float(k[c * dp + col]); },
+          [&](int r, int col, float x) {
+            const int i = i0 + r;
+            if (i < s.seq && col < d)
+              atomicAdd(dq + (static_cast<i64>(n) * s.seq + i) * ctx_ld + static_cast<i64>(h) * d + col, blk.scale * x);
+          });
+    }
+  __syncthreads();
+  for (int x = threadIdx.x; x < C * dp; x += blockDim.x) {
+    const int r = x / dp, c = x % dp, j = j0 + r;
+    if (j >= s.seq || c >= d) continue;
+    const i64 row = (static_cast<i64>(n) * s.seq + j) * blk.b.kv_ld;
+    T& dkey = dkv[row + static_cast<i64>(g) * d + c];
+    T& dval = dkv[row + static_cast<i64>(s.kv_heads + g) * d + c];
+    dkey = from_float<T>(to_float(dkey) + dk[x]);
+    dval = from_float<T>(to_float(dval) + dv[x]);
+  }
+}
+
+template <class T>
+__global__ void block_finish_kernel(T* ctx, float* lse, const float* acc, const float* row_max, const float* row_sum,
+                                    AttentionDims s) {
+  const i64 rows = static_cast<i64>(s.batch) * s.heads * s.seq, d = s.head_dim;
+  const i64 ctx_ld = static_cast<i64>(s.heads) * d;
+  LOOM_GRID_STRIDE(x, rows * d) {
+    const i64 i = x / d, c = x % d;
+    const i64 n = i / (static_cast<i64>(s.heads) * s.seq), h = i / s.seq % s.heads, t = i % s.seq;
+    const i64 at = (n * s.seq + t) * ctx_ld + h * d + c;
+    ctx[at] = from_float<T>(acc[at] * (1.0f / row_sum[i]));
+    if (c == 0) lse[i] = row_max[i] + logf(row_sum[i]);
+  }
+}
+
+// The largest dynamic shared memory a block may opt into on the current device.
+std::size_t shared_memory_limit() {
+  int device = 0, bytes = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return static_cast<std::size_t>(bytes);
+}
+
+// Tiles of `rows` queries and `keys` keys, halved (keys first, neither below 16) until `smem` fits.
+template <class Smem>
+Block plan_tiles(const BlockDims& b, int rows, int keys, Smem smem, std::size_t* bytes) {
+  const int dp = (b.dims.head_dim + 15) / 16 * 16;
+  const std::size_t limit = shared_memory_limit();
+  while (smem(rows, keys, dp) > limit && (rows > 16 || keys > 16)) {
+    if (keys > 16)
+      keys /= 2;
+    else
+      rows /= 2;
+  }
+  *bytes = smem(rows, keys, dp);
+  if (*bytes > limit) throw std::runtime_error("flash attention: head_dim too large for this GPU's shared memory");
+  const float p = b.dropout;
+  return Block{b,
+               rows,
+               keys,
+               dp,
+               1.0f / std::sqrt(static_cast<float>(b.dims.head_dim)),
+               dropout_threshold(p),
+               p > 0 ? 1.0f / (1.0f - p) : 1.0f};
+}
+
+}  // namespace
+
+template <class T>
+void attention_block_forward(float* acc, float* row_max, float* row_sum, const T* qkv, const T* kv, const BlockDims& b,
+                             cudaStream_t stream) {
+  const AttentionDims& s = b.dims;
+  if (s.batch == 0 || s.seq == 0 || s.heads == 0) return;
+  std::size_t bytes = 0;
+  const Block blk = plan_tiles(b, 64, 64, forward_smem<T>, &bytes);
+  CUDA_CHECK(cudaFuncSetAttribute(block_forward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(bytes)));
+  const dim3 grid(static_cast<unsigned>((s.seq + blk.rows - 1) / blk.rows), static_cast<unsigned>(s.heads),
+                  static_cast<unsigned>(s.batch));
+  block_forward_kernel<T><<<grid, kBlockThreads, bytes, stream>>>(acc, row_max, row_sum, qkv, kv, blk);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void attention_block_finish(T* ctx, float* lse, const float* acc, const float* row_max, const float* row_sum,
+                            const AttentionDims& s, cudaStream_t stream) {
+  const i64 n = static_cast<i64>(s.batch) * s.heads * s.seq * s.head_dim;
+  if (n == 0) return;
+  block_finish_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(ctx, lse, acc, row_max, row_sum, s);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void attention_block_backward(float* dq, T* dkv, const T* dctx, const T* ctx, const float* lse, const T* qkv,
+                              const T* kv, const BlockDims& b, cudaStream_t stream) {
+  const AttentionDims& s = b.dims;
+  if (s.batch == 0 || s.seq == 0 || s.heads == 0) return;
+  std::size_t bytes = 0;
+  const Block blk = plan_tiles(b, 32, 64, backward_smem<T>, &bytes);
+  CUDA_CHECK(cudaFuncSetAttribute(block_backward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(bytes)));
+  const dim3 grid(static_cast<unsigned>((s.seq + blk.keys - 1) / blk.keys), static_cast<unsigned>(s.kv_heads),
+                  static_cast<unsigned>(s.batch));
+  block_backward_kernel<T><<<grid, kBlockThreads, bytes, stream>>>(dq, dkv, dctx, ctx, lse, qkv, kv, blk);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+#define LOOM_FLASH_INSTANTIATE(T)                                                                                     \
+  template void attention_block_forward<T>(float*, float*, float*, const T*, const T*, const BlockDims&,              \
+                                           cudaStream_t);                                                             \
+  template void attention_block_finish<T>(T*, float*, const float*, const float*, const float*, const AttentionDims&, \
+                                          cudaStream_t);                                                              \
+  template void attention_block_backward<T>(float*, T*, const T*, const T*, const float*, const T*, const T*,         \
+                                            const BlockDims&, cudaStream_t);
+LOOM_FLASH_INSTANTIATE(float)
+LOOM_FLASH_INSTANTIATE(bf16)
+
+}  // namespace loom::kernels
