@@ -193,6 +193,15 @@ KernelResults measure_kernels(exec::Backend& backend, const ProfileFlags& f, con
     auto more = exec::profile::time_memory_ops(backend, *extra, extra->seq_len, {1, 2}, budget);
     k.memory_ops.insert(k.memory_ops.end(), more.begin(), more.end());
   }
+  // The fused attention at the same models and micro-batches: points along its efficiency curve.
+  for (const MemoryOpWorkload& w : memory_op_workloads(gpu, f.quick)) {
+    auto flash = exec::profile::time_flash_attention(backend, w.model, w.model.seq_len, w.micro_batches, budget);
+    k.flash.insert(k.flash.end(), flash.begin(), flash.end());
+  }
+  if (extra) {
+    auto flash = exec::profile::time_flash_attention(backend, *extra, extra->seq_len, {1, 2}, budget);
+    k.flash.insert(k.flash.end(), flash.begin(), flash.end());
+  }
   // 64 MiB per array: far past any cache of a CPU of today, so DRAM is measured; 256 MiB on a GPU, five
   // times the 50 MB L2 of an H100 or H200 (NVIDIA H100 Tensor Core GPU Architecture whitepaper).
   const std::int64_t stream_bytes = gpu ? std::int64_t{256} << 20 : f.quick ? 16 << 20 : 64 << 20;
@@ -209,7 +218,8 @@ Json cost_file(const exec::profile::MeasuredMachine& machine, const ProfileFlags
                const exec::Backend& backend, const std::map<std::string, std::string>& device,
                const std::optional<exec::profile::SustainedRate>& sustained, ClusterSpec& c) {
   c = exec::profile::measured_cost_file(machine);
-  c.provenance = provenance(f, machine.ranks);
+  // Added to what measuring wrote there (what was kept from a preset, the fused attention's fit).
+  for (auto& [key, value] : provenance(f, machine.ranks)) c.provenance[key] = value;
   for (const auto& [key, value] : device) c.provenance[key] = value;
   c.provenance["compute_dtype"] = exec::to_string(backend.compute_dtype());
   if (sustained) {
@@ -284,6 +294,17 @@ std::string tables(const ClusterSpec& c, const KernelResults& k, double optimize
                      g.shape.k, g.shape.calls,
                      fmt::format("{}{}", g.shape.trans_a ? 'T' : 'N', g.shape.trans_b ? 'T' : 'N'), g.seconds * 1e6,
                      g.flops_per_s() / 1e9);
+  if (!k.flash.empty()) {
+    t += "#\n# fused (flash) attention, one layer on one rank, causal (FLOPs as the simulator counts them)\n";
+    t += fmt::format("{:>16} {:>6} {:>3} {:>11} {:>11} {:>9}\n", "model", "seq", "mb", "forward", "backward", "rate");
+    t += fmt::format("{:>16} {:>6} {:>3} {:>11} {:>11} {:>9}\n", "", "", "", "(us)", "(us)", "(GFLOP/s)");
+    for (const auto& f : k.flash)
+      t += fmt::format("{:>16} {:>6} {:>3} {:>11.2f} {:>11.2f} {:>9.2f}\n", f.model, f.seq, f.micro_batch,
+                       1e6 * f.forward_s, 1e6 * f.backward_s,
+                       3.5 * f.forward_flops / (f.forward_s + f.backward_s) / 1e9);
+    if (c.provenance.count("flash_attention_fit") != 0)
+      t += fmt::format("# fit: {}\n", c.provenance.at("flash_attention_fit"));
+  }
   t += "#\n# memory-bound ops (bytes as the cost model charges them)\n";
   t += fmt::format("{:>20} {:>12} {:>11} {:>8}\n{:>20} {:>12} {:>11} {:>8}\n", "op", "size", "time", "bw", "", "(B)",
                    "(us)", "(GB/s)");

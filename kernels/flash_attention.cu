@@ -9,7 +9,9 @@
 #include <cfloat>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "kernels/cuda_check.h"
@@ -34,17 +36,68 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<std::uint32_t*>(&v);
 }
 
-// Every output (m, n) of A·B (M × N, inner K), with A(m, k) and B(k, n) read through accessors, handed
-// once to epi(m, n, value) by one thread. bf16: a warp per 16 × 8 output tile on the tensor cores
-// (mma.sync m16n8k16, fp32 accumulate; fragment layouts of the PTX ISA, "Matrix Fragments for
-// mma.m16n8k16"); fp32: a thread per output, fp32 FMAs. M a multiple of 16, N of 8, K of 16.
-template <class T, class A, class B, class Epi>
-__device__ __forceinline__ void block_product(int M, int N, int K, A a, B b, Epi epi) {
+// An operand of a product, a tile in shared memory: element (i, j) at p[i·ld + j], or at p[j·ld + i]
+// where `trans` (A(m, k) = at(m, k), B(k, n) = at(k, n)).
+template <class T>
+struct Operand {
+  const T* p;
+  int ld;
+  bool trans;
+  __device__ __forceinline__ float at(int i, int j) const { return to_float(trans ? p[j * ld + i] : p[i * ld + j]); }
+  __device__ __forceinline__ unsigned address(int row, int col) const {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p + row * ld + col));
+  }
+};
+
+__device__ __forceinline__ void mma_bf16(float c[4], const std::uint32_t a[4], const std::uint32_t b[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// The A fragment (16 × 16 at m0, k0) and the B fragment (16 × 8 at k0, n0) of mma.m16n8k16 by ldmatrix:
+// thread t of a warp gets, of each 8 × 8 matrix, row t/4 and columns 2(t%4), 2(t%4)+1 — or with .trans
+// those of the transposed matrix —, the fragments' layout (PTX ISA, "Matrix Fragments for mma.m16n8k16"
+// and "ldmatrix"). Each lane names one row of one matrix: lanes 8i..8i+7 the rows of matrix i.
+__device__ __forceinline__ void load_a(std::uint32_t a[4], const Operand<bf16>& A, int m0, int k0, int lane) {
+  const int i = lane / 8, r = lane % 8;  // matrix i: m + (i % 2)·8, k + (i / 2)·8
+  if (!A.trans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                 : "r"(A.address(m0 + (i % 2) * 8 + r, k0 + (i / 2) * 8)));
+  } else {  // stored [k][m]: the transposed load
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                 : "r"(A.address(k0 + (i / 2) * 8 + r, m0 + (i % 2) * 8)));
+  }
+}
+__device__ __forceinline__ void load_b(std::uint32_t b[2], const Operand<bf16>& B, int k0, int n0, int lane) {
+  const int i = (lane / 8) % 2, r = lane % 8;  // matrix i: k + i·8 (lanes 16-31 repeat 0-15's addresses)
+  if (B.trans) {  // stored [n][k]: B's columns are rows in memory, as mma's "col" operand wants
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(b[0]), "=r"(b[1])
+                 : "r"(B.address(n0 + r, k0 + i * 8)));
+  } else {  // stored [k][n]
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(b[0]), "=r"(b[1])
+                 : "r"(B.address(k0 + i * 8 + r, n0)));
+  }
+}
+
+// Every output (m, n) of A·B (M × N, inner K) handed once to epi(m, n, value) by one thread. bf16: a warp
+// per 16 × 8 output tile on the tensor cores (mma.sync m16n8k16, fp32 accumulate), its fragments loaded by
+// ldmatrix or, with `ldmatrix` false, element by element; fp32: a thread per output, fp32 FMAs. M a
+// multiple of 16, N of 8, K of 16; leading dimensions multiples of 8 and tiles 16-byte aligned (ldmatrix).
+template <class T, class Epi>
+__device__ __forceinline__ void block_product(int M, int N, int K, const Operand<T>& A, const Operand<T>& B,
+                                              bool ldmatrix, Epi epi) {
   if constexpr (std::is_same_v<T, float>) {
     for (int o = threadIdx.x; o < M * N; o += blockDim.x) {
       const int m = o / N, n = o % N;
       float sum = 0;
-      for (int k = 0; k < K; ++k) sum = fmaf(a(m, k), b(k, n), sum);
+      for (int k = 0; k < K; ++k) sum = fmaf(A.at(m, k), B.at(k, n), sum);
       epi(m, n, sum);
     }
   } else {
@@ -54,17 +107,19 @@ __device__ __forceinline__ void block_product(int M, int N, int K, A a, B b, Epi
       const int m0 = tile / tiles_n * 16, n0 = tile % tiles_n * 8;
       float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int k0 = 0; k0 < K; k0 += 16) {
-        const std::uint32_t af[4] = {pack_bf16(a(m0 + g, k0 + t2), a(m0 + g, k0 + t2 + 1)),
-                                     pack_bf16(a(m0 + g + 8, k0 + t2), a(m0 + g + 8, k0 + t2 + 1)),
-                                     pack_bf16(a(m0 + g, k0 + t2 + 8), a(m0 + g, k0 + t2 + 9)),
-                                     pack_bf16(a(m0 + g + 8, k0 + t2 + 8), a(m0 + g + 8, k0 + t2 + 9))};
-        const std::uint32_t bf[2] = {pack_bf16(b(k0 + t2, n0 + g), b(k0 + t2 + 1, n0 + g)),
-                                     pack_bf16(b(k0 + t2 + 8, n0 + g), b(k0 + t2 + 9, n0 + g))};
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-            "{%0, %1, %2, %3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(af[0]), "r"(af[1]), "r"(af[2]), "r"(af[3]), "r"(bf[0]), "r"(bf[1]));
+        std::uint32_t af[4], bf[2];
+        if (ldmatrix) {
+          load_a(af, A, m0, k0, lane);
+          load_b(bf, B, k0, n0, lane);
+        } else {
+          af[0] = pack_bf16(A.at(m0 + g, k0 + t2), A.at(m0 + g, k0 + t2 + 1));
+          af[1] = pack_bf16(A.at(m0 + g + 8, k0 + t2), A.at(m0 + g + 8, k0 + t2 + 1));
+          af[2] = pack_bf16(A.at(m0 + g, k0 + t2 + 8), A.at(m0 + g, k0 + t2 + 9));
+          af[3] = pack_bf16(A.at(m0 + g + 8, k0 + t2 + 8), A.at(m0 + g + 8, k0 + t2 + 9));
+          bf[0] = pack_bf16(B.at(k0 + t2, n0 + g), B.at(k0 + t2 + 1, n0 + g));
+          bf[1] = pack_bf16(B.at(k0 + t2 + 8, n0 + g), B.at(k0 + t2 + 9, n0 + g));
+        }
+        mma_bf16(c, af, bf);
       }
       epi(m0 + g, n0 + t2, c[0]);
       epi(m0 + g, n0 + t2 + 1, c[1]);
@@ -74,13 +129,18 @@ __device__ __forceinline__ void block_product(int M, int N, int K, A a, B b, Epi
   }
 }
 
-// What both directions share: the shape, the softmax scale, the dropout draw.
+// What both directions share: the shape, the tiles, the softmax scale, the dropout draw.
 struct Block {
   BlockDims b;
   int rows, keys, dp;  // query rows and keys per tile; head_dim padded to a multiple of 16
   float scale;
   std::uint64_t threshold;
   float keep_scale;
+  bool ldmatrix;  // bf16 fragments by ldmatrix (else element by element)
+  // Row strides of the shared tiles in elements: 8 past the row (16 bytes), so the 8 rows an ldmatrix
+  // reads start in 8 different bank groups, and every row stays 16-byte aligned.
+  __host__ __device__ int ld_head() const { return dp + 8; }
+  __host__ __device__ int ld_keys() const { return keys + 8; }
   __device__ std::uint64_t global_seq() const { return static_cast<std::uint64_t>(b.dims.seq) * b.cp; }
   // The factor probability (sequence n, head h, query position qp, key position kp) meets when V does.
   __device__ float kept(int n, int h, int qp, int kp) const {
@@ -93,16 +153,19 @@ struct Block {
   }
 };
 
+// Shared memory of one CTA: T tiles first (every count a multiple of 8 rows of a multiple of 8, so each
+// tile starts 16-byte aligned), then fp32 and int.
 template <class T>
 std::size_t forward_smem(int rows, int keys, int dp) {
-  return sizeof(T) * (static_cast<std::size_t>(rows) * dp + 2 * keys * dp + rows * keys) +
-         sizeof(float) * (static_cast<std::size_t>(rows) * dp + rows * keys + 3 * rows) + sizeof(int) * rows;
+  const std::size_t lh = dp + 8, lk = keys + 8;
+  return sizeof(T) * (rows * lh + 2 * keys * lh + rows * lk) + sizeof(float) * (rows * dp + rows * keys + 3 * rows) +
+         sizeof(int) * rows;
 }
 template <class T>
 std::size_t backward_smem(int rows, int keys, int dp) {
-  return sizeof(T) * (2 * static_cast<std::size_t>(keys) * dp + 2 * rows * dp + 2 * rows * keys) +
-         sizeof(float) * (2 * static_cast<std::size_t>(keys) * dp + 2 * rows * keys + 2 * rows) +
-         sizeof(int) * (rows + keys);
+  const std::size_t lh = dp + 8, lk = keys + 8;
+  return sizeof(T) * (2 * keys * lh + 2 * rows * lh + 2 * rows * lk) +
+         sizeof(float) * (2 * keys * dp + 2 * rows * keys + 2 * rows) + sizeof(int) * (rows + keys);
 }
 
 // Grid (query tiles, heads, sequences).
@@ -111,16 +174,16 @@ __global__ void __launch_bounds__(kBlockThreads)
     block_forward_kernel(float* acc, float* row_max, float* row_sum, const T* qkv, const T* kv, Block blk) {
   extern __shared__ __align__(16) unsigned char smem[];
   const AttentionDims& s = blk.b.dims;
-  const int d = s.head_dim, R = blk.rows, C = blk.keys, dp = blk.dp;
+  const int d = s.head_dim, R = blk.rows, C = blk.keys, dp = blk.dp, lh = blk.ld_head(), lk = blk.ld_keys();
   const int n = blockIdx.z, h = blockIdx.y, i0 = blockIdx.x * R;
   const int g = h / (s.heads / s.kv_heads);
   const i64 ld = s.qkv_cols(), ctx_ld = static_cast<i64>(s.heads) * d;
-  T* q = reinterpret_cast<T*>(smem);
-  T* k = q + R * dp;
-  T* v = k + C * dp;
-  T* p = v + C * dp;
-  float* o = reinterpret_cast<float*>(p + R * C);  // R·C is a multiple of 256: aligned
-  float* sc = o + R * dp;
+  T* q = reinterpret_cast<T*>(smem);                // [R][lh]
+  T* k = q + R * lh;                                // [C][lh]
+  T* v = k + C * lh;                                // [C][lh]
+  T* p = v + C * lh;                                // [R][lk]
+  float* o = reinterpret_cast<float*>(p + R * lk);  // [R][dp]
+  float* sc = o + R * dp;                           // [R][C]
   float* m_run = sc + R * C;
   float* l_run = m_run + R;
   float* rescale = l_run + R;
@@ -130,7 +193,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     const int r = x / dp, c = x % dp, i = i0 + r;
     const bool in = i < s.seq && c < d;
     const i64 row = static_cast<i64>(n) * s.seq + i;
-    q[x] = in ? qkv[row * ld + static_cast<i64>(h) * d + c] : from_float<T>(0.0f);
+    q[r * lh + c] = in ? qkv[row * ld + static_cast<i64>(h) * d + c] : from_float<T>(0.0f);
     o[x] = in ? acc[row * ctx_ld + static_cast<i64>(h) * d + c] : 0.0f;
   }
   for (int r = threadIdx.x; r < R; r += blockDim.x) {
@@ -149,14 +212,13 @@ __global__ void __launch_bounds__(kBlockThreads)
       const int r = x / dp, c = x % dp, j = j0 + r;
       const bool in = j < s.seq && c < d;
       const i64 row = (static_cast<i64>(n) * s.seq + j) * blk.b.kv_ld;
-      k[x] = in ? kv[row + static_cast<i64>(g) * d + c] : from_float<T>(0.0f);
-      v[x] = in ? kv[row + static_cast<i64>(s.kv_heads + g) * d + c] : from_float<T>(0.0f);
+      k[r * lh + c] = in ? kv[row + static_cast<i64>(g) * d + c] : from_float<T>(0.0f);
+      v[r * lh + c] = in ? kv[row + static_cast<i64>(s.kv_heads + g) * d + c] : from_float<T>(0.0f);
     }
     __syncthreads();
-    block_product<T>(
-        R, C, dp, [&](int r, int c) { return to_float(q[r * dp + c]); },
-        [&](int c, int j) { return to_float(k[j * dp + c]); },
-        [&](int r, int j, float x) { sc[r * C + j] = x * blk.scale; });
+    // S = scale·Q·Kᵀ: K stored [key][d] is Kᵀ transposed.
+    block_product<T>(R, C, dp, Operand<T>{q, lh, false}, Operand<T>{k, lh, true}, blk.ldmatrix,
+                     [&](int r, int j, float x) { sc[r * C + j] = x * blk.scale; });
     __syncthreads();
     // The online softmax, a warp per row: the row's earlier sum rescaled to the new running maximum.
     for (int r = warp; r < R; r += kWarps) {
@@ -185,7 +247,7 @@ __global__ void __launch_bounds__(kBlockThreads)
           sum += e;
           e *= blk.kept(n, h, qp, kp);  // what V meets: the dropped probability
         }
-        p[r * C + j] = from_float<T>(e);
+        p[r * lk + j] = from_float<T>(e);
       }
       sum = warp_sum(sum);
       if (lane == 0) {
@@ -199,9 +261,9 @@ __global__ void __launch_bounds__(kBlockThreads)
     __syncthreads();
     for (int x = threadIdx.x; x < R * dp; x += blockDim.x) o[x] *= rescale[x / dp];
     __syncthreads();
-    block_product<T>(
-        R, dp, C, [&](int r, int j) { return to_float(p[r * C + j]); },
-        [&](int j, int c) { return to_float(v[j * dp + c]); }, [&](int r, int c, float x) { o[r * dp + c] += x; });
+    // O += P·V: V stored [key][d] is B as it stands.
+    block_product<T>(R, dp, C, Operand<T>{p, lk, false}, Operand<T>{v, lh, false}, blk.ldmatrix,
+                     [&](int r, int c, float x) { o[r * dp + c] += x; });
     __syncthreads();
   }
   for (int x = threadIdx.x; x < R * dp; x += blockDim.x) {
@@ -224,19 +286,19 @@ __global__ void __launch_bounds__(kBlockThreads)
                           Block blk) {
   extern __shared__ __align__(16) unsigned char smem[];
   const AttentionDims& s = blk.b.dims;
-  const int d = s.head_dim, R = blk.rows, C = blk.keys, dp = blk.dp;
+  const int d = s.head_dim, R = blk.rows, C = blk.keys, dp = blk.dp, lh = blk.ld_head(), lk = blk.ld_keys();
   const int n = blockIdx.z, g = blockIdx.y, j0 = blockIdx.x * C, group = s.heads / s.kv_heads;
   const i64 ld = s.qkv_cols(), ctx_ld = static_cast<i64>(s.heads) * d;
-  T* k = reinterpret_cast<T*>(smem);
-  T* v = k + C * dp;
-  T* q = v + C * dp;
-  T* dout = q + R * dp;
-  T* pd = dout + R * dp;
-  T* ds = pd + R * C;
-  float* dk = reinterpret_cast<float*>(ds + R * C);  // every count above a multiple of 256: aligned
-  float* dv = dk + C * dp;
-  float* sc = dv + C * dp;
-  float* dpm = sc + R * C;
+  T* k = reinterpret_cast<T*>(smem);                  // [C][lh]
+  T* v = k + C * lh;                                  // [C][lh]
+  T* q = v + C * lh;                                  // [R][lh]
+  T* dout = q + R * lh;                               // [R][lh]
+  T* pd = dout + R * lh;                              // [R][lk]
+  T* ds = pd + R * lk;                                // [R][lk]
+  float* dk = reinterpret_cast<float*>(ds + R * lk);  // [C][dp]
+  float* dv = dk + C * dp;                            // [C][dp]
+  float* sc = dv + C * dp;                            // [R][C]
+  float* dpm = sc + R * C;                            // [R][C]
   float* lse_s = dpm + R * C;
   float* dd = lse_s + R;
   int* qpos = reinterpret_cast<int*>(dd + R);
@@ -246,8 +308,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     const int r = x / dp, c = x % dp, j = j0 + r;
     const bool in = j < s.seq && c < d;
     const i64 row = (static_cast<i64>(n) * s.seq + j) * blk.b.kv_ld;
-    k[x] = in ? kv[row + static_cast<i64>(g) * d + c] : from_float<T>(0.0f);
-    v[x] = in ? kv[row + static_cast<i64>(s.kv_heads + g) * d + c] : from_float<T>(0.0f);
+    k[r * lh + c] = in ? kv[row + static_cast<i64>(g) * d + c] : from_float<T>(0.0f);
+    v[r * lh + c] = in ? kv[row + static_cast<i64>(s.kv_heads + g) * d + c] : from_float<T>(0.0f);
     dk[x] = 0.0f;
     dv[x] = 0.0f;
   }
@@ -264,8 +326,8 @@ __global__ void __launch_bounds__(kBlockThreads)
         const int r = x / dp, c = x % dp, i = i0 + r;
         const bool in = i < s.seq && c < d;
         const i64 row = static_cast<i64>(n) * s.seq + i;
-        q[x] = in ? qkv[row * ld + static_cast<i64>(h) * d + c] : from_float<T>(0.0f);
-        dout[x] = in ? dctx[row * ctx_ld + static_cast<i64>(h) * d + c] : from_float<T>(0.0f);
+        q[r * lh + c] = in ? qkv[row * ld + static_cast<i64>(h) * d + c] : from_float<T>(0.0f);
+        dout[r * lh + c] = in ? dctx[row * ctx_ld + static_cast<i64>(h) * d + c] : from_float<T>(0.0f);
       }
       // D = Σ_j P_ij dP_ij over the whole row = dO · O (from the output), a warp per row.
       for (int r = warp; r < R; r += kWarps) {
@@ -283,13 +345,11 @@ __global__ void __launch_bounds__(kBlockThreads)
         }
       }
       __syncthreads();
-      block_product<T>(
-          R, C, dp, [&](int r, int c) { return to_float(q[r * dp + c]); },
-          [&](int c, int j) { return to_float(k[j * dp + c]); },
-          [&](int r, int j, float x) { sc[r * C + j] = x * blk.scale; });
-      block_product<T>(
-          R, C, dp, [&](int r, int c) { return to_float(dout[r * dp + c]); },
-          [&](int c, int j) { return to_float(v[j * dp + c]); }, [&](int r, int j, float x) { dpm[r * C + j] = x; });
+      // S = scale·Q·Kᵀ and dP = dO·Vᵀ (K and V stored [key][d]).
+      block_product<T>(R, C, dp, Operand<T>{q, lh, false}, Operand<T>{k, lh, true}, blk.ldmatrix,
+                       [&](int r, int j, float x) { sc[r * C + j] = x * blk.scale; });
+      block_product<T>(R, C, dp, Operand<T>{dout, lh, false}, Operand<T>{v, lh, true}, blk.ldmatrix,
+                       [&](int r, int j, float x) { dpm[r * C + j] = x; });
       __syncthreads();
       for (int x = threadIdx.x; x < R * C; x += blockDim.x) {
         const int r = x / C, c = x % C, qp = qpos[r], kp = kpos[c];
@@ -299,23 +359,18 @@ __global__ void __launch_bounds__(kBlockThreads)
           dsv = pj * (dpm[x] * kept - dd[r]);
           pdv = pj * kept;  // the dropped probability V met
         }
-        ds[x] = from_float<T>(dsv);
-        pd[x] = from_float<T>(pdv);
+        ds[r * lk + c] = from_float<T>(dsv);
+        pd[r * lk + c] = from_float<T>(pdv);
       }
       __syncthreads();
-      // dV += Pᵀ·dO and dK += scale·dSᵀ·Q for these keys; dQ += scale·dS·K into the global fp32 buffer.
+      // dV += Pᵀ·dO and dK += scale·dSᵀ·Q for these keys (P and dS stored [query][key]: Aᵀ);
+      // dQ += scale·dS·K into the global fp32 buffer.
+      block_product<T>(C, dp, R, Operand<T>{pd, lk, true}, Operand<T>{dout, lh, false}, blk.ldmatrix,
+                       [&](int c, int col, float x) { dv[c * dp + col] += x; });
+      block_product<T>(C, dp, R, Operand<T>{ds, lk, true}, Operand<T>{q, lh, false}, blk.ldmatrix,
+                       [&](int c, int col, float x) { dk[c * dp + col] += blk.scale * x; });
       block_product<T>(
-          C, dp, R, [&](int c, int r) { return to_float(pd[r * C + c]); },
-          [&](int r, int col) { return to_float(dout[r * dp + col]); },
-          [&](int c, int col, float x) { dv[c * dp + col] += x; });
-      block_product<T>(
-          C, dp, R, [&](int c, int r) { return to_float(ds[r * C + c]); },
-          [&](int r, int col) { return to_float(q[r * dp + col]); },
-          [&](int c, int col, float x) { dk[c * dp + col] += blk.scale * x; });
-      block_product<T>(
-          R, dp, C, [&](int r, int c) { return to_float(ds[r * C + c]); },
-          [&](int c, int col) { return to_float(k[c * dp + col]); },
-          [&](int r, int col, float x) {
+          R, dp, C, Operand<T>{ds, lk, false}, Operand<T>{k, lh, false}, blk.ldmatrix, [&](int r, int col, float x) {
             const int i = i0 + r;
             if (i < s.seq && col < d)
               atomicAdd(dq + (static_cast<i64>(n) * s.seq + i) * ctx_ld + static_cast<i64>(h) * d + col, blk.scale * x);
@@ -347,6 +402,13 @@ __global__ void block_finish_kernel(T* ctx, float* lse, const float* acc, const 
   }
 }
 
+// LOOM_FLASH_ELEMENT_LOADS=1 loads the bf16 fragments element by element instead of by ldmatrix: the
+// two ways timed, or told apart, on one GPU (read at each launch, so one process can run both).
+bool fragments_by_ldmatrix() {
+  const char* v = std::getenv("LOOM_FLASH_ELEMENT_LOADS");
+  return v == nullptr || std::string(v) != "1";
+}
+
 // The largest dynamic shared memory a block may opt into on the current device.
 std::size_t shared_memory_limit() {
   int device = 0, bytes = 0;
@@ -375,7 +437,8 @@ Block plan_tiles(const BlockDims& b, int rows, int keys, Smem smem, std::size_t*
                dp,
                1.0f / std::sqrt(static_cast<float>(b.dims.head_dim)),
                dropout_threshold(p),
-               p > 0 ? 1.0f / (1.0f - p) : 1.0f};
+               p > 0 ? 1.0f / (1.0f - p) : 1.0f,
+               fragments_by_ldmatrix()};
 }
 
 }  // namespace

@@ -81,8 +81,7 @@ void describe_gpu(ClusterSpec& c, const MeasuredMachine& m) {
   c.compute.memory_op_efficiency.clear();
   c.provenance["kept_from_preset"] = fmt::format(
       "{}: device peak_flops, peak_fp8_flops and memory bandwidth (datasheet), node, links, collectives, "
-      "framework_reserve_bytes, flash_attention_* (the executor has no fused attention to time), "
-      "gemm_fp8_max_efficiency",
+      "framework_reserve_bytes, gemm_fp8_max_efficiency",
       preset);
 }
 
@@ -90,6 +89,9 @@ ClusterSpec measured_cost_file(const MeasuredMachine& m) {
   const bool gpu = !m.gpu_preset.empty();
   // Schema defaults (or the GPU's preset); every measured field is replaced.
   ClusterSpec c = *cluster_preset(gpu ? m.gpu_preset : "local-cpu");
+  // The preset's sources describe its own figures, most of which the measurements replace: the file says
+  // what it kept and from where (kept_from_preset) instead.
+  c.provenance.clear();
   const double reserve = c.framework_reserve_bytes;
   if (gpu)
     describe_gpu(c, m);
@@ -102,6 +104,9 @@ ClusterSpec measured_cost_file(const MeasuredMachine& m) {
   // change), so those plans read the timings of rank 0 alone.
   add_kernel_tables(c, m, *m.kernels, m.alone != nullptr ? std::max(2, m.local_ranks) : 0);
   if (m.alone != nullptr) add_kernel_tables(c, m, *m.alone, 1);
+  const std::string flash =
+      fit_flash_attention(c.compute, m.kernels->flash, c.device.peak_flops, std::max(1.0, m.sustained_slowdown));
+  if (!flash.empty()) c.provenance["flash_attention_fit"] = flash;
   // The CPU executor allocates nothing outside its tracked tensors; a GPU has its CUDA context and libraries.
   c.framework_reserve_bytes = gpu ? reserve : 0;
   c.collective_points.clear();
@@ -109,6 +114,34 @@ ClusterSpec measured_cost_file(const MeasuredMachine& m) {
   for (const auto& t : *m.collectives)
     c.collective_points.push_back({t.collective, t.level, t.group_size, t.bytes, t.seconds});
   return c;
+}
+
+std::string fit_flash_attention(ComputeEfficiency& compute, const std::vector<FlashTiming>& points, double peak_flops,
+                                double slowdown) {
+  if (points.empty() || peak_flops <= 0) return "";
+  std::vector<std::pair<double, double>> xy;  // (1/w, 1/e)
+  double best = 0, worst = 1e300;
+  for (const FlashTiming& p : points) {
+    const double w = 3.5 * p.forward_flops, e = w / ((p.forward_s + p.backward_s) * slowdown * peak_flops);
+    xy.emplace_back(1.0 / w, 1.0 / e);
+    best = std::max(best, e);
+    worst = std::min(worst, e);
+  }
+  double mx = 0, my = 0;
+  for (const auto& [x, y] : xy) mx += x / static_cast<double>(xy.size()), my += y / static_cast<double>(xy.size());
+  double sxx = 0, sxy = 0;
+  for (const auto& [x, y] : xy) sxx += (x - mx) * (x - mx), sxy += (x - mx) * (y - my);
+  const double slope = sxx > 0 ? sxy / sxx : -1.0, intercept = my - slope * mx;
+  const bool fits = slope >= 0 && intercept >= 1.0;  // E = 1/intercept ≤ 1, H = slope/intercept ≥ 0
+  compute.flash_attention_efficiency = fits ? 1.0 / intercept : std::min(1.0, best);
+  compute.flash_attention_half_saturation_flops = fits ? slope / intercept : 0.0;
+  return fmt::format(
+      "{} point(s) of the executor's fused attention (forward + backward, x {:.4f} sustained/burst): efficiency "
+      "{:.3f}..{:.3f} of peak; {}",
+      points.size(), slowdown, worst, best,
+      fits ? fmt::format("ceiling {:.3f}, half saturation at {:.3g} FLOP", compute.flash_attention_efficiency,
+                         compute.flash_attention_half_saturation_flops)
+           : "no saturation curve fits them: the best point's efficiency, flat");
 }
 
 Json measurements_json(const KernelResults& k, double optimizer_bytes_per_param) {
@@ -132,6 +165,15 @@ Json measurements_json(const KernelResults& k, double optimizer_bytes_per_param)
                      {"seconds", g.seconds}});
   extra["gemms"] = gemms;
   extra["stream_bandwidth_bytes_per_s"] = k.stream_bytes_per_s;
+  Json flash = Json::array();
+  for (const FlashTiming& f : k.flash)
+    flash.push_back({{"model", f.model},
+                     {"seq", f.seq},
+                     {"micro_batch", f.micro_batch},
+                     {"forward_flops", f.forward_flops},
+                     {"forward_seconds", f.forward_s},
+                     {"backward_seconds", f.backward_s}});
+  extra["flash_attention"] = flash;
   return extra;
 }
 

@@ -24,6 +24,7 @@ struct KernelResults {
   double stream_bytes_per_s = 0;
   double optimizer_s = 0;
   std::int64_t optimizer_params = 0;
+  std::vector<FlashTiming> flash;  // the fused attention, per model and micro-batch
 };
 
 // The softmax of unfused attention, as its own points: the whole attention core minus its
@@ -43,8 +44,8 @@ struct MeasuredMachine {
   std::vector<std::string> layer_ops{};
   // On a GPU of a cluster preset's kind (exec/device_peak.h: "dgx-h100", ...): the file starts from that
   // preset, keeps its datasheet device figures (peak, bandwidth), node, links and collectives (one GPU
-  // measures none of them) and flash-attention figures (the executor has no fused attention to time),
-  // and takes its compute figures from these measurements. Empty: a CPU's file, every figure measured.
+  // measures none of them), and takes its compute figures from these measurements. Empty: a CPU's file, every figure
+  // measured.
   std::string gpu_preset{};
   std::string gpu_name{};       // as CUDA names the device
   double gpu_memory_bytes = 0;  // as CUDA reports it
@@ -54,8 +55,17 @@ struct MeasuredMachine {
 };
 
 // Name, device and tables of the cost file (schema defaults from the local-cpu preset elsewhere);
-// the fitted parameters are left for fit_measured_tables.
+// the fitted parameters are left for fit_measured_tables, except the fused attention's ceiling and
+// half-saturation point, fitted here to the flash timings (fit_flash_attention).
 ClusterSpec measured_cost_file(const MeasuredMachine& machine);
+
+// The fused attention's efficiency curve from its timings: each point's forward + backward FLOPs
+// w = 3.5·forward_flops over (seconds × slowdown × peak) is an efficiency e = E·w / (w + H)
+// (sim::CostModel::flash_efficiency), so 1/e = 1/E + (H/E)·(1/w): a least-squares line through
+// (1/w, 1/e). A fit that leaves E above 1 or H below 0 (timings that do not saturate, or noise) keeps the
+// best point's efficiency with H = 0. Returns a line for the provenance; "" without points.
+std::string fit_flash_attention(ComputeEfficiency& compute, const std::vector<FlashTiming>& points, double peak_flops,
+                                double slowdown);
 
 // Every kernel timing as measured (the file's "measurements"), for plots and re-fits.
 Json measurements_json(const KernelResults& k, double optimizer_bytes_per_param);

@@ -233,6 +233,52 @@ double time_optimizer_step(Backend& backend, std::int64_t params, const TimingBu
       budget);
 }
 
+std::vector<FlashTiming> time_flash_attention(Backend& backend, const ModelSpec& model, int seq,
+                                              const std::vector<int>& micro_batches, const TimingBudget& budget) {
+  std::vector<FlashTiming> out;
+  const DType act = backend.compute_dtype();
+  for (int b : micro_batches) {
+    const AttentionShape s{b, seq, model.heads, model.kv_heads, static_cast<int>(model.head_dim())};
+    const std::int64_t T = static_cast<std::int64_t>(seq) * b, q_cols = s.heads * s.head_dim,
+                       rows = static_cast<std::int64_t>(b) * s.heads * seq;
+    // Values of unit scale (a zeroed qkv would make every softmax row uniform, which times the same but
+    // says nothing if the kernels ever branch on values): the backend's own dropout mask bytes reused.
+    Tensor qkv = backend.alloc(T, s.qkv_cols(), MemoryCategory::kWorkspace, act);
+    std::vector<float> values(static_cast<std::size_t>(T * s.qkv_cols()));
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f;
+    backend.from_host(qkv.ref(), values.data(), T * s.qkv_cols());
+    Tensor ctx = backend.alloc(T, q_cols, MemoryCategory::kWorkspace, act);
+    Tensor dctx = backend.alloc(T, q_cols, MemoryCategory::kWorkspace, act);
+    Tensor dqkv = backend.alloc(T, s.qkv_cols(), MemoryCategory::kWorkspace, act);
+    Tensor acc = backend.alloc(T, q_cols, MemoryCategory::kWorkspace);
+    Tensor dq = backend.alloc(T, q_cols, MemoryCategory::kWorkspace);
+    Tensor stats = backend.alloc(2, rows, MemoryCategory::kWorkspace);
+    Tensor lse = backend.alloc(1, rows, MemoryCategory::kWorkspace);
+    backend.from_host(dctx.ref(), values.data(), T * q_cols);
+    const int ld = static_cast<int>(s.qkv_cols());
+    const AttentionDropout none{};
+    auto forward = [&] {
+      backend.zero(acc.ref(), T * q_cols);
+      backend.zero(stats.ref(), 2 * rows);
+      backend.attention_block_forward(acc.data(), stats.data(), stats.data() + rows, qkv.ref(), qkv.ref() + q_cols, ld,
+                                      0, s, none);
+      backend.attention_block_finish(ctx.ref(), lse.data(), acc.data(), stats.data(), stats.data() + rows, s);
+    };
+    auto backward = [&] {
+      backend.zero(dqkv.ref(), T * s.qkv_cols());
+      backend.zero(dq.ref(), T * q_cols);
+      backend.attention_block_backward(dq.data(), dqkv.ref() + q_cols, dctx.ref(), ctx.ref(), lse.data(), qkv.ref(),
+                                       qkv.ref() + q_cols, ld, 0, s, none);
+      backend.copy_rows(dqkv.ref(), s.qkv_cols(), dq.ref(), q_cols, T, q_cols);
+    };
+    FlashTiming t{model.name, seq, b, 2.0 * static_cast<double>(T) * seq * static_cast<double>(model.q_dim()), 0, 0};
+    t.forward_s = best_seconds(backend, forward, budget);
+    t.backward_s = best_seconds(backend, backward, budget);
+    out.push_back(t);
+  }
+  return out;
+}
+
 std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& model, int seq,
                                             const std::vector<int>& micro_batches, const TimingBudget& budget) {
   std::vector<MemoryOpTiming> out;

@@ -63,6 +63,20 @@ std::vector<GemmTiming> time_gemms(Backend& backend, const std::vector<GemmCase>
 std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& model, int seq,
                                             const std::vector<int>& micro_batches, const TimingBudget& budget);
 
+// Flash-style causal attention of one layer as the executor runs it on one rank (exec/parallel/
+// context_parallel.cc, local_forward and local_backward: the backend's block ops): the forward (accumulators
+// zeroed, the block, the finish) and the backward (dQKV zeroed, the block's backward, dQ copied in) timed
+// apart, at each micro-batch. forward_flops is the simulator's count (sim::CostModel::attention_core_forward:
+// Q·Kᵀ and P·V over the causal half of the square); the backward does 2.5 times as much.
+struct FlashTiming {
+  std::string model;
+  int seq = 0, micro_batch = 0;
+  double forward_flops = 0;
+  double forward_s = 0, backward_s = 0;
+};
+std::vector<FlashTiming> time_flash_attention(Backend& backend, const ModelSpec& model, int seq,
+                                              const std::vector<int>& micro_batches, const TimingBudget& budget);
+
 // STREAM-style bandwidth: the best of copy (2 × 4 B per element) and add (3 × 4 B) over `bytes`.
 double stream_bandwidth_bytes_per_s(Backend& backend, std::int64_t bytes, const TimingBudget& budget);
 

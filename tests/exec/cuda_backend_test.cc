@@ -487,7 +487,10 @@ TEST_F(GpuBackendOps, FlashBlocksOnOneRankAndAContextParallelRank) {
       if (sh.cp > 1) o.push_back(s.get(dkv, other.size()));
       return o;
     };
-    expect_matches(op, "flash blocks");
+    expect_matches(op, "flash blocks (fragments by ldmatrix)");
+    setenv("LOOM_FLASH_ELEMENT_LOADS", "1", 1);  // the same products, fragments loaded element by element
+    expect_matches(op, "flash blocks (fragments element by element)");
+    unsetenv("LOOM_FLASH_ELEMENT_LOADS");
     const Outputs fp32 = op(*backend_, DType::kF32), ref = op(reference_, DType::kF32);
     for (std::size_t i = 0; i < ref.size(); ++i)
       expect_close(fp32[i], ref[i], 1e-4, fmt::format("flash blocks fp32 output {}", i));

@@ -141,6 +141,29 @@ TEST_F(ProfileQuick, FitsAreTheFitsOfTheStoredPoints) {
   EXPECT_NEAR(cluster->intra_node.latency_s, line.alpha_s, 1e-9 + 1e-6 * line.alpha_s);
   EXPECT_NEAR(cluster->intra_node.bandwidth_bytes_per_s, line.bus_bandwidth_bytes_per_s,
               1e-6 * line.bus_bandwidth_bytes_per_s);
+
+  // The fused attention, timed at the validation model's micro-batches 1 and 8 (--quick): through two
+  // points the curve e(w) = E·w/(w + H) passes exactly, where one fits (E ≤ 1, H ≥ 0); else E is the
+  // better point's efficiency, flat.
+  const Json flash = (*read_json_file(path_))["measurements"]["flash_attention"];
+  ASSERT_EQ(flash.size(), 2u);
+  const ComputeEfficiency& c = cluster->compute;
+  ASSERT_GT(c.flash_attention_efficiency, 0.0);
+  ASSERT_LE(c.flash_attention_efficiency, 1.0);
+  EXPECT_NE(cluster->provenance.at("flash_attention_fit").find("2 point(s)"), std::string::npos);
+  double best = 0;
+  for (const Json& p : flash) {
+    const double w = 3.5 * p["forward_flops"].get<double>(),
+                 e = w / ((p["forward_seconds"].get<double>() + p["backward_seconds"].get<double>()) *
+                          cluster->device.peak_flops);
+    best = std::max(best, e);
+    if (c.flash_attention_half_saturation_flops > 0) {
+      EXPECT_NEAR(c.flash_attention_efficiency * w / (w + c.flash_attention_half_saturation_flops), e, 1e-6 * e);
+    }
+  }
+  if (c.flash_attention_half_saturation_flops == 0) {
+    EXPECT_NEAR(c.flash_attention_efficiency, best, 1e-9);
+  }
 }
 
 TEST_F(ProfileQuick, CalibrateFromExecutorTracesWritesCorrectedProfile) {
