@@ -5,13 +5,13 @@
 # Each step is time-boxed so the whole stays inside SECONDS (default 540, under the device tool's
 # 10-minute command limit) and writes its log into OUTDIR (the device tool's $OUT), most important
 # first: the GPU op and training suites (every kernel against the CPU reference), the NCCL communicator
-# (every operation against MPI's, and its watchdog), a GPT-2-small training run for tokens/s beside the
-# same model in PyTorch (bench/gpu/gpt2_torch.py, eager and torch.compile), `loom profile --backend cuda`
-# with one rank and with two sharing the GPU, and the layout suite on the GPU with several ranks sharing
-# it (messages staged through host memory). The logs come back as OUTDIR/gpu-check.tar.gz (the device
-# tool returns at most 8 files) with OUTDIR/summary.txt beside it, every step's exit status and time; the
-# end of the output holds the tail of each failed step. The figures go into docs/gpu-validation.md with
-# the date, GPU and command.
+# (every operation against MPI's, and its watchdog), a GPT-2-small training run for tokens/s (unfused and
+# flash attention) beside the same model in PyTorch (bench/gpu/gpt2_torch.py, eager and torch.compile),
+# `loom profile --backend cuda` with one rank and with two sharing the GPU, and the layout suite on the
+# GPU with several ranks sharing it (messages staged through host memory). The logs come back as
+# OUTDIR/gpu-check.tar.gz (the device tool returns at most 8 files) with OUTDIR/summary.txt beside it,
+# every step's exit status and time; the end of the output holds the tail of each failed step. The
+# figures go into docs/gpu-validation.md with the date, GPU and command.
 set -uo pipefail
 
 [[ $# -ge 2 ]] || { echo "usage: $0 BUNDLE OUTDIR [SECONDS]" >&2; exit 2; }
@@ -60,6 +60,12 @@ head -c 3000000 README.md docs/*.md exec/README.md 2>/dev/null >"$data/text.txt"
 "$run" loom data prepare --input "$data/text.txt" --out "$data/tokens.bin" >"$logs/data.log" 2>&1
 step gpt2_small 60 "$run" loom run --model gpt2-small --backend cuda --data "$data/tokens.bin" --steps 30 \
   --global-batch 16 --micro-batch 8 --seq 1024 --log "$logs/gpt2-small.jsonl"
+# The same with the fused attention (kernels/flash_attention.cu), and with its fragments loaded element by
+# element instead of by ldmatrix (the two ways of kernels/flash_attention.cu, timed apart).
+step gpt2_small_flash 60 "$run" loom run --model gpt2-small --backend cuda --data "$data/tokens.bin" --steps 30 \
+  --global-batch 16 --micro-batch 8 --seq 1024 --attention flash --log "$logs/gpt2-small-flash.jsonl"
+step gpt2_small_flash_elements 40 env LOOM_FLASH_ELEMENT_LOADS=1 "$run" loom run --model gpt2-small --backend cuda \
+  --data "$data/tokens.bin" --steps 10 --global-batch 16 --micro-batch 8 --seq 1024 --attention flash
 # Four steps traced: each op's time on the GPU (CUDA events), totalled per step by name, largest first.
 step gpt2_trace 60 "$run" loom run --model gpt2-small --backend cuda --data "$data/tokens.bin" --steps 4 \
   --global-batch 16 --micro-batch 8 --seq 1024 --trace "$logs/gpt2-small-trace.json"
@@ -121,6 +127,8 @@ done
 {
   echo "=== figures"
   grep '^step' "$logs/gpt2_small.log" 2>/dev/null | tail -1
+  grep '^step' "$logs/gpt2_small_flash.log" 2>/dev/null | tail -1
+  grep '^step' "$logs/gpt2_small_flash_elements.log" 2>/dev/null | tail -1
   grep -A3 '^mode' "$logs/torch_gpt2.log" 2>/dev/null
   grep -E '^# gpt|^step time|^measured' "$logs/sim_gpt13b.log" 2>/dev/null
   head -22 "$logs/gpt2-small-ops.txt" 2>/dev/null
