@@ -66,11 +66,13 @@ __device__ __forceinline__ void load_a(std::uint32_t a[4], const Operand<bf16>& 
   if (!A.trans) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-                 : "r"(A.address(m0 + (i % 2) * 8 + r, k0 + (i / 2) * 8)));
+                 : "r"(A.address(m0 + (i % 2) * 8 + r, k0 + (i / 2) * 8))
+                 : "memory");
   } else {  // stored [k][m]: the transposed load
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-                 : "r"(A.address(k0 + (i / 2) * 8 + r, m0 + (i % 2) * 8)));
+                 : "r"(A.address(k0 + (i / 2) * 8 + r, m0 + (i % 2) * 8))
+                 : "memory");
   }
 }
 __device__ __forceinline__ void load_b(std::uint32_t b[2], const Operand<bf16>& B, int k0, int n0, int lane) {
@@ -78,11 +80,13 @@ __device__ __forceinline__ void load_b(std::uint32_t b[2], const Operand<bf16>& 
   if (B.trans) {  // stored [n][k]: B's columns are rows in memory, as mma's "col" operand wants
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
                  : "=r"(b[0]), "=r"(b[1])
-                 : "r"(B.address(n0 + r, k0 + i * 8)));
+                 : "r"(B.address(n0 + r, k0 + i * 8))
+                 : "memory");
   } else {  // stored [k][n]
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
                  : "=r"(b[0]), "=r"(b[1])
-                 : "r"(B.address(k0 + i * 8 + r, n0)));
+                 : "r"(B.address(k0 + i * 8 + r, n0))
+                 : "memory");
   }
 }
 
