@@ -151,12 +151,6 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   // in the build); whether ranks share a GPU, once every rank's device is known (run_command).
   if (const auto path = exec::choose_comm_path(comm_request(o, runtime, 1)); !path)
     throw InputError(path.error().message);
-  // Ring attention's block ops run on the CPU backends only (exec/README.md, "The CUDA backend").
-  if (o.backend == "cuda" && c.cp > 1)
-    throw InputError(
-        fmt::format("--backend cuda does not run context parallelism yet (cp {}): use --backend cpu "
-                    "or cpu-bf16",
-                    c.cp));
   std::string backend_error;
   // cpu-bf16 emulates a bf16 GPU on the CPU for tests and rehearsal of mixed precision: a run option only.
   if (o.backend == "cpu-bf16")

@@ -30,14 +30,20 @@ ContextParallel::ContextParallel(Communicator* comm, Backend& backend, int seq, 
       kind_(kind),
       tracer_(tracer) {}
 
-// Host times, also for the ring's tiles on the compute lane: the backends that run context parallelism are
-// the CPU's, whose clock is the host's (Tracer::use_clock_of); the CUDA backend refuses cp > 1.
+// Transfers and waits at the host's time; the attention tiles on the compute lane at the backend's clock
+// (Tracer::mark: on a GPU where the stream ran them, Tracer::use_clock_of).
 bool ContextParallel::tracing() const { return tracer_ != nullptr && tracer_->enabled(); }
 double ContextParallel::now_us() const { return tracing() ? tracer_->now_us() : 0.0; }
 
 void ContextParallel::trace(const std::function<std::string()>& name, const char* category, double begin_us,
                             int lane) const {
   if (tracing()) tracer_->add(name(), category, begin_us, tracer_->now_us(), lane);
+}
+
+Tracer::Mark ContextParallel::mark() const { return tracing() ? tracer_->mark(kComputeLane) : Tracer::Mark{}; }
+
+void ContextParallel::trace_op(const std::function<std::string()>& name, Tracer::Mark begin) const {
+  if (tracing()) tracer_->add(name(), "op", std::move(begin), tracer_->mark(kComputeLane), kComputeLane);
 }
 
 void ContextParallel::await_kv(Request& request, int step, double posted_us) const {
@@ -68,9 +74,10 @@ void ContextParallel::attention_forward(TensorRef ctx, float* lse, ConstTensorRe
       exchange = comm_->exchange(kv.ref(), next.ref(), T * kv_cols, (me + 1) % cp, (me + cp - 1) % cp, kRingTag);
     }
     const double posted = now_us();
+    Tracer::Mark tile = mark();
     backend_.attention_block_forward(acc.data(), stats.data(), stats.data() + rows, qkv, kv.ref(),
                                      static_cast<int>(kv_cols), (me + cp - step) % cp, s, drop);
-    trace([&] { return trace_names::cp_ring_tile(false, step, cp); }, "op", posted, kComputeLane);
+    trace_op([&] { return trace_names::cp_ring_tile(false, step, cp); }, std::move(tile));
     if (exchange != nullptr) {
       await_kv(*exchange, step, posted);
       kv = std::move(next);
@@ -115,10 +122,10 @@ void ContextParallel::attention_backward(TensorRef dqkv, ConstTensorRef dctx, Co
     }
     // This step's block starts from the partial of the ranks before (from zero at this rank's own).
     if (step > 0) pass_gradients(step - 1);
-    const double start = now_us();
+    Tracer::Mark tile = mark();
     backend_.attention_block_backward(dq.data(), dkv_of(step + 1), dctx, ctx, lse, qkv, kv_of(step),
                                       static_cast<int>(kv_cols), (me + cp - step) % cp, s, drop);
-    trace([&] { return trace_names::cp_ring_tile(true, step, cp); }, "op", start, kComputeLane);
+    trace_op([&] { return trace_names::cp_ring_tile(true, step, cp); }, std::move(tile));
     if (kv_request != nullptr) await_kv(*kv_request, step, posted);
   }
   pass_gradients(cp - 1);  // this rank's own block arrives, whole
@@ -168,13 +175,13 @@ void ContextParallel::gathered_forward(TensorRef ctx, float* lse, ConstTensorRef
   Tensor all = gather_kv(qkv, s);
   Tensor acc = backend_.alloc(T, q_cols, kWork);
   Tensor stats = backend_.alloc(2, rows, kWork);
-  const double start = now_us();
+  Tracer::Mark start = mark();
   for (int step = 0; step < cp; ++step) {  // the ring's order, so the same sums in the same order
     const int src = (me + cp - step) % cp;
     backend_.attention_block_forward(acc.data(), stats.data(), stats.data() + rows, qkv, all.ref() + src * T * kv_cols,
                                      static_cast<int>(kv_cols), src, s, drop);
   }
-  trace([] { return std::string("flash_attention"); }, "op", start, kComputeLane);
+  trace_op([] { return std::string("flash_attention"); }, std::move(start));
   backend_.attention_block_finish(ctx, lse, acc.data(), stats.data(), stats.data() + rows, s);
 }
 
@@ -185,17 +192,17 @@ void ContextParallel::gathered_backward(TensorRef dqkv, ConstTensorRef dctx, Con
   Tensor all = gather_kv(qkv, s);
   Tensor grads = backend_.alloc(cp * T, kv_cols, kBuf, qkv.dtype());  // dK, dV of every block
   Tensor dq = backend_.alloc(T, q_cols, kWork);
-  double start = now_us();
+  Tracer::Mark tiles = mark();
   for (int step = 0; step < cp; ++step) {
     const int src = (me + cp - step) % cp;
     backend_.attention_block_backward(dq.data(), grads.ref() + src * T * kv_cols, dctx, ctx, lse, qkv,
                                       all.ref() + src * T * kv_cols, static_cast<int>(kv_cols), src, s, drop);
   }
-  trace([] { return std::string("flash_attention_bwd"); }, "op", start, kComputeLane);
+  trace_op([] { return std::string("flash_attention_bwd"); }, std::move(tiles));
   all.reset();
   TensorRef mine = grads.ref() + me * T * kv_cols;
   backend_.record_event()->synchronize();
-  start = now_us();
+  const double start = now_us();
   comm_->reduce_scatter(grads.ref(), mine, T * kv_cols);
   trace([] { return trace_names::collective(Collective::kReduceScatter, "cp"); }, "comm", start, kCommLane);
   backend_.copy_rows(dqkv, s.qkv_cols(), dq.ref(), q_cols, T, q_cols);
@@ -286,7 +293,7 @@ void ContextParallel::ulysses_forward(TensorRef ctx, float* lse, ConstTensorRef 
   {
     Tensor acc = backend_.alloc(cp * T, qw, kWork);
     Tensor stats = backend_.alloc(2, cp * rows, kWork);
-    const double start = now_us();
+    Tracer::Mark start = mark();
     for (int q = 0; q < cp; ++q) {
       float *m = stats.data() + q * rows, *l = stats.data() + (cp + q) * rows;
       for (int step = 0; step < cp; ++step) {  // the ring's order from q
@@ -296,7 +303,7 @@ void ContextParallel::ulysses_forward(TensorRef ctx, float* lse, ConstTensorRef 
       }
       backend_.attention_block_finish(out.ref() + q * T * qw, lse + q * rows, acc.data() + q * T * qw, m, l, hs.of(q));
     }
-    trace([] { return std::string("flash_attention"); }, "op", start, kComputeLane);
+    trace_op([] { return std::string("flash_attention"); }, std::move(start));
   }
   h.reset();
   from_heads(ctx, static_cast<std::int64_t>(s.heads) * s.head_dim, out.ref(), {{0, qw}}, T);
@@ -314,7 +321,7 @@ void ContextParallel::ulysses_backward(TensorRef dqkv, ConstTensorRef dctx, Cons
   Tensor dh = backend_.alloc(cp * T, w, kBuf, qkv.dtype());
   {
     Tensor dq = backend_.alloc(cp * T, qw, kWork);
-    const double start = now_us();
+    Tracer::Mark start = mark();
     for (int q = 0; q < cp; ++q)
       for (int step = 0; step < cp; ++step) {
         const int k = (q + cp - step) % cp;
@@ -322,7 +329,7 @@ void ContextParallel::ulysses_backward(TensorRef dqkv, ConstTensorRef dctx, Cons
                                           o.ref() + q * T * qw, lse + q * rows, h.ref() + q * T * w,
                                           h.ref() + k * T * w + qw, static_cast<int>(w), k, hs.of(q), hs.drop);
       }
-    trace([] { return std::string("flash_attention_bwd"); }, "op", start, kComputeLane);
+    trace_op([] { return std::string("flash_attention_bwd"); }, std::move(start));
     backend_.copy_rows(dh.ref(), w, dq.ref(), qw, cp * T, qw);
   }
   h.reset();

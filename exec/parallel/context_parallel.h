@@ -94,6 +94,9 @@ class ContextParallel {
   void from_heads(TensorRef y, std::int64_t ld, ConstTensorRef h, const std::vector<ColumnSlice>& slices,
                   std::int64_t T);
   void trace(const std::function<std::string()>& name, const char* category, double begin_us, int lane) const;
+  // A compute-lane op slice from `begin` to now at the backend's clock (an empty mark when not tracing).
+  Tracer::Mark mark() const;
+  void trace_op(const std::function<std::string()>& name, Tracer::Mark begin) const;
   // Waits for the next block's K, V (posted at posted_us in ring step `step`), tracing the transfer
   // and the wait.
   void await_kv(Request& request, int step, double posted_us) const;

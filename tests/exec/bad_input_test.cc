@@ -119,10 +119,6 @@ TEST_F(ExecBadInput, ContextParallelTheLayoutCannotTake) {
                                           loom_run(4), test_model("micro_llama"), data_),
                               60);
   expect_one_clear_error(r, "a2a context parallelism needs heads 4 and kv_heads 2 divisible by tp·cp = 4");
-  // Ring attention runs on the CPU backends only: refused before any GPU is looked for.
-  r = run_shell(
-      fmt::format("{} --cp 2 --backend cuda --seq 32 --global-batch 2 --data {} --steps 1", loom_run(2), data_), 60);
-  expect_one_clear_error(r, "--backend cuda does not run context parallelism yet (cp 2)");
   // Causal load balancing needs 2·cp chunks of the sequence.
   r = run_shell(fmt::format("{} --cp 3 --seq 32 --global-batch 2 --data {} --steps 1", loom_run(3), data_), 60);
   expect_one_clear_error(r, "sequence 32 not divisible by 2·cp = 6");
