@@ -102,6 +102,21 @@ std::string express(const Json& r, PublicRun& run) {
   c.cp_comm = torchtitan(source) ? CpComm::kAllGather : CpComm::kP2P;
   c.pp = r.value("pp", 1);
   c.dp = r.value("dp", 0);
+  // A row whose printed configuration is inconsistent (the long-sequence table: its DP column is a quarter
+  // of GPUs/(TP·PP·CP) throughout, the row's notes say): where the global batch does not split over the
+  // DP the GPU count implies but does over the printed DP, the run is read as the printed one, on
+  // TP·PP·CP·DP GPUs. What those rows publish, TFLOP/s per GPU, does not scale with the count.
+  if (r.value("config_inconsistent", false) && c.dp > 0 && t.global_batch % c.dp != 0 &&
+      r.contains("metric_secondary") && r["metric_secondary"].is_object()) {
+    const int printed = r["metric_secondary"].value("dp_as_printed", 0);
+    if (printed > 0 && t.global_batch % printed == 0) {
+      run.config_note = fmt::format(
+          "global batch {} does not split over dp {} = GPUs/(tp·pp·cp): read with the printed dp {} on {} GPUs",
+          t.global_batch, c.dp, printed, c.tp * c.pp * c.cp * printed);
+      c.dp = printed;
+      t.gpus = c.tp * c.pp * c.cp * printed;
+    }
+  }
   const int vp = r["vp"].is_null() ? 1 : r["vp"].get<int>();
   c.vpp = vp;
   c.sequence_parallel = c.tp > 1;  // NeMo/Megatron-Bridge performance recipes and torchtitan's TP both use it

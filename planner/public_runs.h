@@ -30,6 +30,7 @@ struct PublicRun {
   double published_tflops = 0;
   double predicted_tflops = 0;
   std::string micro_batch_note;  // empty: the row's own micro-batch; else how Loom chose one
+  std::string config_note;       // empty: the row's configuration as printed; else how Loom read it
   bool simulated() const { return refused.empty(); }
   bool scored() const { return simulated() && published_s > 0; }
   double error() const { return (predicted_s - published_s) / published_s; }
