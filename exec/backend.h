@@ -127,6 +127,12 @@ class Backend {
   virtual void add_bias(TensorRef x, ConstTensorRef bias, std::int64_t rows, std::int64_t cols) = 0;
   virtual void bias_grad(float* dbias, ConstTensorRef dy, std::int64_t rows, std::int64_t cols) = 0;  // +=
   virtual double sum_squares(ConstTensorRef x, std::int64_t n) = 0;
+  // Σ x² over many views into one double, read once: reset, add each view, then the result. On a GPU the
+  // adds are queued and only the result waits for the stream (sum_squares waits at every call); here
+  // each add is a sum_squares, added on the host in call order.
+  virtual void sum_squares_reset() { sum_squares_total_ = 0; }
+  virtual void sum_squares_add(ConstTensorRef x, std::int64_t n) { sum_squares_total_ += sum_squares(x, n); }
+  virtual double sum_squares_result() { return sum_squares_total_; }
 
   // Normalisation over rows of `cols` values; the backward accumulates into dw/db and writes dx.
   virtual void layernorm_forward(TensorRef out, float* mean, float* rstd, ConstTensorRef x, ConstTensorRef w,
@@ -250,6 +256,7 @@ class Backend {
 
  private:
   MemoryTracker memory_;
+  double sum_squares_total_ = 0;
 };
 
 // Where on its node a rank runs: a GPU backend drives device local_rank modulo the visible devices

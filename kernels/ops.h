@@ -47,11 +47,11 @@ template <class T>
 void bias_grad(float* dbias, const T* dy, i64 rows, i64 cols, cudaStream_t stream);
 
 // --- sum_squares.cu: Σ x² in double, deterministic. `out` holds kSumSquaresScratch doubles; the
-// result is written to out[0] (overwritten, not accumulated), the rest is scratch.
+// result is written to out[0] (added to it with `accumulate`), the rest is scratch.
 constexpr int kSumSquaresBlocks = 256;
 constexpr int kSumSquaresScratch = kSumSquaresBlocks + 1;
 template <class T>
-void sum_squares(double* out, const T* x, i64 n, cudaStream_t stream);
+void sum_squares(double* out, const T* x, i64 n, cudaStream_t stream, bool accumulate = false);
 
 // --- layernorm.cu: eps 1e-5; mean/rstd per row (fp32). Backward writes dx, accumulates dw and db.
 template <class T>

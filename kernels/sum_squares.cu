@@ -24,23 +24,23 @@ __global__ void partial_sum_squares_kernel(double* partials, const T* x, i64 n) 
   partials[blockIdx.x] = total;
 }
 
-__global__ void add_partials_kernel(double* out, const double* partials) {
+__global__ void add_partials_kernel(double* out, const double* partials, bool accumulate) {
   double s = 0;
   for (int i = threadIdx.x; i < kSumSquaresBlocks; i += 32) s += partials[i];
   s = warp_sum(s);
-  if (threadIdx.x == 0) *out = s;
+  if (threadIdx.x == 0) *out = accumulate ? *out + s : s;
 }
 }  // namespace
 
 template <class T>
-void sum_squares(double* out, const T* x, i64 n, cudaStream_t stream) {
+void sum_squares(double* out, const T* x, i64 n, cudaStream_t stream, bool accumulate) {
   partial_sum_squares_kernel<<<kSumSquaresBlocks, kThreads, 0, stream>>>(out + 1, x, n);
   CUDA_CHECK_LAUNCH();
-  add_partials_kernel<<<1, 32, 0, stream>>>(out, out + 1);
+  add_partials_kernel<<<1, 32, 0, stream>>>(out, out + 1, accumulate);
   CUDA_CHECK_LAUNCH();
 }
 
-template void sum_squares<float>(double*, const float*, i64, cudaStream_t);
-template void sum_squares<bf16>(double*, const bf16*, i64, cudaStream_t);
+template void sum_squares<float>(double*, const float*, i64, cudaStream_t, bool);
+template void sum_squares<bf16>(double*, const bf16*, i64, cudaStream_t, bool);
 
 }  // namespace loom::kernels

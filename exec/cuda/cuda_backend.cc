@@ -145,11 +145,14 @@ CudaBackend::CudaBackend(int device)
   gemm_ = std::make_unique<kernels::Gemm>();
   sum_squares_scratch_ = static_cast<double*>(
       allocator_->allocate(kernels::kSumSquaresScratch * static_cast<std::int64_t>(sizeof(double))));
+  sum_squares_total_ = static_cast<double*>(
+      allocator_->allocate(kernels::kSumSquaresScratch * static_cast<std::int64_t>(sizeof(double))));
 }
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
   allocator_->free(sum_squares_scratch_);
+  allocator_->free(sum_squares_total_);
   allocator_->free(ints_);
   gemm_.reset();
   allocator_.reset();
@@ -329,6 +332,19 @@ double CudaBackend::sum_squares(ConstTensorRef x, std::int64_t n) {
   LOOM_CUDA_OP("sum_squares", kernels::sum_squares(sum_squares_scratch_, dev<T>(x), n, stream_), x);
   double result = 0;
   CUDA_CHECK(cudaMemcpyAsync(&result, sum_squares_scratch_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+  return result;
+}
+
+// The global gradient norm over every parameter's gradient: queued, read once.
+void CudaBackend::sum_squares_reset() { CUDA_CHECK(cudaMemsetAsync(sum_squares_total_, 0, sizeof(double), stream_)); }
+void CudaBackend::sum_squares_add(ConstTensorRef x, std::int64_t n) {
+  if (n == 0) return;
+  LOOM_CUDA_OP("sum_squares", kernels::sum_squares(sum_squares_total_, dev<T>(x), n, stream_, true), x);
+}
+double CudaBackend::sum_squares_result() {
+  double result = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&result, sum_squares_total_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
   synchronize();
   return result;
 }

@@ -59,6 +59,9 @@ class CudaBackend final : public Backend {
   void add_bias(TensorRef x, ConstTensorRef bias, std::int64_t rows, std::int64_t cols) override;
   void bias_grad(float* dbias, ConstTensorRef dy, std::int64_t rows, std::int64_t cols) override;
   double sum_squares(ConstTensorRef x, std::int64_t n) override;
+  void sum_squares_reset() override;
+  void sum_squares_add(ConstTensorRef x, std::int64_t n) override;
+  double sum_squares_result() override;
   void scale(TensorRef x, float alpha, std::int64_t n) override;
 
   void layernorm_forward(TensorRef out, float* mean, float* rstd, ConstTensorRef x, ConstTensorRef w, ConstTensorRef b,
@@ -132,6 +135,7 @@ class CudaBackend final : public Backend {
   void* ints_ = nullptr;  // device scratch for token ids, from the allocator
   std::int64_t ints_capacity_ = 0;
   double* sum_squares_scratch_ = nullptr;  // kernels::kSumSquaresScratch doubles
+  double* sum_squares_total_ = nullptr;    // the same, out[0] the running total of sum_squares_add
 };
 
 // The backend on this rank's device (exec/device_placement.h), made current for the process; nullptr

@@ -183,7 +183,7 @@ float* ParameterStore::moment_at(Tensor& moment, int u, std::int64_t i) {
 }
 
 double ParameterStore::owned_grad_squares() {
-  double sum = 0;
+  backend_.sum_squares_reset();  // every slot's share queued, the total read once
   const bool tp_leader = groups_.coords.tp_rank == 0;
   for (std::size_t u = 0; u < layout_.units.size(); ++u) {
     Range r = owned(static_cast<int>(u));
@@ -194,10 +194,10 @@ double ParameterStore::owned_grad_squares() {
     for (const ParamSlot& slot : layout_.units[u].params) {
       if (slot.tied_copy || (slot.tp_replicated && !tp_leader)) continue;
       const std::int64_t b = std::max(r.begin, slot.offset), e = std::min(r.end, slot.offset + slot.numel());
-      if (b < e) sum += backend_.sum_squares(grad_at(static_cast<int>(u), b), e - b);
+      if (b < e) backend_.sum_squares_add(grad_at(static_cast<int>(u), b), e - b);
     }
   }
-  return sum;
+  return backend_.sum_squares_result();
 }
 
 std::vector<ParameterStore::GradientSpan> ParameterStore::owned_gradients() {

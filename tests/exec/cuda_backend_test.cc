@@ -497,6 +497,25 @@ TEST_F(GpuBackendOps, FlashBlocksOnOneRankAndAContextParallelRank) {
   }
 }
 
+// The gradient norm's one read: Σ x² added over fp32 and bf16 views on the stream, then read once, is
+// the sum of the views' own sums; a reset starts over.
+TEST_F(GpuBackendOps, SumSquaresAddedOverViewsIsOneReadOfTheirTotal) {
+  Bf16Staged s(*backend_);
+  const Vec a = random_vec(1000, 31), b = random_vec(77, 32);
+  float* fa = s.f32(a);
+  const TensorRef bb = s.in(b);
+  Backend& be = *backend_;
+  be.sum_squares_reset();
+  be.sum_squares_add(fa, 1000);
+  be.sum_squares_add(bb, 77);
+  be.sum_squares_add(fa, 0);
+  const double total = be.sum_squares_result();
+  EXPECT_NEAR(total, be.sum_squares(fa, 1000) + be.sum_squares(bb, 77), 1e-12 * total);
+  be.sum_squares_reset();
+  be.sum_squares_add(bb, 77);
+  EXPECT_DOUBLE_EQ(be.sum_squares_result(), be.sum_squares(bb, 77));
+}
+
 TEST_F(GpuBackendOps, CrossEntropyOnFp32LogitsAndEmbeddingWithHostTokenIds) {
   const int rows = 12, cols = 40, valid = 37, h = 16, held = 30, start = 10;
   const Vec logits = random_vec(rows * cols, 18, 3.0f), table = random_vec(held * h, 19),
