@@ -1,7 +1,9 @@
 #include "exec/backend.h"
 
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
+#include <vector>
 
 #include "exec/cpu/cpu_backend.h"
 #ifdef LOOM_WITH_CUDA
@@ -65,6 +67,16 @@ class HostTimedEvent final : public TimedEvent {
   std::chrono::steady_clock::time_point at_ = std::chrono::steady_clock::now();
 };
 }  // namespace
+
+void Backend::loss_add(const float* max, const float* sum_exp, const float* target, std::int64_t rows) {
+  std::vector<float> m(static_cast<std::size_t>(rows)), s(m.size()), t(m.size());
+  to_host(m.data(), ConstTensorRef(max), rows);
+  to_host(s.data(), ConstTensorRef(sum_exp), rows);
+  to_host(t.data(), ConstTensorRef(target), rows);
+  double total = 0;
+  for (std::size_t i = 0; i < m.size(); ++i) total += std::log(static_cast<double>(s[i])) + m[i] - t[i];
+  loss_total_ += total;
+}
 
 std::unique_ptr<Event> Backend::record_event() { return std::make_unique<CompletedEvent>(); }
 std::unique_ptr<TimedEvent> Backend::record_timed_event() { return std::make_unique<HostTimedEvent>(); }

@@ -133,6 +133,12 @@ class Backend {
   virtual void sum_squares_reset() { sum_squares_total_ = 0; }
   virtual void sum_squares_add(ConstTensorRef x, std::int64_t n) { sum_squares_total_ += sum_squares(x, n); }
   virtual double sum_squares_result() { return sum_squares_total_; }
+  // A step's summed token losses, kept where the cross-entropy statistics are: reset, add each micro-
+  // batch's Σ_r log(sum_exp_r) + max_r − target_r (in double), read once at the end of the step. Here
+  // the statistics are read to the host at each add and summed there in row order.
+  virtual void loss_reset() { loss_total_ = 0; }
+  virtual void loss_add(const float* max, const float* sum_exp, const float* target, std::int64_t rows);
+  virtual double loss_result() { return loss_total_; }
 
   // Normalisation over rows of `cols` values; the backward accumulates into dw/db and writes dx.
   virtual void layernorm_forward(TensorRef out, float* mean, float* rstd, ConstTensorRef x, ConstTensorRef w,
@@ -257,6 +263,7 @@ class Backend {
  private:
   MemoryTracker memory_;
   double sum_squares_total_ = 0;
+  double loss_total_ = 0;
 };
 
 // Where on its node a rank runs: a GPU backend drives device local_rank modulo the visible devices

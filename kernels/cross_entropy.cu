@@ -82,6 +82,30 @@ void cross_entropy_grad(T* logits, const float* max, const float* sum_exp, const
   CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+constexpr int kLossThreads = 256;
+__global__ void add_token_losses_kernel(double* total, const float* max, const float* sum_exp, const float* target,
+                                        i64 rows) {
+  __shared__ double warps[kLossThreads / 32];
+  double s = 0;
+  for (i64 r = threadIdx.x; r < rows; r += blockDim.x) s += log(static_cast<double>(sum_exp[r])) + max[r] - target[r];
+  s = warp_sum(s);
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = s;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  double sum = 0;
+  for (int w = 0; w < kLossThreads / 32; ++w) sum += warps[w];
+  *total += sum;
+}
+}  // namespace
+
+void add_token_losses(double* total, const float* max, const float* sum_exp, const float* target, i64 rows,
+                      cudaStream_t stream) {
+  if (rows == 0) return;
+  add_token_losses_kernel<<<1, kLossThreads, 0, stream>>>(total, max, sum_exp, target, rows);
+  CUDA_CHECK_LAUNCH();
+}
+
 #define LOOM_INSTANTIATE(T)                                                                                  \
   template void row_max<T>(float*, const T*, i64, i64, i64, cudaStream_t);                                   \
   template void row_sum_exp<T>(float*, const T*, const float*, i64, i64, i64, cudaStream_t);                 \

@@ -100,6 +100,9 @@ void row_sum_exp(float* out, const T* logits, const float* max, i64 rows, i64 co
 template <class T>
 void target_logit(float* out, const T* logits, const int* targets, i64 rows, i64 cols, i64 vocab_start,
                   cudaStream_t stream);
+// *total += Σ_r log(sum_exp[r]) + max[r] − target[r], in double, in a fixed order (one block).
+void add_token_losses(double* total, const float* max, const float* sum_exp, const float* target, i64 rows,
+                      cudaStream_t stream);
 // logits ← scale·(softmax − onehot(target)) in place; padded columns get zero.
 template <class T>
 void cross_entropy_grad(T* logits, const float* max, const float* sum_exp, const int* targets, i64 rows, i64 cols,

@@ -147,12 +147,14 @@ CudaBackend::CudaBackend(int device)
       allocator_->allocate(kernels::kSumSquaresScratch * static_cast<std::int64_t>(sizeof(double))));
   sum_squares_total_ = static_cast<double*>(
       allocator_->allocate(kernels::kSumSquaresScratch * static_cast<std::int64_t>(sizeof(double))));
+  loss_total_ = static_cast<double*>(allocator_->allocate(static_cast<std::int64_t>(sizeof(double))));
 }
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
   allocator_->free(sum_squares_scratch_);
   allocator_->free(sum_squares_total_);
+  allocator_->free(loss_total_);
   allocator_->free(ints_);
   gemm_.reset();
   allocator_.reset();
@@ -345,6 +347,21 @@ void CudaBackend::sum_squares_add(ConstTensorRef x, std::int64_t n) {
 double CudaBackend::sum_squares_result() {
   double result = 0;
   CUDA_CHECK(cudaMemcpyAsync(&result, sum_squares_total_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+  return result;
+}
+
+// The step's token losses: added on the stream per micro-batch, read once (PipelineRunner::run).
+void CudaBackend::loss_reset() { CUDA_CHECK(cudaMemsetAsync(loss_total_, 0, sizeof(double), stream_)); }
+void CudaBackend::loss_add(const float* max, const float* sum_exp, const float* target, std::int64_t rows) {
+  on_device(max, "loss_add", "max");
+  on_device(sum_exp, "loss_add", "sum_exp");
+  on_device(target, "loss_add", "target");
+  kernels::add_token_losses(loss_total_, max, sum_exp, target, rows, stream_);
+}
+double CudaBackend::loss_result() {
+  double result = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&result, loss_total_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
   synchronize();
   return result;
 }

@@ -62,6 +62,9 @@ class CudaBackend final : public Backend {
   void sum_squares_reset() override;
   void sum_squares_add(ConstTensorRef x, std::int64_t n) override;
   double sum_squares_result() override;
+  void loss_reset() override;
+  void loss_add(const float* max, const float* sum_exp, const float* target, std::int64_t rows) override;
+  double loss_result() override;
   void scale(TensorRef x, float alpha, std::int64_t n) override;
 
   void layernorm_forward(TensorRef out, float* mean, float* rstd, ConstTensorRef x, ConstTensorRef w, ConstTensorRef b,
@@ -136,6 +139,7 @@ class CudaBackend final : public Backend {
   std::int64_t ints_capacity_ = 0;
   double* sum_squares_scratch_ = nullptr;  // kernels::kSumSquaresScratch doubles
   double* sum_squares_total_ = nullptr;    // the same, out[0] the running total of sum_squares_add
+  double* loss_total_ = nullptr;           // one double: the step's summed token losses
 };
 
 // The backend on this rank's device (exec/device_placement.h), made current for the process; nullptr

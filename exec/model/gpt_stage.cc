@@ -141,7 +141,7 @@ void GptStage::embed_backward(const MicroBatch& mb, const Tensor& d_out, Cache& 
   params_.gradients_ready(layout_.word_embedding_unit);
 }
 
-Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float loss_scale, double* loss_sum) {
+Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float loss_scale) {
   const std::int64_t T = tokens();
   const int h = model_.hidden;
   const LocalDims& d = layout_.dims;
@@ -196,12 +196,8 @@ Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float lo
   op.end();
   tp_.all_reduce(sum, 2 * T, ReduceOp::kSum);  // sum and target are adjacent
   op.next("cross_entropy");
-  std::vector<float> host(static_cast<std::size_t>(3 * T));
-  backend_.to_host(host.data(), stats.data(), 3 * T);
-  double total = 0;
-  for (std::int64_t i = 0; i < T; ++i) total += std::log(static_cast<double>(host[T + i])) + host[i] - host[2 * T + i];
-  *loss_sum += total;
-  op.next("cross_entropy_bwd");  // the logits' gradient, made here, where the statistics are at hand
+  backend_.loss_add(mx, sum, target, T);  // on a GPU queued, the step's total read once at its end
+  op.next("cross_entropy_bwd");           // the logits' gradient, made here, where the statistics are at hand
   backend_.cross_entropy_grad(logits, mx, sum, mb.targets, T, d.vocab_local, d.vocab_valid_local, d.vocab_start,
                               loss_scale);
   return {};
@@ -260,7 +256,7 @@ Tensor GptStage::head_backward(Cache& c) {
   return dx;
 }
 
-Tensor GptStage::forward(int micro_batch, const MicroBatch& mb, Tensor input, float loss_scale, double* loss_sum) {
+Tensor GptStage::forward(int micro_batch, const MicroBatch& mb, Tensor input, float loss_scale) {
   Cache& c = caches_[micro_batch];
   c.layers.resize(layout_.layer_units.size());
   pass_ = &forward_order_;
@@ -277,7 +273,7 @@ Tensor GptStage::forward(int micro_batch, const MicroBatch& mb, Tensor input, fl
     params_.release(u);
     if (eu >= 0) params_.release(eu);
   }
-  if (last) return head_forward(std::move(x), c, mb, loss_scale, loss_sum);
+  if (last) return head_forward(std::move(x), c, mb, loss_scale);
   return x;
 }
 

@@ -62,8 +62,9 @@ class GptStage {
 
   // First stage: `input` is ignored and the embedding of mb.tokens is used. Returns the stage
   // output [local tokens, h]; on the last stage returns an empty tensor and adds the summed token
-  // losses of this micro-batch to *loss_sum. loss_scale multiplies the loss gradient.
-  Tensor forward(int micro_batch, const MicroBatch& mb, Tensor input, float loss_scale, double* loss_sum);
+  // losses of this micro-batch to the backend's loss total (Backend::loss_add; read with loss_result).
+  // loss_scale multiplies the loss gradient.
+  Tensor forward(int micro_batch, const MicroBatch& mb, Tensor input, float loss_scale);
   // `dout`: gradient of this stage's output (ignored on the last stage). Returns the gradient of
   // the stage input (empty on the first stage).
   Tensor backward(int micro_batch, const MicroBatch& mb, const Tensor& dout);
@@ -90,7 +91,7 @@ class GptStage {
   // instead of one per token: on a GPU each op is a launch of a few microseconds.
   template <class F>
   void for_each_position_run(std::int64_t first, std::int64_t rows, F&& f) const;
-  Tensor head_forward(Tensor x, Cache& cache, const MicroBatch& mb, float loss_scale, double* loss_sum);
+  Tensor head_forward(Tensor x, Cache& cache, const MicroBatch& mb, float loss_scale);
   Tensor head_backward(Cache& cache);
   int head_unit() const;
   std::int64_t head_weight_offset() const;

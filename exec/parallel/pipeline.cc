@@ -50,11 +50,11 @@ double PipelineRunner::run(int micro_batches, float loss_scale, const std::funct
   // Layouts are checked before a run starts: a schedule that cannot be made here is Loom's fault.
   auto programs = make_schedule(c.schedule, c.pp, micro_batches, static_cast<int>(chunks_.size()));
   if (!programs.ok()) throw std::logic_error("pipeline schedule: " + programs.error().message);
-  double loss_sum = 0;
+  backend_.loss_reset();
   for (const PipelineOp& op : (*programs)[groups_.coords.pp_rank]) {
     const MicroBatch mb = load(op.micro_batch);
     switch (op.pass) {
-      case Pass::kF: forward(op, mb, loss_scale, &loss_sum); break;
+      case Pass::kF: forward(op, mb, loss_scale); break;
       case Pass::kB:
         before_backward(op.micro_batch);
         backward(op, mb);
@@ -64,10 +64,10 @@ double PipelineRunner::run(int micro_batches, float loss_scale, const std::funct
     reap_sends(false);
   }
   reap_sends(true);
-  return loss_sum;
+  return backend_.loss_result();  // 0 but on the last stage
 }
 
-void PipelineRunner::forward(const PipelineOp& op, const MicroBatch& mb, float loss_scale, double* loss_sum) {
+void PipelineRunner::forward(const PipelineOp& op, const MicroBatch& mb, float loss_scale) {
   const int stages = groups_.config.pp, stage = groups_.coords.pp_rank;
   const int virtual_stages = stages * static_cast<int>(chunks_.size());
   const int v = virtual_stage(op.chunk, stage, stages), i = op.micro_batch;
@@ -78,7 +78,7 @@ void PipelineRunner::forward(const PipelineOp& op, const MicroBatch& mb, float l
   Tensor out;
   {
     TraceScope scope(tracer_, trace_names::forward(v, i), "compute", kComputeLane);
-    out = chunks_[op.chunk]->forward(i, mb, std::move(input), loss_scale, loss_sum);
+    out = chunks_[op.chunk]->forward(i, mb, std::move(input), loss_scale);
   }
   if (v < virtual_stages - 1)
     send(std::move(out), (stage + 1) % stages, activation_tag(i, v, virtual_stages), trace_names::forward(v, i), false);

@@ -39,7 +39,7 @@ class PipelineRunner {
     Tensor buffer;
     bool gradient = false;
   };
-  void forward(const PipelineOp& op, const MicroBatch& mb, float loss_scale, double* loss_sum);
+  void forward(const PipelineOp& op, const MicroBatch& mb, float loss_scale);
   void backward(const PipelineOp& op, const MicroBatch& mb);
   Tensor receive(int peer, int tag, const std::string& what, MemoryCategory category);
   void send(Tensor buffer, int peer, int tag, const std::string& what, bool gradient);

@@ -516,6 +516,26 @@ TEST_F(GpuBackendOps, SumSquaresAddedOverViewsIsOneReadOfTheirTotal) {
   EXPECT_DOUBLE_EQ(be.sum_squares_result(), be.sum_squares(bb, 77));
 }
 
+// A step's token losses kept on the device: two micro-batches' statistics added, read once, against the
+// CPU's host sum of the same statistics.
+TEST_F(GpuBackendOps, TokenLossesAddedOnTheDeviceAndReadOnce) {
+  const std::size_t rows = 300;
+  Vec mx = random_vec(rows, 41), target = random_vec(rows, 42), sum = random_vec(rows, 43);
+  for (float& s : sum) s = 1.0f + std::fabs(s) * 100.0f;  // a sum of exponentials: at least 1
+  const auto total = [&](Backend& be) {
+    Bf16Staged s(be);
+    float *m = s.f32(mx), *e = s.f32(sum), *t = s.f32(target);
+    be.loss_reset();
+    be.loss_add(m, e, t, static_cast<std::int64_t>(rows));
+    be.loss_add(m + 100, e + 100, t + 100, 200);
+    return be.loss_result();
+  };
+  const double gpu = total(*backend_), cpu = total(reference_);
+  EXPECT_NEAR(gpu, cpu, 1e-9 * std::fabs(cpu) + 1e-9);
+  backend_->loss_reset();
+  EXPECT_EQ(backend_->loss_result(), 0.0);
+}
+
 TEST_F(GpuBackendOps, CrossEntropyOnFp32LogitsAndEmbeddingWithHostTokenIds) {
   const int rows = 12, cols = 40, valid = 37, h = 16, held = 30, start = 10;
   const Vec logits = random_vec(rows * cols, 18, 3.0f), table = random_vec(held * h, 19),

@@ -57,10 +57,11 @@ TEST_P(ExecReferenceModel, MatchesPyTorch) {
   // The reference's sequences are consecutive windows of one stream, as here.
   params.begin_step(1);
   params.begin_micro_batch(0);
-  double loss_sum = 0;
   const MicroBatch mb{tokens.data(), targets.data()};
   const float scale = 1.0f / static_cast<float>(batch * seq);
-  stage.forward(0, mb, Tensor(), scale, &loss_sum);
+  backend.loss_reset();
+  stage.forward(0, mb, Tensor(), scale);
+  const double loss_sum = backend.loss_result();
   EXPECT_NEAR(loss_sum / (batch * seq), ref["loss"].get<double>(), 1e-5);
 
   const int vocab_cols = layout.dims.vocab_local;
