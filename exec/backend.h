@@ -12,6 +12,7 @@
 
 #include "exec/memory.h"
 #include "exec/tensor.h"
+#include "kernels/numerics.h"
 
 namespace loom::exec {
 
@@ -28,11 +29,7 @@ struct AttentionShape {
   // Global chunk of local half `half` (0 or 1) of CP rank `rank`'s tokens.
   int chunk_of(int rank, int half) const { return half == 0 ? rank : 2 * cp - 1 - rank; }
   // Position in its sequence of local token t (0 ≤ t < seq): what RoPE and learned positions use.
-  int position(int t) const {
-    if (cp == 1) return t;
-    const int half = t / chunk();
-    return chunk_of(cp_rank, half) * chunk() + t - half * chunk();
-  }
+  int position(int t) const { return kernels::context_parallel_position(t, seq, cp, cp_rank); }
   std::int64_t qkv_cols() const { return static_cast<std::int64_t>(heads + 2 * kv_heads) * head_dim; }
   std::int64_t probs_numel() const { return static_cast<std::int64_t>(batch) * heads * seq * seq; }
 };

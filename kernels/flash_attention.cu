@@ -26,9 +26,7 @@ constexpr int kBlockThreads = kWarps * 32;
 
 // Position in its sequence of local token t (exec::AttentionShape::position).
 __device__ __forceinline__ int position(int t, int seq, int cp, int rank) {
-  if (cp == 1) return t;
-  const int c = seq / 2, half = t / c;
-  return (half == 0 ? rank : 2 * cp - 1 - rank) * c + t - half * c;
+  return context_parallel_position(t, seq, cp, rank);
 }
 
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {

@@ -1,7 +1,7 @@
 // Number formats and counter-based randomness shared by the CPU reference (exec/cpu) and the CUDA
-// kernels (kernels/*.cu): bf16 <-> fp32 conversion with round-to-nearest-even, and the dropout mask's
-// hash of a value's global position. Written once as __host__ __device__ functions, so both backends
-// round and draw masks identically; plain C++ when compiled without nvcc.
+// kernels (kernels/*.cu): bf16 <-> fp32 conversion with round-to-nearest-even, the dropout mask's
+// hash of a value's global position, and a context-parallel rank's token positions. Written once as __host__ __device__
+// functions, so both backends round and draw masks identically; plain C++ when compiled without nvcc.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +54,15 @@ LOOM_HD std::uint64_t dropout_threshold(float p) {
 }
 LOOM_HD bool dropout_keep(std::uint64_t key, std::uint64_t index, std::uint64_t threshold) {
   return (mix64(key ^ mix64(index)) >> 40) >= threshold;
+}
+
+// Context parallelism with causal load balancing (Megatron-core): each sequence is cut into 2·cp chunks
+// and CP rank `rank` holds chunks rank and 2·cp−1−rank, `seq` local tokens in all. The position in its
+// sequence of local token t (0 ≤ t < seq): what RoPE, learned positions and the causal mask use.
+LOOM_HD int context_parallel_position(int t, int seq, int cp, int rank) {
+  if (cp == 1) return t;
+  const int chunk = seq / 2, half = t / chunk;
+  return (half == 0 ? rank : 2 * cp - 1 - rank) * chunk + t - half * chunk;
 }
 
 }  // namespace loom::kernels

@@ -85,9 +85,10 @@ void dropout_mask(std::uint8_t* mask, i64 n, std::uint64_t key, std::uint64_t fi
 template <class T>
 void apply_mask(T* out, const T* in, const std::uint8_t* mask, i64 n, float scale, cudaStream_t stream);
 
-// --- rope.cu: rotary embedding on the q and k columns of qkv in place; inverse for the backward.
+// --- rope.cu: rotary embedding on the q and k columns of qkv in place; inverse for the backward. Under
+// context parallelism each local token at its position in the sequence (context_parallel_position).
 template <class T>
-void rope(T* qkv, const AttentionDims& s, bool inverse, cudaStream_t stream);
+void rope(T* qkv, const AttentionDims& s, bool inverse, cudaStream_t stream, int cp = 1, int cp_rank = 0);
 
 // --- cross_entropy.cu: vocabulary-parallel pieces (Megatron). Logits [rows, cols] hold vocabulary
 // columns [vocab_start, vocab_start + cols), the first valid_cols of them real tokens.

@@ -480,10 +480,7 @@ void CudaBackend::apply_mask(TensorRef out, ConstTensorRef in, const std::uint8_
   LOOM_CUDA_OP("apply_mask", kernels::apply_mask(dev<T>(out), dev<T>(in), mask, n, scale, stream_), out, in);
 }
 void CudaBackend::rope(TensorRef qkv, const AttentionShape& s, bool inverse) {
-  // Positions of a context-parallel rank's chunks: not run here (`loom run --backend cuda` refuses
-  // cp > 1: this backend has no ring-attention block ops yet).
-  if (s.cp > 1) throw std::logic_error("rope: context-parallel positions are not implemented on the CUDA backend");
-  LOOM_CUDA_OP("rope", kernels::rope(dev<T>(qkv), dims(s), inverse, stream_), qkv);
+  LOOM_CUDA_OP("rope", kernels::rope(dev<T>(qkv), dims(s), inverse, stream_, s.cp, s.cp_rank), qkv);
 }
 
 // --- cross-entropy and embedding (token ids staged from the host) -----------------------------------

@@ -497,6 +497,23 @@ TEST_F(GpuBackendOps, FlashBlocksOnOneRankAndAContextParallelRank) {
   }
 }
 
+// RoPE on a context-parallel rank's tokens: chunks 1 and 2 of 4 at their positions in the sequence.
+TEST_F(GpuBackendOps, RopeAtAContextParallelRanksPositions) {
+  const AttentionShape sh{2, 16, 4, 2, 16, 2, 1};
+  const Vec qkv = random_vec(static_cast<std::size_t>(sh.batch * sh.seq * sh.qkv_cols()), 51);
+  expect_matches(
+      [&](Backend& be, DType dt) {
+        Bf16Staged s(be);
+        TensorRef x = s.in(qkv, dt);
+        be.rope(x, sh, false);
+        Outputs o{s.get(x, qkv.size())};
+        be.rope(x, sh, true);
+        o.push_back(s.get(x, qkv.size()));
+        return o;
+      },
+      "rope under cp");
+}
+
 // The gradient norm's one read: Σ x² added over fp32 and bf16 views on the stream, then read once, is
 // the sum of the views' own sums; a reset starts over.
 TEST_F(GpuBackendOps, SumSquaresAddedOverViewsIsOneReadOfTheirTotal) {
