@@ -87,21 +87,8 @@ OPS
 if python3 -c 'import torch' 2>/dev/null; then
   step torch_gpt2 120 python3 bench/gpu/gpt2_torch.py --steps 30 --global-batch 16 --micro-batch 8
 fi
-# Issue 14's 1.3B check: the GPU's cost file for the model from `loom profile --model`, then a measured
-# run beside `loom sim` with that file (and with the dgx-h200 preset's figures) for the same layout.
-gpt13b="--model bench/gpu/gpt-1.3b.json --gpus 1 --global-batch 8 --micro-batch 2 --seq 2048"
-step profile_gpt13b 180 "$run" loom profile --backend cuda --model bench/gpu/gpt-1.3b.json \
-  --out "$logs/profile-gpt13b.json"
-step run_gpt13b 120 "$run" loom run --model bench/gpu/gpt-1.3b.json --backend cuda --data "$data/tokens.bin" \
-  --steps 8 --global-batch 8 --micro-batch 2 --seq 2048 --log "$logs/gpt13b.jsonl"
-{
-  "$run" loom sim $gpt13b --attention unfused --cluster "$logs/profile-gpt13b.json"
-  "$run" loom sim $gpt13b --attention unfused --cluster dgx-h200
-  python3 -c 'import json, statistics, sys
-steps = [json.loads(l) for l in open(sys.argv[1]) if "\"step\"" in l]
-print("measured step_time_s, median of steps 3-8:", statistics.median(s["step_time_s"] for s in steps[2:]))' \
-    "$logs/gpt13b.jsonl"
-} >"$logs/sim_gpt13b.log" 2>&1
+# Issue 14's 1.3B check (its cost file, its measured step beside `loom sim`'s) is a row of the GPU
+# validation matrix, 1.3b-mb2: scripts/gpu-validate.sh.
 step profile_cuda 60 "$run" loom profile --backend cuda --quick --out "$logs/profile-cuda.json"
 # Two ranks on the one GPU: --comm direct refused in one line (the ranks are counted on a GPU by its UUID).
 step nccl_shared_gpu 30 "$run" exec_staged_comm_test --gtest_filter='StagedComm.DirectCuda*'
@@ -130,7 +117,6 @@ done
   grep '^step' "$logs/gpt2_small_flash.log" 2>/dev/null | tail -1
   grep '^step' "$logs/gpt2_small_flash_elements.log" 2>/dev/null | tail -1
   grep -A3 '^mode' "$logs/torch_gpt2.log" 2>/dev/null
-  grep -E '^# gpt|^step time|^measured' "$logs/sim_gpt13b.log" 2>/dev/null
   head -22 "$logs/gpt2-small-ops.txt" 2>/dev/null
 } | cut -c1-200
 rm -rf "$logs"

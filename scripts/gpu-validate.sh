@@ -26,9 +26,11 @@ left() { echo $((budget - ($(date +%s) - start) - 15)); }
   "$run" loom --version 2>&1
 } >"$logs/machine.txt"
 
-# What the matrix will run and what the datasheet preset predicts for it (no GPU needed).
-"$run" loom validate --profile dgx-h100 --backend cuda --dry-run ${CONFIGS:+--configs "$CONFIGS"} \
-  >"$logs/dry-run-dgx-h100.txt" 2>&1
+# What the matrix will run and what the GPU's datasheet preset predicts for it.
+preset=dgx-h100
+nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -q H200 && preset=dgx-h200
+"$run" loom validate --profile "$preset" --backend cuda --dry-run ${CONFIGS:+--configs "$CONFIGS"} \
+  >"$logs/dry-run-preset.txt" 2>&1
 
 t0=$(date +%s)
 timeout --kill-after=5 "$(( $(left) < 240 ? $(left) : 240 ))" "$run" loom profile --backend cuda \
@@ -46,7 +48,7 @@ tar -czf "$out/gpu-validate.tar.gz" -C "$out" gpu-validate
 cp "$logs/validate.txt" "$out/validate.txt"
 echo "=== machine"; cat "$logs/machine.txt"
 echo "=== profile (head)"; head -12 "$logs/profile.txt"
-echo "=== dry run against dgx-h100"; cat "$logs/dry-run-dgx-h100.txt"
+echo "=== dry run against $preset"; cat "$logs/dry-run-preset.txt"
 echo "=== validate"; cat "$logs/validate.txt"
 # A run that failed: the end of its stderr.
 for err in "$logs"/matrix/*.stderr; do
