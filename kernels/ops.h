@@ -39,6 +39,9 @@ void zero(T* x, i64 n, cudaStream_t stream);
 // --- cast.cu: dst = src converted (fp32 → bf16 rounds to nearest even, as kernels/numerics.h).
 template <class To, class From>
 void cast(To* dst, const From* src, i64 n, cudaStream_t stream);
+// dst rows ← src rows (`cols` values each, row strides ld_dst and ld_src), converted: one launch.
+template <class To, class From>
+void cast_rows(To* dst, i64 ld_dst, const From* src, i64 ld_src, i64 rows, i64 cols, cudaStream_t stream);
 
 // --- bias.cu: x[r, c] += bias[c]; dbias[c] += Σ_r dy[r, c] (accumulates, fp32).
 template <class T>

@@ -276,6 +276,24 @@ void CudaBackend::cast(TensorRef dst, ConstTensorRef src, std::int64_t n) {
     cuda::unsupported("cast", {src.dtype(), dst.dtype()});
 }
 
+// Strided rows in one call (the base class casts row by row: a launch per row).
+void CudaBackend::copy_rows(TensorRef dst, std::int64_t ld_dst, ConstTensorRef src, std::int64_t ld_src,
+                            std::int64_t rows, std::int64_t cols) {
+  if (rows == 0 || cols == 0) return;
+  if (dst.dtype() == src.dtype()) {
+    const std::size_t e = static_cast<std::size_t>(dtype_bytes(dst.dtype()));
+    CUDA_CHECK(cudaMemcpy2DAsync(dst.raw(), static_cast<std::size_t>(ld_dst) * e, src.raw(),
+                                 static_cast<std::size_t>(ld_src) * e, static_cast<std::size_t>(cols) * e,
+                                 static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice, stream_));
+  } else if (dst.dtype() == DType::kBF16 && src.dtype() == DType::kF32) {
+    kernels::cast_rows(dev<bf16>(dst), ld_dst, dev<float>(src), ld_src, rows, cols, stream_);
+  } else if (dst.dtype() == DType::kF32 && src.dtype() == DType::kBF16) {
+    kernels::cast_rows(dev<float>(dst), ld_dst, dev<bf16>(src), ld_src, rows, cols, stream_);
+  } else {
+    cuda::unsupported("copy_rows", {src.dtype(), dst.dtype()});
+  }
+}
+
 // --- GEMM --------------------------------------------------------------------------------------------
 
 void CudaBackend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, ConstTensorRef a, int lda,

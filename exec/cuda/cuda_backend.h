@@ -44,6 +44,8 @@ class CudaBackend final : public Backend {
   void from_host(TensorRef dst, const float* host, std::int64_t n) override;
   void download(void* host, ConstTensorRef src, std::int64_t n) override;
   void upload(TensorRef dst, const void* host, std::int64_t n) override;
+  void copy_rows(TensorRef dst, std::int64_t ld_dst, ConstTensorRef src, std::int64_t ld_src, std::int64_t rows,
+                 std::int64_t cols) override;
   void cast(TensorRef dst, ConstTensorRef src, std::int64_t n) override;
   void synchronize() override;
   std::unique_ptr<Event> record_event() override;

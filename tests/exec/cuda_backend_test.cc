@@ -497,6 +497,22 @@ TEST_F(GpuBackendOps, FlashBlocksOnOneRankAndAContextParallelRank) {
   }
 }
 
+// Strided rows copied in one call, in one dtype and across fp32 and bf16, as the CPU copies them.
+TEST_F(GpuBackendOps, CopyRowsBetweenStridesAndDtypes) {
+  const Vec src = random_vec(7 * 12, 61), dst0 = random_vec(7 * 10, 62);
+  for (const auto& [from, to] : {std::pair{DType::kBF16, DType::kBF16}, std::pair{DType::kF32, DType::kBF16},
+                                 std::pair{DType::kBF16, DType::kF32}, std::pair{DType::kF32, DType::kF32}}) {
+    const auto op = [&](Backend& be, DType) {
+      Bf16Staged s(be);
+      TensorRef in = s.in(src, from), out = s.in(dst0, to);
+      be.copy_rows(out + 2, 10, in + 3, 12, 7, 5);  // 5 of each row's columns, at offsets 3 → 2
+      return Outputs{s.get(out, dst0.size())};
+    };
+    const Outputs got = op(*backend_, to), want = op(emulation_, to);
+    expect_close(got[0], want[0], 0.0, fmt::format("copy_rows {} -> {}", to_string(from), to_string(to)));
+  }
+}
+
 // RoPE on a context-parallel rank's tokens: chunks 1 and 2 of 4 at their positions in the sequence.
 TEST_F(GpuBackendOps, RopeAtAContextParallelRanksPositions) {
   const AttentionShape sh{2, 16, 4, 2, 16, 2, 1};
