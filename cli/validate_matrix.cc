@@ -17,6 +17,7 @@
 
 #include "core/json_io.h"
 #include "core/parallel_for.h"
+#include "core/presets.h"
 #include "core/stats.h"
 #include "core/units.h"
 #include "exec/data_loader.h"
@@ -45,40 +46,13 @@ namespace {
 
 // GPT-2 shapes (Radford et al. 2019, Table 2: 12/24 layers of 768/1024; vocabulary 50257, context
 // 1024) and the GPT-3 paper's 1.3B (Brown et al. 2020, Table 2.1: 24 layers, 2048 wide, 16 heads,
-// context 2048), trained with dropout as they were.
+// context 2048), trained with dropout as they were; Llama 3.2 1B's layers (16 × 2048, 32 query and 8
+// key/value heads, SwiGLU 8192; its config.json) with Llama 2's 32,000-token vocabulary: a token file
+// holds 16-bit ids, and 128,256 do not fit.
 ModelSpec gpt_model(std::string name, int layers, int hidden, int heads, int seq) {
-  ModelSpec m;
-  m.name = std::move(name);
-  m.layers = layers;
-  m.hidden = hidden;
-  m.heads = heads;
-  m.kv_heads = heads;
-  m.ffn_hidden = 4 * hidden;
-  m.vocab = 50257;
-  m.seq_len = seq;
-  return m;
+  return gpt_shape(std::move(name), layers, hidden, heads, 50257, seq);
 }
-
-// Llama 3.2 1B's layers (16 × 2048, 32 query and 8 key/value heads, SwiGLU 8192; its config.json) with
-// Llama 2's 32,000-token vocabulary: a token file holds 16-bit ids, and 128,256 do not fit.
-ModelSpec llama_model() {
-  ModelSpec m;
-  m.name = "llama-1b";
-  m.layers = 16;
-  m.hidden = 2048;
-  m.heads = 32;
-  m.kv_heads = 8;
-  m.ffn_hidden = 8192;
-  m.vocab = 32000;
-  m.seq_len = 2048;
-  m.activation = Activation::kSwiGLU;
-  m.norm = Norm::kRMSNorm;
-  m.position = PositionEmbedding::kRotary;
-  m.tied_embeddings = false;
-  m.linear_bias = false;
-  m.dropout = false;
-  return m;
-}
+ModelSpec llama_model() { return llama_shape("llama-1b", 16, 2048, 32, 8, 8192, 32000, 2048); }
 
 MatrixConfig make(std::string name, int tp, int pp, int dp, int zero, int micro_batch,
                   Schedule schedule = Schedule::k1F1B, Recompute recompute = Recompute::kNone) {

@@ -13,9 +13,7 @@
 
 namespace loom {
 
-namespace {
-
-ModelSpec gpt(std::string name, int layers, int hidden, int heads, int vocab, int seq) {
+ModelSpec gpt_shape(std::string name, int layers, int hidden, int heads, int vocab, int seq) {
   ModelSpec m;
   m.name = std::move(name);
   m.layers = layers;
@@ -28,7 +26,7 @@ ModelSpec gpt(std::string name, int layers, int hidden, int heads, int vocab, in
   return m;  // GeLU, LayerNorm, learned positions, tied embeddings, biases, dropout
 }
 
-ModelSpec llama(std::string name, int layers, int hidden, int heads, int kv_heads, int ffn, int vocab, int seq) {
+ModelSpec llama_shape(std::string name, int layers, int hidden, int heads, int kv_heads, int ffn, int vocab, int seq) {
   ModelSpec m;
   m.name = std::move(name);
   m.layers = layers;
@@ -47,6 +45,8 @@ ModelSpec llama(std::string name, int layers, int hidden, int heads, int kv_head
   return m;
 }
 
+namespace {
+
 // Shapes from the papers and the released config.json files:
 //   GPT-3: Brown et al. 2020, Table 2.1 (vocab 50257, context 2048).
 //   LLaMA 2: Touvron et al. 2023 and meta-llama/Llama-2-*-hf config.json.
@@ -58,24 +58,24 @@ const std::map<std::string, std::function<ModelSpec()>>& model_table() {
        [] {
          // Small enough to train on one CPU core; byte-level vocabulary (loom data prepare); no
          // dropout so every parallel layout computes bit-comparable losses.
-         ModelSpec m = gpt("gpt-tiny", 4, 128, 4, 256, 128);
+         ModelSpec m = gpt_shape("gpt-tiny", 4, 128, 4, 256, 128);
          m.dropout = false;
          return m;
        }},
-      {"gpt2-small", [] { return gpt("gpt2-small", 12, 768, 12, 50257, 1024); }},
-      {"gpt2-xl", [] { return gpt("gpt2-xl", 48, 1600, 25, 50257, 1024); }},
-      {"gpt3-175b", [] { return gpt("gpt3-175b", 96, 12288, 96, 50257, 2048); }},
-      {"megatron-22b", [] { return gpt("megatron-22b", 48, 6144, 64, 51200, 2048); }},
-      {"megatron-175b", [] { return gpt("megatron-175b", 96, 12288, 96, 51200, 2048); }},
-      {"megatron-530b", [] { return gpt("megatron-530b", 105, 20480, 128, 51200, 2048); }},
-      {"megatron-1t", [] { return gpt("megatron-1t", 128, 25600, 160, 51200, 2048); }},
-      {"llama2-7b", [] { return llama("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096); }},
-      {"llama2-13b", [] { return llama("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096); }},
-      {"llama2-70b", [] { return llama("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096); }},
-      {"llama3-8b", [] { return llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192); }},
-      {"llama3-70b", [] { return llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192); }},
-      {"llama3-405b", [] { return llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192); }},
-      {"mistral-7b", [] { return llama("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 8192); }},
+      {"gpt2-small", [] { return gpt_shape("gpt2-small", 12, 768, 12, 50257, 1024); }},
+      {"gpt2-xl", [] { return gpt_shape("gpt2-xl", 48, 1600, 25, 50257, 1024); }},
+      {"gpt3-175b", [] { return gpt_shape("gpt3-175b", 96, 12288, 96, 50257, 2048); }},
+      {"megatron-22b", [] { return gpt_shape("megatron-22b", 48, 6144, 64, 51200, 2048); }},
+      {"megatron-175b", [] { return gpt_shape("megatron-175b", 96, 12288, 96, 51200, 2048); }},
+      {"megatron-530b", [] { return gpt_shape("megatron-530b", 105, 20480, 128, 51200, 2048); }},
+      {"megatron-1t", [] { return gpt_shape("megatron-1t", 128, 25600, 160, 51200, 2048); }},
+      {"llama2-7b", [] { return llama_shape("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096); }},
+      {"llama2-13b", [] { return llama_shape("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096); }},
+      {"llama2-70b", [] { return llama_shape("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096); }},
+      {"llama3-8b", [] { return llama_shape("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192); }},
+      {"llama3-70b", [] { return llama_shape("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192); }},
+      {"llama3-405b", [] { return llama_shape("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192); }},
+      {"mistral-7b", [] { return llama_shape("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 8192); }},
   };
   return table;
 }

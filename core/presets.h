@@ -18,6 +18,11 @@ Result<ClusterSpec> cluster_preset(const std::string& name);
 // The JSON text of an embedded cost file (for `loom profile`-style inspection and tests).
 Result<std::string> cluster_preset_text(const std::string& name);
 
+// The architecture families of the presets: GPT (GeLU, LayerNorm, learned positions, tied embeddings,
+// biases, dropout, ffn 4·hidden) and LLaMA (SwiGLU, RMSNorm, rotary positions, untied, no biases or dropout).
+ModelSpec gpt_shape(std::string name, int layers, int hidden, int heads, int vocab, int seq);
+ModelSpec llama_shape(std::string name, int layers, int hidden, int heads, int kv_heads, int ffn, int vocab, int seq);
+
 // `--model`: a preset name, a Loom model JSON file, or a Hugging Face config.json.
 Result<ModelSpec> load_model(const std::string& name_or_path);
 // `--cluster`: a preset name or a cluster/cost JSON file.

@@ -443,21 +443,28 @@ Block plan_tiles(const BlockDims& b, int rows, int keys, Smem smem, std::size_t*
                fragments_by_ldmatrix()};
 }
 
+// `kernel(args..., blk)` over (tiles of `tile` tokens along the sequence, `heads`, sequences), with the
+// shared memory plan_tiles chose (opted into past the 48 KiB default).
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), const Block& blk, std::size_t bytes, int tile, int heads, cudaStream_t stream,
+            Args... args) {
+  const AttentionDims& s = blk.b.dims;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  const dim3 grid(static_cast<unsigned>((s.seq + tile - 1) / tile), static_cast<unsigned>(heads),
+                  static_cast<unsigned>(s.batch));
+  kernel<<<grid, kBlockThreads, bytes, stream>>>(args..., blk);
+  CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace
 
 template <class T>
 void attention_block_forward(float* acc, float* row_max, float* row_sum, const T* qkv, const T* kv, const BlockDims& b,
                              cudaStream_t stream) {
-  const AttentionDims& s = b.dims;
-  if (s.batch == 0 || s.seq == 0 || s.heads == 0) return;
+  if (b.dims.batch == 0 || b.dims.seq == 0 || b.dims.heads == 0) return;
   std::size_t bytes = 0;
   const Block blk = plan_tiles(b, 64, 64, forward_smem<T>, &bytes);
-  CUDA_CHECK(cudaFuncSetAttribute(block_forward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(bytes)));
-  const dim3 grid(static_cast<unsigned>((s.seq + blk.rows - 1) / blk.rows), static_cast<unsigned>(s.heads),
-                  static_cast<unsigned>(s.batch));
-  block_forward_kernel<T><<<grid, kBlockThreads, bytes, stream>>>(acc, row_max, row_sum, qkv, kv, blk);
-  CUDA_CHECK(cudaGetLastError());
+  launch(block_forward_kernel<T>, blk, bytes, blk.rows, b.dims.heads, stream, acc, row_max, row_sum, qkv, kv);
 }
 
 template <class T>
@@ -472,16 +479,10 @@ void attention_block_finish(T* ctx, float* lse, const float* acc, const float* r
 template <class T>
 void attention_block_backward(float* dq, T* dkv, const T* dctx, const T* ctx, const float* lse, const T* qkv,
                               const T* kv, const BlockDims& b, cudaStream_t stream) {
-  const AttentionDims& s = b.dims;
-  if (s.batch == 0 || s.seq == 0 || s.heads == 0) return;
+  if (b.dims.batch == 0 || b.dims.seq == 0 || b.dims.heads == 0) return;
   std::size_t bytes = 0;
   const Block blk = plan_tiles(b, 32, 64, backward_smem<T>, &bytes);
-  CUDA_CHECK(cudaFuncSetAttribute(block_backward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(bytes)));
-  const dim3 grid(static_cast<unsigned>((s.seq + blk.keys - 1) / blk.keys), static_cast<unsigned>(s.kv_heads),
-                  static_cast<unsigned>(s.batch));
-  block_backward_kernel<T><<<grid, kBlockThreads, bytes, stream>>>(dq, dkv, dctx, ctx, lse, qkv, kv, blk);
-  CUDA_CHECK(cudaGetLastError());
+  launch(block_backward_kernel<T>, blk, bytes, blk.keys, b.dims.kv_heads, stream, dq, dkv, dctx, ctx, lse, qkv, kv);
 }
 
 #define LOOM_FLASH_INSTANTIATE(T)                                                                                     \
