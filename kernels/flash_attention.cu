@@ -155,6 +155,18 @@ struct Block {
   }
 };
 
+// Rows [first, first + count) of sequence n's tokens, columns [col, col + head_dim) of `src` (row stride
+// ld), into a shared tile of count × dp values (row stride lt); zero past the sequence and the head.
+template <class T>
+__device__ __forceinline__ void load_tile(T* tile, int lt, const T* src, i64 ld, i64 col, int n, int first, int count,
+                                          const AttentionDims& s, int dp) {
+  for (int x = threadIdx.x; x < count * dp; x += blockDim.x) {
+    const int r = x / dp, c = x % dp, i = first + r;
+    tile[r * lt + c] =
+        i < s.seq && c < s.head_dim ? src[(static_cast<i64>(n) * s.seq + i) * ld + col + c] : from_float<T>(0.0f);
+  }
+}
+
 // Shared memory of one CTA: T tiles first (every count a multiple of 8 rows of a multiple of 8, so each
 // tile starts 16-byte aligned), then fp32 and int.
 template <class T>
@@ -191,12 +203,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   float* rescale = l_run + R;
   int* qpos = reinterpret_cast<int*>(rescale + R);
 
+  load_tile(q, lh, qkv, ld, static_cast<i64>(h) * d, n, i0, R, s, dp);
   for (int x = threadIdx.x; x < R * dp; x += blockDim.x) {
     const int r = x / dp, c = x % dp, i = i0 + r;
-    const bool in = i < s.seq && c < d;
-    const i64 row = static_cast<i64>(n) * s.seq + i;
-    q[r * lh + c] = in ? qkv[row * ld + static_cast<i64>(h) * d + c] : from_float<T>(0.0f);
-    o[x] = in ? acc[row * ctx_ld + static_cast<i64>(h) * d + c] : 0.0f;
+    o[x] = i < s.seq && c < d ? acc[(static_cast<i64>(n) * s.seq + i) * ctx_ld + static_cast<i64>(h) * d + c] : 0.0f;
   }
   for (int r = threadIdx.x; r < R; r += blockDim.x) {
     const int i = i0 + r;
@@ -210,13 +220,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int j0 = 0; j0 < s.seq; j0 += C) {
     if (blk.b.cp == 1 && j0 > last_row) break;  // one rank: keys in position order, all after these queries
-    for (int x = threadIdx.x; x < C * dp; x += blockDim.x) {
-      const int r = x / dp, c = x % dp, j = j0 + r;
-      const bool in = j < s.seq && c < d;
-      const i64 row = (static_cast<i64>(n) * s.seq + j) * blk.b.kv_ld;
-      k[r * lh + c] = in ? kv[row + static_cast<i64>(g) * d + c] : from_float<T>(0.0f);
-      v[r * lh + c] = in ? kv[row + static_cast<i64>(s.kv_heads + g) * d + c] : from_float<T>(0.0f);
-    }
+    load_tile(k, lh, kv, blk.b.kv_ld, static_cast<i64>(g) * d, n, j0, C, s, dp);
+    load_tile(v, lh, kv, blk.b.kv_ld, static_cast<i64>(s.kv_heads + g) * d, n, j0, C, s, dp);
     __syncthreads();
     // S = scale·Q·Kᵀ: K stored [key][d] is Kᵀ transposed.
     block_product<T>(R, C, dp, Operand<T>{q, lh, false}, Operand<T>{k, lh, true}, blk.ldmatrix,
@@ -306,15 +311,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   int* qpos = reinterpret_cast<int*>(dd + R);
   int* kpos = qpos + R;
 
-  for (int x = threadIdx.x; x < C * dp; x += blockDim.x) {
-    const int r = x / dp, c = x % dp, j = j0 + r;
-    const bool in = j < s.seq && c < d;
-    const i64 row = (static_cast<i64>(n) * s.seq + j) * blk.b.kv_ld;
-    k[r * lh + c] = in ? kv[row + static_cast<i64>(g) * d + c] : from_float<T>(0.0f);
-    v[r * lh + c] = in ? kv[row + static_cast<i64>(s.kv_heads + g) * d + c] : from_float<T>(0.0f);
-    dk[x] = 0.0f;
-    dv[x] = 0.0f;
-  }
+  load_tile(k, lh, kv, blk.b.kv_ld, static_cast<i64>(g) * d, n, j0, C, s, dp);
+  load_tile(v, lh, kv, blk.b.kv_ld, static_cast<i64>(s.kv_heads + g) * d, n, j0, C, s, dp);
+  for (int x = threadIdx.x; x < C * dp; x += blockDim.x) dk[x] = dv[x] = 0.0f;
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     const int j = j0 + c;
     kpos[c] = j < s.seq ? position(j, s.seq, blk.b.cp, blk.b.kv_rank) : INT_MAX;
@@ -324,13 +323,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int i0 = 0; i0 < s.seq; i0 += R) {
       if (blk.b.cp == 1 && i0 + R - 1 < j0) continue;  // one rank: every query of the tile before every key
       __syncthreads();                                 // the previous tile's readers are done
-      for (int x = threadIdx.x; x < R * dp; x += blockDim.x) {
-        const int r = x / dp, c = x % dp, i = i0 + r;
-        const bool in = i < s.seq && c < d;
-        const i64 row = static_cast<i64>(n) * s.seq + i;
-        q[r * lh + c] = in ? qkv[row * ld + static_cast<i64>(h) * d + c] : from_float<T>(0.0f);
-        dout[r * lh + c] = in ? dctx[row * ctx_ld + static_cast<i64>(h) * d + c] : from_float<T>(0.0f);
-      }
+      load_tile(q, lh, qkv, ld, static_cast<i64>(h) * d, n, i0, R, s, dp);
+      load_tile(dout, lh, dctx, ctx_ld, static_cast<i64>(h) * d, n, i0, R, s, dp);
       // D = Σ_j P_ij dP_ij over the whole row = dO · O (from the output), a warp per row.
       for (int r = warp; r < R; r += kWarps) {
         const int i = i0 + r;
