@@ -314,23 +314,39 @@ int run_matrix(const ValidateFlags& f) {
   // Whole rounds over the configurations, each configuration keeping its fastest round: on a
   // shared host a slow spell then spoils one round of every configuration, not all rounds of one
   // (the profile keeps its fastest timings for the same reason).
-  std::vector<MatrixRow> rows(configs.size());
+  std::vector<MatrixRow> all_rows(configs.size());
+  std::vector<std::string> failures(configs.size());
   {
     ProgressBar bar("validate");
     for (int round = 0; round < f.rounds; ++round) {
       for (std::size_t i = 0; i < configs.size(); ++i) {
+        if (!failures[i].empty()) continue;  // failed in an earlier round: not run again
         auto row = run_matrix_config(configs[i], cluster, o);
         if (!row) {
-          std::fprintf(stderr, "loom: %s\n", row.error().message.c_str());
-          return kExitFailure;
+          // The others still run: one failing configuration does not cost the rest of the matrix.
+          failures[i] = row.error().message;
+          std::fprintf(stderr, "loom: %s\n", failures[i].c_str());
+          continue;
         }
-        std::vector<double> rounds = rows[i].round_step_times_s;
+        std::vector<double> rounds = all_rows[i].round_step_times_s;
         rounds.push_back(row->measured_step_time_s);
-        if (round == 0 || row->measured_step_time_s < rows[i].measured_step_time_s) rows[i] = *row;
-        rows[i].round_step_times_s = std::move(rounds);
+        if (round == 0 || row->measured_step_time_s < all_rows[i].measured_step_time_s) all_rows[i] = *row;
+        all_rows[i].round_step_times_s = std::move(rounds);
         bar.update(round * configs.size() + i + 1, f.rounds * configs.size());
       }
     }
+  }
+  std::vector<MatrixRow> rows;                              // the configurations that ran
+  std::vector<std::pair<std::string, std::string>> failed;  // name, why
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    if (failures[i].empty())
+      rows.push_back(all_rows[i]);
+    else
+      failed.emplace_back(configs[i].name, failures[i]);
+  }
+  if (rows.empty()) {
+    std::fprintf(stderr, "loom: validate: every configuration failed (the first: %s)\n", failed.front().second.c_str());
+    return kExitFailure;
   }
   std::vector<double> step_errors, memory_errors;
   double min_share = 1.0;
@@ -373,18 +389,21 @@ int run_matrix(const ValidateFlags& f) {
     Json skipped_list = Json::array();
     for (const auto& [c, why] : skipped)
       skipped_list.push_back({{"name", c.name}, {"ranks", c.ranks()}, {"reason", why}});
+    Json failed_list = Json::array();
+    for (const auto& [name, why] : failed) failed_list.push_back({{"name", name}, {"error", why}});
     Json out = {{"profile", f.profile},
                 {"backend", to_string(backend)},
                 {"model", to_json(validation_model())},
                 {"models", model_list(backend)},
                 {"rows", list},
                 {"skipped", skipped_list},
+                {"failed", failed_list},
                 {"median_abs_step_time_error", median_step},
                 {"max_abs_step_time_error", max_step},
                 {"max_abs_memory_error", max_memory},
                 {"min_cpu_share", min_share}};
     write_output("", out.dump(2) + "\n");
-    return kExitOk;
+    return failed.empty() ? kExitOk : kExitFailure;
   }
   std::string t =
       backend == MatrixBackend::kCpu
@@ -451,9 +470,13 @@ int run_matrix(const ValidateFlags& f) {
     t += fmt::format(
         "# least CPU share a run's ranks received over the whole run (launch and waits included): {:.0f} %\n",
         100 * min_share);
-  t += fmt::format("# bars: {}\n", median_step <= 0.05 && max_step <= 0.10 && max_memory <= 0.05 ? "met" : "NOT met");
+  for (const auto& [name, why] : failed) t += fmt::format("{:<22} failed: {}\n", name, why);
+  t += fmt::format(
+      "# bars: {}{}\n",
+      failed.empty() && median_step <= 0.05 && max_step <= 0.10 && max_memory <= 0.05 ? "met" : "NOT met",
+      failed.empty() ? "" : fmt::format(" ({} of {} configurations failed to run)", failed.size(), configs.size()));
   write_output("", t);
-  return kExitOk;
+  return failed.empty() ? kExitOk : kExitFailure;
 }
 
 std::function<int()> add_validate(CLI::App& root) {

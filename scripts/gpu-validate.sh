@@ -37,11 +37,48 @@ timeout --kill-after=5 "$(( $(left) < 240 ? $(left) : 240 ))" "$run" loom profil
   --out "$logs/profile.json" >"$logs/profile.txt" 2>&1
 echo "profile: exit $? in $(($(date +%s) - t0)) s" >"$logs/summary.txt"
 
-t0=$(date +%s)
-timeout --kill-after=5 "$(left)" "$run" loom validate --profile "$logs/profile.json" --backend cuda --steps 8 \
-  --warmup 3 --work-dir "$logs/matrix" --mpirun mpirun ${CONFIGS:+--configs "$CONFIGS"} >"$logs/validate.txt" 2>&1
-echo "validate: exit $? in $(($(date +%s) - t0)) s" >>"$logs/summary.txt"
+# The matrix in batches, fastest first, each its own JSON: a batch the budget cuts short costs only itself
+# (a configuration that fails is reported and the others of its batch still run).
+batches=("small-mb8,small-mb2-accum8,small-seq512-mb16,small-selective,small-full,350m-mb4,350m-full-mb16"
+  "1.3b-mb2,1.3b-mb1-accum8,1.3b-selective-mb4,1.3b-full-mb8,1.3b-seq1024-mb4"
+  "llama1b-mb2,llama1b-selective-mb4"
+  "small-flash-mb8,1.3b-flash-mb4,llama1b-flash-mb8"
+  "350m-dp2-zero1,350m-tp2-sp,1.3b-pp2-1f1b-m16,1.3b-dp2-zero3")
+[[ -n ${CONFIGS:-} ]] && batches=("$CONFIGS")
+for i in "${!batches[@]}"; do
+  t0=$(date +%s)
+  ((($(left)) < 20)) && { echo "validate batch $i: skipped, budget spent" >>"$logs/summary.txt"; continue; }
+  timeout --kill-after=5 "$(left)" "$run" loom validate --profile "$logs/profile.json" --backend cuda --steps 8 \
+    --warmup 3 --work-dir "$logs/matrix" --mpirun mpirun --configs "${batches[$i]}" --format json \
+    >"$logs/validate-$i.json" 2>"$logs/validate-$i.stderr"
+  echo "validate batch $i: exit $? in $(($(date +%s) - t0)) s" >>"$logs/summary.txt"
+done
 echo "total $(($(date +%s) - start)) s of $budget" >>"$logs/summary.txt"
+# Every batch's rows in one table, and the bars over all of them.
+python3 - "$logs"/validate-*.json >"$logs/validate.txt" 2>&1 <<'TABLE'
+import json, statistics, sys
+rows, skipped, failed = [], [], []
+for path in sys.argv[1:]:
+    try:
+        d = json.load(open(path))
+    except (OSError, ValueError):
+        print(f"# {path}: no JSON (the batch was cut short or did not start)")
+        continue
+    rows += d["rows"]; skipped += d.get("skipped", []); failed += d.get("failed", [])
+print(f"{'config':22} {'workload':30} {'predicted':>10} {'measured':>10} {'error%':>7} {'pred_GiB':>9} {'meas_GiB':>9} {'mem%':>6}")
+for r in rows:
+    w = f"{r['model']} s{r['seq_len']} gb{r['global_batch']}" + (" flash" if r.get("attention") == "flash" else "")
+    print(f"{r['name']:22} {w:30} {r['predicted_step_time_s']:10.4f} {r['measured_step_time_s']:10.4f} "
+          f"{100 * r['step_time_error']:+7.2f} {r['predicted_peak_memory_gib']:9.2f} {r['measured_peak_memory_gib']:9.2f} "
+          f"{100 * r['memory_error']:6.2f}")
+for s in skipped: print(f"{s['name']:22} skipped: {s['reason']}")
+for f in failed: print(f"{f['name']:22} failed: {f['error']}")
+if rows:
+    e = [abs(r["step_time_error"]) for r in rows]
+    m = max(r["memory_error"] for r in rows)
+    print(f"# {len(rows)} configurations: step time |error| median {100 * statistics.median(e):.2f} % (bar 5 %), "
+          f"max {100 * max(e):.2f} % (bar 10 %); peak memory |error| max {100 * m:.2f} % (bar 5 %)")
+TABLE
 
 # Each run's stdout is large only on failure; the JSONL logs and stderr are what the table was read from.
 tar -czf "$out/gpu-validate.tar.gz" -C "$out" gpu-validate
@@ -50,6 +87,7 @@ echo "=== machine"; cat "$logs/machine.txt"
 echo "=== profile (head)"; head -12 "$logs/profile.txt"
 echo "=== dry run against $preset"; cat "$logs/dry-run-preset.txt"
 echo "=== validate"; cat "$logs/validate.txt"
+cat "$logs"/validate-*.stderr 2>/dev/null | grep '^loom:' | head -20
 # A run that failed: the end of its stderr.
 for err in "$logs"/matrix/*.stderr; do
   [[ -s $err ]] || continue

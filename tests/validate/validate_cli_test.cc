@@ -376,6 +376,33 @@ TEST(BadInput, ValidateBackend) {
   EXPECT_FALSE(std::filesystem::exists(work)) << "nothing is written before the GPU is found";
 }
 
+// A configuration whose run fails is reported with its error, and the others still run: a launcher that
+// refuses two ranks fails dp2-zero0, single runs; the JSON lists the failure, the exit status is 1.
+TEST(ValidateSubset, AFailingConfigurationIsReportedAndTheOthersRun) {
+  if (!have_mpirun()) GTEST_SKIP() << "built without MPI: the matrix runs under mpirun";
+  const std::string dir = scratch_dir("validate_failing");
+  const std::string launcher = dir + "/one-rank-mpirun";
+  std::ofstream(launcher) << fmt::format(
+      "#!/bin/sh\ncase \"$*\" in *\"-np 2 \"*) echo 'two ranks refused' >&2; exit 7;; esac\nexec {} \"$@\"\n",
+      LOOM_MPIEXEC);
+  std::filesystem::permissions(launcher, std::filesystem::perms::owner_all);
+  const ProcessResult v = run_shell(
+      fmt::format("{} validate --profile local-cpu --configs single,dp2-zero0 --steps 2 --warmup 1 --format json "
+                  "--work-dir {} --mpirun {}",
+                  loom_binary(), dir + "/work", launcher),
+      600);
+  EXPECT_EQ(v.exit_code, 1) << v.err;
+  auto json = parse_json(v.out, "validate output");
+  ASSERT_TRUE(json.ok()) << v.out << v.err;
+  ASSERT_EQ((*json)["rows"].size(), 1u);
+  EXPECT_EQ((*json)["rows"][0]["name"], "single");
+  EXPECT_GT((*json)["rows"][0]["measured_step_time_s"].get<double>(), 0.0);
+  ASSERT_EQ((*json)["failed"].size(), 1u);
+  EXPECT_EQ((*json)["failed"][0]["name"], "dp2-zero0");
+  EXPECT_NE((*json)["failed"][0]["error"].get<std::string>().find("two ranks refused"), std::string::npos)
+      << (*json)["failed"][0]["error"];
+}
+
 TEST(BadInput, MissingProfileFile) {
   const ProcessResult r = run_shell(loom_binary() + " validate --profile /nonexistent/cost.json");
   EXPECT_EQ(r.exit_code, 2);
