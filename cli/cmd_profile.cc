@@ -136,7 +136,7 @@ std::vector<exec::profile::GemmCase> gemm_cases(bool quick, const std::optional<
   if (gpu) {
     for (const MatrixConfig& c : validation_matrix(MatrixBackend::kCuda)) {
       const ModelSpec m = matrix_model(MatrixBackend::kCuda, c.model);
-      add(m, c.seq_len > 0 ? c.seq_len : m.seq_len, quick ? 1 : c.config.micro_batch, c.config.tp);
+      add(m, c.seq_len, quick ? 1 : c.config.micro_batch, c.config.tp);
     }
   } else {
     std::vector<ModelSpec> models = {validation_model()};

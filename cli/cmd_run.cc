@@ -213,8 +213,7 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
         "loom run: {} on {} rank(s), {} | global batch {} × seq {} | {} micro-batches | dropout {} | {} attention | "
         "backend {} ({}{}){}\n",
         r.trainer.model.name, world, describe(r.trainer.config), r.trainer.training.global_batch, trainer.seq(),
-        trainer.micro_batches(), r.trainer.dropout_probability(),
-        r.trainer.config.cp > 1 ? "flash" : to_string(r.trainer.attention), r.backend->name(),
+        trainer.micro_batches(), r.trainer.dropout_probability(), to_string(r.trainer.attention), r.backend->name(),
         r.backend->name() == "cuda" ? "cuBLASLt" : exec::cpu_gemm_library(),
         r.backend->device() >= 0 ? fmt::format(", rank 0 on device {}", r.backend->device()) : "",
         world > 1 && r.comm != exec::CommPath::kDirect ? " | " + exec::describe(r.comm) : "");

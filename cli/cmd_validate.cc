@@ -206,10 +206,20 @@ MatrixBackend matrix_backend(const std::string& name) {
 
 // The model, sequence length and batch a configuration trains, as one cell ("gpt-1.3b s2048 gb8", and
 // "flash" after it where the attention is).
-std::string workload(const MatrixConfig& c, MatrixBackend backend) {
-  const ModelSpec m = matrix_model(backend, c.model);
-  return fmt::format("{} s{} gb{}{}", m.name, c.seq_len > 0 ? c.seq_len : m.seq_len, c.global_batch,
+std::string workload(const MatrixConfig& c) {
+  return fmt::format("{} s{} gb{}{}", c.model, c.seq_len, c.global_batch,
                      c.attention == AttentionKernel::kFlash ? " flash" : "");
+}
+
+// What a configuration trains, in the JSON of both --dry-run and a run.
+Json config_fields(const MatrixConfig& c) {
+  return {{"name", c.name},
+          {"model", c.model},
+          {"seq_len", c.seq_len},
+          {"attention", to_string(c.attention)},
+          {"config", to_json(c.config)},
+          {"ranks", c.ranks()},
+          {"global_batch", c.global_batch}};
 }
 
 Json model_list(MatrixBackend backend) {
@@ -228,18 +238,11 @@ int print_dry_run(const ValidateFlags& f, const ClusterSpec& cluster, const std:
   if (f.format == "json") {
     Json rows = Json::array();
     for (std::size_t i = 0; i < configs.size(); ++i) {
-      const MatrixConfig& c = configs[i];
-      const ModelSpec m = matrix_model(backend, c.model);
-      rows.push_back({{"name", c.name},
-                      {"model", m.name},
-                      {"seq_len", c.seq_len > 0 ? c.seq_len : m.seq_len},
-                      {"attention", to_string(c.attention)},
-                      {"config", to_json(c.config)},
-                      {"ranks", c.ranks()},
-                      {"global_batch", c.global_batch},
-                      {"predicted_step_time_s", predictions[i].step_time_s},
-                      {"predicted_peak_memory_gib", predictions[i].peak_gib()},
-                      {"fits", predictions[i].fits}});
+      Json row = config_fields(configs[i]);
+      row["predicted_step_time_s"] = predictions[i].step_time_s;
+      row["predicted_peak_memory_gib"] = predictions[i].peak_gib();
+      row["fits"] = predictions[i].fits;
+      rows.push_back(row);
     }
     write_output("", Json{{"profile", f.profile},
                           {"backend", to_string(backend)},
@@ -259,8 +262,8 @@ int print_dry_run(const ValidateFlags& f, const ClusterSpec& cluster, const std:
   for (std::size_t i = 0; i < configs.size(); ++i) {
     const MatrixConfig& c = configs[i];
     const ParallelConfig& p = c.config;
-    t += fmt::format(fmt::runtime(row), c.name, c.ranks(), workload(c, backend), p.tp, p.pp, p.dp, p.zero,
-                     p.micro_batch, to_string(p.recompute), fmt::format("{:.4f}", predictions[i].step_time_s),
+    t += fmt::format(fmt::runtime(row), c.name, c.ranks(), workload(c), p.tp, p.pp, p.dp, p.zero, p.micro_batch,
+                     to_string(p.recompute), fmt::format("{:.4f}", predictions[i].step_time_s),
                      fmt::format("{:.2f}", predictions[i].peak_gib()), predictions[i].fits ? "yes" : "NO");
   }
   write_output("", t);
@@ -366,15 +369,8 @@ int run_matrix(const ValidateFlags& f) {
         ranks.push_back({{"rank", m.rank},
                          {"predicted_peak_memory_gib", m.predicted_gib},
                          {"measured_peak_memory_gib", m.measured_gib}});
-      const ModelSpec m = matrix_model(backend, r.config.model);
-      list.push_back({{"name", r.config.name},
-                      {"model", m.name},
-                      {"seq_len", r.config.seq_len > 0 ? r.config.seq_len : m.seq_len},
-                      {"attention", to_string(r.config.attention)},
-                      {"config", to_json(r.config.config)},
-                      {"ranks", r.config.ranks()},
-                      {"global_batch", r.config.global_batch},
-                      {"predicted_step_time_s", r.predicted_step_time_s},
+      Json row = config_fields(r.config);
+      row.update(Json{{"predicted_step_time_s", r.predicted_step_time_s},
                       {"measured_step_time_s", r.measured_step_time_s},
                       {"measured_step_times_s", r.measured_step_times_s},
                       {"round_step_times_s", r.round_step_times_s},
@@ -385,6 +381,7 @@ int run_matrix(const ValidateFlags& f) {
                       {"per_rank", ranks},
                       {"oversubscribed", r.oversubscribed},
                       {"cpu_share", r.cpu_share}});
+      list.push_back(row);
     }
     Json skipped_list = Json::array();
     for (const auto& [c, why] : skipped)
@@ -443,10 +440,10 @@ int run_matrix(const ValidateFlags& f) {
     for (const auto& r : rows) {
       const ParallelConfig& p = r.config.config;
       t +=
-          fmt::format(fmt::runtime(header), r.config.name, r.config.ranks(), workload(r.config, backend), p.tp, p.pp,
-                      p.dp, p.zero, p.micro_batch, to_string(p.recompute),
-                      fmt::format("{:.4f}", r.predicted_step_time_s), fmt::format("{:.4f}", r.measured_step_time_s),
-                      fmt::format("{:+.2f}", 100 * r.step_error()), fmt::format("{:.2f}", r.predicted_peak_memory_gib),
+          fmt::format(fmt::runtime(header), r.config.name, r.config.ranks(), workload(r.config), p.tp, p.pp, p.dp,
+                      p.zero, p.micro_batch, to_string(p.recompute), fmt::format("{:.4f}", r.predicted_step_time_s),
+                      fmt::format("{:.4f}", r.measured_step_time_s), fmt::format("{:+.2f}", 100 * r.step_error()),
+                      fmt::format("{:.2f}", r.predicted_peak_memory_gib),
                       fmt::format("{:.2f}", r.measured_peak_memory_gib), fmt::format("{:.2f}", 100 * r.memory_error()));
     }
     for (const auto& [c, why] : skipped) t += fmt::format("{:<22} skipped: {}\n", c.name, why);

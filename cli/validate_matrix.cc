@@ -66,6 +66,7 @@ MatrixConfig make(std::string name, int tp, int pp, int dp, int zero, int micro_
   c.config.schedule = schedule;
   c.config.recompute = recompute;
   c.global_batch = 8;  // 1280 tokens a step: ~0.5 s on one core for this model
+  c.seq_len = validation_model().seq_len;
   return c;
 }
 
@@ -75,8 +76,8 @@ MatrixConfig gpu(std::string name, std::string model, int seq, std::int64_t glob
                  Recompute recompute = Recompute::kNone, int tp = 1, int pp = 1, int dp = 1, int zero = 0,
                  AttentionKernel attention = AttentionKernel::kUnfused) {
   MatrixConfig c = make(std::move(name), tp, pp, dp, zero, micro_batch, Schedule::k1F1B, recompute);
+  c.seq_len = seq > 0 ? seq : matrix_model(MatrixBackend::kCuda, model).seq_len;
   c.model = std::move(model);
-  c.seq_len = seq;
   c.global_batch = global_batch;
   c.config.sequence_parallel = tp > 1;
   c.attention = attention;
@@ -134,11 +135,11 @@ std::vector<MatrixConfig> validation_matrix(MatrixBackend backend) {
           make("dp2-grad-accum-2", 1, 1, 2, 1, 2)};
 }
 
-TrainingSpec executor_training(const ModelSpec& model, const MatrixConfig& c, MatrixBackend backend) {
+TrainingSpec executor_training(const MatrixConfig& c, MatrixBackend backend) {
   TrainingSpec t;
   t.gpus = c.ranks();
   t.global_batch = c.global_batch;
-  t.seq_len = c.seq_len > 0 ? c.seq_len : model.seq_len;
+  t.seq_len = c.seq_len;
   if (backend == MatrixBackend::kCpu) {
     use_fp32_precision(t);
   } else {
@@ -158,7 +159,7 @@ double MatrixPrediction::peak_gib() const {
 Result<MatrixPrediction> predict_matrix_config(const MatrixConfig& c, const ClusterSpec& cluster,
                                                MatrixBackend backend) {
   const ModelSpec model = matrix_model(backend, c.model);
-  const TrainingSpec training = executor_training(model, c, backend);
+  const TrainingSpec training = executor_training(c, backend);
   auto sim = sim::simulate(model, training, c.config, cluster);
   if (!sim) return prefix_error(c.name + ": simulator: ", sim.error());
   MatrixPrediction p;
@@ -218,9 +219,7 @@ std::string run_command(const MatrixConfig& c, const MatrixOptions& o, const std
       tokens_path(o, c.model), c.global_batch, p.tp, p.pp, p.dp, p.zero, p.micro_batch, to_string(p.schedule),
       to_string(p.recompute), to_string(c.attention), o.steps, log);
   if (o.backend == MatrixBackend::kCpu) return command + fmt::format(" --threads {}", o.threads_per_rank);
-  command += fmt::format(" --backend cuda --sp {}", p.sequence_parallel ? "on" : "off");
-  if (c.seq_len > 0) command += fmt::format(" --seq {}", c.seq_len);
-  return command;
+  return command + fmt::format(" --backend cuda --sp {} --seq {}", p.sequence_parallel ? "on" : "off", c.seq_len);
 }
 
 }  // namespace
@@ -233,8 +232,7 @@ Status prepare_matrix_inputs(const MatrixOptions& o, const std::vector<MatrixCon
     // Enough tokens for every step of the largest batch any configuration trains this model on.
     std::int64_t tokens_per_step = 0;
     for (const MatrixConfig& c : configs)
-      if (c.model == model.name)
-        tokens_per_step = std::max(tokens_per_step, c.global_batch * ((c.seq_len > 0 ? c.seq_len : model.seq_len) + 1));
+      if (c.model == model.name) tokens_per_step = std::max(tokens_per_step, c.global_batch * (c.seq_len + 1));
     if (tokens_per_step == 0) continue;
     if (Status s = write_text_file_atomic(model_path(o, model.name), to_json(model).dump(2) + "\n"); !s) return s;
     // Deterministic tokens (a linear congruential stream; printable ASCII for the byte-level CPU model,

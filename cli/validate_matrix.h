@@ -25,7 +25,7 @@ struct MatrixConfig {
   ParallelConfig config;
   std::int64_t global_batch = 8;
   std::string model = "gpt-validate";  // the name of one of matrix_models(backend)
-  int seq_len = 0;                     // 0: the model's
+  int seq_len = 160;                   // tokens per sequence the configuration trains
   AttentionKernel attention = AttentionKernel::kUnfused;
   int ranks() const { return config.world_size(); }
 };
@@ -51,8 +51,7 @@ std::vector<MatrixConfig> validation_matrix(MatrixBackend backend = MatrixBacken
 // activations, fp32 main gradients, master weights and Adam moments: 2 + 4 + 12 bytes a parameter).
 // Both: the configuration's attention kernel (unfused unless it says flash), DP gradient buckets
 // overlapped with the backward, TP collectives after their GEMMs (not beside them).
-TrainingSpec executor_training(const ModelSpec& model, const MatrixConfig& c,
-                               MatrixBackend backend = MatrixBackend::kCpu);
+TrainingSpec executor_training(const MatrixConfig& c, MatrixBackend backend = MatrixBackend::kCpu);
 
 // The simulator's step time and the memory model's per-stage totals for one configuration.
 struct MatrixPrediction {

@@ -24,11 +24,6 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kBlockThreads = kWarps * 32;
 
-// Position in its sequence of local token t (exec::AttentionShape::position).
-__device__ __forceinline__ int position(int t, int seq, int cp, int rank) {
-  return context_parallel_position(t, seq, cp, rank);
-}
-
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
   return *reinterpret_cast<std::uint32_t*>(&v);
@@ -213,7 +208,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     const i64 stat = (static_cast<i64>(n) * s.heads + h) * s.seq + i;
     m_run[r] = i < s.seq ? row_max[stat] : 0.0f;
     l_run[r] = i < s.seq ? row_sum[stat] : 0.0f;
-    qpos[r] = i < s.seq ? position(i, s.seq, blk.b.cp, blk.b.cp_rank) : -1;
+    qpos[r] = i < s.seq ? context_parallel_position(i, s.seq, blk.b.cp, blk.b.cp_rank) : -1;
   }
   __syncthreads();
   const int last_row = min(i0 + R, s.seq) - 1;
@@ -234,7 +229,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       bool any = false;
       for (int j = lane; j < C; j += 32) {
         const int jj = j0 + j;
-        if (qp >= 0 && jj < s.seq && position(jj, s.seq, blk.b.cp, blk.b.kv_rank) <= qp) {
+        if (qp >= 0 && jj < s.seq && context_parallel_position(jj, s.seq, blk.b.cp, blk.b.kv_rank) <= qp) {
           mx = fmaxf(mx, sc[r * C + j]);
           any = true;
         }
@@ -247,7 +242,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       float sum = 0;
       for (int j = lane; j < C; j += 32) {
         const int jj = j0 + j;
-        const int kp = jj < s.seq ? position(jj, s.seq, blk.b.cp, blk.b.kv_rank) : INT_MAX;
+        const int kp = jj < s.seq ? context_parallel_position(jj, s.seq, blk.b.cp, blk.b.kv_rank) : INT_MAX;
         float e = 0;
         if (qp >= 0 && kp <= qp) {
           e = expf(sc[r * C + j] - m_new);
@@ -316,7 +311,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int x = threadIdx.x; x < C * dp; x += blockDim.x) dk[x] = dv[x] = 0.0f;
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     const int j = j0 + c;
-    kpos[c] = j < s.seq ? position(j, s.seq, blk.b.cp, blk.b.kv_rank) : INT_MAX;
+    kpos[c] = j < s.seq ? context_parallel_position(j, s.seq, blk.b.cp, blk.b.kv_rank) : INT_MAX;
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int h = g * group; h < (g + 1) * group; ++h)
@@ -337,7 +332,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         if (lane == 0) {
           dd[r] = dot;
           lse_s[r] = i < s.seq ? lse[(static_cast<i64>(n) * s.heads + h) * s.seq + i] : 0.0f;
-          qpos[r] = i < s.seq ? position(i, s.seq, blk.b.cp, blk.b.cp_rank) : -1;
+          qpos[r] = i < s.seq ? context_parallel_position(i, s.seq, blk.b.cp, blk.b.cp_rank) : -1;
         }
       }
       __syncthreads();

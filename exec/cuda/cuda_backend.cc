@@ -145,16 +145,16 @@ CudaBackend::CudaBackend(int device)
   gemm_ = std::make_unique<kernels::Gemm>();
   sum_squares_scratch_ = static_cast<double*>(
       allocator_->allocate(kernels::kSumSquaresScratch * static_cast<std::int64_t>(sizeof(double))));
-  sum_squares_total_ = static_cast<double*>(
+  device_sum_squares_ = static_cast<double*>(
       allocator_->allocate(kernels::kSumSquaresScratch * static_cast<std::int64_t>(sizeof(double))));
-  loss_total_ = static_cast<double*>(allocator_->allocate(static_cast<std::int64_t>(sizeof(double))));
+  device_loss_ = static_cast<double*>(allocator_->allocate(static_cast<std::int64_t>(sizeof(double))));
 }
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
   allocator_->free(sum_squares_scratch_);
-  allocator_->free(sum_squares_total_);
-  allocator_->free(loss_total_);
+  allocator_->free(device_sum_squares_);
+  allocator_->free(device_loss_);
   allocator_->free(ints_);
   gemm_.reset();
   allocator_.reset();
@@ -350,39 +350,33 @@ void CudaBackend::bias_grad(float* dbias, ConstTensorRef dy, std::int64_t rows, 
 double CudaBackend::sum_squares(ConstTensorRef x, std::int64_t n) {
   if (n == 0) return 0.0;
   LOOM_CUDA_OP("sum_squares", kernels::sum_squares(sum_squares_scratch_, dev<T>(x), n, stream_), x);
+  return read_double(sum_squares_scratch_);
+}
+
+double CudaBackend::read_double(const double* device) {
   double result = 0;
-  CUDA_CHECK(cudaMemcpyAsync(&result, sum_squares_scratch_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(&result, device, sizeof(double), cudaMemcpyDeviceToHost, stream_));
   synchronize();
   return result;
 }
 
 // The global gradient norm over every parameter's gradient: queued, read once.
-void CudaBackend::sum_squares_reset() { CUDA_CHECK(cudaMemsetAsync(sum_squares_total_, 0, sizeof(double), stream_)); }
+void CudaBackend::sum_squares_reset() { CUDA_CHECK(cudaMemsetAsync(device_sum_squares_, 0, sizeof(double), stream_)); }
 void CudaBackend::sum_squares_add(ConstTensorRef x, std::int64_t n) {
   if (n == 0) return;
-  LOOM_CUDA_OP("sum_squares", kernels::sum_squares(sum_squares_total_, dev<T>(x), n, stream_, true), x);
+  LOOM_CUDA_OP("sum_squares", kernels::sum_squares(device_sum_squares_, dev<T>(x), n, stream_, true), x);
 }
-double CudaBackend::sum_squares_result() {
-  double result = 0;
-  CUDA_CHECK(cudaMemcpyAsync(&result, sum_squares_total_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
-  synchronize();
-  return result;
-}
+double CudaBackend::sum_squares_result() { return read_double(device_sum_squares_); }
 
 // The step's token losses: added on the stream per micro-batch, read once (PipelineRunner::run).
-void CudaBackend::loss_reset() { CUDA_CHECK(cudaMemsetAsync(loss_total_, 0, sizeof(double), stream_)); }
+void CudaBackend::loss_reset() { CUDA_CHECK(cudaMemsetAsync(device_loss_, 0, sizeof(double), stream_)); }
 void CudaBackend::loss_add(const float* max, const float* sum_exp, const float* target, std::int64_t rows) {
   on_device(max, "loss_add", "max");
   on_device(sum_exp, "loss_add", "sum_exp");
   on_device(target, "loss_add", "target");
-  kernels::add_token_losses(loss_total_, max, sum_exp, target, rows, stream_);
+  kernels::add_token_losses(device_loss_, max, sum_exp, target, rows, stream_);
 }
-double CudaBackend::loss_result() {
-  double result = 0;
-  CUDA_CHECK(cudaMemcpyAsync(&result, loss_total_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
-  synchronize();
-  return result;
-}
+double CudaBackend::loss_result() { return read_double(device_loss_); }
 
 // --- normalisation and activations -------------------------------------------------------------------
 

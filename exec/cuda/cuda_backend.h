@@ -139,9 +139,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<kernels::Gemm> gemm_;
   void* ints_ = nullptr;  // device scratch for token ids, from the allocator
   std::int64_t ints_capacity_ = 0;
-  double* sum_squares_scratch_ = nullptr;  // kernels::kSumSquaresScratch doubles
-  double* sum_squares_total_ = nullptr;    // the same, out[0] the running total of sum_squares_add
-  double* loss_total_ = nullptr;           // one double: the step's summed token losses
+  double* sum_squares_scratch_ = nullptr;    // kernels::kSumSquaresScratch doubles
+  double* device_sum_squares_ = nullptr;     // the same, out[0] the running total of sum_squares_add
+  double* device_loss_ = nullptr;            // one double: the step's summed token losses
+  double read_double(const double* device);  // waits for the stream
 };
 
 // The backend on this rank's device (exec/device_placement.h), made current for the process; nullptr

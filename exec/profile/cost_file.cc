@@ -63,8 +63,6 @@ void add_kernel_tables(ClusterSpec& c, const MeasuredMachine& m, const KernelRes
                                k.optimizer_s, ranks_together});
 }
 
-}  // namespace
-
 // A GPU of a preset's kind: the preset's datasheet figures, node, links and collectives stay; what one GPU
 // measures replaces the compute figures (fitted later from the tables) and the device's name and memory.
 void describe_gpu(ClusterSpec& c, const MeasuredMachine& m) {
@@ -84,6 +82,8 @@ void describe_gpu(ClusterSpec& c, const MeasuredMachine& m) {
       "framework_reserve_bytes, gemm_fp8_max_efficiency",
       preset);
 }
+
+}  // namespace
 
 ClusterSpec measured_cost_file(const MeasuredMachine& m) {
   const bool gpu = !m.gpu_preset.empty();
