@@ -59,6 +59,9 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         lacks("Megatron-LM recomputes whole layers (--checkpoint-activations); op-level policies are PyTorch's "
               "selective activation checkpointing (2024), which torchtitan uses"),
         kEagerDispatch,
+        {Elementwise::kFused,
+         "Megatron-LM's fused kernels: Apex's FusedLayerNorm, bias-GeLU and bias-dropout-add fused by torch.jit "
+         "(megatron/model/fused_layer_norm.py, fused_bias_gelu.py, transformer.py)"},
     },
     {
         "megatron-core",
@@ -96,6 +99,9 @@ const std::array<FrameworkPreset, 4> kPresets = {{
               "(full) or listed modules (--recompute-modules); op-level policies are PyTorch's selective "
               "activation checkpointing, which torchtitan uses"),
         kEagerDispatch,
+        {Elementwise::kFused,
+         "TransformerEngine's fused kernels: the norm inside LayerNormLinear, the fused bias-activation "
+         "(bias_gelu_impl, bias_swiglu_impl) and RoPE (--apply-rope-fusion, on in the NeMo recipes)"},
     },
     {
         "torchtitan",
@@ -129,6 +135,12 @@ const std::array<FrameworkPreset, 4> kPresets = {{
               "parallelize.py): its TP is always sequence-parallel"),
         kHas,
         kEagerDispatch,
+        {Elementwise::kEager,
+         "training.compile defaults to false, so the model runs in eager PyTorch (models/llama/model.py): "
+         "nn.RMSNorm is ATen's composite rms_norm (an fp32 upcast, pow, mean, rsqrt, two multiplies, a "
+         "downcast), RoPE a complex multiply in fp32 (apply_rotary_emb), repeat_kv copies K and V for GQA, "
+         "SwiGLU a silu then a multiply; --elementwise fused for --training.compile, which compiles each "
+         "TransformerBlock"},
     },
     {
         "deepspeed",
@@ -164,6 +176,9 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         kHas,
         lacks("DeepSpeed's activation checkpointing recomputes whole layers (runtime/activation_checkpointing)"),
         kEagerDispatch,
+        {Elementwise::kFused,
+         "Megatron-DeepSpeed keeps Megatron-LM's fused kernels (FusedLayerNorm, bias-GeLU and "
+         "bias-dropout-add fused by torch.jit)"},
     },
 }};
 
@@ -195,6 +210,7 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
   t.tp_comm_overlap = preset.tp_comm_overlap.value;
   t.zero3_unit = preset.zero3_unit.value;
   if (!keep.host_op_s) t.host_op_s = preset.host_op_s.value;
+  if (!keep.elementwise) t.elementwise = preset.elementwise.value;
 }
 
 std::optional<std::string> framework_lacks(const FrameworkPreset& p, const TrainingSpec& t, const ParallelConfig& c) {

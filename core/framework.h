@@ -44,9 +44,10 @@ struct FrameworkPreset {
   unsigned zero_stages = 0b1111;
   const char* zero_source = "";  // where the stages come from, or why the others are missing
   Missing sequence_parallel, interleaved, zero_bubble, gpipe, context_parallel, fp8, hsdp, uneven_stages;
-  Missing tp_without_sp;      // tensor parallelism with sequence parallelism off
-  Missing op_recompute;       // op-level selective activation checkpointing (--recompute op)
-  Sourced<double> host_op_s;  // host time to issue one GPU op (TrainingSpec::host_op_s)
+  Missing tp_without_sp;             // tensor parallelism with sequence parallelism off
+  Missing op_recompute;              // op-level selective activation checkpointing (--recompute op)
+  Sourced<double> host_op_s;         // host time to issue one GPU op (TrainingSpec::host_op_s)
+  Sourced<Elementwise> elementwise;  // fused or eager element-wise kernels (TrainingSpec::elementwise)
 };
 
 // Every preset, in the order `--framework`'s help lists them.
@@ -63,6 +64,7 @@ struct ExplicitTraining {
   bool grad_bytes = false;
   bool pipeline_sends_block = false;
   bool host_op_s = false;
+  bool elementwise = false;
 };
 void apply_framework(const FrameworkPreset& preset, TrainingSpec& training, ExplicitTraining keep = {});
 

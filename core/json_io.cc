@@ -228,6 +228,7 @@ Json to_json(const TrainingSpec& t) {
   j["optimizer_bytes"] = t.optimizer_bytes;
   j["activation_bytes"] = t.activation_bytes;
   j["attention"] = to_string(t.attention);
+  j["elementwise"] = to_string(t.elementwise);
   j["precision"] = to_string(t.precision);
   if (t.precision == Precision::kFp8) j["fp8_recipe"] = to_string(t.fp8_recipe);
   j["allow_cross_node_tp"] = t.allow_cross_node_tp;
@@ -256,6 +257,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.optimizer_bytes = static_cast<int>(r.integer("optimizer_bytes", 12, 0, 64));
   t.activation_bytes = static_cast<int>(r.integer("activation_bytes", 2, 1, 8));
   const std::string attention = r.string("attention", std::string(to_string(AttentionKernel::kFlash)));
+  const std::string elementwise = r.string("elementwise", std::string(to_string(Elementwise::kFused)));
   const std::string precision = r.string("precision", std::string(to_string(Precision::kBf16)));
   const std::string recipe = r.string("fp8_recipe", std::string(to_string(Fp8Recipe::kDelayed)));
   t.allow_cross_node_tp = r.boolean("allow_cross_node_tp", false);
@@ -281,6 +283,10 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   if (!kernel)
     return make_error(fmt::format("training: 'attention' must be {}, not '{}'", one_of<AttentionKernel>(), attention));
   t.attention = *kernel;
+  const auto fusion = parse_elementwise(elementwise);
+  if (!fusion)
+    return make_error(fmt::format("training: 'elementwise' must be {}, not '{}'", one_of<Elementwise>(), elementwise));
+  t.elementwise = *fusion;
   const auto p = parse_precision(precision);
   if (!p) return make_error(fmt::format("training: 'precision' must be {}, not '{}'", one_of<Precision>(), precision));
   t.precision = *p;

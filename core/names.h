@@ -27,6 +27,10 @@ enum class Fp8Recipe { kDelayed, kTensorwise };
 // FSDP's per-block units and Loom's executor run them, or one linear module, as DeepSpeed's hooks
 // on every submodule with parameters do.
 enum class Zero3Unit { kLayer, kModule };
+// How the element-wise work around the GEMMs runs: fused (torch.compile, TransformerEngine, Megatron's
+// fused kernels: one kernel per norm, activation and RoPE), or eager PyTorch, where a composite op such
+// as RMSNorm is one ATen kernel per primitive (cost model: CostModel::add_norm and neighbours).
+enum class Elementwise { kFused, kEager };
 
 template <typename E>
 struct NameEntry {
@@ -53,6 +57,8 @@ inline constexpr NameEntry<Fp8Recipe> kFp8RecipeNames[] = {
 
 inline constexpr NameEntry<Zero3Unit> kZero3UnitNames[] = {{Zero3Unit::kLayer, "layer"},
                                                            {Zero3Unit::kModule, "module"}};
+inline constexpr NameEntry<Elementwise> kElementwiseNames[] = {{Elementwise::kFused, "fused"},
+                                                               {Elementwise::kEager, "eager"}};
 
 // The table of an enum's names, for code generic over enums (tests, error messages).
 template <typename E>
@@ -93,6 +99,10 @@ constexpr std::span<const NameEntry<Fp8Recipe>> name_table<Fp8Recipe>() {
 template <>
 constexpr std::span<const NameEntry<Zero3Unit>> name_table<Zero3Unit>() {
   return kZero3UnitNames;
+}
+template <>
+constexpr std::span<const NameEntry<Elementwise>> name_table<Elementwise>() {
+  return kElementwiseNames;
 }
 
 // The canonical name of `value` in `table` ("?" if the table lacks it, which a test rules out).
@@ -139,6 +149,7 @@ inline const char* to_string(AttentionKernel k) { return name_in<AttentionKernel
 inline const char* to_string(Precision p) { return name_in<Precision>(kPrecisionNames, p); }
 inline const char* to_string(Fp8Recipe r) { return name_in<Fp8Recipe>(kFp8RecipeNames, r); }
 inline const char* to_string(Zero3Unit u) { return name_in<Zero3Unit>(kZero3UnitNames, u); }
+inline const char* to_string(Elementwise e) { return name_in<Elementwise>(kElementwiseNames, e); }
 
 inline std::optional<Collective> parse_collective(std::string_view s) {
   return parse_in<Collective>(kCollectiveNames, s);
@@ -158,6 +169,9 @@ inline std::optional<AttentionKernel> parse_attention_kernel(std::string_view s)
 inline std::optional<Precision> parse_precision(std::string_view s) { return parse_in<Precision>(kPrecisionNames, s); }
 inline std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view s) { return parse_in<Fp8Recipe>(kFp8RecipeNames, s); }
 inline std::optional<Zero3Unit> parse_zero3_unit(std::string_view s) { return parse_in<Zero3Unit>(kZero3UnitNames, s); }
+inline std::optional<Elementwise> parse_elementwise(std::string_view s) {
+  return parse_in<Elementwise>(kElementwiseNames, s);
+}
 
 // A collective name that a reader has already checked (a cost file's points and fits): an unknown
 // one here is a broken invariant, a bug in Loom, not bad input.

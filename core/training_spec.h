@@ -21,6 +21,8 @@ struct TrainingSpec {
   int optimizer_bytes = 12;
   int activation_bytes = 2;
   AttentionKernel attention = AttentionKernel::kFlash;
+  // Element-wise kernels fused (torch.compile, TransformerEngine) or one eager PyTorch kernel per op.
+  Elementwise elementwise = Elementwise::kFused;
   // FP8 runs the linear layers' GEMMs (fprop, dgrad, wgrad) in FP8 with bf16 everywhere else, as
   // TransformerEngine does; the LM head, attention and norms stay bf16.
   Precision precision = Precision::kBf16;

@@ -108,6 +108,15 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
     attention_->addItem(kernel, QString(kernel));
   attention_->setToolTip(tr("the --framework's kernel (flash without one), or the one chosen"));
   form->addRow(tr("Attention"), attention_);
+  elementwise_ = new QComboBox;
+  elementwise_->setObjectName("elementwise");
+  elementwise_->addItem(tr("framework's"), QString());
+  for (const char* kind : {to_string(Elementwise::kFused), to_string(Elementwise::kEager)})
+    elementwise_->addItem(kind, QString(kind));
+  elementwise_->setToolTip(
+      tr("element-wise ops fused (torch.compile, TransformerEngine) or as eager PyTorch's kernels; the "
+         "--framework's (eager for torchtitan, else fused), or the one chosen"));
+  form->addRow(tr("Element-wise"), elementwise_);
   precision_ = new QComboBox;
   precision_->addItems({to_string(Precision::kBf16), to_string(Precision::kFp8)});
   precision_->setToolTip(tr("linear-layer GEMMs in bf16, or in FP8 as TransformerEngine runs them"));
@@ -174,6 +183,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   connect(tokens_b_, &QDoubleSpinBox::valueChanged, this, emit_changed);
   connect(framework_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(attention_, &QComboBox::currentTextChanged, this, emit_changed);
+  connect(elementwise_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(precision_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(cross_node_tp_, &QCheckBox::toggled, this, emit_changed);
   connect(sync_sends_, &QCheckBox::toggled, this, emit_changed);
@@ -203,6 +213,7 @@ PlanRequest InputsPanel::request() const {
   r.specs.tokens = tokens_b_->value() * 1e9;
   r.specs.framework = framework_->currentData().toString().toStdString();
   r.specs.attention = attention_->currentData().toString().toStdString();
+  r.specs.elementwise = elementwise_->currentData().toString().toStdString();
   r.specs.precision = precision_->currentText().toStdString();
   r.specs.allow_cross_node_tp = cross_node_tp_->isChecked();
   r.specs.sync_pipeline_sends = sync_sends_->isChecked();
@@ -236,6 +247,7 @@ void InputsPanel::set_request(const PlanRequest& r) {
   tokens_b_->setValue(r.specs.tokens / 1e9);
   framework_->setCurrentIndex(std::max(0, framework_->findData(QString::fromStdString(r.specs.framework))));
   attention_->setCurrentIndex(std::max(0, attention_->findData(QString::fromStdString(r.specs.attention))));
+  elementwise_->setCurrentIndex(std::max(0, elementwise_->findData(QString::fromStdString(r.specs.elementwise))));
   precision_->setCurrentText(QString::fromStdString(r.specs.precision));
   cross_node_tp_->setChecked(r.specs.allow_cross_node_tp);
   sync_sends_->setChecked(r.specs.sync_pipeline_sends);

@@ -52,6 +52,7 @@ class InputsPanel : public QWidget {
   QDoubleSpinBox* tokens_b_;
   QComboBox* framework_;
   QComboBox* attention_;
+  QComboBox* elementwise_;
   QComboBox* precision_;
   QCheckBox* cross_node_tp_;
   QCheckBox* sync_sends_;

@@ -76,6 +76,12 @@ std::string express(const Json& r, PublicRun& run) {
   if (torchtitan(source)) {
     apply_framework(*find_framework("torchtitan").value(), t);
     if (contains(run.id, "-async")) t.tp_comm_overlap = true;
+    // torchtitan runs eager unless --training.compile, which the rows' techniques name ("torch.compile",
+    // "compile"): then each TransformerBlock is compiled and its element-wise ops fused.
+    const Json* secondary =
+        r.contains("metric_secondary") && r["metric_secondary"].is_object() ? &r["metric_secondary"] : nullptr;
+    if (secondary && contains(secondary->value("techniques", std::string()), "compile"))
+      t.elementwise = Elementwise::kFused;
   } else if (!contains(source, "AutoModel")) {
     apply_framework(*find_framework("megatron-core").value(), t);
   }

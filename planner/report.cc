@@ -152,10 +152,11 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
                       : ""));
   lines.push_back(fmt::format(
       "software: {}; gradients reduced {}; TP input-gradient reduction {} the weight-gradient GEMM; pipeline sends "
-      "{}{}",
+      "{}{}{}",
       t.framework.empty() ? "no --framework named" : "--framework " + t.framework,
       t.overlap_grad_reduce ? "in buckets during the last backward" : "after the backward",
       t.tp_comm_overlap ? "beside" : "after", t.pipeline_sends_block ? "block the next pass" : "run beside compute",
+      t.elementwise == Elementwise::kEager ? "; element-wise ops as eager PyTorch's kernels (--elementwise eager)" : "",
       t.framework.empty() ? "" : " (`loom frameworks` gives each behaviour's source)"));
   if (m.moe.active())
     lines.push_back(fmt::format(

@@ -636,6 +636,106 @@ CostModel::Overlap CostModel::overlapped(double gemm, double comm) const {
   return {gemm + (1.0 - rest) * comm, 0.0};
 }
 
+namespace {
+
+// One ATen kernel of an eager composite op: what it moves per element of the op's tensor, as a count of
+// activation-precision values (bf16: 2 bytes each) plus bytes of fp32 (the upcast math).
+struct EagerKernel {
+  const char* name;
+  double activation_values;
+  double fp32_bytes;
+};
+
+// ATen's composite rms_norm (aten/src/ATen/native/layer_norm.cpp, rms_norm_symint, PyTorch 2.4-2.6;
+// nn.RMSNorm calls it): x.to(fp32), pow(2), mean(-1), add_(eps), rsqrt, x32 · rstd, type_as(x), · weight.
+// The add and the rsqrt touch one value per token: launches, no traffic.
+constexpr EagerKernel kRmsNormForward[] = {{"norm.to_fp32", 1, 4}, {"norm.pow", 0, 8},       {"norm.mean", 0, 4},
+                                           {"norm.add_eps", 0, 0}, {"norm.rsqrt", 0, 0},     {"norm.mul_rstd", 0, 8},
+                                           {"norm.type_as", 1, 4}, {"norm.mul_weight", 2, 0}};
+// Autograd through those ops (tools/autograd/derivatives.yaml, FunctionsManual.cpp): the weight's
+// multiply (grad · w; grad · y, summed over the tokens, for the weight's gradient), the downcast's (an
+// upcast), the rstd multiply's (grad · rstd; grad · x32 summed over the hidden dim), rsqrt's, the mean's
+// (grad / N expanded), pow's (pow_backward: grad · (2 · x.pow(1)), three kernels), the two gradients of
+// x32 added, and the upcast's (a downcast).
+constexpr EagerKernel kRmsNormBackward[] = {
+    {"norm_bwd.mul_weight", 2, 0},    {"norm_bwd.weight_grad_mul", 3, 0}, {"norm_bwd.weight_grad_sum", 1, 0},
+    {"norm_bwd.to_fp32", 1, 4},       {"norm_bwd.mul_rstd", 0, 8},        {"norm_bwd.rstd_grad_mul", 0, 12},
+    {"norm_bwd.rstd_grad_sum", 0, 4}, {"norm_bwd.rsqrt", 0, 0},           {"norm_bwd.mean", 0, 4},
+    {"norm_bwd.pow_copy", 0, 8},      {"norm_bwd.pow_scale", 0, 8},       {"norm_bwd.pow_mul", 0, 12},
+    {"norm_bwd.add", 0, 12},          {"norm_bwd.to_bf16", 1, 4}};
+// torchtitan's apply_rotary_emb on Q or K (models/llama/model.py): x.float() viewed as complex pairs,
+// times freqs_cis (one value per position and pair, broadcast), view_as_real, type_as(x); the backward
+// runs the same three kernels in reverse.
+constexpr EagerKernel kRopeForward[] = {{"rope.to_fp32", 1, 4}, {"rope.mul_freqs", 0, 8}, {"rope.type_as", 1, 4}};
+constexpr EagerKernel kRopeBackward[] = {
+    {"rope_bwd.to_fp32", 1, 4}, {"rope_bwd.mul_freqs", 0, 8}, {"rope_bwd.to_bf16", 1, 4}};
+// SwiGLU as silu(w1 · x) * (w3 · x), per element of the inner width: silu reads and writes, the multiply
+// reads two and writes one. Backward: the multiply's two gradients (grad times the other operand) and
+// silu's (grad and its input read, one written).
+constexpr EagerKernel kSwigluForward[] = {{"swiglu.silu", 2, 0}, {"swiglu.mul", 3, 0}};
+constexpr EagerKernel kSwigluBackward[] = {
+    {"swiglu_bwd.mul_gate", 3, 0}, {"swiglu_bwd.mul_up", 3, 0}, {"swiglu_bwd.silu", 3, 0}};
+
+template <std::size_t N>
+void add_eager(const CostModel& cost, PassCost& pass, const EagerKernel (&kernels)[N], double elements,
+               double activation_bytes) {
+  for (const EagerKernel& k : kernels)
+    pass.add(k.name, cost.memory_s(k.name, elements * (k.activation_values * activation_bytes + k.fp32_bytes)));
+}
+
+}  // namespace
+
+void CostModel::add_norm(PassCost& pass, const char* op, double elements, bool backward) const {
+  const double ab = training_.activation_bytes;
+  // Eager LayerNorm is one ATen kernel (native_layer_norm and its backward), as fused; RMSNorm is not.
+  if (eager() && model_.norm == Norm::kRMSNorm)
+    return backward ? add_eager(*this, pass, kRmsNormBackward, elements, ab)
+                    : add_eager(*this, pass, kRmsNormForward, elements, ab);
+  // Fused: read the input, write the output; the backward reads the input and the gradient, writes one.
+  add_memory(pass, op, (backward ? 3.0 : 2.0) * ab * elements);
+}
+
+void CostModel::add_rope(PassCost& pass, const LayerDims& d, bool backward) const {
+  const double ab = training_.activation_bytes;
+  const double tp = d.tp;
+  if (model_.position == PositionEmbedding::kRotary) {
+    // Rotated values per token on this rank: every query and key head's width, or under latent attention
+    // (DeepSeek) the rope part of each query head and the one rope key all heads share.
+    const double q = model_.mla.active() ? model_.heads / tp * model_.mla.qk_rope_head_dim : d.q_width / tp;
+    const double k = model_.mla.active() ? model_.mla.qk_rope_head_dim : d.kv_width / tp;
+    if (eager()) {
+      for (const double width : {q, k})
+        backward ? add_eager(*this, pass, kRopeBackward, tokens_ * width, ab)
+                 : add_eager(*this, pass, kRopeForward, tokens_ * width, ab);
+    } else {
+      // One fused kernel reads and writes each rotated value (TransformerEngine's fused RoPE, Loom's
+      // executor's rope over Q and K together).
+      add_memory(pass, backward ? "rope_bwd" : "rope", 2.0 * ab * tokens_ * (q + k));
+    }
+  }
+  // torchtitan's repeat_kv (n_rep = heads / kv_heads > 1): expand and reshape copy K and V to every query
+  // head before SDPA; the backward sums the copies back. Fused attention kernels read K and V in place.
+  if (eager() && !model_.mla.active() && model_.kv_heads < model_.heads) {
+    const double bytes = ab * tokens_ * (d.kv_width + d.q_width) / tp;  // read the kv heads, write q's width
+    for (int kv = 0; kv < 2; ++kv) add_memory(pass, backward ? "repeat_kv_bwd" : "repeat_kv", bytes);  // K, V
+  }
+}
+
+void CostModel::add_activation(PassCost& pass, const LayerDims& d, bool backward) const {
+  const double ab = training_.activation_bytes;
+  const double elements = tokens_ * d.ffn / d.tp;
+  if (model_.activation == Activation::kSwiGLU) {
+    if (eager())
+      return backward ? add_eager(*this, pass, kSwigluBackward, elements, ab)
+                      : add_eager(*this, pass, kSwigluForward, elements, ab);
+    // Fused: read the gate and the up projection, write the product; backward reads both and the
+    // gradient, writes both gradients.
+    return add_memory(pass, backward ? "swiglu_bwd" : "swiglu", (backward ? 5.0 : 3.0) * ab * elements);
+  }
+  // GELU (with Megatron's bias fused in): eager F.gelu is one kernel too.
+  add_memory(pass, backward ? "gelu_bwd" : "gelu", (backward ? 3.0 : 2.0) * ab * elements);
+}
+
 LayerForwardParts CostModel::op_recompute_parts() const {
   const OpRecompute r = op_recompute(model_);
   return {r.qkv, r.attn_out, r.mlp_up, r.mlp_down, false, false};
@@ -662,19 +762,20 @@ PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& pa
     p.add("residual", memory_s("residual", residual_bytes) + bias_s(model_.linear_bias, d.rank_tokens, d.hidden));
   };
 
-  add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
+  add_norm(p, "norm", d.rank_tokens * d.hidden, false);
   if (comm && d.sp) p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
   add_fp8_cast(p, "fp8_cast", d.rank_tokens * d.hidden);  // the norm's output, before SP's all-gather
   linear("qkv", parts.qkv,
          linear_gemm_s(tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp, d.hidden) +
              bias_s(model_.linear_bias || model_.qkv_bias, tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp),
          2.0 * tokens_ * d.hidden * (d.q_width + 2.0 * d.kv_width) / d.tp);
+  add_rope(p, d, false);
   if (parts.attention_core) p.append(attention_core_forward());
   add_fp8_cast(p, "fp8_cast", tokens_ * d.q_width / d.tp);
   linear("attn_out", parts.attn_out, linear_gemm_s(tokens_, d.hidden, d.q_width / d.tp),
          2.0 * tokens_ * d.hidden * d.q_width / d.tp);
   reduce_output_into_residual(1.0);
-  add_memory(p, "norm", 2.0 * d.element_bytes * d.rank_tokens * d.hidden);
+  add_norm(p, "norm", d.rank_tokens * d.hidden, false);
   const double mlp_comm = mlp_tp_comm_share();
   if (comm && d.sp)
     p.add_comm(tp_name(Collective::kAllGather), mlp_comm * tp_comm_s(Collective::kAllGather, d.activation_bytes));
@@ -684,8 +785,7 @@ PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& pa
          linear_gemm_s(tokens_, d.mlp_up_width / d.tp, d.hidden) +
              bias_s(model_.linear_bias, tokens_, d.mlp_up_width / d.tp),
          2.0 * tokens_ * d.hidden * d.mlp_up_width / d.tp);
-  add_memory(p, model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu",
-             (model_.activation == Activation::kSwiGLU ? 3.0 : 2.0) * d.element_bytes * tokens_ * d.ffn / d.tp);
+  add_activation(p, d, false);
   add_fp8_cast(p, "fp8_cast", tokens_ * d.ffn / d.tp);
   linear("mlp_down", parts.mlp_down, linear_gemm_s(tokens_, d.hidden, d.ffn / d.tp),
          2.0 * tokens_ * d.hidden * d.ffn / d.tp);
@@ -759,16 +859,16 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
   residual_backward(in);
   moe_unpermute(in, d, "moe_unpermute_bwd");
   row_parallel("mlp_down_bwd", d.ffn, mlp_tp_comm_share());
-  add_memory(in, model_.activation == Activation::kSwiGLU ? "swiglu_bwd" : "gelu_bwd",
-             (model_.activation == Activation::kSwiGLU ? 5.0 : 3.0) * d.element_bytes * tokens_ * d.ffn / d.tp);
+  add_activation(in, d, true);
   column_parallel("mlp_up_bwd", d.mlp_up_width, mlp_tp_comm_share());
   moe_routing_backward(in, w, d);
-  add_memory(in, "norm_bwd", 3.0 * d.element_bytes * d.rank_tokens * d.hidden);
+  add_norm(in, "norm_bwd", d.rank_tokens * d.hidden, true);
   residual_backward(in);
   row_parallel("attn_out_bwd", d.q_width, 1.0);
   in.append(attention_core_backward());
+  add_rope(in, d, true);
   column_parallel("qkv_bwd", d.q_width + 2.0 * d.kv_width, 1.0);
-  add_memory(in, "norm_bwd", 3.0 * d.element_bytes * d.rank_tokens * d.hidden);
+  add_norm(in, "norm_bwd", d.rank_tokens * d.hidden, true);
 }
 
 ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
@@ -803,7 +903,7 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
 
   PassCost* weight = split_weight_grad ? &c.weight : &c.backward;
   if (last) {
-    add_memory(c.forward, "final_norm", 2.0 * ab * tokens_sp * h);
+    add_norm(c.forward, "final_norm", tokens_sp * h, false);
     if (sp) c.forward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
     c.forward.add("lm_head", gemm_s(tokens_, v / t, h), 2.0 * tokens_ * h * v / t);
     // Vocab-parallel cross-entropy in fp32: max, sum of exponentials and target logit are
@@ -822,7 +922,7 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     weight->sm_shared_s += r.compute_s - wgrad;
     if (r.exposed_s > 0)
       c.backward.add_comm(tp_name(sp ? Collective::kReduceScatter : Collective::kAllReduce), r.exposed_s);
-    add_memory(c.backward, "final_norm_bwd", 3.0 * ab * tokens_sp * h);
+    add_norm(c.backward, "final_norm_bwd", tokens_sp * h, true);
   }
   PassCost layer_in = new_pass(), layer_w = new_pass();
   if (split_weight_grad)

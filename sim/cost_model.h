@@ -237,6 +237,16 @@ class CostModel {
     return p;
   }
   void add_memory(PassCost& pass, const char* op, double bytes) const { pass.add(op, memory_s(op, bytes)); }
+  // The element-wise ops whose kernels depend on TrainingSpec::elementwise: one fused kernel each, or
+  // the ATen kernels eager PyTorch runs them as (core/names.h Elementwise; sources in cost_model.cc).
+  bool eager() const { return training_.elementwise == Elementwise::kEager; }
+  // A norm over `elements` values (forward, or its backward).
+  void add_norm(PassCost& pass, const char* op, double elements, bool backward) const;
+  // RoPE on this rank's queries and keys, and under eager GQA the copies that widen K and V to every
+  // query head (torchtitan's repeat_kv).
+  void add_rope(PassCost& pass, const LayerDims& d, bool backward) const;
+  // The MLP's activation over the inner width.
+  void add_activation(PassCost& pass, const LayerDims& d, bool backward) const;
   void add_fp8_cast(PassCost& pass, const char* op, double elements) const {
     if (fp8_) pass.add(op, fp8_cast_s(op, elements));
   }

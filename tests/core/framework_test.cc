@@ -61,7 +61,8 @@ TEST(Framework, ThePresetSetsTheBehavioursAFlagDidNotGive) {
   EXPECT_TRUE(t.pipeline_sends_block);
   EXPECT_FALSE(t.overlap_grad_reduce);
   EXPECT_FALSE(t.tp_comm_overlap);
-  EXPECT_EQ(t.host_op_s, 8e-6);  // eager PyTorch's dispatch
+  EXPECT_EQ(t.host_op_s, 8e-6);                   // eager PyTorch's dispatch
+  EXPECT_EQ(t.elementwise, Elementwise::kFused);  // Apex and torch.jit fusions
 
   SpecInputs explicit_flags = gpt_on_a100s("megatron-lm-2021");
   explicit_flags.attention = "flash";
@@ -82,6 +83,15 @@ TEST(Framework, ThePresetSetsTheBehavioursAFlagDidNotGive) {
   EXPECT_TRUE(plain->training.overlap_grad_reduce);
   EXPECT_TRUE(plain->training.tp_comm_overlap);
   EXPECT_EQ(plain->training.host_op_s, 0.0);
+  EXPECT_EQ(plain->training.elementwise, Elementwise::kFused);
+
+  // torchtitan runs eager unless compiled; --elementwise fused says it was.
+  auto titan = resolve_specs(gpt_on_a100s("torchtitan"));
+  ASSERT_TRUE(titan) << titan.error().message;
+  EXPECT_EQ(titan->training.elementwise, Elementwise::kEager);
+  SpecInputs compiled = gpt_on_a100s("torchtitan");
+  compiled.elementwise = "fused";
+  EXPECT_EQ(resolve_specs(compiled)->training.elementwise, Elementwise::kFused);
 }
 
 TEST(Framework, AnUnknownNameIsOneLineListingTheKnownOnes) {
@@ -99,6 +109,7 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   EXPECT_EQ(back->framework, "torchtitan");
   EXPECT_FALSE(back->tp_comm_overlap);
   EXPECT_EQ(back->host_op_s, 8e-6);
+  EXPECT_EQ(back->elementwise, Elementwise::kEager);
   TrainingSpec ds{.gpus = 8, .global_batch = 8};
   apply_framework(*find_framework("deepspeed").value(), ds);
   EXPECT_EQ(training_from_json(to_json(ds))->zero3_unit, Zero3Unit::kModule);
@@ -112,11 +123,18 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   old.erase("framework");
   old.erase("tp_comm_overlap");
   old.erase("zero3_unit");
+  old.erase("elementwise");
   auto defaults = training_from_json(old);
   ASSERT_TRUE(defaults) << defaults.error().message;
   EXPECT_TRUE(defaults->framework.empty());
   EXPECT_TRUE(defaults->tp_comm_overlap);
   EXPECT_EQ(defaults->zero3_unit, Zero3Unit::kLayer);
+  EXPECT_EQ(defaults->elementwise, Elementwise::kFused);
+  Json compiled = to_json(t);
+  compiled["elementwise"] = "compiled";
+  auto unknown = training_from_json(compiled);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().message, "training: 'elementwise' must be fused or eager, not 'compiled'");
 }
 
 // What each stack cannot run is rejected with the feature named; what it can passes.

@@ -41,6 +41,7 @@ TEST(Names, EveryEnumRoundTripsThroughItsTable) {
   expect_round_trip<Precision>(2, "precision");
   expect_round_trip<Fp8Recipe>(2, "fp8 recipe");
   expect_round_trip<Zero3Unit>(2, "zero3 unit");
+  expect_round_trip<Elementwise>(2, "elementwise");
 }
 
 TEST(Names, NamesAreTheOnesFilesAndTracesHaveAlwaysUsed) {
@@ -58,6 +59,7 @@ TEST(Names, NamesAreTheOnesFilesAndTracesHaveAlwaysUsed) {
   EXPECT_STREQ(to_string(Fp8Recipe::kTensorwise), "tensorwise");   // Megatron-LM's --fp8-recipe name
   EXPECT_EQ(parse_fp8_recipe("current"), Fp8Recipe::kTensorwise);  // TransformerEngine's name for it
   EXPECT_STREQ(to_string(Zero3Unit::kModule), "module");           // plan files' training.zero3_unit
+  EXPECT_STREQ(to_string(Elementwise::kEager), "eager");           // plan files' training.elementwise
 }
 
 TEST(Names, RecomputeAndScheduleAliasesParseButPrintCanonically) {

@@ -117,6 +117,18 @@ TEST_F(GuiMainWindow, AFrameworkReachesTheSearchAndLimitsItsPlans) {
   const PlanRequest request = w().inputs()->request();
   EXPECT_EQ(request.specs.framework, "megatron-lm-2021");
   EXPECT_EQ(request.specs.attention, "");
+  EXPECT_EQ(request.specs.elementwise, "");
+}
+
+TEST_F(GuiMainWindow, EagerElementwiseKernelsReachTheSearch) {
+  EXPECT_EQ(w().outcome().specs.training.elementwise, Elementwise::kFused);
+  auto* elementwise = w().inputs()->findChild<QComboBox*>("elementwise");
+  ASSERT_NE(elementwise, nullptr);
+  elementwise->setCurrentIndex(elementwise->findData(QString("eager")));
+  ASSERT_TRUE(
+      wait_until([&] { return w().outcome().specs.training.elementwise == Elementwise::kEager && !w().busy(); }));
+  ASSERT_GT(w().plans_model()->rowCount(), 0);
+  EXPECT_EQ(w().inputs()->request().specs.elementwise, "eager");
 }
 
 TEST_F(GuiMainWindow, BadInputShowsItsErrorAndClearsTheTable) {

@@ -92,6 +92,8 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   // Their "selective (op-level SAC)" as torchtitan's policy (core/op_recompute.h: wk, wo and w3
   // re-run in the backward with the element-wise ops) instead of Megatron's attention-core recompute,
   // which flash attention makes free: those 12 rows 6.5-10 points closer, all rows 16.4 %.
+  // RoPE charged as a kernel of its own (fused: one read and write of Q and K), and torchtitan's two
+  // eager rows with eager PyTorch's element-wise kernels (9.5 and 9.1 points closer): all rows 15.9 %.
   std::vector<PublicRun> megatron;
   for (const PublicRun& r : all)
     if (r.source.find("torchtitan") == std::string::npos && r.source.find("AutoModel") == std::string::npos)
@@ -102,8 +104,31 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   EXPECT_EQ(m.scored, 46);
   EXPECT_LE(m.mean_abs_error, 0.08);
   EXPECT_LE(m.max_abs_error, 0.19);
-  EXPECT_LE(overall.mean_abs_error, 0.165);
+  EXPECT_LE(overall.mean_abs_error, 0.16);
   EXPECT_LE(overall.max_abs_error, 0.57);
+}
+
+// torchtitan's benchmark measured the same runs eager and compiled (its Tables 1 and 3: FSDP on 8 and on
+// 128 H100s, the same batch): compiling each TransformerBlock fused its element-wise ops and took 13.6 and
+// 14.0 % off the step. Loom derives the eager step from the ATen kernels the model's RMSNorm, RoPE,
+// repeat_kv and SwiGLU run (sim/cost_model.cc, nothing taken from these rows): its eager/compiled ratio
+// must match the measured one within 2 % of the compiled step, whatever the absolute error of both rows.
+TEST(PublicRuns, EagerAgainstCompiledTorchtitanMatchesTheMeasuredRatio) {
+  const auto all = runs();
+  std::map<std::string, const PublicRun*> by_id;
+  for (const PublicRun& r : all) by_id[r.id] = &r;
+  for (const char* table : {"tt2412-T1", "tt2412-T3"}) {
+    const PublicRun* eager = by_id[std::string(table) + "-FSDP"];
+    const PublicRun* compiled = by_id[std::string(table) + "-FSDP + torch.compile"];
+    ASSERT_TRUE(eager && compiled && eager->scored() && compiled->scored()) << table;
+    EXPECT_EQ(eager->training.elementwise, Elementwise::kEager) << table;
+    EXPECT_EQ(compiled->training.elementwise, Elementwise::kFused) << table;
+    const double measured = eager->published_s / compiled->published_s;
+    const double predicted = eager->predicted_s / compiled->predicted_s;
+    std::printf("%s eager / compiled: measured %.3f, Loom %.3f\n", table, measured, predicted);
+    EXPECT_GT(measured, 1.1);
+    EXPECT_NEAR(predicted, measured, 0.02) << table;
+  }
 }
 
 }  // namespace

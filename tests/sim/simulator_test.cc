@@ -2,6 +2,8 @@
 // raise the bubble, recompute costs time, ZeRO-3 communication shows up, metrics are consistent.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "core/flops.h"
 #include "core/json_io.h"
 #include "core/partition.h"
@@ -865,6 +867,68 @@ TEST(CostModel, GradientNormIsOneScalarAllReducedOverTheRanksWhoseGradientsDiffe
   EXPECT_GT(model_parallel, 1e-6);
   EXPECT_LT(world, 1e-3);  // latency: well under a millisecond even over 128 nodes
   EXPECT_EQ(norm_s(1, ParallelConfig{}), 0.0);
+}
+
+// Element-wise kernels (TrainingSpec::elementwise). Eager PyTorch runs RMSNorm, torchtitan's RoPE, the
+// copies that widen GQA's K and V and SwiGLU as one ATen kernel per primitive; fused, each is one
+// kernel. The eager kernels' traffic is recounted here from the ops themselves (bf16 values of 2
+// bytes, fp32 math of 4): a forward RMSNorm reads x (2) and writes x32 (4), squares it (4 + 4), takes
+// the mean (4), scales by rstd (4 + 4), casts down (4 + 2) and multiplies by the weight (2 + 2), 36
+// bytes per value; RoPE casts up (2 + 4), multiplies the complex pairs (4 + 4) and casts down (4 + 2),
+// 20; repeat_kv reads K (or V) once and writes it for every query head; SwiGLU's silu (2 + 2) and
+// multiply (2 + 2 + 2), 10 per value of the inner width. A GPT's LayerNorm and GELU are one kernel
+// either way.
+TEST(CostModel, EagerElementwiseKernelsMoveWhatTheirOpsMove) {
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  const CollectiveModel collectives(cluster);
+  const ModelSpec m = *model_preset("llama3-8b");
+  ASSERT_EQ(m.norm, Norm::kRMSNorm);
+  ASSERT_LT(m.kv_heads, m.heads);
+  const ParallelConfig c{.dp = 8, .micro_batch = 1};
+  TrainingSpec t{.gpus = 8, .global_batch = 8, .seq_len = 4096};
+  const ChunkCost fused = CostModel(m, t, c, cluster, collectives).chunk(0, 0, false);
+  t.elementwise = Elementwise::kEager;
+  const ChunkCost eager = CostModel(m, t, c, cluster, collectives).chunk(0, 0, false);
+
+  auto is_eager = [](const std::string& name) {
+    return name.find('.') != std::string::npos || name.starts_with("repeat_kv");
+  };
+  double eager_s = 0;
+  int eager_kernels = 0;
+  std::set<std::string> names;
+  for (const Segment& seg : eager.forward.segments)
+    if (is_eager(seg.name)) {
+      eager_s += seg.seconds;
+      ++eager_kernels;
+      names.insert(seg.name);
+    }
+  for (const char* n : {"norm.to_fp32", "norm.pow", "norm.mul_weight", "rope.mul_freqs", "repeat_kv", "swiglu.silu"})
+    EXPECT_TRUE(names.contains(n)) << n;
+  for (const Segment& seg : fused.forward.segments) EXPECT_FALSE(is_eager(seg.name)) << seg.name;
+  std::set<std::string> fused_names;
+  for (const Segment& seg : fused.forward.segments) fused_names.insert(seg.name);
+  EXPECT_TRUE(fused_names.contains("rope"));  // one fused kernel over Q and K
+
+  const double tokens = 4096, h = m.hidden, q = static_cast<double>(m.q_dim()), kv = static_cast<double>(m.kv_dim());
+  const double ffn = m.ffn_hidden, layers = m.layers;
+  const double per_layer = 2 * 36 * tokens * h + 20 * tokens * (q + kv) + 2 * 2 * tokens * (kv + q) + 10 * tokens * ffn;
+  const double bytes = layers * per_layer + 36 * tokens * h;  // and the final norm
+  const int kernels = static_cast<int>(layers) * (2 * 8 + 2 * 3 + 2 + 2) + 8;
+  EXPECT_EQ(eager_kernels, kernels);
+  const double bandwidth = cluster.device.memory_bandwidth_bytes_per_s * cluster.compute.memory_bound_efficiency;
+  EXPECT_NEAR(eager_s, bytes / bandwidth + kernels * cluster.compute.kernel_launch_s, 1e-9 * eager_s);
+  EXPECT_GT(eager.forward.seconds, fused.forward.seconds);
+  EXPECT_GT(eager.backward.seconds, fused.backward.seconds);
+  EXPECT_GT(eager.forward.kernels, fused.forward.kernels);
+
+  // A GPT: LayerNorm, GELU and learned positions run as one kernel eager or fused.
+  const ModelSpec gpt = *model_preset("gpt2-xl");
+  TrainingSpec g{.gpus = 8, .global_batch = 8};
+  auto gpt_step = simulate(gpt, g, c, cluster);
+  g.elementwise = Elementwise::kEager;
+  auto gpt_eager = simulate(gpt, g, c, cluster);
+  ASSERT_TRUE(gpt_step.ok() && gpt_eager.ok());
+  EXPECT_EQ(gpt_step->step_time_s, gpt_eager->step_time_s);
 }
 
 }  // namespace
