@@ -27,6 +27,9 @@ std::string preset_text(const FrameworkPreset& p) {
   line("ZeRO-3 collective per", to_string(p.zero3_unit.value), p.zero3_unit.source);
   line("host time per GPU op", fmt::format("{:g} us", p.host_op_s.value * 1e6), p.host_op_s.source);
   line("element-wise kernels", to_string(p.elementwise.value), p.elementwise.source);
+  line("loss peak per logit", fmt::format("{:g} bytes", p.loss_bytes_per_logit.value), p.loss_bytes_per_logit.source);
+  line("... compiled", fmt::format("{:g} bytes", p.compiled_loss_bytes_per_logit.value),
+       p.compiled_loss_bytes_per_logit.source);
   std::string stages;
   for (int z = 0; z <= 3; ++z)
     if (p.zero_stages & (1u << z)) stages += (stages.empty() ? "" : ",") + std::to_string(z);

@@ -134,7 +134,9 @@ int run_public_runs(const ValidateFlags& f) {
       }
       if (r.published_s > 0) row["published_s"] = r.published_s;
       if (r.published_tflops > 0) row["published_tflops_per_gpu"] = r.published_tflops;
+      if (r.published_peak_gib > 0) row["published_peak_memory_gib"] = r.published_peak_gib;
       if (r.scored()) row["error"] = r.error();
+      if (r.memory_scored()) row["memory_error"] = r.memory_error();
       list.push_back(row);
     }
     Json sources = Json::array();
@@ -150,9 +152,9 @@ int run_public_runs(const ValidateFlags& f) {
     return kExitOk;
   }
   std::string text = "# published H100/H200/B200 runs (h100_public.json), each on its GPU's cluster preset\n";
-  text += fmt::format("{:<40} {:<9} {:<4} {:>5} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>11} {:>11} {:>8}\n", "id",
-                      "cluster", "prec", "GPUs", "TP", "CP", "PP", "VPP", "DP", "MB", "mem", "published_s",
-                      "predicted_s", "error%");
+  text += fmt::format("{:<40} {:<9} {:<4} {:>5} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6} {:>7} {:>11} {:>11} {:>8}\n",
+                      "id", "cluster", "prec", "GPUs", "TP", "CP", "PP", "VPP", "DP", "MB", "mem", "pub_mem",
+                      "published_s", "predicted_s", "error%");
   for (const auto& r : runs) {
     const std::string published = r.published_s > 0 ? fmt::format("{:.3f}", r.published_s) : "-";
     if (!r.simulated()) {
@@ -160,10 +162,12 @@ int run_public_runs(const ValidateFlags& f) {
       continue;
     }
     const ParallelConfig& c = r.config;
+    const std::string published_mem = r.published_peak_gib > 0 ? fmt::format("{:.1f}", r.published_peak_gib) : "-";
     text += fmt::format(
-        "{:<40} {:<9} {:<4} {:>5} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6.1f} {:>11} {:>11.3f} {:>8}\n", r.id,
+        "{:<40} {:<9} {:<4} {:>5} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>6.1f} {:>7} {:>11} {:>11.3f} {:>8}\n", r.id,
         r.cluster, to_string(r.training.precision), r.training.gpus, c.tp, c.cp, c.pp, c.vpp, c.dp, c.micro_batch,
-        r.predicted_peak_gib, published, r.predicted_s, r.scored() ? fmt::format("{:+.1f}", 100.0 * r.error()) : "-");
+        r.predicted_peak_gib, published_mem, published, r.predicted_s,
+        r.scored() ? fmt::format("{:+.1f}", 100.0 * r.error()) : "-");
     if (r.published_tflops > 0 && !r.scored())
       text.insert(text.size() - 1, fmt::format("   TFLOP/s/GPU: published {:.0f} (formula not stated), Loom {:.0f}",
                                                r.published_tflops, r.predicted_tflops));
@@ -176,6 +180,20 @@ int run_public_runs(const ValidateFlags& f) {
         "{:+.1f} %\n",
         s.source.empty() ? "all sources" : s.source, s.rows, s.simulated, s.scored, 100.0 * s.mean_abs_error,
         100.0 * s.max_abs_error, 100.0 * s.mean_error);
+  // Peak memory, where a row publishes it (torchtitan's: the allocator's max reserved), with and without pipelines.
+  for (const bool pipelined : {false, true}) {
+    int n = 0;
+    double sum = 0, worst = 0;
+    for (const auto& r : runs)
+      if (r.memory_scored() && (r.config.pp > 1) == pipelined) {
+        ++n;
+        sum += std::abs(r.memory_error());
+        worst = std::max(worst, std::abs(r.memory_error()));
+      }
+    if (n > 0)
+      text += fmt::format("# peak memory where published, {}: {} rows, mean |error| {:.1f} %, max {:.1f} %\n",
+                          pipelined ? "pipelined" : "no pipeline", n, 100.0 * sum / n, 100.0 * worst);
+  }
   write_output("", text);
   return kExitOk;
 }

@@ -62,6 +62,10 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {Elementwise::kFused,
          "Megatron-LM's fused kernels: Apex's FusedLayerNorm, bias-GeLU and bias-dropout-add fused by torch.jit "
          "(megatron/model/fused_layer_norm.py, fused_bias_gelu.py, transformer.py)"},
+        {4.0,
+         "the fp32 logits the vocab-parallel cross-entropy keeps for its backward, 4sbv/t bytes (Korthikanti et "
+         "al. 2022, §4.3; megatron/core/tensor_parallel/cross_entropy.py, whose backward works in place)"},
+        {4.0, "the same loss: its fusions do not change it"},
     },
     {
         "megatron-core",
@@ -102,6 +106,10 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {Elementwise::kFused,
          "TransformerEngine's fused kernels: the norm inside LayerNormLinear, the fused bias-activation "
          "(bias_gelu_impl, bias_swiglu_impl) and RoPE (--apply-rope-fusion, on in the NeMo recipes)"},
+        {4.0,
+         "the fp32 logits the vocab-parallel cross-entropy keeps for its backward, 4sbv/t bytes (Korthikanti et "
+         "al. 2022, §4.3; megatron/core/tensor_parallel/cross_entropy.py, whose backward works in place)"},
+        {4.0, "the same loss: its fusions do not change it"},
     },
     {
         "torchtitan",
@@ -141,6 +149,16 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "downcast), RoPE a complex multiply in fp32 (apply_rotary_emb), repeat_kv copies K and V for GQA, "
          "SwiGLU a silu then a multiply; --elementwise fused for --training.compile, which compiles each "
          "TransformerBlock"},
+        {12.0,
+         "the loss is cross_entropy(pred.flatten(0, 1).float(), labels) (train.py loss_fn): the fp32 copy's "
+         "log_softmax output (4 bytes) is kept; in the backward nll_loss's gradient (4) and log_softmax's "
+         "(4) are made beside it, 12 bytes per logit (the bf16 logits, 2, are deleted before the backward; "
+         "in the forward pred, its fp32 copy and the output make 10)"},
+        {4.0,
+         "compiled, torchtitan compiles the loss with the model (compile.components defaults to model and loss): "
+         "the upcast fuses into the cross-entropy, which keeps the bf16 logits and writes their bf16 gradient, "
+         "2 + 2 bytes. Before that option (torchtitan of 2024, training.compile) only the TransformerBlocks were "
+         "compiled and the loss kept its eager 12"},
     },
     {
         "deepspeed",
@@ -179,6 +197,10 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {Elementwise::kFused,
          "Megatron-DeepSpeed keeps Megatron-LM's fused kernels (FusedLayerNorm, bias-GeLU and "
          "bias-dropout-add fused by torch.jit)"},
+        {4.0,
+         "the fp32 logits the vocab-parallel cross-entropy keeps for its backward, 4sbv/t bytes (Korthikanti et "
+         "al. 2022, §4.3; megatron/core/tensor_parallel/cross_entropy.py, whose backward works in place)"},
+        {4.0, "the same loss: its fusions do not change it"},
     },
 }};
 
@@ -211,6 +233,8 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
   t.zero3_unit = preset.zero3_unit.value;
   if (!keep.host_op_s) t.host_op_s = preset.host_op_s.value;
   if (!keep.elementwise) t.elementwise = preset.elementwise.value;
+  t.loss_bytes_per_logit = t.elementwise == Elementwise::kEager ? preset.loss_bytes_per_logit.value
+                                                                : preset.compiled_loss_bytes_per_logit.value;
 }
 
 std::optional<std::string> framework_lacks(const FrameworkPreset& p, const TrainingSpec& t, const ParallelConfig& c) {

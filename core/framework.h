@@ -48,6 +48,10 @@ struct FrameworkPreset {
   Missing op_recompute;              // op-level selective activation checkpointing (--recompute op)
   Sourced<double> host_op_s;         // host time to issue one GPU op (TrainingSpec::host_op_s)
   Sourced<Elementwise> elementwise;  // fused or eager element-wise kernels (TrainingSpec::elementwise)
+  // What the loss holds at its peak per logit (TrainingSpec::loss_bytes_per_logit), with the element-wise ops
+  // eager and fused (compiled).
+  Sourced<double> loss_bytes_per_logit;
+  Sourced<double> compiled_loss_bytes_per_logit;
 };
 
 // Every preset, in the order `--framework`'s help lists them.

@@ -242,6 +242,7 @@ Json to_json(const TrainingSpec& t) {
   if (t.kernel_cv != 0.0) j["kernel_cv"] = t.kernel_cv;
   if (t.gpu_cv != 0.0) j["gpu_cv"] = t.gpu_cv;
   if (t.host_op_s != 0.0) j["host_op_s"] = t.host_op_s;
+  if (t.loss_bytes_per_logit != 4.0) j["loss_bytes_per_logit"] = t.loss_bytes_per_logit;
   return j;
 }
 
@@ -270,6 +271,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.kernel_cv = r.number("kernel_cv", 0.0, 0.0, 1.0);
   t.gpu_cv = r.number("gpu_cv", 0.0, 0.0, 1.0);
   t.host_op_s = r.number("host_op_s", 0.0, 0.0, 0.1);
+  t.loss_bytes_per_logit = r.number("loss_bytes_per_logit", 4.0, 0.0, 64.0);
   const std::string unit = r.string("zero3_unit", std::string(to_string(Zero3Unit::kLayer)));
   if (!r.ok()) return make_error(r.error());
   const auto zero3_unit = parse_zero3_unit(unit);

@@ -23,6 +23,10 @@ struct TrainingSpec {
   AttentionKernel attention = AttentionKernel::kFlash;
   // Element-wise kernels fused (torch.compile, TransformerEngine) or one eager PyTorch kernel per op.
   Elementwise elementwise = Elementwise::kFused;
+  // Bytes per logit (of one rank's vocabulary share) the loss holds at its peak, beside every layer's
+  // activations: 4, the fp32 logits Megatron's vocab-parallel cross-entropy keeps (Korthikanti et al.
+  // §4.3). A framework whose loss holds more says so (core/framework.h).
+  double loss_bytes_per_logit = 4.0;
   // FP8 runs the linear layers' GEMMs (fprop, dgrad, wgrad) in FP8 with bf16 everywhere else, as
   // TransformerEngine does; the LM head, attention and norms stay bf16.
   Precision precision = Precision::kBf16;

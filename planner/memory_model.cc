@@ -396,14 +396,17 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     const double recompute_working_set =
         c.recompute == Recompute::kFull || c.recompute == Recompute::kOp ? layer_working_set : 0.0;
     if (stage == c.pp - 1) {
-      // The final norm's input, the LM head's input and the fp32 logits the cross-entropy keeps
-      // (§4.3). GPipe keeps every micro-batch's until the backward, the other schedules one. The
-      // head's backward frees its own before any layer is recomputed, so the peak holds the larger
-      // of the two, not both.
+      // The final norm's input, the LM head's input and what the loss holds at its peak: the fp32
+      // logits the cross-entropy keeps (§4.3), or more where the framework's loss makes more beside
+      // them (TrainingSpec::loss_bytes_per_logit). GPipe keeps every micro-batch's until the backward,
+      // the other schedules one. The head's backward frees its own before any layer is recomputed, so
+      // the peak holds the larger of the two, not both.
       const double vocab = padded_vocab(m.vocab, c.tp);
-      const double head = 2.0 * ab * sbh / sp_divisor + 4.0 * s * b * vocab / c.tp;
+      const double logits = s * b * vocab / c.tp;
+      const double kept_head = 2.0 * ab * sbh / sp_divisor + 4.0 * logits;
+      const double head = kept_head + (std::max(t.loss_bytes_per_logit, 4.0) - 4.0) * logits;
       const double heads_alive = c.schedule == Schedule::kGPipe ? static_cast<double>(micro_batches) : 1.0;
-      activations += (heads_alive - 1.0) * head + std::max(head, recompute_working_set);
+      activations += (heads_alive - 1.0) * kept_head + std::max(head, recompute_working_set);
     } else {
       activations += recompute_working_set;
     }

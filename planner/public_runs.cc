@@ -74,14 +74,20 @@ std::string express(const Json& r, PublicRun& run) {
   // Megatron-Bridge, torchtitan for torchtitan's benchmarks, whose async-TP rows turn its
   // asynchronous tensor parallelism on. NeMo AutoModel's own FSDP2 backend has no preset.
   if (torchtitan(source)) {
-    apply_framework(*find_framework("torchtitan").value(), t);
+    const FrameworkPreset* titan = find_framework("torchtitan").value();
+    apply_framework(*titan, t);
     if (contains(run.id, "-async")) t.tp_comm_overlap = true;
     // torchtitan runs eager unless --training.compile, which the rows' techniques name ("torch.compile",
     // "compile"): then each TransformerBlock is compiled and its element-wise ops fused.
     const Json* secondary =
         r.contains("metric_secondary") && r["metric_secondary"].is_object() ? &r["metric_secondary"] : nullptr;
-    if (secondary && contains(secondary->value("techniques", std::string()), "compile"))
+    if (secondary && contains(secondary->value("techniques", std::string()), "compile")) {
       t.elementwise = Elementwise::kFused;
+      t.loss_bytes_per_logit = titan->compiled_loss_bytes_per_logit.value;
+      // The December 2024 runs (torchtitan 9dec370): training.compile compiled each TransformerBlock
+      // (parallelize_llama.py apply_compile) and left train.py's loss_fn eager.
+      if (contains(run.source, "202412")) t.loss_bytes_per_logit = titan->loss_bytes_per_logit.value;
+    }
   } else if (!contains(source, "AutoModel")) {
     apply_framework(*find_framework("megatron-core").value(), t);
   }
@@ -234,6 +240,9 @@ Result<std::vector<PublicRun>> reproduce_public_runs(const std::string& json_pat
       run.model = *model;
       run.refused = run.cluster.empty() ? "GPU without a cluster preset" : express(r, run);
     }
+    if (r.contains("metric_secondary") && r["metric_secondary"].is_object() &&
+        r["metric_secondary"].contains("peak_memory_GiB") && r["metric_secondary"]["peak_memory_GiB"].is_number())
+      run.published_peak_gib = r["metric_secondary"]["peak_memory_GiB"].get<double>();
     if (r.value("metric_name", "") == "model_tflops_per_gpu" && r["metric_value"].is_number())
       run.published_tflops = r["metric_value"].get<double>();
     if (run.simulated()) {

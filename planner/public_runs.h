@@ -25,6 +25,9 @@ struct PublicRun {
   std::string refused;     // why the row is not simulated; empty: it is
   double predicted_s = 0;
   double predicted_peak_gib = 0;
+  // Peak memory per GPU where the row publishes one (torchtitan's logs: the caching allocator's max
+  // reserved, GiB); 0: none.
+  double published_peak_gib = 0;
   // Rows that publish model TFLOP/s per GPU (the long-sequence table, whose FLOP formula is not
   // stated, so they are shown beside Loom's, not scored): the published figure and Loom's.
   double published_tflops = 0;
@@ -34,6 +37,8 @@ struct PublicRun {
   bool simulated() const { return refused.empty(); }
   bool scored() const { return simulated() && published_s > 0; }
   double error() const { return (predicted_s - published_s) / published_s; }
+  bool memory_scored() const { return simulated() && published_peak_gib > 0; }
+  double memory_error() const { return (predicted_peak_gib - published_peak_gib) / published_peak_gib; }
 };
 
 // Reads the file and simulates every row it can express. Bad input: the file is not that file.

@@ -89,9 +89,12 @@ TEST(Framework, ThePresetSetsTheBehavioursAFlagDidNotGive) {
   auto titan = resolve_specs(gpt_on_a100s("torchtitan"));
   ASSERT_TRUE(titan) << titan.error().message;
   EXPECT_EQ(titan->training.elementwise, Elementwise::kEager);
+  EXPECT_EQ(titan->training.loss_bytes_per_logit, 12.0);  // its eager fp32 cross-entropy
   SpecInputs compiled = gpt_on_a100s("torchtitan");
   compiled.elementwise = "fused";
   EXPECT_EQ(resolve_specs(compiled)->training.elementwise, Elementwise::kFused);
+  EXPECT_EQ(resolve_specs(compiled)->training.loss_bytes_per_logit, 4.0);  // the loss compiled with the model
+  EXPECT_EQ(specs->training.loss_bytes_per_logit, 4.0);                    // Megatron's
 }
 
 TEST(Framework, AnUnknownNameIsOneLineListingTheKnownOnes) {
@@ -110,6 +113,7 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   EXPECT_FALSE(back->tp_comm_overlap);
   EXPECT_EQ(back->host_op_s, 8e-6);
   EXPECT_EQ(back->elementwise, Elementwise::kEager);
+  EXPECT_EQ(back->loss_bytes_per_logit, 12.0);
   TrainingSpec ds{.gpus = 8, .global_batch = 8};
   apply_framework(*find_framework("deepspeed").value(), ds);
   EXPECT_EQ(training_from_json(to_json(ds))->zero3_unit, Zero3Unit::kModule);

@@ -370,5 +370,26 @@ TEST(MemoryModel, WorkspaceIsTheMlpBackwardsTemporaries) {
   EXPECT_DOUBLE_EQ(s.reserve_bytes, 2.0 * (1 << 30) + s.workspace_bytes);
 }
 
+// What the loss holds at its peak (TrainingSpec::loss_bytes_per_logit): torchtitan's eager
+// cross_entropy(pred.float()) makes nll_loss's and log_softmax's fp32 gradients beside the kept fp32
+// output, 12 bytes per logit against the 4 of Megatron's cross-entropy, on the last stage only; under
+// GPipe the micro-batches waiting for their backward keep only their fp32 output each.
+TEST(MemoryModel, TheLossPeakIsTheFrameworksOnTheLastStageOnly) {
+  const ModelSpec m = *model_preset("llama3-8b");
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  TrainingSpec megatron{.gpus = 8, .global_batch = 8, .seq_len = 8192};
+  TrainingSpec titan = megatron;
+  titan.loss_bytes_per_logit = 12.0;
+  const ParallelConfig c{.tp = 2, .pp = 2, .dp = 2, .micro_batch = 1, .sequence_parallel = true};
+  const MemoryReport a = estimate_memory(m, megatron, c, cluster), b = estimate_memory(m, titan, c, cluster);
+  const double logits = 8192.0 * padded_vocab(m.vocab, 2) / 2;  // one micro-batch's, one TP rank's share
+  EXPECT_DOUBLE_EQ(b.stages[0].activations_bytes, a.stages[0].activations_bytes);
+  EXPECT_NEAR(b.stages[1].activations_bytes - a.stages[1].activations_bytes, 8.0 * logits, 1.0);
+  ParallelConfig gpipe = c;
+  gpipe.schedule = Schedule::kGPipe;
+  const MemoryReport ga = estimate_memory(m, megatron, gpipe, cluster), gb = estimate_memory(m, titan, gpipe, cluster);
+  EXPECT_NEAR(gb.stages[1].activations_bytes - ga.stages[1].activations_bytes, 8.0 * logits, 1.0);
+}
+
 }  // namespace
 }  // namespace loom

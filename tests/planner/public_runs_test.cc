@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -129,6 +131,36 @@ TEST(PublicRuns, EagerAgainstCompiledTorchtitanMatchesTheMeasuredRatio) {
     EXPECT_GT(measured, 1.1);
     EXPECT_NEAR(predicted, measured, 0.02) << table;
   }
+}
+
+// Peak memory where a row publishes it (torchtitan's logs: the caching allocator's max reserved).
+// Without a pipeline: the FSDP rows on 8 and 128 GPUs, with and without CP, and the 2D rows. Their
+// cross-entropy on an fp32 copy of 128K-vocabulary logits is what most of them hold at the peak
+// (core/framework.h, 12 bytes per logit eager; 4 where the 2025 runs compiled the loss): before it
+// was counted the FSDP rows came out 16-39 % low. What remains (figures when this test was written):
+// the 2D rows (TP 8) 14-19 % low and the pipelined rows (PP 8 with FSDP) about half, which Loom does
+// not yet explain; a change that makes these worse fails here.
+TEST(PublicRuns, PeakMemoryWherePublished) {
+  const auto all = runs();
+  int fsdp_rows = 0, rows = 0;
+  double worst_fsdp = 0, sum = 0, worst = 0;
+  for (const PublicRun& r : all) {
+    if (!r.memory_scored() || r.config.pp > 1) continue;
+    std::printf("%-40s predicted %5.1f GiB published %5.1f GiB  %+5.1f %%\n", r.id.c_str(), r.predicted_peak_gib,
+                r.published_peak_gib, 100.0 * r.memory_error());
+    ++rows;
+    sum += std::abs(r.memory_error());
+    worst = std::max(worst, std::abs(r.memory_error()));
+    if (r.config.tp == 1) {
+      ++fsdp_rows;
+      worst_fsdp = std::max(worst_fsdp, std::abs(r.memory_error()));
+    }
+  }
+  EXPECT_EQ(rows, 14);
+  EXPECT_EQ(fsdp_rows, 12);
+  EXPECT_LE(worst_fsdp, 0.065);  // the eager T3 row, whose eager temporaries are not counted: -6.3 %
+  EXPECT_LE(sum / rows, 0.05);
+  EXPECT_LE(worst, 0.19);
 }
 
 }  // namespace
