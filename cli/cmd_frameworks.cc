@@ -25,10 +25,11 @@ std::string preset_text(const FrameworkPreset& p) {
   line("pipeline sends block", on_off(p.pipeline_sends_block.value), p.pipeline_sends_block.source);
   line("TP reduce beside wgrad GEMM", on_off(p.tp_comm_overlap.value), p.tp_comm_overlap.source);
   line("ZeRO-3 collective per", to_string(p.zero3_unit.value), p.zero3_unit.source);
+  line("ZeRO-3 gathered through PP", p.zero3_pp_keep_gathered.value ? "yes" : "no", p.zero3_pp_keep_gathered.source);
   line("host time per GPU op", fmt::format("{:g} us", p.host_op_s.value * 1e6), p.host_op_s.source);
   line("element-wise kernels", to_string(p.elementwise.value), p.elementwise.source);
   line("loss peak per logit", fmt::format("{:g} bytes", p.loss_bytes_per_logit.value), p.loss_bytes_per_logit.source);
-  line("... compiled", fmt::format("{:g} bytes", p.compiled_loss_bytes_per_logit.value),
+  line("loss peak, compiled", fmt::format("{:g} bytes", p.compiled_loss_bytes_per_logit.value),
        p.compiled_loss_bytes_per_logit.source);
   std::string stages;
   for (int z = 0; z <= 3; ++z)

@@ -43,6 +43,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "input-gradient all-reduce beside the weight-gradient GEMM (--async-tensor-model-parallel-allreduce) "
          "came in later releases, which Korthikanti et al. (2022) ran"},
         {Zero3Unit::kLayer, "unused: Megatron-LM 2021 has no ZeRO-3 (below)"},
+        {false, "unused: no ZeRO-3"},
         0b0001,
         "no distributed optimizer: Megatron-LM's ZeRO-1 (--use-distributed-optimizer) came in 2022, and it has "
         "no ZeRO-2 or ZeRO-3",
@@ -86,6 +87,8 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "the input-gradient all-reduce (reduce-scatter under SP) runs beside the weight-gradient GEMM "
          "(LinearWithGradAccumulationAndAsyncCommunication, megatron/core/tensor_parallel/layers.py)"},
         {Zero3Unit::kLayer, "Megatron-FSDP gathers and reduce-scatters per transformer layer"},
+        {false,
+         "Loom's default, each pass gathering: Megatron-FSDP's behaviour under a pipeline is not among Loom's sources"},
         0b1111,
         "the distributed optimizer (ZeRO-1, --use-distributed-optimizer) and Megatron-FSDP "
         "(--data-parallel-sharding-strategy optim, optim_grads, optim_grads_params: ZeRO-1, 2, 3)",
@@ -129,6 +132,11 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {Zero3Unit::kLayer,
          "fully_shard on every TransformerBlock: one all-gather and one reduce-scatter per layer (torchtitan's "
          "parallelize.py, FSDP2)"},
+        {true,
+         "under PP, apply_fsdp (parallelize_llama.py) sets reshard_after_forward=False, \"to avoid per-microbatch "
+         "all-gathers\", and torch.distributed.pipelining's stage turns FSDP's gradient sync and reshard after "
+         "backward off for all but the last backward, then runs FSDP's post-backward by hand (_stage.py): gradients "
+         "accumulate unsharded in the reduce dtype"},
         0b1001,
         "torchtitan replicates (DDP, ZeRO-0) or shards with FSDP2 (ZeRO-3); it has no ZeRO-1 or ZeRO-2",
         kHas,
@@ -181,6 +189,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "a hook on every submodule with parameters gathers them (coalesced per module) before "
          "its forward and backward and reduce-scatters its gradients "
          "(runtime/zero/partitioned_param_coordinator.py, stage3.py)"},
+        {false, "unused: DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 (runtime/pipe/engine.py)"},
         0b1111,
         "ZeRO stages 1, 2 and 3 (Rajbhandari et al. 2020)",
         lacks("Megatron-DeepSpeed's 2021-2022 code base predates Megatron-LM's sequence parallelism (2022)"),
@@ -231,6 +240,7 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
   t.overlap_grad_reduce = preset.overlap_grad_reduce.value;
   t.tp_comm_overlap = preset.tp_comm_overlap.value;
   t.zero3_unit = preset.zero3_unit.value;
+  t.zero3_pp_keep_gathered = preset.zero3_pp_keep_gathered.value;
   if (!keep.host_op_s) t.host_op_s = preset.host_op_s.value;
   if (!keep.elementwise) t.elementwise = preset.elementwise.value;
   t.loss_bytes_per_logit = t.elementwise == Elementwise::kEager ? preset.loss_bytes_per_logit.value

@@ -35,11 +35,12 @@ struct FrameworkPreset {
   const char* name;
   const char* description;
   Sourced<AttentionKernel> attention;
-  Sourced<int> grad_bytes;             // bytes of the gradient each micro-batch accumulates into and reduces
-  Sourced<bool> overlap_grad_reduce;   // buckets reduced during the last backward
-  Sourced<bool> pipeline_sends_block;  // a stage waits for its send before its next pass
-  Sourced<bool> tp_comm_overlap;       // input-gradient TP all-reduce beside the weight-gradient GEMM
-  Sourced<Zero3Unit> zero3_unit;       // what one ZeRO-3 gather and reduce-scatter covers
+  Sourced<int> grad_bytes;               // bytes of the gradient each micro-batch accumulates into and reduces
+  Sourced<bool> overlap_grad_reduce;     // buckets reduced during the last backward
+  Sourced<bool> pipeline_sends_block;    // a stage waits for its send before its next pass
+  Sourced<bool> tp_comm_overlap;         // input-gradient TP all-reduce beside the weight-gradient GEMM
+  Sourced<Zero3Unit> zero3_unit;         // what one ZeRO-3 gather and reduce-scatter covers
+  Sourced<bool> zero3_pp_keep_gathered;  // ZeRO-3 under PP gathers once a step (TrainingSpec)
   // ZeRO stages the stack runs (bit z set: stage z).
   unsigned zero_stages = 0b1111;
   const char* zero_source = "";  // where the stages come from, or why the others are missing

@@ -236,6 +236,7 @@ Json to_json(const TrainingSpec& t) {
   j["pipeline_sends_block"] = t.pipeline_sends_block;
   j["tp_comm_overlap"] = t.tp_comm_overlap;
   j["zero3_unit"] = to_string(t.zero3_unit);
+  if (t.zero3_pp_keep_gathered) j["zero3_pp_keep_gathered"] = true;
   if (!t.framework.empty()) j["framework"] = t.framework;
   if (t.moe_imbalance != 1.0) j["moe_imbalance"] = t.moe_imbalance;
   if (t.moe_shared_expert_overlap) j["moe_shared_expert_overlap"] = true;
@@ -265,6 +266,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
   t.pipeline_sends_block = r.boolean("pipeline_sends_block", false);
   t.tp_comm_overlap = r.boolean("tp_comm_overlap", true);
+  t.zero3_pp_keep_gathered = r.boolean("zero3_pp_keep_gathered", false);
   t.framework = r.string("framework", std::string());
   t.moe_imbalance = r.number("moe_imbalance", 1.0, 1.0, 1e3);
   t.moe_shared_expert_overlap = r.boolean("moe_shared_expert_overlap", false);

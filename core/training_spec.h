@@ -44,6 +44,12 @@ struct TrainingSpec {
   // A column-parallel linear's input-gradient all-reduce (reduce-scatter under SP) runs beside its
   // weight-gradient GEMM (Megatron-LM's asynchronous TP all-reduce). false: one after the other.
   bool tp_comm_overlap = true;
+  // ZeRO-3 under a pipeline keeps each stage's parameters gathered from its first forward to the end of
+  // the step, and accumulates its gradients unsharded (in grad_bytes) until the last backward, which then
+  // reduce-scatters them once (torchtitan: reshard_after_forward off under PP, and
+  // torch.distributed.pipelining turning FSDP's gradient sync off but for the last backward). false: each
+  // pass gathers, each backward reduce-scatters, as without a pipeline.
+  bool zero3_pp_keep_gathered = false;
   // What one ZeRO-3 gather and reduce-scatter covers (core/names.h; the --framework's, core/framework.h).
   Zero3Unit zero3_unit = Zero3Unit::kLayer;
   // The software stack the run is described by (core/framework.h; empty: none named, the

@@ -60,13 +60,23 @@ void StepBuilder::add_compute(const std::vector<std::vector<ChunkCost>>& chunks)
   for (int s = 0; s < c_.pp; ++s) add_stage_compute(s, chunks[s]);
 }
 
+bool StepBuilder::zero3_kept_gathered() const {
+  return c_.zero >= 3 && c_.pp > 1 && training_.zero3_pp_keep_gathered && c_.zero_shards() > 1;
+}
+
 void StepBuilder::add_stage_compute(int s, const std::vector<ChunkCost>& chunks) {
   const bool zero3 = c_.zero >= 3 && c_.grad_ranks() > 1;
+  // Kept gathered through the pipeline: one gather per chunk, at its first forward; its gradients are
+  // reduce-scattered once, after its last backward (add_gradient_reduction).
+  const bool kept = zero3_kept_gathered();
+  std::vector<bool> gathered(c_.vpp, false);
   ComputeCursor cursor;
   for (const PipelineOp& p : programs_[s]) {
     const Op op = make_pass(s, p, chunks[p.chunk]);
     // ZeRO-3: gather this chunk's parameters, prefetched while the previous pass computes.
-    const std::int32_t gather = zero3 && p.pass != Pass::kW ? add_gather(op, p.chunk, cursor) : -1;
+    const bool gathers = zero3 && p.pass != Pass::kW && !(kept && gathered[p.chunk]);
+    gathered[p.chunk] = true;
+    const std::int32_t gather = gathers ? add_gather(op, p.chunk, cursor) : -1;
     const std::int32_t id = add(op);
     if (gather >= 0) {
       // The first layer's parameters must have arrived; the rest stream in behind the compute.
@@ -75,7 +85,7 @@ void StepBuilder::add_stage_compute(int s, const std::vector<ChunkCost>& chunks)
       if (cursor.previous_gather >= 0) graph_.depend(id, cursor.previous_gather);
       cursor.previous_gather = gather;
     }
-    if (zero3 && p.pass == Pass::kB) {
+    if (zero3 && !kept && p.pass == Pass::kB) {
       cursor.pending_reduce = id;
       cursor.pending_reduce_chunk = p.chunk;
     }
@@ -288,9 +298,12 @@ void StepBuilder::add_gradient_reduction(int s) {
   for (int chunk = c_.vpp - 1; chunk >= 0; --chunk) {
     if (c_.zero == 2) add_zero2_reduce_scatters(s, chunk);
     const GradientBuckets buckets = gradient_buckets(cost_, training_, c_, s, chunk);
+    // Kept gathered through the pipeline, FSDP's post-backward runs once the chunk's last backward is over.
+    const bool after_backward = zero3_kept_gathered();
     for (int b = 0; b < buckets.count; ++b) {
-      const std::int32_t reduced = add_dp_op(s, buckets.seconds, buckets.reduce, last_grad_op_[s][chunk],
-                                             static_cast<float>(b + 1) / static_cast<float>(buckets.count));
+      const std::int32_t reduced =
+          add_dp_op(s, buckets.seconds, buckets.reduce, last_grad_op_[s][chunk],
+                    after_backward ? 1.0f : static_cast<float>(b + 1) / static_cast<float>(buckets.count));
       // Without overlap the whole buffer is reduced once the stage's backward is over (Megatron-LM
       // 2021's allreduce_gradients after forward_backward_func), every chunk's last pass included.
       if (!training_.overlap_grad_reduce)

@@ -391,5 +391,30 @@ TEST(MemoryModel, TheLossPeakIsTheFrameworksOnTheLastStageOnly) {
   EXPECT_NEAR(gb.stages[1].activations_bytes - ga.stages[1].activations_bytes, 8.0 * logits, 1.0);
 }
 
+// ZeRO-3 kept gathered through a pipeline: each stage holds its parameters whole (bf16) and its
+// gradients unsharded in the reduce dtype for the whole step, in place of ZeRO-3's per-unit buffers.
+TEST(MemoryModel, Zero3KeptGatheredThroughThePipelineHoldsTheStageWhole) {
+  const ModelSpec m = *model_preset("llama3-8b");
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  TrainingSpec t{.gpus = 8, .global_batch = 8, .seq_len = 8192};
+  t.grad_bytes = 4;
+  const ParallelConfig c{.pp = 2, .dp = 4, .zero = 3, .micro_batch = 1};
+  const MemoryReport per_unit = estimate_memory(m, t, c, cluster);
+  t.zero3_pp_keep_gathered = true;
+  const MemoryReport kept = estimate_memory(m, t, c, cluster);
+  for (int s = 0; s < 2; ++s) {
+    const StageMemory& k = kept.stages[s];
+    EXPECT_NEAR(k.buffers_bytes - k.p2p_bytes, k.param_count * (2 + 4), 1.0) << s;
+    EXPECT_GT(k.buffers_bytes, per_unit.stages[s].buffers_bytes + 10 * kGiB) << s;
+    EXPECT_EQ(k.params_bytes, per_unit.stages[s].params_bytes) << s;  // the shards are still there
+  }
+  // Without a pipeline nothing changes: FSDP reshards after each layer.
+  const ParallelConfig flat{.dp = 8, .zero = 3, .micro_batch = 1};
+  EXPECT_EQ(
+      estimate_memory(m, t, flat, cluster).most_loaded_total_bytes(),
+      estimate_memory(m, TrainingSpec{.gpus = 8, .global_batch = 8, .seq_len = 8192, .grad_bytes = 4}, flat, cluster)
+          .most_loaded_total_bytes());
+}
+
 }  // namespace
 }  // namespace loom

@@ -931,5 +931,33 @@ TEST(CostModel, EagerElementwiseKernelsMoveWhatTheirOpsMove) {
   EXPECT_EQ(gpt_step->step_time_s, gpt_eager->step_time_s);
 }
 
+// ZeRO-3 kept gathered through a pipeline (TrainingSpec::zero3_pp_keep_gathered, torchtitan's FSDP under
+// PP): one gather per model chunk a step, where each pass otherwise gathers, and one reduce-scatter of
+// the accumulated gradients after the chunk's last backward, where each backward otherwise reduce-scatters.
+TEST(Simulator, Zero3KeptGatheredThroughThePipelineGathersOnceAStep) {
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  const ModelSpec m = *model_preset("llama3-8b");
+  const ParallelConfig c{.pp = 2, .dp = 4, .zero = 3, .micro_batch = 1, .vpp = 2, .schedule = Schedule::kInterleaved};
+  auto count = [&](bool keep, Collective kind, int global_batch) {
+    TrainingSpec t{.gpus = 8, .global_batch = global_batch, .seq_len = 4096};
+    t.zero3_pp_keep_gathered = keep;
+    SimOptions detailed;
+    detailed.keep_graph = true;
+    auto r = simulate(m, t, c, cluster, detailed);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    int n = 0;
+    for (const Op& op : r->graph.ops()) n += op.kind == OpKind::kDataParallel && op.collective == kind;
+    return n;
+  };
+  const int passes = 2 * 32 / 4;  // forward and backward of each of 8 micro-batches
+  EXPECT_EQ(count(false, Collective::kAllGather, 32), 2 * 2 * passes);  // 2 stages x 2 chunks x every pass
+  EXPECT_EQ(count(true, Collective::kAllGather, 32), 2 * 2);            // each chunk once
+  EXPECT_EQ(count(true, Collective::kAllGather, 64), 2 * 2);
+  // Reduce-scatters: per backward without, only the last backward's buckets with, whatever the batch.
+  EXPECT_EQ(count(true, Collective::kReduceScatter, 32), count(true, Collective::kReduceScatter, 64));
+  EXPECT_GT(count(false, Collective::kReduceScatter, 64), count(false, Collective::kReduceScatter, 32));
+  EXPECT_GT(count(false, Collective::kReduceScatter, 32), count(true, Collective::kReduceScatter, 32));
+}
+
 }  // namespace
 }  // namespace loom::sim
