@@ -26,6 +26,7 @@ std::string preset_text(const FrameworkPreset& p) {
   line("TP reduce beside wgrad GEMM", on_off(p.tp_comm_overlap.value), p.tp_comm_overlap.source);
   line("ZeRO-3 collective per", to_string(p.zero3_unit.value), p.zero3_unit.source);
   line("ZeRO-3 gathered through PP", p.zero3_pp_keep_gathered.value ? "yes" : "no", p.zero3_pp_keep_gathered.source);
+  line("ZeRO-3 shards fp32 masters", p.zero3_fp32_shards.value ? "yes" : "no", p.zero3_fp32_shards.source);
   line("host time per GPU op", fmt::format("{:g} us", p.host_op_s.value * 1e6), p.host_op_s.source);
   line("element-wise kernels", to_string(p.elementwise.value), p.elementwise.source);
   line("loss peak per logit", fmt::format("{:g} bytes", p.loss_bytes_per_logit.value), p.loss_bytes_per_logit.source);

@@ -44,6 +44,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "came in later releases, which Korthikanti et al. (2022) ran"},
         {Zero3Unit::kLayer, "unused: Megatron-LM 2021 has no ZeRO-3 (below)"},
         {false, "unused: no ZeRO-3"},
+        {false, "unused: no ZeRO-3"},
         0b0001,
         "no distributed optimizer: Megatron-LM's ZeRO-1 (--use-distributed-optimizer) came in 2022, and it has "
         "no ZeRO-2 or ZeRO-3",
@@ -89,6 +90,8 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {Zero3Unit::kLayer, "Megatron-FSDP gathers and reduce-scatters per transformer layer"},
         {false,
          "Loom's default, each pass gathering: Megatron-FSDP's behaviour under a pipeline is not among Loom's sources"},
+        {false,
+         "Megatron-FSDP keeps the bf16 model weights sharded beside the distributed optimizer's fp32 main weights"},
         0b1111,
         "the distributed optimizer (ZeRO-1, --use-distributed-optimizer) and Megatron-FSDP "
         "(--data-parallel-sharding-strategy optim, optim_grads, optim_grads_params: ZeRO-1, 2, 3)",
@@ -137,6 +140,10 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "all-gathers\", and torch.distributed.pipelining's stage turns FSDP's gradient sync and reshard after "
          "backward off for all but the last backward, then runs FSDP's post-backward by hand (_stage.py): gradients "
          "accumulate unsharded in the reduce dtype"},
+        {true,
+         "FSDP2's fully_shard keeps each sharded parameter in its original dtype, fp32 (torchtitan builds the model "
+         "in fp32), and casts to MixedPrecisionPolicy.param_dtype (bf16) only for the all-gather; the optimizer "
+         "steps the fp32 shard itself: 4 + 4 (fp32 gradient) + 8 (Adam) bytes per parameter, no bf16 shard"},
         0b1001,
         "torchtitan replicates (DDP, ZeRO-0) or shards with FSDP2 (ZeRO-3); it has no ZeRO-1 or ZeRO-2",
         kHas,
@@ -190,6 +197,9 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "its forward and backward and reduce-scatters its gradients "
          "(runtime/zero/partitioned_param_coordinator.py, stage3.py)"},
         {false, "unused: DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 (runtime/pipe/engine.py)"},
+        {false,
+         "stage 3 partitions the fp16 parameters and keeps the fp32 master partition in the optimizer (Rajbhandari et "
+         "al. 2020: 2 + 2 + 12 bytes)"},
         0b1111,
         "ZeRO stages 1, 2 and 3 (Rajbhandari et al. 2020)",
         lacks("Megatron-DeepSpeed's 2021-2022 code base predates Megatron-LM's sequence parallelism (2022)"),
@@ -241,6 +251,7 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
   t.tp_comm_overlap = preset.tp_comm_overlap.value;
   t.zero3_unit = preset.zero3_unit.value;
   t.zero3_pp_keep_gathered = preset.zero3_pp_keep_gathered.value;
+  t.zero3_fp32_shards = preset.zero3_fp32_shards.value;
   if (!keep.host_op_s) t.host_op_s = preset.host_op_s.value;
   if (!keep.elementwise) t.elementwise = preset.elementwise.value;
   t.loss_bytes_per_logit = t.elementwise == Elementwise::kEager ? preset.loss_bytes_per_logit.value

@@ -41,6 +41,7 @@ struct FrameworkPreset {
   Sourced<bool> tp_comm_overlap;         // input-gradient TP all-reduce beside the weight-gradient GEMM
   Sourced<Zero3Unit> zero3_unit;         // what one ZeRO-3 gather and reduce-scatter covers
   Sourced<bool> zero3_pp_keep_gathered;  // ZeRO-3 under PP gathers once a step (TrainingSpec)
+  Sourced<bool> zero3_fp32_shards;       // ZeRO-3's shards are the fp32 masters (TrainingSpec)
   // ZeRO stages the stack runs (bit z set: stage z).
   unsigned zero_stages = 0b1111;
   const char* zero_source = "";  // where the stages come from, or why the others are missing

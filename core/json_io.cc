@@ -237,6 +237,7 @@ Json to_json(const TrainingSpec& t) {
   j["tp_comm_overlap"] = t.tp_comm_overlap;
   j["zero3_unit"] = to_string(t.zero3_unit);
   if (t.zero3_pp_keep_gathered) j["zero3_pp_keep_gathered"] = true;
+  if (t.zero3_fp32_shards) j["zero3_fp32_shards"] = true;
   if (!t.framework.empty()) j["framework"] = t.framework;
   if (t.moe_imbalance != 1.0) j["moe_imbalance"] = t.moe_imbalance;
   if (t.moe_shared_expert_overlap) j["moe_shared_expert_overlap"] = true;
@@ -267,6 +268,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.pipeline_sends_block = r.boolean("pipeline_sends_block", false);
   t.tp_comm_overlap = r.boolean("tp_comm_overlap", true);
   t.zero3_pp_keep_gathered = r.boolean("zero3_pp_keep_gathered", false);
+  t.zero3_fp32_shards = r.boolean("zero3_fp32_shards", false);
   t.framework = r.string("framework", std::string());
   t.moe_imbalance = r.number("moe_imbalance", 1.0, 1.0, 1e3);
   t.moe_shared_expert_overlap = r.boolean("moe_shared_expert_overlap", false);

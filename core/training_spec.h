@@ -50,6 +50,10 @@ struct TrainingSpec {
   // torch.distributed.pipelining turning FSDP's gradient sync off but for the last backward). false: each
   // pass gathers, each backward reduce-scatters, as without a pipeline.
   bool zero3_pp_keep_gathered = false;
+  // ZeRO-3 shards are the fp32 master weights themselves (FSDP2 keeps a sharded parameter in its own
+  // dtype and casts to bf16 only for the all-gather): no bf16 copy of the shard beside the optimizer's
+  // 12 bytes. false: a bf16 shard beside the fp32 master (DeepSpeed, Megatron-FSDP, Loom's executor).
+  bool zero3_fp32_shards = false;
   // What one ZeRO-3 gather and reduce-scatter covers (core/names.h; the --framework's, core/framework.h).
   Zero3Unit zero3_unit = Zero3Unit::kLayer;
   // The software stack the run is described by (core/framework.h; empty: none named, the

@@ -274,7 +274,8 @@ double workspace_bytes(const ModelSpec& m, const TrainingSpec& t, const Parallel
 
 ModelStateBytes model_state_bytes(double params, const TrainingSpec& t, int zero, int dp) {
   ModelStateBytes b;
-  b.params = params * t.param_bytes / (zero >= 3 ? dp : 1.0);
+  // FSDP2's shard is the fp32 master, counted in the optimizer's bytes (TrainingSpec::zero3_fp32_shards).
+  b.params = zero >= 3 && t.zero3_fp32_shards ? 0.0 : params * t.param_bytes / (zero >= 3 ? dp : 1.0);
   b.grads = params * t.grad_bytes / (zero >= 2 ? dp : 1.0);
   b.optimizer = params * t.optimizer_bytes / (zero >= 1 ? dp : 1.0);
   return b;

@@ -114,6 +114,8 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   EXPECT_EQ(back->host_op_s, 8e-6);
   EXPECT_EQ(back->elementwise, Elementwise::kEager);
   EXPECT_EQ(back->loss_bytes_per_logit, 12.0);
+  EXPECT_TRUE(back->zero3_pp_keep_gathered);
+  EXPECT_TRUE(back->zero3_fp32_shards);
   TrainingSpec ds{.gpus = 8, .global_batch = 8};
   apply_framework(*find_framework("deepspeed").value(), ds);
   EXPECT_EQ(training_from_json(to_json(ds))->zero3_unit, Zero3Unit::kModule);

@@ -416,5 +416,23 @@ TEST(MemoryModel, Zero3KeptGatheredThroughThePipelineHoldsTheStageWhole) {
           .most_loaded_total_bytes());
 }
 
+// FSDP2's shards are the fp32 masters (TrainingSpec::zero3_fp32_shards): 4 + 4 + 8 bytes a parameter over
+// the shards, where a bf16 shard beside the master makes 2 + 4 + 12. Nothing changes below ZeRO-3.
+TEST(MemoryModel, Fsdp2ShardsAreTheMasters) {
+  const ModelSpec m = *model_preset("llama3-8b");
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  TrainingSpec t{.gpus = 8, .global_batch = 8, .seq_len = 8192};
+  t.grad_bytes = 4;
+  const ParallelConfig c{.dp = 8, .zero = 3, .micro_batch = 1};
+  const StageMemory with_copy = estimate_memory(m, t, c, cluster).stages[0];
+  t.zero3_fp32_shards = true;
+  const StageMemory masters = estimate_memory(m, t, c, cluster).stages[0];
+  EXPECT_EQ(masters.params_bytes, 0.0);
+  EXPECT_NEAR(with_copy.params_bytes, with_copy.param_count * 2 / 8, 1.0);
+  EXPECT_NEAR(masters.grads_bytes + masters.optimizer_bytes, masters.param_count * 16 / 8, 1.0);
+  const ParallelConfig zero1{.dp = 8, .zero = 1, .micro_batch = 1};
+  EXPECT_EQ(estimate_memory(m, t, zero1, cluster).stages[0].params_bytes, masters.param_count * 2);
+}
+
 }  // namespace
 }  // namespace loom
