@@ -111,7 +111,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         kEagerDispatch,
         {Elementwise::kFused,
          "TransformerEngine's fused kernels: the norm inside LayerNormLinear, the fused bias-activation "
-         "(bias_gelu_impl, bias_swiglu_impl) and RoPE (--apply-rope-fusion, on in the NeMo recipes)"},
+         "(bias_gelu_impl, bias_swiglu_impl) and RoPE as one kernel (--apply-rope-fusion)"},
         {4.0,
          "the fp32 logits the vocab-parallel cross-entropy keeps for its backward, 4sbv/t bytes (Korthikanti et "
          "al. 2022, §4.3; megatron/core/tensor_parallel/cross_entropy.py, whose backward works in place)"},
