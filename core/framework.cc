@@ -18,6 +18,13 @@ constexpr Sourced<double> kEagerDispatch{
     "host time to submit one CUDA op from eager PyTorch on an A100 host, about 8 us (flagos-ai/Torch-FL PR #27; "
     "../shared/reference/collectives-at-scale.md section 6); a pass is never shorter than its launches times this"};
 
+// Megatron-LM, Megatron-core and Megatron-DeepSpeed share the vocab-parallel cross-entropy.
+constexpr Sourced<double> kMegatronLoss{
+    4.0,
+    "the fp32 logits the vocab-parallel cross-entropy keeps for its backward, 4sbv/t bytes (Korthikanti et al. "
+    "2022, §4.3; megatron/core/tensor_parallel/cross_entropy.py, whose backward works in place)"};
+constexpr Sourced<double> kMegatronCompiledLoss{4.0, "the same loss: its fusions do not change it"};
+
 const std::array<FrameworkPreset, 4> kPresets = {{
     {
         "megatron-lm-2021",
@@ -64,10 +71,8 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {Elementwise::kFused,
          "Megatron-LM's fused kernels: Apex's FusedLayerNorm, bias-GeLU and bias-dropout-add fused by torch.jit "
          "(megatron/model/fused_layer_norm.py, fused_bias_gelu.py, transformer.py)"},
-        {4.0,
-         "the fp32 logits the vocab-parallel cross-entropy keeps for its backward, 4sbv/t bytes (Korthikanti et "
-         "al. 2022, §4.3; megatron/core/tensor_parallel/cross_entropy.py, whose backward works in place)"},
-        {4.0, "the same loss: its fusions do not change it"},
+        kMegatronLoss,
+        kMegatronCompiledLoss,
     },
     {
         "megatron-core",
@@ -112,10 +117,8 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {Elementwise::kFused,
          "TransformerEngine's fused kernels: the norm inside LayerNormLinear, the fused bias-activation "
          "(bias_gelu_impl, bias_swiglu_impl) and RoPE as one kernel (--apply-rope-fusion)"},
-        {4.0,
-         "the fp32 logits the vocab-parallel cross-entropy keeps for its backward, 4sbv/t bytes (Korthikanti et "
-         "al. 2022, §4.3; megatron/core/tensor_parallel/cross_entropy.py, whose backward works in place)"},
-        {4.0, "the same loss: its fusions do not change it"},
+        kMegatronLoss,
+        kMegatronCompiledLoss,
     },
     {
         "torchtitan",
@@ -216,10 +219,8 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {Elementwise::kFused,
          "Megatron-DeepSpeed keeps Megatron-LM's fused kernels (FusedLayerNorm, bias-GeLU and "
          "bias-dropout-add fused by torch.jit)"},
-        {4.0,
-         "the fp32 logits the vocab-parallel cross-entropy keeps for its backward, 4sbv/t bytes (Korthikanti et "
-         "al. 2022, §4.3; megatron/core/tensor_parallel/cross_entropy.py, whose backward works in place)"},
-        {4.0, "the same loss: its fusions do not change it"},
+        kMegatronLoss,
+        kMegatronCompiledLoss,
     },
 }};
 

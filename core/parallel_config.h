@@ -76,6 +76,11 @@ struct ParallelConfig {
   // dimension (fsdp = dp_shard·cp), so CP ranks shard too: a shard group of g dp ranks is g·cp ranks.
   int zero_shards() const { return (shard_group > 0 ? shard_group : dp) * cp; }
   int shard_replicas() const { return grad_ranks() / zero_shards(); }
+  // ZeRO-3 kept gathered through a pipeline, when the software does that (TrainingSpec::zero3_pp_keep_gathered):
+  // only with a pipeline and more than one shard. The simulator and the memory model both ask here.
+  bool zero3_gathered_through_pipeline(bool software_keeps) const {
+    return software_keeps && zero >= 3 && pp > 1 && zero_shards() > 1;
+  }
   // The expert-data-parallel group: the ranks holding the same experts (Megatron-core's expt_dp), edp =
   // tp·cp·dp / (etp·ep) of them (dp·cp/ep with expert TP = TP).
   int expert_grad_ranks() const { return tp * grad_ranks() / (expert_tp() * ep); }

@@ -418,9 +418,9 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     sm.p2p_bytes = p2p_buffer_bytes(c, stage, ab * sbh / sp_divisor);
     // ZeRO-3 kept gathered through a pipeline (TrainingSpec::zero3_pp_keep_gathered): the stage's
     // parameters whole and its gradients accumulating unsharded, for the whole step.
-    const bool kept_gathered = c.zero >= 3 && c.pp > 1 && t.zero3_pp_keep_gathered && c.zero_shards() > 1;
-    const double zero_buffers =
-        kept_gathered ? sm.param_count * (t.param_bytes + t.grad_bytes) : zero_buffer_bytes(m, t, c, stage);
+    const double zero_buffers = c.zero3_gathered_through_pipeline(t.zero3_pp_keep_gathered)
+                                    ? sm.param_count * (t.param_bytes + t.grad_bytes)
+                                    : zero_buffer_bytes(m, t, c, stage);
     double buffers =
         zero_buffers + sm.p2p_bytes + cp_buffer_bytes(m, t, c, s * b) + fp8_amax_history_bytes(t, sm.layers);
     // The all-gathered input of a column-parallel GEMM (Megatron-LM's global memory buffer).

@@ -61,6 +61,11 @@ std::string cluster_of(std::string_view gpu) {
 
 bool torchtitan(std::string_view source) { return contains(source, "torchtitan"); }
 
+// The row's metric_secondary object (techniques, local batch, peak memory, ...), or null.
+const Json* secondary_of(const Json& r) {
+  return r.contains("metric_secondary") && r["metric_secondary"].is_object() ? &r["metric_secondary"] : nullptr;
+}
+
 // Fills training and config from the row; returns why the row cannot be expressed (empty: it can).
 std::string express(const Json& r, PublicRun& run) {
   const std::string precision = r.value("precision", "");
@@ -79,8 +84,7 @@ std::string express(const Json& r, PublicRun& run) {
     if (contains(run.id, "-async")) t.tp_comm_overlap = true;
     // torchtitan runs eager unless --training.compile, which the rows' techniques name ("torch.compile",
     // "compile"): then each TransformerBlock is compiled and its element-wise ops fused.
-    const Json* secondary =
-        r.contains("metric_secondary") && r["metric_secondary"].is_object() ? &r["metric_secondary"] : nullptr;
+    const Json* secondary = secondary_of(r);
     if (secondary && contains(secondary->value("techniques", std::string()), "compile")) {
       t.elementwise = Elementwise::kFused;
       t.loss_bytes_per_logit = titan->compiled_loss_bytes_per_logit.value;
@@ -118,9 +122,8 @@ std::string express(const Json& r, PublicRun& run) {
   // of GPUs/(TP·PP·CP) throughout, the row's notes say): where the global batch does not split over the
   // DP the GPU count implies but does over the printed DP, the run is read as the printed one, on
   // TP·PP·CP·DP GPUs. What those rows publish, TFLOP/s per GPU, does not scale with the count.
-  if (r.value("config_inconsistent", false) && c.dp > 0 && t.global_batch % c.dp != 0 &&
-      r.contains("metric_secondary") && r["metric_secondary"].is_object()) {
-    const int printed = r["metric_secondary"].value("dp_as_printed", 0);
+  if (r.value("config_inconsistent", false) && c.dp > 0 && t.global_batch % c.dp != 0 && secondary_of(r)) {
+    const int printed = secondary_of(r)->value("dp_as_printed", 0);
     if (printed > 0 && t.global_batch % printed == 0) {
       run.config_note = fmt::format(
           "global batch {} does not split over dp {} = GPUs/(tp·pp·cp): read with the printed dp {} on {} GPUs",
@@ -240,9 +243,9 @@ Result<std::vector<PublicRun>> reproduce_public_runs(const std::string& json_pat
       run.model = *model;
       run.refused = run.cluster.empty() ? "GPU without a cluster preset" : express(r, run);
     }
-    if (r.contains("metric_secondary") && r["metric_secondary"].is_object() &&
-        r["metric_secondary"].contains("peak_memory_GiB") && r["metric_secondary"]["peak_memory_GiB"].is_number())
-      run.published_peak_gib = r["metric_secondary"]["peak_memory_GiB"].get<double>();
+    if (const Json* secondary = secondary_of(r);
+        secondary && secondary->contains("peak_memory_GiB") && (*secondary)["peak_memory_GiB"].is_number())
+      run.published_peak_gib = (*secondary)["peak_memory_GiB"].get<double>();
     if (r.value("metric_name", "") == "model_tflops_per_gpu" && r["metric_value"].is_number())
       run.published_tflops = r["metric_value"].get<double>();
     if (run.simulated()) {

@@ -60,15 +60,11 @@ void StepBuilder::add_compute(const std::vector<std::vector<ChunkCost>>& chunks)
   for (int s = 0; s < c_.pp; ++s) add_stage_compute(s, chunks[s]);
 }
 
-bool StepBuilder::zero3_kept_gathered() const {
-  return c_.zero >= 3 && c_.pp > 1 && training_.zero3_pp_keep_gathered && c_.zero_shards() > 1;
-}
-
 void StepBuilder::add_stage_compute(int s, const std::vector<ChunkCost>& chunks) {
   const bool zero3 = c_.zero >= 3 && c_.grad_ranks() > 1;
   // Kept gathered through the pipeline: one gather per chunk, at its first forward; its gradients are
   // reduce-scattered once, after its last backward (add_gradient_reduction).
-  const bool kept = zero3_kept_gathered();
+  const bool kept = c_.zero3_gathered_through_pipeline(training_.zero3_pp_keep_gathered);
   std::vector<bool> gathered(c_.vpp, false);
   ComputeCursor cursor;
   for (const PipelineOp& p : programs_[s]) {
@@ -299,7 +295,7 @@ void StepBuilder::add_gradient_reduction(int s) {
     if (c_.zero == 2) add_zero2_reduce_scatters(s, chunk);
     const GradientBuckets buckets = gradient_buckets(cost_, training_, c_, s, chunk);
     // Kept gathered through the pipeline, FSDP's post-backward runs once the chunk's last backward is over.
-    const bool after_backward = zero3_kept_gathered();
+    const bool after_backward = c_.zero3_gathered_through_pipeline(training_.zero3_pp_keep_gathered);
     for (int b = 0; b < buckets.count; ++b) {
       const std::int32_t reduced =
           add_dp_op(s, buckets.seconds, buckets.reduce, last_grad_op_[s][chunk],

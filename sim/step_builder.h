@@ -55,8 +55,6 @@ class StepBuilder {
   std::int32_t add(const Op& op) { return graph_.add(op); }
   // Whether this pass leaves a micro-batch's weight gradients complete.
   bool produces_grads(const PipelineOp& p) const;
-  // ZeRO-3 kept gathered through the pipeline (TrainingSpec::zero3_pp_keep_gathered) in this layout.
-  bool zero3_kept_gathered() const;
   // The graph's op for pass `p` of `stage` (added by add_compute).
   std::int32_t pass_op(int stage, const PipelineOp& p) const;
 
