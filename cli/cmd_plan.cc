@@ -1,5 +1,6 @@
 // `loom plan`: every configuration that fits, ranked by simulated step time, with the memory
 // breakdown per GPU; table, CSV, JSON or markdown; --explain for the rejected ones.
+#include <algorithm>
 #include <memory>
 
 #include <fmt/format.h>
@@ -27,16 +28,23 @@ struct PlanFlags {
 
 int run_plan(const PlanFlags& f) {
   check(check_format(f.format, {"table", "csv", "json", "md"}));
-  const Specs specs = f.specs.resolve();
+  // One search per software stack named (`--framework a,b`), their plans ranked together.
+  const std::vector<Specs> stacks = value_or_exit(resolve_specs_per_framework(f.specs.inputs));
+  const Specs& specs = stacks.front();
   const SearchSpace space = f.config.search_space();
-  PlanOptions options;
-  options.threads = f.threads;
-  options.top = f.top;
-  ProgressBar bar("searching");
-  options.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
-  const PlanResult result = value_or_exit(search_plans(specs.model, specs.training, specs.cluster, space, options));
+  std::vector<PlanResult> results;
+  for (const Specs& stack : stacks) {
+    PlanOptions options;
+    options.threads = f.threads;
+    options.top = f.top;
+    ProgressBar bar(stacks.size() > 1 ? "searching " + stack.training.framework : "searching");
+    options.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
+    results.push_back(value_or_exit(search_plans(stack.model, stack.training, stack.cluster, space, options)));
+  }
+  const PlanResult result = results.size() == 1 ? std::move(results.front()) : merge_plan_results(std::move(results));
 
-  ReportContext ctx{&specs.model, &specs.cluster, &specs.training, specs.cluster_name};
+  ReportContext ctx{&specs.model, &specs.cluster, &specs.training, specs.cluster_name, {}};
+  for (std::size_t i = 1; i < stacks.size(); ++i) ctx.other_stacks.push_back(&stacks[i].training);
   std::string text;
   if (f.format == "table")
     text = format_table(ctx, result, f.top);
@@ -50,7 +58,10 @@ int run_plan(const PlanFlags& f) {
 
   if (!f.emit_plan.empty()) {
     if (result.plans.empty()) throw InputError("--emit-plan: no configuration fits, so there is no plan to write");
-    check(write_text_file_atomic(f.emit_plan, plan_file_text(specs, result.plans.front())));
+    const PlanRow& best = result.plans.front();
+    const auto stack = std::find_if(stacks.begin(), stacks.end(),
+                                    [&](const Specs& s) { return s.training.framework == best.framework; });
+    check(write_text_file_atomic(f.emit_plan, plan_file_text(*stack, best)));
   }
   write_output(f.out, text);
   if (result.plans.empty()) {

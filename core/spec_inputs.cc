@@ -1,5 +1,8 @@
 #include "core/spec_inputs.h"
 
+#include <algorithm>
+#include <sstream>
+
 #include <fmt/format.h>
 
 #include "core/framework.h"
@@ -94,6 +97,30 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
   t.precision = *parse_precision(in.precision);
   if (!in.fp8_recipe.empty()) t.fp8_recipe = *parse_fp8_recipe(in.fp8_recipe);
   return specs;
+}
+
+Result<std::vector<Specs>> resolve_specs_per_framework(const SpecInputs& in) {
+  std::vector<std::string> names;
+  std::stringstream list(in.framework);
+  for (std::string name; std::getline(list, name, ',');) {
+    if (name.empty()) return make_error(fmt::format("--framework: empty name in '{}'", in.framework));
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      return make_error(fmt::format("--framework: '{}' named twice", name));
+    names.push_back(name);
+  }
+  if (names.empty() || in.framework.back() == ',') {
+    if (!in.framework.empty()) return make_error(fmt::format("--framework: empty name in '{}'", in.framework));
+    names.push_back("");
+  }
+  std::vector<Specs> out;
+  for (const std::string& name : names) {
+    SpecInputs one = in;
+    one.framework = name;
+    auto specs = resolve_specs(one);
+    if (!specs) return specs.error();
+    out.push_back(std::move(*specs));
+  }
+  return out;
 }
 
 }  // namespace loom

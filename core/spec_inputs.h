@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/cluster_spec.h"
 #include "core/model_spec.h"
@@ -44,6 +45,11 @@ struct Specs {
 // Loads model and cluster and checks the sizes; errors name the flag ("--gpus: 0 must be at least 1").
 Result<Specs> resolve_specs(const SpecInputs& inputs);
 
+// `loom plan --framework a,b`: one Specs per software stack named in the comma list, in its order,
+// each resolved as if that stack alone were named (a flag given still wins over every stack). One
+// Specs when none or one is named. A name given twice, or an empty one, is bad input.
+Result<std::vector<Specs>> resolve_specs_per_framework(const SpecInputs& inputs);
+
 // Calls visit(flag, field, help, required) for every input in the order the help lists them;
 // `required` marks the inputs a command that needs specs cannot default (--model, --gpus, --global-batch).
 template <typename Visit>
@@ -56,7 +62,7 @@ void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
   visit("--tokens", in.tokens, "token budget, for days to train", false);
   visit("--framework", in.framework,
         "software stack whose known behaviours apply: megatron-lm-2021, megatron-core, torchtitan or deepspeed "
-        "(default: none)",
+        "(default: none; `plan` takes a comma list and ranks each stack's layouts together)",
         false);
   visit("--attention", in.attention, "attention kernel: flash or unfused (default: the --framework's, else flash)",
         false);

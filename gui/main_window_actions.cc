@@ -112,7 +112,7 @@ bool MainWindow::export_csv(const QString& path, QString* error) const {
     return false;
   }
   const auto& s = outcome_.specs;
-  const ReportContext ctx{&s.model, &s.cluster, &s.training, s.cluster_name};
+  const ReportContext ctx{&s.model, &s.cluster, &s.training, s.cluster_name, {}};
   return write_file(path, format_csv(ctx, outcome_.result, 0), error);
 }
 

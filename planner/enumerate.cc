@@ -39,7 +39,7 @@ class Enumerator {
   // Records the configuration as rejected unless it obeys the rule.
   bool passes(const ParallelConfig& c, const RuleStatus& status) {
     if (status) return true;
-    out_.rejected.push_back({c, status.violation().message, status.violation().rule});
+    out_.rejected.push_back({c, status.violation().message, status.violation().rule, training_.framework});
     return false;
   }
   struct Pipeline {

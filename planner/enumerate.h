@@ -47,6 +47,7 @@ struct Rejection {
   ParallelConfig config;  // fields past the level where the rule applies keep their defaults
   std::string reason;     // "heads 96 not divisible by tp 64"
   std::string rule;       // the reason's rule, for grouping (a rule:: key of core/config_rules.h, or the search's)
+  std::string framework;  // the software stack searched under (TrainingSpec::framework; "" none)
 };
 
 struct Enumeration {

@@ -35,7 +35,8 @@ struct Optional {
   bool days = false;
   bool cp = false;
   bool precision = false;
-  bool ep = false;  // EP follows DP
+  bool ep = false;         // EP follows DP
+  bool framework = false;  // last: the stack each row runs under, when several stacks are ranked together
 };
 constexpr std::size_t kCpColumn = 2;
 constexpr std::size_t kEpColumn = 4;
@@ -49,6 +50,7 @@ std::vector<Column> columns(const Optional& o) {
                            {"act", true},         {"buf", true},    {"step_s", true},    {"tokens/s", true},
                            {"TFLOP/s/GPU", true}, {"MFU%", true},   {"bubble%", true}};
   if (o.days) c.push_back({"days", true});
+  if (o.framework) c.push_back({"framework", false});
   if (o.precision) c.insert(c.begin() + kPrecisionColumn, {"precision", false});
   if (o.ep) c.insert(c.begin() + kEpColumn, {"EP", true});
   if (o.cp) c.insert(c.begin() + kCpColumn, {"CP", true});
@@ -96,6 +98,7 @@ std::vector<std::string> cells(const PlanRow& r, std::size_t rank, const Optiona
                                 fmt::format("{:.1f}", 100.0 * r.metrics.mfu),
                                 fmt::format("{:.1f}", 100.0 * r.metrics.bubble_fraction)};
   if (o.days) v.push_back(fmt::format("{:.1f}", r.days_to_train));
+  if (o.framework) v.push_back(r.framework);
   if (o.precision) v.insert(v.begin() + kPrecisionColumn, to_string(r.precision));
   if (o.ep) v.insert(v.begin() + kEpColumn, ep_label(c));
   if (o.cp) v.insert(v.begin() + kCpColumn, cp_label(c));
@@ -107,8 +110,8 @@ std::size_t shown(const PlanResult& result, std::size_t top) {
 }
 
 // The optional columns the plans shown need.
-Optional needed(const PlanResult& result, std::size_t top, bool days) {
-  Optional o{.days = days};
+Optional needed(const ReportContext& ctx, const PlanResult& result, std::size_t top) {
+  Optional o{.days = ctx.training->tokens > 0, .framework = !ctx.other_stacks.empty()};
   for (std::size_t i = 0; i < shown(result, top); ++i) {
     o.cp = o.cp || result.plans[i].config.cp > 1;
     o.precision = o.precision || result.plans[i].precision != Precision::kBf16;
@@ -140,24 +143,32 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
   lines.push_back(fmt::format("training: {} GPUs, global batch {} x {} tokens{}{}", t.gpus, t.global_batch, t.seq_len,
                               t.seq_len_source.empty() ? "" : fmt::format(" (sequence from {})", t.seq_len_source),
                               t.tokens > 0 ? fmt::format(", token budget {:.3g}", t.tokens) : ""));
-  lines.push_back(
-      fmt::format("precision: {}-byte params, {}-byte grads, {}-byte optimizer states per parameter (mixed "
-                  "precision Adam), {}-byte activations; {} attention{}",
-                  t.param_bytes, t.grad_bytes, t.optimizer_bytes, t.activation_bytes, to_string(t.attention),
-                  t.precision == Precision::kFp8
-                      ? fmt::format("; FP8 linear-layer GEMMs ({} scaling; {:.0f} TFLOP/s FP8 peak), weights also kept "
-                                    "in FP8{}; MFU against the bf16 peak",
-                                    to_string(t.fp8_recipe), c.device.peak_fp8_flops / 1e12,
-                                    c.device.fp8_gemm_tn_only ? " and transposed" : "")
-                      : ""));
-  lines.push_back(fmt::format(
-      "software: {}; gradients reduced {}; TP input-gradient reduction {} the weight-gradient GEMM; pipeline sends "
-      "{}{}{}",
-      t.framework.empty() ? "no --framework named" : "--framework " + t.framework,
-      t.overlap_grad_reduce ? "in buckets during the last backward" : "after the backward",
-      t.tp_comm_overlap ? "beside" : "after", t.pipeline_sends_block ? "block the next pass" : "run beside compute",
-      t.elementwise == Elementwise::kEager ? "; element-wise ops as eager PyTorch's kernels (--elementwise eager)" : "",
-      t.framework.empty() ? "" : " (`loom frameworks` gives each behaviour's source)"));
+  // What each stack sets: one precision and one software line per stack, named when there are several.
+  std::vector<const TrainingSpec*> stacks = {&t};
+  stacks.insert(stacks.end(), ctx.other_stacks.begin(), ctx.other_stacks.end());
+  for (const TrainingSpec* s : stacks) {
+    const std::string under = stacks.size() > 1 ? fmt::format(" under {}", s->framework) : "";
+    lines.push_back(fmt::format(
+        "precision{}: {}-byte params, {}-byte grads, {}-byte optimizer states per parameter (mixed "
+        "precision Adam), {}-byte activations; {} attention{}",
+        under, s->param_bytes, s->grad_bytes, s->optimizer_bytes, s->activation_bytes, to_string(s->attention),
+        s->precision == Precision::kFp8
+            ? fmt::format("; FP8 linear-layer GEMMs ({} scaling; {:.0f} TFLOP/s FP8 peak), weights also kept "
+                          "in FP8{}; MFU against the bf16 peak",
+                          to_string(s->fp8_recipe), c.device.peak_fp8_flops / 1e12,
+                          c.device.fp8_gemm_tn_only ? " and transposed" : "")
+            : ""));
+  }
+  for (const TrainingSpec* s : stacks)
+    lines.push_back(fmt::format(
+        "software: {}; gradients reduced {}; TP input-gradient reduction {} the weight-gradient GEMM; pipeline "
+        "sends {}{}{}",
+        s->framework.empty() ? "no --framework named" : "--framework " + s->framework,
+        s->overlap_grad_reduce ? "in buckets during the last backward" : "after the backward",
+        s->tp_comm_overlap ? "beside" : "after", s->pipeline_sends_block ? "block the next pass" : "run beside compute",
+        s->elementwise == Elementwise::kEager ? "; element-wise ops as eager PyTorch's kernels (--elementwise eager)"
+                                              : "",
+        s->framework.empty() ? "" : " (`loom frameworks` gives each behaviour's source)"));
   if (m.moe.active())
     lines.push_back(fmt::format(
         "experts: EP splits each MoE layer's routed experts over ep ranks of the dp·cp group (expert TP = TP, or 1 "
@@ -181,18 +192,20 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
       fmt::format("memory: most loaded pipeline stage; buf = communication buffers + one layer's backward "
                   "workspace + {:.1f} GiB framework reserve; fits if total <= {:.1f} GiB",
                   bytes_to_gib(c.framework_reserve_bytes), c.gpu_memory_gib()));
+  const std::string stacks_searched =
+      stacks.size() > 1 ? fmt::format(" over {} software stacks, each searched alone", stacks.size()) : "";
   if (result.skipped == 0)
     lines.push_back(
-        fmt::format("search: {} legal configurations, {} fit in memory and were simulated, {} rejected "
+        fmt::format("search: {} legal configurations{}, {} fit in memory and were simulated, {} rejected "
                     "(--explain lists why)",
-                    result.enumerated, result.simulated, result.rejected.size()));
+                    result.enumerated, stacks_searched, result.simulated, result.rejected.size()));
   else
     lines.push_back(
-        fmt::format("search: {} legal configurations, {} fit in memory: {} simulated, {} skipped (a lower bound on "
+        fmt::format("search: {} legal configurations{}, {} fit in memory: {} simulated, {} skipped (a lower bound on "
                     "their step is slower than the plans shown); {} rejected "
                     "(--explain lists why)",
-                    result.enumerated, result.simulated + result.skipped, result.simulated, result.skipped,
-                    result.rejected.size()));
+                    result.enumerated, stacks_searched, result.simulated + result.skipped, result.simulated,
+                    result.skipped, result.rejected.size()));
   lines.push_back(
       "times: simulated step (discrete-event, 1 pipeline, DP replicas symmetric); TFLOP/s and MFU count "
       "model FLOPs without recompute");
@@ -200,7 +213,7 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
 }
 
 std::string format_table(const ReportContext& ctx, const PlanResult& result, std::size_t top) {
-  const Optional o = needed(result, top, ctx.training->tokens > 0);
+  const Optional o = needed(ctx, result, top);
   const auto cols = columns(o);
   std::vector<std::vector<std::string>> rows;
   for (std::size_t i = 0; i < shown(result, top); ++i) rows.push_back(cells(result.plans[i], i + 1, o));
@@ -229,7 +242,7 @@ std::string format_table(const ReportContext& ctx, const PlanResult& result, std
 }
 
 std::string format_csv(const ReportContext& ctx, const PlanResult& result, std::size_t top) {
-  const Optional o{.days = ctx.training->tokens > 0, .cp = true, .precision = true, .ep = true};
+  const Optional o{.days = ctx.training->tokens > 0, .cp = true, .precision = true, .ep = true, .framework = true};
   std::string out;
   const auto cols = columns(o);
   for (std::size_t j = 0; j < cols.size(); ++j) out += (j ? "," : "") + std::string(cols[j].name);
@@ -243,7 +256,7 @@ std::string format_csv(const ReportContext& ctx, const PlanResult& result, std::
 }
 
 std::string format_markdown(const ReportContext& ctx, const PlanResult& result, std::size_t top) {
-  const Optional o = needed(result, top, ctx.training->tokens > 0);
+  const Optional o = needed(ctx, result, top);
   std::string out;
   for (const auto& line : assumption_lines(ctx, result)) out += "> " + line + "\n";
   out += "\n|";
@@ -276,6 +289,7 @@ Json plan_row_json(const PlanRow& row, std::size_t rank) {
                        {"ep_s", row.exposed.ep_s}};
   j["days_to_train"] = row.days_to_train;
   j["limited_by"] = row.limited_by;
+  j["framework"] = row.framework;
   return j;
 }
 
@@ -283,7 +297,8 @@ Json format_json(const PlanResult& result, std::size_t top) {
   Json plans = Json::array();
   for (std::size_t i = 0; i < shown(result, top); ++i) plans.push_back(plan_row_json(result.plans[i], i + 1));
   Json rejected = Json::array();
-  for (const auto& r : result.rejected) rejected.push_back({{"config", to_json(r.config)}, {"reason", r.reason}});
+  for (const auto& r : result.rejected)
+    rejected.push_back({{"config", to_json(r.config)}, {"reason", r.reason}, {"framework", r.framework}});
   Json j;
   j["plans"] = plans;
   j["rejected"] = rejected;

@@ -17,6 +17,9 @@ struct ReportContext {
   const ClusterSpec* cluster = nullptr;
   const TrainingSpec* training = nullptr;
   std::string cluster_source;  // as given: preset name or path
+  // The other software stacks whose plans are ranked with `training`'s (`loom plan --framework a,b`;
+  // merge_plan_results): each differs from `training` only in what its framework sets.
+  std::vector<const TrainingSpec*> other_stacks;
 };
 
 // The `#` lines: model, cluster, precision, optimizer bytes, reserve, profile, search counts.

@@ -56,6 +56,7 @@ PlanRow plan_row(const sim::SimResult& sim, const MemoryReport& memory, const Tr
   for (const StageMemory& s : memory.stages) row.stage_layers.push_back(s.layers);
   row.exposed = sim.exposed;
   row.limited_by = sim.limited_by;
+  row.framework = training.framework;
   if (training.tokens > 0) row.days_to_train = training.tokens / sim.tokens_per_s / 86400.0;
   return row;
 }
@@ -168,8 +169,8 @@ Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& trai
       fitting.emplace_back(c, std::move(memory));
     } else {
       const double over = bytes_to_gib(memory.most_loaded_total_bytes() - memory.capacity_bytes);
-      result.rejected.push_back(
-          {c, fmt::format("OOM by {:.1f} GiB on stage {}", over, memory.most_loaded_stage), "out of memory"});
+      result.rejected.push_back({c, fmt::format("OOM by {:.1f} GiB on stage {}", over, memory.most_loaded_stage),
+                                 "out of memory", training.framework});
     }
   }
 
@@ -200,16 +201,39 @@ Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& trai
     if (rows[i])
       result.plans.push_back(std::move(*rows[i]));
     else if (!errors[i].empty())
-      result.rejected.push_back({fitting[i].first, errors[i], "cannot be scheduled"});
+      result.rejected.push_back({fitting[i].first, errors[i], "cannot be scheduled", training.framework});
   }
   result.simulated = result.plans.size();
-  std::stable_sort(result.plans.begin(), result.plans.end(), [](const PlanRow& a, const PlanRow& b) {
-    if (a.metrics.step_time_s != b.metrics.step_time_s) return a.metrics.step_time_s < b.metrics.step_time_s;
-    if (a.metrics.memory_gib.total != b.metrics.memory_gib.total)
-      return a.metrics.memory_gib.total < b.metrics.memory_gib.total;
-    return config_less(a.config, b.config);
-  });
+  std::stable_sort(result.plans.begin(), result.plans.end(), plan_less);
   return result;
+}
+
+bool plan_less(const PlanRow& a, const PlanRow& b) {
+  if (a.metrics.step_time_s != b.metrics.step_time_s) return a.metrics.step_time_s < b.metrics.step_time_s;
+  if (a.metrics.memory_gib.total != b.metrics.memory_gib.total)
+    return a.metrics.memory_gib.total < b.metrics.memory_gib.total;
+  if (config_less(a.config, b.config)) return true;
+  if (config_less(b.config, a.config)) return false;
+  return a.framework < b.framework;
+}
+
+PlanResult merge_plan_results(std::vector<PlanResult> results) {
+  PlanResult merged;
+  for (PlanResult& r : results) {
+    for (Rejection& rejection : r.rejected) {
+      // The legality rule of core/framework.h names its stack already; the others do not.
+      const std::string stack = rejection.framework + ": ";
+      if (!rejection.framework.empty() && rejection.reason.rfind(stack, 0) != 0)
+        rejection.reason = stack + rejection.reason;
+      merged.rejected.push_back(std::move(rejection));
+    }
+    for (PlanRow& row : r.plans) merged.plans.push_back(std::move(row));
+    merged.enumerated += r.enumerated;
+    merged.simulated += r.simulated;
+    merged.skipped += r.skipped;
+  }
+  std::stable_sort(merged.plans.begin(), merged.plans.end(), plan_less);
+  return merged;
 }
 
 }  // namespace loom

@@ -24,6 +24,7 @@ struct PlanRow {
   long long micro_batches = 0;
   double days_to_train = 0;  // 0 when no token budget was given
   std::string limited_by;
+  std::string framework;  // the software stack the row was simulated under (TrainingSpec::framework; "" none)
 };
 
 struct PlanResult {
@@ -61,6 +62,15 @@ Result<PlanRow> evaluate_config(const ModelSpec& model, const TrainingSpec& trai
 
 Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
                                 const SearchSpace& space, const PlanOptions& options = {});
+
+// Searches of one model, cluster and space, each under its own software stack (`loom plan --framework
+// a,b`), as one result: the plans ranked together by step time (each row names its stack), the counts
+// summed, and every rejection kept, its reason naming the stack it was rejected under. With
+// PlanOptions::top K in each search, the first K merged plans are those of one search over the union.
+PlanResult merge_plan_results(std::vector<PlanResult> results);
+
+// The planner's order: faster first, then less memory, then config_less, then the stack's name.
+bool plan_less(const PlanRow& a, const PlanRow& b);
 
 // Simulator options for one plan in detail (`loom sim --trace`, the GUI's Gantt): keep the graph
 // and every kernel, and feed the trace's memory counter from the memory model — what each stage

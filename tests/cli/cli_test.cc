@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <map>
+
 #include "core/json_io.h"
 #include "run_loom.h"
 
@@ -46,6 +49,11 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
                    "--check fits nothing, so it writes no --out file");
   expect_bad_input("calibrate --trace /nonexistent.json --fit-ceiling", "--fit-ceiling goes with a --vtrain fit");
   expect_bad_input(std::string("plan ") + kSpec + " --framework megatron", "--framework: unknown framework 'megatron'");
+  expect_bad_input(std::string("plan ") + kSpec + " --framework megatron-core,megatron-core",
+                   "--framework: 'megatron-core' named twice");
+  expect_bad_input(std::string("plan ") + kSpec + " --framework megatron-core,", "--framework: empty name");
+  expect_bad_input(std::string("plan ") + kSpec + " --framework megatron-core,megatron",
+                   "--framework: unknown framework 'megatron'");
   expect_bad_input(std::string("sim ") + kSpec + " --tp 8 --zero 1 --framework megatron-lm-2021",
                    "megatron-lm-2021: ZeRO-1 (no distributed optimizer");
   expect_bad_input("frobnicate", "unknown command 'frobnicate'");
@@ -203,6 +211,63 @@ TEST(Cli, FrameworkAppliesItsBehavioursAndLimits) {
   ASSERT_EQ(list.status, 0) << list.err;
   for (const char* k : {"megatron-lm-2021", "megatron-core", "torchtitan", "megatron/training.py train_step", "FSDP2"})
     EXPECT_NE(list.out.find(k), std::string::npos) << k;
+}
+
+// --framework a,b in `plan`: each stack is searched as if named alone, and their rows are ranked together,
+// each naming its stack, with one precision and software line per stack; --emit-plan writes the fastest
+// row's stack.
+TEST(Cli, SeveralFrameworksAreRankedTogether) {
+  const std::string space = std::string(kSpec) + " --tp 1,2 --pp 1,2 --micro-batch 1,2 --format json";
+  const auto core = run_loom("plan " + space + " --framework megatron-core");
+  const auto titan = run_loom("plan " + space + " --framework torchtitan");
+  const auto plan_path = scratch_dir() / "two-stacks.json";
+  const auto both =
+      run_loom("plan " + space + " --framework megatron-core,torchtitan --emit-plan " + plan_path.string());
+  ASSERT_EQ(core.status, 0) << core.err;
+  ASSERT_EQ(titan.status, 0) << titan.err;
+  ASSERT_EQ(both.status, 0) << both.err;
+  const auto c = nlohmann::json::parse(core.out), t = nlohmann::json::parse(titan.out),
+             m = nlohmann::json::parse(both.out);
+  ASSERT_GT(c["plans"].size(), 0u);
+  ASSERT_GT(t["plans"].size(), 0u);
+  ASSERT_EQ(m["plans"].size(), c["plans"].size() + t["plans"].size());
+  EXPECT_EQ(m["rejected"].size(), c["rejected"].size() + t["rejected"].size());
+  // Every merged row is its own stack's row, step for step, and the merged list is ranked by step.
+  std::map<std::string, int> rows_of;
+  double previous = 0;
+  for (const auto& row : m["plans"]) {
+    const std::string stack = row["framework"];
+    ++rows_of[stack];
+    const auto& alone = stack == "megatron-core" ? c["plans"] : t["plans"];
+    const auto same =
+        std::find_if(alone.begin(), alone.end(), [&](const auto& r) { return r["config"] == row["config"]; });
+    ASSERT_NE(same, alone.end()) << stack << " " << row["config"].dump();
+    EXPECT_EQ((*same)["step_time_s"], row["step_time_s"]);
+    EXPECT_EQ((*same)["framework"], stack);
+    EXPECT_GE(row["step_time_s"].get<double>(), previous);
+    previous = row["step_time_s"];
+  }
+  EXPECT_EQ(rows_of["megatron-core"], static_cast<int>(c["plans"].size()));
+  EXPECT_EQ(rows_of["torchtitan"], static_cast<int>(t["plans"].size()));
+  // torchtitan has no ZeRO-1: those layouts are rejected under its name only.
+  bool titan_zero1 = false;
+  for (const auto& r : m["rejected"]) {
+    const std::string reason = r["reason"];
+    EXPECT_EQ(reason.rfind(r["framework"].get<std::string>() + ": ", 0), 0u) << reason;
+    titan_zero1 = titan_zero1 || reason.rfind("torchtitan: ZeRO-1", 0) == 0;
+  }
+  EXPECT_TRUE(titan_zero1);
+  auto plan = plan_from_json(*read_json_file(plan_path.string()));
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_EQ(plan->training.framework, m["plans"][0]["framework"].get<std::string>());
+
+  const auto table = run_loom(std::string("plan ") + kSpec + " --top 4 --framework megatron-core,torchtitan");
+  ASSERT_EQ(table.status, 0) << table.err;
+  for (const char* k :
+       {"# software: --framework megatron-core;", "# software: --framework torchtitan;",
+        "# precision under megatron-core: 2-byte params, 2-byte grads",
+        "# precision under torchtitan: 2-byte params, 4-byte grads", "over 2 software stacks", "  framework\n"})
+    EXPECT_NE(table.out.find(k), std::string::npos) << k << "\n" << table.out;
 }
 
 TEST(Cli, VersionNamesBackends) {

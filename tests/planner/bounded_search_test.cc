@@ -2,7 +2,8 @@
 // never above the simulated step of any configuration a search simulates, its memoised chunks are
 // the cost model's, and a search for the K fastest gives exactly the first K rows of the full one,
 // over dense, long-sequence CP, MoE, FP8/ZeRO-3, torchtitan (op-level recompute) and Megatron-LM-2021-style
-// (blocking sends, no gradient-reduce overlap, fp32 grads, unfused attention, kernel jitter) searches.
+// (blocking sends, no gradient-reduce overlap, fp32 grads, unfused attention, kernel jitter) searches,
+// and two stacks' searches merged (`loom plan --framework a,b`).
 #include <algorithm>
 #include <map>
 #include <string>
@@ -163,6 +164,50 @@ TEST(BoundedSearch, TheKFastestAreTheFullSearchsFirstK) {
       EXPECT_GT(top->skipped, 0u);  // the point of it
     }
   }
+}
+
+// `loom plan --framework a,b`: the K fastest of each stack's bounded search, merged, are the first K of
+// both stacks' full searches merged — the same rows, steps and stacks — and the counts add up.
+TEST(BoundedSearch, MergedStacksKeepTheKFastestOfTheirUnion) {
+  const std::vector<Case> all = cases();
+  const Case& a = all.front();  // llama2-7b on 16 A100, no stack named
+  Case b = a;
+  b.name = "llama2-7b on 16 A100 under megatron-core";
+  apply_framework(*find_framework("megatron-core").value(), b.training);
+  std::vector<PlanResult> fulls = {full_search(a), full_search(b)};
+  const PlanResult union_full = merge_plan_results(fulls);
+  ASSERT_EQ(union_full.plans.size(), fulls[0].plans.size() + fulls[1].plans.size());
+  std::map<std::string, int> stacks_in_top;
+  for (std::size_t k : {1u, 9u, 40u}) {
+    SCOPED_TRACE(k);
+    PlanOptions options;
+    options.top = k;
+    std::vector<PlanResult> tops;
+    for (const Case* c : std::vector<const Case*>{&a, &b})
+      tops.push_back(*search_plans(c->model, c->training, c->cluster, c->space, options));
+    const PlanResult merged = merge_plan_results(tops);
+    ASSERT_GE(merged.plans.size(), k);
+    for (std::size_t i = 0; i < k; ++i) {
+      EXPECT_EQ(merged.plans[i].config, union_full.plans[i].config) << "row " << i;
+      EXPECT_EQ(merged.plans[i].framework, union_full.plans[i].framework) << "row " << i;
+      EXPECT_EQ(merged.plans[i].metrics.step_time_s, union_full.plans[i].metrics.step_time_s) << "row " << i;
+      ++stacks_in_top[merged.plans[i].framework];
+    }
+    EXPECT_EQ(merged.enumerated, fulls[0].enumerated + fulls[1].enumerated);
+    EXPECT_EQ(merged.simulated + merged.skipped, fulls[0].simulated + fulls[1].simulated);
+    EXPECT_EQ(merged.rejected.size(), fulls[0].rejected.size() + fulls[1].rejected.size());
+  }
+  // Both stacks reach the top 40: the merge ranks rows of both, not one list after the other.
+  EXPECT_GT(stacks_in_top[""], 0);
+  EXPECT_GT(stacks_in_top["megatron-core"], 0);
+  // Rejections name their stack where one was named.
+  std::size_t named = 0;
+  for (const Rejection& r : union_full.rejected) {
+    if (r.framework != "megatron-core") continue;
+    EXPECT_EQ(r.reason.rfind("megatron-core: ", 0), 0u) << r.reason;
+    ++named;
+  }
+  EXPECT_EQ(named, fulls[1].rejected.size());
 }
 
 }  // namespace
