@@ -99,6 +99,13 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
     framework_->addItem(f.name, QString(f.name));
     framework_->setItemData(framework_->count() - 1, QString(f.description), Qt::ToolTipRole);
   }
+  // Every stack, each searched alone and ranked together (`loom plan --framework a,b,...`).
+  QStringList all_stacks;
+  for (const FrameworkPreset& f : framework_presets()) all_stacks << f.name;
+  framework_->addItem(tr("all, compared"), all_stacks.join(','));
+  framework_->setItemData(framework_->count() - 1,
+                          tr("each stack searched alone, the rows ranked together with a framework column"),
+                          Qt::ToolTipRole);
   framework_->setToolTip(tr("the software stack whose known behaviours apply; `loom plan --framework`"));
   form->addRow(tr("Framework"), framework_);
   attention_ = new QComboBox;
@@ -245,7 +252,10 @@ void InputsPanel::set_request(const PlanRequest& r) {
   global_batch_->setValue(static_cast<int>(r.specs.global_batch));
   seq_->setValue(static_cast<int>(r.specs.seq));
   tokens_b_->setValue(r.specs.tokens / 1e9);
-  framework_->setCurrentIndex(std::max(0, framework_->findData(QString::fromStdString(r.specs.framework))));
+  // A list of stacks given on the command line (`--framework a,b`) becomes an item of its own.
+  const QString stacks = QString::fromStdString(r.specs.framework);
+  if (framework_->findData(stacks) < 0) framework_->addItem(stacks, stacks);
+  framework_->setCurrentIndex(framework_->findData(stacks));
   attention_->setCurrentIndex(std::max(0, attention_->findData(QString::fromStdString(r.specs.attention))));
   elementwise_->setCurrentIndex(std::max(0, elementwise_->findData(QString::fromStdString(r.specs.elementwise))));
   precision_->setCurrentText(QString::fromStdString(r.specs.precision));

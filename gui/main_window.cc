@@ -197,7 +197,7 @@ void MainWindow::start_detail() {
   detail_pending_ = -1;
   const PlanRow* row = plans_model_->row(plan);
   if (!row) return;
-  const Specs specs = outcome_.specs;
+  const Specs specs = outcome_.specs_for(*row);
   const ParallelConfig config = row->config;
   summary_->show_message(tr("simulating %1 …").arg(QString::fromStdString(describe(config))));
   detail_running_ = true;

@@ -87,7 +87,7 @@ bool MainWindow::export_plan(const QString& path, QString* error) const {
     if (error) *error = tr("no plan is selected");
     return false;
   }
-  return write_file(path, plan_file_text(outcome_.specs, *row), error);
+  return write_file(path, plan_file_text(outcome_.specs_for(*row), *row), error);
 }
 
 bool MainWindow::export_trace(const QString& path, QString* error) const {
@@ -96,14 +96,16 @@ bool MainWindow::export_trace(const QString& path, QString* error) const {
     if (error) *error = tr("no plan is selected");
     return false;
   }
-  if (detail_ && detail_->config == row->config) return write_file(path, trace_json(outcome_.specs, *detail_), error);
+  const Specs& specs = outcome_.specs_for(*row);
+  if (detail_ && detail_->config == row->config && detail_->framework == row->framework)
+    return write_file(path, trace_json(specs, *detail_), error);
   // The selected plan's simulation has not come back yet: simulate it here.
-  auto detail = simulate_detail(outcome_.specs, row->config);
+  auto detail = simulate_detail(specs, row->config);
   if (!detail) {
     if (error) *error = QString::fromStdString(detail.error().message);
     return false;
   }
-  return write_file(path, trace_json(outcome_.specs, *detail), error);
+  return write_file(path, trace_json(specs, *detail), error);
 }
 
 bool MainWindow::export_csv(const QString& path, QString* error) const {
@@ -112,7 +114,8 @@ bool MainWindow::export_csv(const QString& path, QString* error) const {
     return false;
   }
   const auto& s = outcome_.specs;
-  const ReportContext ctx{&s.model, &s.cluster, &s.training, s.cluster_name, {}};
+  ReportContext ctx{&s.model, &s.cluster, &s.training, s.cluster_name, {}};
+  for (std::size_t i = 1; i < outcome_.stacks.size(); ++i) ctx.other_stacks.push_back(&outcome_.stacks[i].training);
   return write_file(path, format_csv(ctx, outcome_.result, 0), error);
 }
 

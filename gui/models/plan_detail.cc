@@ -9,6 +9,7 @@ namespace loom::gui {
 Result<PlanDetail> simulate_detail(const Specs& specs, const ParallelConfig& config) {
   PlanDetail d;
   d.config = config;
+  d.framework = specs.training.framework;
   d.memory = estimate_memory(specs.model, specs.training, config, specs.cluster);
   const sim::SimOptions options = detailed_sim_options(d.memory, config);
   auto result = sim::simulate(specs.model, specs.training, config, specs.cluster, options);
@@ -21,7 +22,8 @@ Result<PlanDetail> simulate_detail(const Specs& specs, const ParallelConfig& con
 }
 
 std::string trace_json(const Specs& specs, const PlanDetail& detail) {
-  return sim::chrome_trace_json(detail.sim, specs.model.name + " " + describe(detail.config));
+  return sim::chrome_trace_json(detail.sim, specs.model.name + " " + describe(detail.config) +
+                                                (detail.framework.empty() ? "" : " under " + detail.framework));
 }
 
 }  // namespace loom::gui

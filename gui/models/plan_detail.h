@@ -16,6 +16,7 @@ namespace loom::gui {
 
 struct PlanDetail {
   ParallelConfig config;
+  std::string framework;  // the software stack simulated under (TrainingSpec::framework; "" none)
   MemoryReport memory;
   sim::SimResult sim;
   std::vector<std::int32_t> critical_ops;  // op indices, first to last

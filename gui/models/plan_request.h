@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/spec_inputs.h"
 #include "planner/search.h"
@@ -20,11 +21,16 @@ struct PlanRequest {
 };
 
 // One finished search. `error` is set (one line) when the input was bad or nothing could be laid out.
+// With several software stacks named (`--framework a,b`, as `loom plan` takes it) each was searched
+// alone and `result` ranks their rows together; `specs` is the first stack's, `stacks` all of them.
 struct PlanOutcome {
   Specs specs;
+  std::vector<Specs> stacks;
   PlanResult result;
   std::string error;
   bool ok() const { return error.empty(); }
+  // The specs a row was searched under: its stack's (the first when it names none).
+  const Specs& specs_for(const PlanRow& row) const;
 };
 
 using ProgressFn = std::function<void(std::size_t done, std::size_t total)>;

@@ -15,6 +15,7 @@ std::vector<SummaryLine> plan_summary(const PlanDetail& d) {
   const auto pct = [step](double s) { return 100.0 * s / step; };
   std::vector<SummaryLine> lines;
   lines.push_back({"config", describe(d.config)});
+  if (!d.framework.empty()) lines.push_back({"framework", d.framework});
   lines.push_back(
       {"step time", fmt::format("{:.3f} s  ({} micro-batches per pipeline)", r.step_time_s, r.micro_batches)});
   lines.push_back({"throughput", fmt::format("{:.0f} tokens/s", r.tokens_per_s)});
@@ -96,6 +97,7 @@ std::vector<CompareLine> compare_plans(const PlanRow& a, const PlanRow& b) {
       text("recompute / SP", fmt::format("{} / {}", to_string(x.recompute), x.sequence_parallel ? "on" : "off"),
            fmt::format("{} / {}", to_string(y.recompute), y.sequence_parallel ? "on" : "off")),
       text("schedule", to_string(x.schedule), to_string(y.schedule)),
+      text("framework", a.framework.empty() ? "none" : a.framework, b.framework.empty() ? "none" : b.framework),
       numeric("step time", m.step_time_s, n.step_time_s, 3, " s", -1),
       numeric("tokens/s", m.tokens_per_s, n.tokens_per_s, 0, "", +1),
       numeric("TFLOP/s per GPU", m.tflops_per_gpu, n.tflops_per_gpu, 1, "", +1),

@@ -34,6 +34,7 @@ constexpr std::array<ColumnInfo, PlanTableModel::kColumnCount> kColumns = {{
     {"schedule", "pipeline schedule"},
     {"stage layers", "transformer layers of each pipeline stage (NxK: K stages of N layers each)"},
     {"precision", "precision of the linear layers' GEMMs (bf16, or fp8 with bf16 elsewhere)"},
+    {"framework", "the software stack the row was simulated under (--framework; several are ranked together)"},
     {"step s", "simulated step time, seconds"},
     {"tokens/s", "tokens per second, whole cluster"},
     {"TFLOP/s/GPU", "model TFLOP/s per GPU (no recompute)"},
@@ -81,7 +82,8 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
   if (role == kRowRole) return index.row();
   if (role == Qt::TextAlignmentRole) {
     const bool text = index.column() == kRecompute || index.column() == kSp || index.column() == kSchedule ||
-                      index.column() == kStageLayers || index.column() == kPrecision || index.column() == kLimitedBy;
+                      index.column() == kStageLayers || index.column() == kPrecision || index.column() == kFramework ||
+                      index.column() == kLimitedBy;
     return QVariant::fromValue(Qt::AlignVCenter | (text ? Qt::AlignLeft : Qt::AlignRight));
   }
   if (role == Qt::ToolTipRole) return QString::fromStdString(describe(c) + "\n" + r->limited_by);
@@ -98,6 +100,7 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
       return QString::fromStdString(stage_layers_label(r->stage_layers));
     }
     case kPrecision: return QString(to_string(r->precision));
+    case kFramework: return QString::fromStdString(r->framework);
     case kMemoryGib: return number(m.memory_gib.total, 1);
     case kParamsGib: return number(m.memory_gib.params, 1);
     case kGradsGib: return number(m.memory_gib.grads, 1);

@@ -31,6 +31,7 @@ class PlanTableModel : public QAbstractTableModel {
     kSchedule,
     kStageLayers,
     kPrecision,
+    kFramework,
     kStepTime,
     kTokensPerS,
     kTflopsPerGpu,

@@ -22,6 +22,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "core/json_io.h"
 #include "core/units.h"
 #include "gui/detail_panels.h"
@@ -29,6 +31,7 @@
 #include "gui/heat_map_view.h"
 #include "gui/inputs_panel.h"
 #include "gui/memory_chart.h"
+#include "gui/models/plan_summary.h"
 #include "gui/models/plan_table_model.h"
 #include "gui/pareto_chart.h"
 #include "qt_app.h"
@@ -118,6 +121,47 @@ TEST_F(GuiMainWindow, AFrameworkReachesTheSearchAndLimitsItsPlans) {
   EXPECT_EQ(request.specs.framework, "megatron-lm-2021");
   EXPECT_EQ(request.specs.attention, "");
   EXPECT_EQ(request.specs.elementwise, "");
+}
+
+// "all, compared": every stack searched alone, the rows ranked together; a row's detail and its exported
+// plan are simulated under the row's own stack.
+TEST_F(GuiMainWindow, AllStacksComparedRankTogetherAndEachRowKeepsItsStack) {
+  auto* framework = w().inputs()->findChild<QComboBox*>("framework");
+  ASSERT_NE(framework, nullptr);
+  framework->setCurrentIndex(framework->findText("all, compared"));
+  ASSERT_TRUE(wait_until([&] { return w().outcome().stacks.size() == 4 && !w().busy(); }));
+  ASSERT_TRUE(w().outcome().ok()) << w().outcome().error;
+  EXPECT_EQ(w().inputs()->request().specs.framework, "megatron-lm-2021,megatron-core,torchtitan,deepspeed");
+  std::set<std::string> stacks;
+  double previous = 0;
+  for (int r = 0; r < w().plans_model()->rowCount(); ++r) {
+    const PlanRow* row = w().plans_model()->row(r);
+    stacks.insert(row->framework);
+    EXPECT_GE(row->metrics.step_time_s, previous);
+    previous = row->metrics.step_time_s;
+    EXPECT_EQ(w().plans_model()->index(r, PlanTableModel::kFramework).data().toString().toStdString(), row->framework);
+    if (row->framework == "megatron-lm-2021") {
+      EXPECT_EQ(row->config.zero, 0);  // its own legality
+    }
+  }
+  EXPECT_EQ(stacks, (std::set<std::string>{"megatron-lm-2021", "megatron-core", "torchtitan", "deepspeed"}));
+  // The first torchtitan row: its detail is torchtitan's step (the same step as its row), its plan file torchtitan's.
+  int titan = -1;
+  for (int r = 0; r < w().plans_model()->rowCount() && titan < 0; ++r)
+    if (w().plans_model()->row(r)->framework == "torchtitan") titan = r;
+  ASSERT_GE(titan, 0);
+  click_plan(titan);
+  EXPECT_EQ(w().gantt()->detail()->framework, "torchtitan");
+  EXPECT_DOUBLE_EQ(w().gantt()->detail()->sim.step_time_s, w().plans_model()->row(titan)->metrics.step_time_s);
+  const auto summary = plan_summary(*w().gantt()->detail());
+  EXPECT_TRUE(std::any_of(summary.begin(), summary.end(),
+                          [](const SummaryLine& l) { return l.label == "framework" && l.value == "torchtitan"; }));
+  const QString path = dir_.filePath("titan.json");
+  QString error;
+  ASSERT_TRUE(w().export_plan(path, &error)) << error.toStdString();
+  auto parsed = plan_from_json(*read_json_file(path.toStdString()));
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  EXPECT_EQ(parsed->training.framework, "torchtitan");
 }
 
 TEST_F(GuiMainWindow, EagerElementwiseKernelsReachTheSearch) {
