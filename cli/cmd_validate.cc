@@ -128,6 +128,7 @@ int run_public_runs(const ValidateFlags& f) {
         row["predicted_peak_memory_gib"] = r.predicted_peak_gib;
         row["predicted_tflops_per_gpu"] = r.predicted_tflops;
         if (!r.micro_batch_note.empty()) row["micro_batch_note"] = r.micro_batch_note;
+        if (!r.recompute_note.empty()) row["recompute_note"] = r.recompute_note;
         if (!r.config_note.empty()) row["config_note"] = r.config_note;
       } else {
         row["refused"] = r.refused;
@@ -172,6 +173,7 @@ int run_public_runs(const ValidateFlags& f) {
       text.insert(text.size() - 1, fmt::format("   TFLOP/s/GPU: published {:.0f} (formula not stated), Loom {:.0f}",
                                                r.published_tflops, r.predicted_tflops));
     if (!r.micro_batch_note.empty()) text.insert(text.size() - 1, fmt::format("; {}", r.micro_batch_note));
+    if (!r.recompute_note.empty()) text.insert(text.size() - 1, fmt::format("; {}", r.recompute_note));
     if (!r.config_note.empty()) text.insert(text.size() - 1, fmt::format("; {}", r.config_note));
   }
   for (const auto& s : summaries)

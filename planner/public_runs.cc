@@ -143,6 +143,7 @@ std::string express(const Json& r, PublicRun& run) {
   // the loss as one layer each (account_for_embedding/loss_in_pipeline_split), 128 = 8·8·2.
   if (c.pp > 1 && run.model.layers % (c.pp * c.vpp) != 0 && (run.model.layers + 2) % (c.pp * c.vpp) == 0)
     c.split.account_for_embedding = c.split.account_for_loss = true;
+  run.recompute_published = !r["recompute"].is_null();
   const std::string recompute = r["recompute"].is_null() ? "" : r["recompute"].get<std::string>();
   // torchtitan's "selective (op-level SAC)" / "(per-op SAC)" rows: its op-level policy (core/op_recompute.h).
   const bool op_sac = contains(recompute, "SAC") && contains(recompute, "op");
@@ -179,9 +180,23 @@ std::vector<ParallelConfig> micro_batch_candidates(const PublicRun& run) {
   return out;
 }
 
-// Simulates the row; without a published micro-batch, every candidate, keeping the fastest that fits
-// in memory (the one `loom plan` would rank first among them), else the one needing the least memory.
-void simulate_run(PublicRun& run, const ClusterSpec& cluster) {
+// For a row that names no recompute and did not fit without one: the candidates with selective, then
+// full recompute added to each (none stays first, so it wins wherever it fits).
+std::vector<ParallelConfig> with_recompute_candidates(const PublicRun& run, std::vector<ParallelConfig> candidates) {
+  const std::size_t n = candidates.size();
+  for (Recompute mode : {Recompute::kSelective, Recompute::kFull})
+    for (std::size_t i = 0; i < n; ++i) {
+      ParallelConfig c = candidates[i];
+      c.recompute = mode;
+      if (check_config(run.model, run.training, c).ok()) candidates.push_back(c);
+    }
+  return candidates;
+}
+
+// Simulates the row; without a published micro-batch (or, with `infer_recompute`, recompute), every
+// candidate, keeping the fastest that fits in memory (the one `loom plan` would rank first among them),
+// else the one needing the least memory.
+void simulate_run(PublicRun& run, const ClusterSpec& cluster, bool infer_recompute = false) {
   std::vector<ParallelConfig> candidates = {run.config};
   if (run.config.micro_batch == 0) {
     candidates = micro_batch_candidates(run);
@@ -195,6 +210,7 @@ void simulate_run(PublicRun& run, const ClusterSpec& cluster) {
       return;
     }
   }
+  if (infer_recompute) candidates = with_recompute_candidates(run, std::move(candidates));
   bool found = false, found_fits = false;
   for (const ParallelConfig& c : candidates) {
     const MemoryReport memory = estimate_memory(run.model, run.training, c, cluster);
@@ -216,6 +232,13 @@ void simulate_run(PublicRun& run, const ClusterSpec& cluster) {
     run.predicted_peak_gib = gib;
   }
   if (!found && run.refused.empty()) run.refused = "no micro-batch could be simulated";
+  if (found && infer_recompute && run.config.recompute != Recompute::kNone)
+    run.recompute_note =
+        found_fits
+            ? fmt::format("recompute not published: none does not fit in {:.0f} GiB, {} is the fastest that fits",
+                          cluster.gpu_memory_gib(), to_string(run.config.recompute))
+            : fmt::format("recompute not published: nothing fits in {:.0f} GiB, {} needs the least memory",
+                          cluster.gpu_memory_gib(), to_string(run.config.recompute));
   if (found && !found_fits && candidates.size() > 1)
     run.micro_batch_note = "micro-batch not published: none fits, the one needing the least memory";
 }
@@ -257,6 +280,20 @@ Result<std::vector<PublicRun>> reproduce_public_runs(const std::string& json_pat
       simulate_run(run, clusters.at(run.cluster));
     }
     runs.push_back(std::move(run));
+  }
+  // A row that names no recompute (null) is simulated without one. But every row ran, so it fit: where
+  // Loom's memory for it exceeds the GPU by more than Loom's largest memory error on the rows that
+  // publish their peak, the run must have recomputed, and the row takes the fastest recompute that fits.
+  // Within that error, the memory model cannot tell, and the row stays without.
+  double memory_tolerance = 0;
+  for (const PublicRun& run : runs)
+    if (run.memory_scored()) memory_tolerance = std::max(memory_tolerance, std::abs(run.memory_error()));
+  for (PublicRun& run : runs) {
+    if (!run.simulated() || run.recompute_published || run.config.recompute != Recompute::kNone) continue;
+    const ClusterSpec& cluster = clusters.at(run.cluster);
+    if (run.predicted_peak_gib <= cluster.gpu_memory_gib() * (1 + memory_tolerance)) continue;
+    if (!run.micro_batch_note.empty()) run.config.micro_batch = 0;  // chosen again, with the recompute
+    simulate_run(run, cluster, true);
   }
   return runs;
 }

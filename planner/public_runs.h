@@ -33,7 +33,11 @@ struct PublicRun {
   double published_tflops = 0;
   double predicted_tflops = 0;
   std::string micro_batch_note;  // empty: the row's own micro-batch; else how Loom chose one
-  std::string config_note;       // empty: the row's configuration as printed; else how Loom read it
+  // The row names no recompute ("recompute": null): none is simulated where it fits in memory, else the
+  // fastest recompute that fits, which `recompute_note` then names.
+  bool recompute_published = true;
+  std::string recompute_note;
+  std::string config_note;  // empty: the row's configuration as printed; else how Loom read it
   bool simulated() const { return refused.empty(); }
   bool scored() const { return simulated() && published_s > 0; }
   double error() const { return (predicted_s - published_s) / published_s; }

@@ -96,6 +96,9 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   // which flash attention makes free: those 12 rows 6.5-10 points closer, all rows 16.4 %.
   // RoPE charged as a kernel of its own (fused: one read and write of Q and K), and torchtitan's two
   // eager rows with eager PyTorch's element-wise kernels (9.5 and 9.1 points closer): all rows 15.9 %.
+  // FSDP2's fp32 shards, the loss's peak and ZeRO-3 gathered through a pipeline: 15.8 %. NeMo AutoModel's
+  // row, which publishes no recompute and needs 111 GiB without one, with full recompute (below): -31.7 ->
+  // -9.7 %, all rows 15.5 %.
   std::vector<PublicRun> megatron;
   for (const PublicRun& r : all)
     if (r.source.find("torchtitan") == std::string::npos && r.source.find("AutoModel") == std::string::npos)
@@ -106,7 +109,7 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   EXPECT_EQ(m.scored, 46);
   EXPECT_LE(m.mean_abs_error, 0.08);
   EXPECT_LE(m.max_abs_error, 0.19);
-  EXPECT_LE(overall.mean_abs_error, 0.16);
+  EXPECT_LE(overall.mean_abs_error, 0.156);
   EXPECT_LE(overall.max_abs_error, 0.57);
 }
 
@@ -179,6 +182,44 @@ TEST(PublicRuns, PeakMemoryWherePublished) {
   EXPECT_EQ(pipelined, 6);
   EXPECT_LE(pipelined_sum / pipelined, 0.10);
   EXPECT_LE(pipelined_worst, 0.18);
+}
+
+// A row that publishes no recompute ran without one unless Loom's memory for it exceeds the GPU by more
+// than Loom's worst memory error on the rows that publish their peak (19.4 %, torchtitan's 2D rows): a
+// row that ran fit. Only NeMo AutoModel's Llama 3 70B (FSDP2 x CP2, micro-batch 1, 8K) is that far over,
+// 111 GiB without recompute on 80 GiB GPUs: it takes full recompute, the fastest that fits (selective
+// saves nothing beside flash attention). Nemotron-4 340B at 85 GiB is within the error and stays without.
+TEST(PublicRuns, AnUnpublishedRecomputeIsInferredOnlyBeyondTheMemoryModelsError) {
+  const auto all = runs();
+  double tolerance = 0;
+  for (const PublicRun& r : all)
+    if (r.memory_scored()) tolerance = std::max(tolerance, std::abs(r.memory_error()));
+  EXPECT_GT(tolerance, 0.15);
+  EXPECT_LT(tolerance, 0.25);
+  int inferred = 0;
+  for (const PublicRun& r : all) {
+    if (!r.simulated()) continue;
+    if (r.recompute_note.empty()) {
+      // Without a note: the row's own recompute, or none where it publishes none and that was not ruled out.
+      if (!r.recompute_published) {
+        EXPECT_EQ(r.config.recompute, Recompute::kNone) << r.id;
+      }
+      continue;
+    }
+    ++inferred;
+    EXPECT_FALSE(r.recompute_published) << r.id;
+    EXPECT_EQ(r.id, "automodel-llama3-70b-64");
+    EXPECT_EQ(r.config.recompute, Recompute::kFull) << r.id;
+    EXPECT_LE(r.predicted_peak_gib, 80.0) << r.id;
+    EXPECT_NE(r.recompute_note.find("none does not fit in 80 GiB, full is the fastest that fits"), std::string::npos)
+        << r.recompute_note;
+  }
+  EXPECT_EQ(inferred, 1);
+  const auto nemotron =
+      std::find_if(all.begin(), all.end(), [](const PublicRun& r) { return r.id == "nemo2407-Nemotron-340B-128"; });
+  ASSERT_NE(nemotron, all.end());
+  EXPECT_GT(nemotron->predicted_peak_gib, 80.0);  // over, but within the tolerance
+  EXPECT_EQ(nemotron->config.recompute, Recompute::kNone);
 }
 
 }  // namespace
