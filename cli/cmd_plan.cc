@@ -32,16 +32,12 @@ int run_plan(const PlanFlags& f) {
   const std::vector<Specs> stacks = value_or_exit(resolve_specs_per_framework(f.specs.inputs));
   const Specs& specs = stacks.front();
   const SearchSpace space = f.config.search_space();
-  std::vector<PlanResult> results;
-  for (const Specs& stack : stacks) {
-    PlanOptions options;
-    options.threads = f.threads;
-    options.top = f.top;
-    ProgressBar bar(stacks.size() > 1 ? "searching " + stack.training.framework : "searching");
-    options.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
-    results.push_back(value_or_exit(search_plans(stack.model, stack.training, stack.cluster, space, options)));
-  }
-  const PlanResult result = results.size() == 1 ? std::move(results.front()) : merge_plan_results(std::move(results));
+  PlanOptions options;
+  options.threads = f.threads;
+  options.top = f.top;
+  ProgressBar bar(stacks.size() > 1 ? fmt::format("searching {} stacks", stacks.size()) : "searching");
+  options.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
+  const PlanResult result = value_or_exit(search_stacks(stacks, space, options));
 
   ReportContext ctx{&specs.model, &specs.cluster, &specs.training, specs.cluster_name, {}};
   for (std::size_t i = 1; i < stacks.size(); ++i) ctx.other_stacks.push_back(&stacks[i].training);

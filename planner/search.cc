@@ -217,6 +217,26 @@ bool plan_less(const PlanRow& a, const PlanRow& b) {
   return a.framework < b.framework;
 }
 
+Result<PlanResult> search_stacks(const std::vector<Specs>& stacks, const SearchSpace& space,
+                                 const PlanOptions& options) {
+  std::vector<PlanResult> results;
+  for (std::size_t i = 0; i < stacks.size(); ++i) {
+    PlanOptions one = options;
+    // Each stack's progress as its share of a per-mille scale: the stacks' totals are known only as
+    // each search enumerates.
+    constexpr std::size_t kShare = 1000;
+    if (options.progress && stacks.size() > 1)
+      one.progress = [&options, i, n = stacks.size()](std::size_t done, std::size_t total) {
+        options.progress(i * kShare + (total > 0 ? done * kShare / total : kShare), n * kShare);
+      };
+    auto result = search_plans(stacks[i].model, stacks[i].training, stacks[i].cluster, space, one);
+    if (!result) return result.error();
+    results.push_back(std::move(*result));
+  }
+  if (results.size() == 1) return std::move(results.front());
+  return merge_plan_results(std::move(results));
+}
+
 PlanResult merge_plan_results(std::vector<PlanResult> results) {
   PlanResult merged;
   for (PlanResult& r : results) {

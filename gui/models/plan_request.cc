@@ -33,22 +33,13 @@ PlanOutcome run_plan_request(const PlanRequest& request, const ProgressFn& progr
     }
     PlanOptions options;
     options.threads = request.threads;
-    std::vector<PlanResult> results;
-    for (std::size_t i = 0; i < out.stacks.size(); ++i) {
-      const Specs& s = out.stacks[i];
-      // Progress over all the searches: each stack's share of the whole.
-      if (progress)
-        options.progress = [&progress, i, n = out.stacks.size()](std::size_t done, std::size_t total) {
-          progress(i * total + done, n * total);
-        };
-      auto result = search_plans(s.model, s.training, s.cluster, *space, options);
-      if (!result) {
-        out.error = result.error().message;
-        return out;
-      }
-      results.push_back(std::move(*result));
+    options.progress = progress;
+    auto result = search_stacks(out.stacks, *space, options);
+    if (!result) {
+      out.error = result.error().message;
+      return out;
     }
-    out.result = results.size() == 1 ? std::move(results.front()) : merge_plan_results(std::move(results));
+    out.result = std::move(*result);
   } catch (const std::exception& e) {
     out.error = std::string("unexpected error: ") + e.what();
   }

@@ -146,6 +146,25 @@ TEST(GuiPlanRequest, ReportsProgressUpToTheTotal) {
   EXPECT_EQ(last_done, last_total);
 }
 
+TEST(GuiPlanRequest, ProgressOverSeveralStacksRisesToTheTotal) {
+  PlanRequest r = testing::small_request();
+  r.specs.framework = "megatron-core,torchtitan";
+  std::size_t most_done = 0, last_total = 0, halfway = 0;
+  bool one_total = true;
+  const PlanOutcome out = run_plan_request(r, [&](std::size_t done, std::size_t total) {
+    one_total = one_total && (last_total == 0 || total == last_total);
+    most_done = std::max(most_done, done);
+    last_total = total;
+    if (2 * done == total) ++halfway;  // the first stack's search complete
+  });
+  ASSERT_TRUE(out.ok()) << out.error;
+  EXPECT_EQ(out.stacks.size(), 2u);
+  EXPECT_TRUE(one_total);  // one scale over both searches, not each its own
+  EXPECT_GT(last_total, 0u);
+  EXPECT_EQ(halfway, 1u);
+  EXPECT_EQ(most_done, last_total);
+}
+
 TEST(GuiPlanRequest, RestrictionsReachTheSearch) {
   PlanRequest r = testing::small_request();
   r.config.tp = "2";
