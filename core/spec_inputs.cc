@@ -35,6 +35,10 @@ Status check_sizes(const SpecInputs& in, const ClusterSpec& cluster) {
     return make_error(fmt::format("--host-op-us: {} must be between 0 and 100000 microseconds", in.host_op_us));
   if (!(in.moe_imbalance >= 1.0) || in.moe_imbalance > 1e3)
     return make_error(fmt::format("--moe-imbalance: {} must be between 1 (balanced) and 1000", in.moe_imbalance));
+  if (in.framework.find(',') != std::string::npos)
+    return make_error(fmt::format(
+        "--framework: '{}' names several stacks; `loom plan` and loom-gui rank several, this command takes one",
+        in.framework));
   if (!in.framework.empty())
     if (auto preset = find_framework(in.framework); !preset) return preset.error();
   if (!in.attention.empty() && !parse_attention_kernel(in.attention))

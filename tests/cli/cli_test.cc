@@ -54,6 +54,8 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   expect_bad_input(std::string("plan ") + kSpec + " --framework megatron-core,", "--framework: empty name");
   expect_bad_input(std::string("plan ") + kSpec + " --framework megatron-core,megatron",
                    "--framework: unknown framework 'megatron'");
+  expect_bad_input(std::string("sim ") + kSpec + " --tp 8 --framework megatron-core,torchtitan",
+                   "--framework: 'megatron-core,torchtitan' names several stacks");
   expect_bad_input(std::string("sim ") + kSpec + " --tp 8 --zero 1 --framework megatron-lm-2021",
                    "megatron-lm-2021: ZeRO-1 (no distributed optimizer");
   expect_bad_input("frobnicate", "unknown command 'frobnicate'");
