@@ -146,11 +146,13 @@ QStringList config_tokens(const ParallelConfig& c) {
           QString::fromStdString(describe(c.split))};
 }
 
-bool config_matches(const ParallelConfig& config, const QString& filter) {
+bool config_matches(const ParallelConfig& config, const QString& filter, const std::string& framework) {
   const QStringList tokens = config_tokens(config);
+  const QString stack = QString::fromStdString(framework);
   const QStringList words = filter.toLower().split(QChar(' '), Qt::SkipEmptyParts);
   for (const QString& word : words) {
-    bool found = false;
+    // The stack's name may be abbreviated too ("deep", "megatron-lm"), though it ends in a digit.
+    bool found = !stack.isEmpty() && stack.startsWith(word);
     for (const QString& token : tokens) {
       // Sizes must match exactly ("tp8" is not "tp80"); names may be abbreviated ("inter", "sel").
       const bool is_size = !token.isEmpty() && token.back().isDigit();
@@ -195,7 +197,7 @@ bool PlanFilterProxy::filterAcceptsRow(int source_row, const QModelIndex&) const
   const PlanRow* r = model->row(source_row);
   if (!r) return false;
   if (max_memory_gib_ > 0 && r->metrics.memory_gib.total > max_memory_gib_) return false;
-  return config_matches(r->config, config_filter_);
+  return config_matches(r->config, config_filter_, r->framework);
 }
 
 }  // namespace loom::gui

@@ -69,7 +69,8 @@ class PlanTableModel : public QAbstractTableModel {
 // Tokens of a config for filtering: "tp8 pp4 dp32 z1 mb2 v1 selective sp 1f1b".
 QStringList config_tokens(const ParallelConfig& config);
 // True when every whitespace-separated word of `filter` equals (or, for names, starts) a token.
-bool config_matches(const ParallelConfig& config, const QString& filter);
+// `framework`: the row's software stack, matched by its name or a prefix of it ("deepspeed", "megatron").
+bool config_matches(const ParallelConfig& config, const QString& filter, const std::string& framework = "");
 
 class PlanFilterProxy : public QSortFilterProxyModel {
   Q_OBJECT

@@ -72,6 +72,11 @@ TEST(GuiPlanTableModel, ConfigFilterMatchesWholeSizesAndNamePrefixes) {
   c.tp = 80;
   EXPECT_FALSE(config_matches(c, "tp8"));
   EXPECT_FALSE(config_matches(c, "full"));
+  // A row's stack: its name or a prefix of it, beside the configuration's tokens.
+  EXPECT_TRUE(config_matches(c, "tp80 megatron-lm", "megatron-lm-2021"));
+  EXPECT_TRUE(config_matches(c, "megatron-lm-2021", "megatron-lm-2021"));
+  EXPECT_FALSE(config_matches(c, "deepspeed", "megatron-lm-2021"));
+  EXPECT_FALSE(config_matches(c, "megatron"));
 }
 
 TEST(GuiPlanTableModel, FilterKeepsExactlyTheMatchingPlans) {
