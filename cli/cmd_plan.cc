@@ -1,6 +1,5 @@
 // `loom plan`: every configuration that fits, ranked by simulated step time, with the memory
 // breakdown per GPU; table, CSV, JSON or markdown; --explain for the rejected ones.
-#include <algorithm>
 #include <memory>
 
 #include <fmt/format.h>
@@ -39,8 +38,7 @@ int run_plan(const PlanFlags& f) {
   options.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
   const PlanResult result = value_or_exit(search_stacks(stacks, space, options));
 
-  ReportContext ctx{&specs.model, &specs.cluster, &specs.training, specs.cluster_name, {}};
-  for (std::size_t i = 1; i < stacks.size(); ++i) ctx.other_stacks.push_back(&stacks[i].training);
+  const ReportContext ctx = stacks_report_context(stacks);
   std::string text;
   if (f.format == "table")
     text = format_table(ctx, result, f.top);
@@ -55,9 +53,7 @@ int run_plan(const PlanFlags& f) {
   if (!f.emit_plan.empty()) {
     if (result.plans.empty()) throw InputError("--emit-plan: no configuration fits, so there is no plan to write");
     const PlanRow& best = result.plans.front();
-    const auto stack = std::find_if(stacks.begin(), stacks.end(),
-                                    [&](const Specs& s) { return s.training.framework == best.framework; });
-    check(write_text_file_atomic(f.emit_plan, plan_file_text(*stack, best)));
+    check(write_text_file_atomic(f.emit_plan, plan_file_text(stack_of(stacks, best), best)));
   }
   write_output(f.out, text);
   if (result.plans.empty()) {

@@ -104,17 +104,18 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
 }
 
 Result<std::vector<Specs>> resolve_specs_per_framework(const SpecInputs& in) {
+  // None named: one stack of Loom's own defaults.
   std::vector<std::string> names;
+  if (in.framework.empty()) names.push_back("");
+  // getline drops a trailing empty name, so a trailing comma is checked on its own.
+  if (!in.framework.empty() && in.framework.back() == ',')
+    return make_error(fmt::format("--framework: empty name in '{}'", in.framework));
   std::stringstream list(in.framework);
   for (std::string name; std::getline(list, name, ',');) {
     if (name.empty()) return make_error(fmt::format("--framework: empty name in '{}'", in.framework));
     if (std::find(names.begin(), names.end(), name) != names.end())
       return make_error(fmt::format("--framework: '{}' named twice", name));
     names.push_back(name);
-  }
-  if (names.empty() || in.framework.back() == ',') {
-    if (!in.framework.empty()) return make_error(fmt::format("--framework: empty name in '{}'", in.framework));
-    names.push_back("");
   }
   std::vector<Specs> out;
   for (const std::string& name : names) {

@@ -113,10 +113,7 @@ bool MainWindow::export_csv(const QString& path, QString* error) const {
     if (error) *error = tr("no search results to export");
     return false;
   }
-  const auto& s = outcome_.specs;
-  ReportContext ctx{&s.model, &s.cluster, &s.training, s.cluster_name, {}};
-  for (std::size_t i = 1; i < outcome_.stacks.size(); ++i) ctx.other_stacks.push_back(&outcome_.stacks[i].training);
-  return write_file(path, format_csv(ctx, outcome_.result, 0), error);
+  return write_file(path, format_csv(stacks_report_context(outcome_.stacks), outcome_.result, 0), error);
 }
 
 }  // namespace loom::gui

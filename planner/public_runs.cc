@@ -289,7 +289,7 @@ Result<std::vector<PublicRun>> reproduce_public_runs(const std::string& json_pat
   for (const PublicRun& run : runs)
     if (run.memory_scored()) memory_tolerance = std::max(memory_tolerance, std::abs(run.memory_error()));
   for (PublicRun& run : runs) {
-    if (!run.simulated() || run.recompute_published || run.config.recompute != Recompute::kNone) continue;
+    if (!run.simulated() || run.recompute_published) continue;
     const ClusterSpec& cluster = clusters.at(run.cluster);
     if (run.predicted_peak_gib <= cluster.gpu_memory_gib() * (1 + memory_tolerance)) continue;
     if (!run.micro_batch_note.empty()) run.config.micro_batch = 0;  // chosen again, with the recompute

@@ -122,6 +122,13 @@ Optional needed(const ReportContext& ctx, const PlanResult& result, std::size_t 
 
 }  // namespace
 
+ReportContext stacks_report_context(const std::vector<Specs>& stacks) {
+  const Specs& first = stacks.front();
+  ReportContext ctx{&first.model, &first.cluster, &first.training, first.cluster_name, {}};
+  for (std::size_t i = 1; i < stacks.size(); ++i) ctx.other_stacks.push_back(&stacks[i].training);
+  return ctx;
+}
+
 std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanResult& result) {
   const ModelSpec& m = *ctx.model;
   const ClusterSpec& c = *ctx.cluster;

@@ -22,6 +22,9 @@ struct ReportContext {
   std::vector<const TrainingSpec*> other_stacks;
 };
 
+// The context of a search over `stacks` (search_stacks): the first stack's, the others beside it.
+ReportContext stacks_report_context(const std::vector<Specs>& stacks);
+
 // The `#` lines: model, cluster, precision, optimizer bytes, reserve, profile, search counts.
 std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanResult& result);
 

@@ -217,6 +217,12 @@ bool plan_less(const PlanRow& a, const PlanRow& b) {
   return a.framework < b.framework;
 }
 
+const Specs& stack_of(const std::vector<Specs>& stacks, const PlanRow& row) {
+  for (const Specs& s : stacks)
+    if (s.training.framework == row.framework) return s;
+  return stacks.front();
+}
+
 Result<PlanResult> search_stacks(const std::vector<Specs>& stacks, const SearchSpace& space,
                                  const PlanOptions& options) {
   std::vector<PlanResult> results;

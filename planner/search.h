@@ -69,6 +69,9 @@ Result<PlanResult> search_plans(const ModelSpec& model, const TrainingSpec& trai
 // PlanOptions::top K in each search, the first K merged plans are those of one search over the union.
 PlanResult merge_plan_results(std::vector<PlanResult> results);
 
+// The stack of `stacks` a row was searched under (its framework's name), or the first.
+const Specs& stack_of(const std::vector<Specs>& stacks, const PlanRow& row);
+
 // search_plans under each stack of `stacks` (resolve_specs_per_framework), merged; one stack: its search
 // alone. The progress runs over all of them, each stack a share of the total.
 Result<PlanResult> search_stacks(const std::vector<Specs>& stacks, const SearchSpace& space,

@@ -4,11 +4,7 @@
 
 namespace loom::gui {
 
-const Specs& PlanOutcome::specs_for(const PlanRow& row) const {
-  for (const Specs& s : stacks)
-    if (s.training.framework == row.framework) return s;
-  return specs;
-}
+const Specs& PlanOutcome::specs_for(const PlanRow& row) const { return stacks.empty() ? specs : stack_of(stacks, row); }
 
 Status check_request(const PlanRequest& request) {
   if (auto specs = resolve_specs_per_framework(request.specs); !specs) return specs.error();
