@@ -131,6 +131,8 @@ Result<ClusterSpec> cluster_from_json(const Json& json) {
   c.compute.flash_attention_efficiency = comp.number("flash_attention_efficiency", 0.0, 0.0, 1.0);
   c.compute.flash_attention_half_saturation_flops =
       comp.number("flash_attention_half_saturation_flops", 0.0, 0.0, kHuge);
+  c.compute.fa2_attention_efficiency = comp.number("fa2_attention_efficiency", 0.0, 0.0, 1.0);
+  c.compute.fa2_attention_half_saturation_flops = comp.number("fa2_attention_half_saturation_flops", 0.0, 0.0, kHuge);
   c.compute.collective_sm_fraction = comp.number("collective_sm_fraction", 0.0, 0.0, 0.9);
   if (!comp.ok()) return make_error(comp.error());
   if (json["compute"].contains("memory_op_efficiency")) {
@@ -212,6 +214,10 @@ Json to_json(const ClusterSpec& c) {
   if (!c.compute.memory_op_efficiency.empty()) j["compute"]["memory_op_efficiency"] = c.compute.memory_op_efficiency;
   if (c.compute.flash_attention_half_saturation_flops > 0)
     j["compute"]["flash_attention_half_saturation_flops"] = c.compute.flash_attention_half_saturation_flops;
+  if (c.compute.fa2_attention_efficiency > 0)
+    j["compute"]["fa2_attention_efficiency"] = c.compute.fa2_attention_efficiency;
+  if (c.compute.fa2_attention_half_saturation_flops > 0)
+    j["compute"]["fa2_attention_half_saturation_flops"] = c.compute.fa2_attention_half_saturation_flops;
   if (c.compute.collective_sm_fraction > 0) j["compute"]["collective_sm_fraction"] = c.compute.collective_sm_fraction;
   j["links"] = {{to_string(LinkLevel::kIntraNode), link_to_json(c.intra_node)},
                 {to_string(LinkLevel::kInterNode), link_to_json(c.inter_node)}};

@@ -40,6 +40,11 @@ struct ComputeEfficiency {
   // Fused attention's efficiency falls on small shards (few heads per GPU): with this > 0 it is
   // flash_attention_efficiency · w / (w + this), w = the layer's attention FLOPs, forward + backward.
   double flash_attention_half_saturation_flops = 0.0;
+  // The same curve for FlashAttention-2's kernels (TrainingSpec::flash_kernel fa2: PyTorch's
+  // FLASH_ATTENTION backend), where they differ from the fused attention above; 0: the GPU has no
+  // figure of its own for them and fa2 runs at flash_attention_* (the A100's is FlashAttention-2's).
+  double fa2_attention_efficiency = 0.0;
+  double fa2_attention_half_saturation_flops = 0.0;
   // Memory-bound ops whose kernels reach a different fraction of peak bandwidth than the plain
   // element-wise ones, by the cost model's op name (e.g. "softmax": a row reduction, one warp per
   // row); ops not named use memory_bound_efficiency. A measured memory_op_table entry wins over both.

@@ -73,6 +73,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "(megatron/model/fused_layer_norm.py, fused_bias_gelu.py, transformer.py)"},
         kMegatronLoss,
         kMegatronCompiledLoss,
+        {FlashKernel::kFused, "unused: the stack's attention is unfused (above)"},
     },
     {
         "megatron-core",
@@ -119,6 +120,10 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "(bias_gelu_impl, bias_swiglu_impl) and RoPE as one kernel (--apply-rope-fusion)"},
         kMegatronLoss,
         kMegatronCompiledLoss,
+        {FlashKernel::kFused,
+         "TransformerEngine's DotProductAttention prefers cuDNN's FusedAttention to FlashAttention on Hopper and "
+         "later \"for performance reasons\" (transformer_engine/pytorch/attention/dot_product_attention/utils.py "
+         "get_attention_backend): the cost file's fused attention"},
     },
     {
         "torchtitan",
@@ -177,6 +182,14 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "the upcast fuses into the cross-entropy, which keeps the bf16 logits and writes their bf16 gradient, "
          "2 + 2 bytes. Before that option (torchtitan of 2024, training.compile) only the TransformerBlocks were "
          "compiled and the loss kept its eager 12"},
+        {FlashKernel::kFa2,
+         "scaled_dot_product_attention ran PyTorch's FLASH_ATTENTION backend, FlashAttention-2's kernels (PyTorch 2.2 "
+         "release notes), in the nightlies of torchtitan's published runs (2024-12 to 2025-06): SDPA's priority order "
+         "tried flash before cuDNN's attention, opt-in through TORCH_CUDNN_SDPA_PREFERRED (aten/src/ATen/native/"
+         "transformers/cuda/sdp_utils.cpp), and under context parallelism torchtitan restricted SDPA to the flash "
+         "and memory-efficient backends, the two ops PyTorch's ring attention handled (get_train_context). PyTorch "
+         "2.11 picks cuDNN's on Hopper (bench/gpu/results/h100-sxm-flash-2026-11-22.json): --flash-kernel fused "
+         "for a current stack"},
     },
     {
         "deepspeed",
@@ -221,6 +234,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "bias-dropout-add fused by torch.jit)"},
         kMegatronLoss,
         kMegatronCompiledLoss,
+        {FlashKernel::kFused, "unused: the stack's attention is unfused (above)"},
     },
 }};
 
@@ -255,6 +269,7 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
   t.zero3_fp32_shards = preset.zero3_fp32_shards.value;
   if (!keep.host_op_s) t.host_op_s = preset.host_op_s.value;
   if (!keep.elementwise) t.elementwise = preset.elementwise.value;
+  if (!keep.flash_kernel) t.flash_kernel = preset.flash_kernel.value;
   t.loss_bytes_per_logit = t.elementwise == Elementwise::kEager ? preset.loss_bytes_per_logit.value
                                                                 : preset.compiled_loss_bytes_per_logit.value;
 }

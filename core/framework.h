@@ -54,6 +54,7 @@ struct FrameworkPreset {
   // eager and fused (compiled).
   Sourced<double> loss_bytes_per_logit;
   Sourced<double> compiled_loss_bytes_per_logit;
+  Sourced<FlashKernel> flash_kernel;  // the kernel fused attention runs (TrainingSpec::flash_kernel)
 };
 
 // Every preset, in the order `--framework`'s help lists them.
@@ -71,6 +72,7 @@ struct ExplicitTraining {
   bool pipeline_sends_block = false;
   bool host_op_s = false;
   bool elementwise = false;
+  bool flash_kernel = false;
 };
 void apply_framework(const FrameworkPreset& preset, TrainingSpec& training, ExplicitTraining keep = {});
 

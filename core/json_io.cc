@@ -229,6 +229,7 @@ Json to_json(const TrainingSpec& t) {
   j["activation_bytes"] = t.activation_bytes;
   j["attention"] = to_string(t.attention);
   j["elementwise"] = to_string(t.elementwise);
+  if (t.flash_kernel != FlashKernel::kFused) j["flash_kernel"] = to_string(t.flash_kernel);
   j["precision"] = to_string(t.precision);
   if (t.precision == Precision::kFp8) j["fp8_recipe"] = to_string(t.fp8_recipe);
   j["allow_cross_node_tp"] = t.allow_cross_node_tp;
@@ -261,6 +262,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.activation_bytes = static_cast<int>(r.integer("activation_bytes", 2, 1, 8));
   const std::string attention = r.string("attention", std::string(to_string(AttentionKernel::kFlash)));
   const std::string elementwise = r.string("elementwise", std::string(to_string(Elementwise::kFused)));
+  const std::string flash_kernel = r.string("flash_kernel", std::string(to_string(FlashKernel::kFused)));
   const std::string precision = r.string("precision", std::string(to_string(Precision::kBf16)));
   const std::string recipe = r.string("fp8_recipe", std::string(to_string(Fp8Recipe::kDelayed)));
   t.allow_cross_node_tp = r.boolean("allow_cross_node_tp", false);
@@ -293,6 +295,11 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   if (!fusion)
     return make_error(fmt::format("training: 'elementwise' must be {}, not '{}'", one_of<Elementwise>(), elementwise));
   t.elementwise = *fusion;
+  const auto flash = parse_flash_kernel(flash_kernel);
+  if (!flash)
+    return make_error(
+        fmt::format("training: 'flash_kernel' must be {}, not '{}'", one_of<FlashKernel>(), flash_kernel));
+  t.flash_kernel = *flash;
   const auto p = parse_precision(precision);
   if (!p) return make_error(fmt::format("training: 'precision' must be {}, not '{}'", one_of<Precision>(), precision));
   t.precision = *p;

@@ -31,6 +31,11 @@ enum class Zero3Unit { kLayer, kModule };
 // fused kernels: one kernel per norm, activation and RoPE), or eager PyTorch, where a composite op such
 // as RMSNorm is one ATen kernel per primitive (cost model: CostModel::add_norm and neighbours).
 enum class Elementwise { kFused, kEager };
+// Which kernel a fused (flash) attention runs: the cost file's fused attention (cuDNN's on Hopper and
+// Blackwell, as TransformerEngine and current PyTorch run it: ClusterSpec flash_attention_*) or
+// FlashAttention-2's kernels, PyTorch's FLASH_ATTENTION backend of scaled_dot_product_attention
+// (fa2_attention_*). Unfused attention ignores it.
+enum class FlashKernel { kFused, kFa2 };
 
 template <typename E>
 struct NameEntry {
@@ -59,6 +64,8 @@ inline constexpr NameEntry<Zero3Unit> kZero3UnitNames[] = {{Zero3Unit::kLayer, "
                                                            {Zero3Unit::kModule, "module"}};
 inline constexpr NameEntry<Elementwise> kElementwiseNames[] = {{Elementwise::kFused, "fused"},
                                                                {Elementwise::kEager, "eager"}};
+inline constexpr NameEntry<FlashKernel> kFlashKernelNames[] = {{FlashKernel::kFused, "fused"},
+                                                               {FlashKernel::kFa2, "fa2"}};
 
 // The table of an enum's names, for code generic over enums (tests, error messages).
 template <typename E>
@@ -103,6 +110,10 @@ constexpr std::span<const NameEntry<Zero3Unit>> name_table<Zero3Unit>() {
 template <>
 constexpr std::span<const NameEntry<Elementwise>> name_table<Elementwise>() {
   return kElementwiseNames;
+}
+template <>
+constexpr std::span<const NameEntry<FlashKernel>> name_table<FlashKernel>() {
+  return kFlashKernelNames;
 }
 
 // The canonical name of `value` in `table` ("?" if the table lacks it, which a test rules out).
@@ -150,6 +161,7 @@ inline const char* to_string(Precision p) { return name_in<Precision>(kPrecision
 inline const char* to_string(Fp8Recipe r) { return name_in<Fp8Recipe>(kFp8RecipeNames, r); }
 inline const char* to_string(Zero3Unit u) { return name_in<Zero3Unit>(kZero3UnitNames, u); }
 inline const char* to_string(Elementwise e) { return name_in<Elementwise>(kElementwiseNames, e); }
+inline const char* to_string(FlashKernel k) { return name_in<FlashKernel>(kFlashKernelNames, k); }
 
 inline std::optional<Collective> parse_collective(std::string_view s) {
   return parse_in<Collective>(kCollectiveNames, s);
@@ -171,6 +183,9 @@ inline std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view s) { return pa
 inline std::optional<Zero3Unit> parse_zero3_unit(std::string_view s) { return parse_in<Zero3Unit>(kZero3UnitNames, s); }
 inline std::optional<Elementwise> parse_elementwise(std::string_view s) {
   return parse_in<Elementwise>(kElementwiseNames, s);
+}
+inline std::optional<FlashKernel> parse_flash_kernel(std::string_view s) {
+  return parse_in<FlashKernel>(kFlashKernelNames, s);
 }
 
 // A collective name that a reader has already checked (a cost file's points and fits): an unknown

@@ -18,11 +18,12 @@ struct SpecInputs {
   std::string cluster;  // preset name or cluster/cost file
   long long gpus = 0;
   long long global_batch = 0;
-  long long seq = 0;             // 0: the model's
-  double tokens = 0;             // token budget, for days to train; 0: none
-  std::string attention = "";    // empty: the --framework's kernel, else flash
-  std::string elementwise = "";  // empty: the --framework's, else fused
-  std::string framework = "";    // empty: none named (core/framework.h)
+  long long seq = 0;              // 0: the model's
+  double tokens = 0;              // token budget, for days to train; 0: none
+  std::string attention = "";     // empty: the --framework's kernel, else flash
+  std::string elementwise = "";   // empty: the --framework's, else fused
+  std::string flash_kernel = "";  // empty: the --framework's, else fused
+  std::string framework = "";     // empty: none named (core/framework.h)
   std::string precision = to_string(Precision::kBf16);
   std::string fp8_recipe = "";  // empty: TrainingSpec's default (delayed scaling)
   bool allow_cross_node_tp = false;
@@ -69,6 +70,11 @@ void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
   visit("--elementwise", in.elementwise,
         "element-wise kernels: fused (torch.compile, TransformerEngine, Megatron's fusions) or eager (one PyTorch "
         "kernel per op: RMSNorm, RoPE, GQA's K/V copies, SwiGLU) (default: the --framework's, else fused)",
+        false);
+  visit("--flash-kernel", in.flash_kernel,
+        "the kernel fused attention runs: fused (the cost file's fused attention: cuDNN's on Hopper and Blackwell, "
+        "as TransformerEngine and current PyTorch run it) or fa2 (FlashAttention-2's kernels, PyTorch's "
+        "FLASH_ATTENTION backend) (default: the --framework's, else fused)",
         false);
   visit("--precision", in.precision, "linear-layer GEMMs: bf16, or fp8 (TransformerEngine-style, bf16 elsewhere)",
         false);

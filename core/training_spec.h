@@ -21,6 +21,8 @@ struct TrainingSpec {
   int optimizer_bytes = 12;
   int activation_bytes = 2;
   AttentionKernel attention = AttentionKernel::kFlash;
+  // The kernel fused attention runs (core/names.h FlashKernel).
+  FlashKernel flash_kernel = FlashKernel::kFused;
   // Element-wise kernels fused (torch.compile, TransformerEngine) or one eager PyTorch kernel per op.
   Elementwise elementwise = Elementwise::kFused;
   // Bytes per logit (of one rank's vocabulary share) the loss holds at its peak, beside every layer's

@@ -124,6 +124,16 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
       tr("element-wise ops fused (torch.compile, TransformerEngine) or as eager PyTorch's kernels; the "
          "--framework's (eager for torchtitan, else fused), or the one chosen"));
   form->addRow(tr("Element-wise"), elementwise_);
+  flash_kernel_ = new QComboBox;
+  flash_kernel_->setObjectName("flash_kernel");
+  flash_kernel_->addItem(tr("framework's"), QString());
+  for (const char* kind : {to_string(FlashKernel::kFused), to_string(FlashKernel::kFa2)})
+    flash_kernel_->addItem(kind, QString(kind));
+  flash_kernel_->setToolTip(
+      tr("the kernel flash attention runs: the cost file's fused attention (cuDNN's on Hopper) or "
+         "FlashAttention-2's (PyTorch's flash backend); the --framework's (fa2 for torchtitan, else fused), "
+         "or the one chosen"));
+  form->addRow(tr("Flash kernel"), flash_kernel_);
   precision_ = new QComboBox;
   precision_->addItems({to_string(Precision::kBf16), to_string(Precision::kFp8)});
   precision_->setToolTip(tr("linear-layer GEMMs in bf16, or in FP8 as TransformerEngine runs them"));
@@ -191,6 +201,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   connect(framework_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(attention_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(elementwise_, &QComboBox::currentTextChanged, this, emit_changed);
+  connect(flash_kernel_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(precision_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(cross_node_tp_, &QCheckBox::toggled, this, emit_changed);
   connect(sync_sends_, &QCheckBox::toggled, this, emit_changed);
@@ -221,6 +232,7 @@ PlanRequest InputsPanel::request() const {
   r.specs.framework = framework_->currentData().toString().toStdString();
   r.specs.attention = attention_->currentData().toString().toStdString();
   r.specs.elementwise = elementwise_->currentData().toString().toStdString();
+  r.specs.flash_kernel = flash_kernel_->currentData().toString().toStdString();
   r.specs.precision = precision_->currentText().toStdString();
   r.specs.allow_cross_node_tp = cross_node_tp_->isChecked();
   r.specs.sync_pipeline_sends = sync_sends_->isChecked();
@@ -258,6 +270,7 @@ void InputsPanel::set_request(const PlanRequest& r) {
   framework_->setCurrentIndex(framework_->findData(stacks));
   attention_->setCurrentIndex(std::max(0, attention_->findData(QString::fromStdString(r.specs.attention))));
   elementwise_->setCurrentIndex(std::max(0, elementwise_->findData(QString::fromStdString(r.specs.elementwise))));
+  flash_kernel_->setCurrentIndex(std::max(0, flash_kernel_->findData(QString::fromStdString(r.specs.flash_kernel))));
   precision_->setCurrentText(QString::fromStdString(r.specs.precision));
   cross_node_tp_->setChecked(r.specs.allow_cross_node_tp);
   sync_sends_->setChecked(r.specs.sync_pipeline_sends);

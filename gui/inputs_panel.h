@@ -53,6 +53,7 @@ class InputsPanel : public QWidget {
   QComboBox* framework_;
   QComboBox* attention_;
   QComboBox* elementwise_;
+  QComboBox* flash_kernel_;
   QComboBox* precision_;
   QCheckBox* cross_node_tp_;
   QCheckBox* sync_sends_;

@@ -157,8 +157,14 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
     const std::string under = stacks.size() > 1 ? fmt::format(" under {}", s->framework) : "";
     lines.push_back(fmt::format(
         "precision{}: {}-byte params, {}-byte grads, {}-byte optimizer states per parameter (mixed "
-        "precision Adam), {}-byte activations; {} attention{}",
+        "precision Adam), {}-byte activations; {} attention{}{}",
         under, s->param_bytes, s->grad_bytes, s->optimizer_bytes, s->activation_bytes, to_string(s->attention),
+        s->attention == AttentionKernel::kFlash && s->flash_kernel == FlashKernel::kFa2
+            ? c.compute.fa2_attention_efficiency > 0
+                  ? " as FlashAttention-2's kernels (--flash-kernel fa2)"
+                  : " as FlashAttention-2's kernels (--flash-kernel fa2), at the cost file's fused-attention figures "
+                    "(it has none of their own)"
+            : "",
         s->precision == Precision::kFp8
             ? fmt::format("; FP8 linear-layer GEMMs ({} scaling; {:.0f} TFLOP/s FP8 peak), weights also kept "
                           "in FP8{}; MFU against the bf16 peak",

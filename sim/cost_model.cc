@@ -338,10 +338,14 @@ double CostModel::chunk_params(int stage, int chunk) const {
 
 double CostModel::flash_efficiency(double forward_flops) const {
   // One efficiency for the forward and the backward (2.5 times its FLOPs), set by their sum.
+  // The kernel's own curve: FlashAttention-2's where the cost file has one, else its fused attention's.
   const ComputeEfficiency& e = cluster_->compute;
-  if (e.flash_attention_half_saturation_flops <= 0) return e.flash_attention_efficiency;
+  const bool fa2 = training_.flash_kernel == FlashKernel::kFa2 && e.fa2_attention_efficiency > 0;
+  const double ceiling = fa2 ? e.fa2_attention_efficiency : e.flash_attention_efficiency;
+  const double half = fa2 ? e.fa2_attention_half_saturation_flops : e.flash_attention_half_saturation_flops;
+  if (half <= 0) return ceiling;
   const double w = 3.5 * forward_flops;
-  return e.flash_attention_efficiency * w / (w + e.flash_attention_half_saturation_flops);
+  return ceiling * w / (w + half);
 }
 
 double CostModel::flash_bytes() const {

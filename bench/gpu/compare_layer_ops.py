@@ -90,17 +90,29 @@ def fit_curve(points, peak, launch):
     return e, h, errors
 
 
+# flash_attention.py's backends → the cost file's figures: the default (cuDNN's fused attention on these
+# GPUs, as TransformerEngine and PyTorch >= 2.9 pick it) and PyTorch's FLASH_ATTENTION backend, which runs
+# FlashAttention-2's kernels (PyTorch 2.2 release notes).
+FLASH_BACKENDS = {"default": "flash_attention", "flash": "fa2_attention"}
+
+
 def fit_flash(flash, peak, launch):
-    """Fused attention: the curve over one layer's attention FLOPs (forward + backward) from
-    flash_attention.py's default backend, lowered by that run's sustained/burst GEMM ratio."""
-    points = [(r["loom_flops"], r["fwd_bwd_ms"] * 1e-3) for r in flash["attention"] if r["backend"] == "default"]
-    e, h, errors = fit_curve(points, peak, launch)
+    """Fused attention: per backend, the curve over one layer's attention FLOPs (forward + backward)
+    from flash_attention.py, lowered by that run's sustained/burst GEMM ratio."""
     c = flash["ceilings"]
     factor = c["gemm_8192_sustained_flops_per_s"] / c["gemm_8192_flops_per_s"]
-    print(f"fused attention ({len(points)} shapes, errors {min(errors) * 100:+.0f} .. {max(errors) * 100:+.0f} %): "
-          f"ceiling {e:.3f} in bursts x sustained {factor:.3f}: flash_attention_efficiency {e * factor:.3f}, "
-          f"flash_attention_half_saturation_flops {h:.3g}")
-    return {"flash_attention_efficiency": e * factor, "flash_attention_half_saturation_flops": h}
+    figures = {}
+    for backend, prefix in FLASH_BACKENDS.items():
+        points = [(r["loom_flops"], r["fwd_bwd_ms"] * 1e-3) for r in flash["attention"] if r["backend"] == backend]
+        if not points:
+            continue
+        e, h, errors = fit_curve(points, peak, launch)
+        print(f"{backend} attention ({len(points)} shapes, errors {min(errors) * 100:+.0f} .. {max(errors) * 100:+.0f} %): "
+              f"ceiling {e:.3f} in bursts x sustained {factor:.3f}: {prefix}_efficiency {e * factor:.3f}, "
+              f"{prefix}_half_saturation_flops {h:.3g}")
+        figures[f"{prefix}_efficiency"] = e * factor
+        figures[f"{prefix}_half_saturation_flops"] = h
+    return figures
 
 
 def fit(measured, peak, bandwidth, launch):
@@ -155,7 +167,7 @@ def check(figures, cost_file, ops_only):
         near("gemm_max_efficiency", compute["gemm_max_efficiency"], figures["gemm_max_efficiency"], 0.005)
         near("gemm_half_saturation_flops", compute["gemm_half_saturation_flops"], figures["gemm_half_saturation_flops"], 0.05)
         near("memory_bound_efficiency", compute["memory_bound_efficiency"], figures["memory_bound_efficiency"], 0.015)
-        for name in ("flash_attention_efficiency", "flash_attention_half_saturation_flops"):
+        for name in [f"{p}_{x}" for p in FLASH_BACKENDS.values() for x in ("efficiency", "half_saturation_flops")]:
             if name in figures:
                 near(name, compute.get(name, 0.0), figures[name], 0.005 if name.endswith("efficiency") else 0.05)
     held = compute.get("memory_op_efficiency", {})

@@ -63,6 +63,7 @@ TEST(Framework, ThePresetSetsTheBehavioursAFlagDidNotGive) {
   EXPECT_FALSE(t.tp_comm_overlap);
   EXPECT_EQ(t.host_op_s, 8e-6);                   // eager PyTorch's dispatch
   EXPECT_EQ(t.elementwise, Elementwise::kFused);  // Apex and torch.jit fusions
+  EXPECT_EQ(t.flash_kernel, FlashKernel::kFused);
 
   SpecInputs explicit_flags = gpt_on_a100s("megatron-lm-2021");
   explicit_flags.attention = "flash";
@@ -84,12 +85,20 @@ TEST(Framework, ThePresetSetsTheBehavioursAFlagDidNotGive) {
   EXPECT_TRUE(plain->training.tp_comm_overlap);
   EXPECT_EQ(plain->training.host_op_s, 0.0);
   EXPECT_EQ(plain->training.elementwise, Elementwise::kFused);
+  EXPECT_EQ(plain->training.flash_kernel, FlashKernel::kFused);
+  // Megatron-core's TransformerEngine picks cuDNN's fused attention on Hopper: the cost file's.
+  EXPECT_EQ(resolve_specs(gpt_on_a100s("megatron-core"))->training.flash_kernel, FlashKernel::kFused);
 
   // torchtitan runs eager unless compiled; --elementwise fused says it was.
   auto titan = resolve_specs(gpt_on_a100s("torchtitan"));
   ASSERT_TRUE(titan) << titan.error().message;
   EXPECT_EQ(titan->training.elementwise, Elementwise::kEager);
   EXPECT_EQ(titan->training.loss_bytes_per_logit, 12.0);  // its eager fp32 cross-entropy
+  // Its published runs' SDPA ran FlashAttention-2's kernels; --flash-kernel fused is today's PyTorch.
+  EXPECT_EQ(titan->training.flash_kernel, FlashKernel::kFa2);
+  SpecInputs current = gpt_on_a100s("torchtitan");
+  current.flash_kernel = "fused";
+  EXPECT_EQ(resolve_specs(current)->training.flash_kernel, FlashKernel::kFused);
   SpecInputs compiled = gpt_on_a100s("torchtitan");
   compiled.elementwise = "fused";
   EXPECT_EQ(resolve_specs(compiled)->training.elementwise, Elementwise::kFused);
@@ -113,6 +122,7 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   EXPECT_FALSE(back->tp_comm_overlap);
   EXPECT_EQ(back->host_op_s, 8e-6);
   EXPECT_EQ(back->elementwise, Elementwise::kEager);
+  EXPECT_EQ(back->flash_kernel, FlashKernel::kFa2);
   EXPECT_EQ(back->loss_bytes_per_logit, 12.0);
   EXPECT_TRUE(back->zero3_pp_keep_gathered);
   EXPECT_TRUE(back->zero3_fp32_shards);
@@ -141,6 +151,12 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   auto unknown = training_from_json(compiled);
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.error().message, "training: 'elementwise' must be fused or eager, not 'compiled'");
+  Json fa3 = to_json(t);
+  fa3["flash_kernel"] = "fa3";
+  auto refused_kernel = training_from_json(fa3);
+  ASSERT_FALSE(refused_kernel.ok());
+  EXPECT_EQ(refused_kernel.error().message, "training: 'flash_kernel' must be fused or fa2, not 'fa3'");
+  EXPECT_FALSE(to_json(TrainingSpec{}).contains("flash_kernel"));  // plan files from before the field read alike
 }
 
 // What each stack cannot run is rejected with the feature named; what it can passes.

@@ -42,6 +42,7 @@ TEST(Names, EveryEnumRoundTripsThroughItsTable) {
   expect_round_trip<Fp8Recipe>(2, "fp8 recipe");
   expect_round_trip<Zero3Unit>(2, "zero3 unit");
   expect_round_trip<Elementwise>(2, "elementwise");
+  expect_round_trip<FlashKernel>(2, "flash kernel");
 }
 
 TEST(Names, NamesAreTheOnesFilesAndTracesHaveAlwaysUsed) {
@@ -60,6 +61,7 @@ TEST(Names, NamesAreTheOnesFilesAndTracesHaveAlwaysUsed) {
   EXPECT_EQ(parse_fp8_recipe("current"), Fp8Recipe::kTensorwise);  // TransformerEngine's name for it
   EXPECT_STREQ(to_string(Zero3Unit::kModule), "module");           // plan files' training.zero3_unit
   EXPECT_STREQ(to_string(Elementwise::kEager), "eager");           // plan files' training.elementwise
+  EXPECT_STREQ(to_string(FlashKernel::kFa2), "fa2");               // plan files' training.flash_kernel
 }
 
 TEST(Names, RecomputeAndScheduleAliasesParseButPrintCanonically) {

@@ -175,6 +175,17 @@ TEST_F(GuiMainWindow, EagerElementwiseKernelsReachTheSearch) {
   EXPECT_EQ(w().inputs()->request().specs.elementwise, "eager");
 }
 
+TEST_F(GuiMainWindow, FlashAttention2ReachesTheSearch) {
+  EXPECT_EQ(w().outcome().specs.training.flash_kernel, FlashKernel::kFused);
+  auto* kernel = w().inputs()->findChild<QComboBox*>("flash_kernel");
+  ASSERT_NE(kernel, nullptr);
+  kernel->setCurrentIndex(kernel->findData(QString("fa2")));
+  ASSERT_TRUE(
+      wait_until([&] { return w().outcome().specs.training.flash_kernel == FlashKernel::kFa2 && !w().busy(); }));
+  ASSERT_GT(w().plans_model()->rowCount(), 0);
+  EXPECT_EQ(w().inputs()->request().specs.flash_kernel, "fa2");
+}
+
 TEST_F(GuiMainWindow, BadInputShowsItsErrorAndClearsTheTable) {
   w().inputs()->model_box()->setCurrentText("no-such-model");
   ASSERT_TRUE(wait_until([&] { return !w().outcome().ok() && !w().busy(); }));

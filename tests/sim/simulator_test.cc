@@ -484,6 +484,49 @@ TEST(CostModel, FlashAttentionEfficiencyFallsOnSmallShards) {
     EXPECT_NEAR(seconds(curve, name), 2.0 * seconds(constant, name), 1e-12) << name;
 }
 
+// --flash-kernel fa2 runs fused attention at the cost file's FlashAttention-2 curve (PyTorch's flash
+// backend, measured at about half of cuDNN's rate on an H100); a file without one (the A100's, whose
+// fused figure is FlashAttention-2's) runs it at its fused attention's. Unfused attention ignores it.
+TEST(CostModel, FlashAttention2RunsAtItsOwnCurveWhereTheCostFileHasOne) {
+  const ModelSpec m = *model_preset("llama3-8b");
+  const ClusterSpec h100 = *cluster_preset("dgx-h100");
+  ASSERT_GT(h100.compute.fa2_attention_efficiency, 0.0);
+  ASSERT_LT(h100.compute.fa2_attention_efficiency, h100.compute.flash_attention_efficiency);
+  const ClusterSpec reread = *cluster_from_json(to_json(h100));
+  EXPECT_DOUBLE_EQ(reread.compute.fa2_attention_efficiency, h100.compute.fa2_attention_efficiency);
+  EXPECT_DOUBLE_EQ(reread.compute.fa2_attention_half_saturation_flops,
+                   h100.compute.fa2_attention_half_saturation_flops);
+  ParallelConfig c;
+  c.micro_batch = 1;
+  auto seconds = [&](const ClusterSpec& cluster, FlashKernel kernel, AttentionKernel attention, const char* name) {
+    TrainingSpec t{.gpus = 1, .global_batch = 1, .seq_len = 8192, .attention = attention, .flash_kernel = kernel};
+    const ChunkCost cc = CostModel(m, t, c, cluster, CollectiveModel(cluster)).chunk(0, 0, false);
+    for (const PassCost* p : {&cc.forward, &cc.backward})
+      for (const auto& seg : p->segments)
+        if (seg.name == name) return seg.seconds - cluster.compute.kernel_launch_s;
+    ADD_FAILURE() << name << " not found";
+    return 0.0;
+  };
+  // One layer's attention: 2·s²·h FLOPs forward (the causal half), 3.5 times that forward + backward.
+  const double w = 3.5 * 2.0 * 8192.0 * 8192.0 * m.hidden;
+  auto at = [&](double ceiling, double half) { return ceiling * w / (w + half); };
+  const ComputeEfficiency& e = h100.compute;
+  const double ratio = at(e.flash_attention_efficiency, e.flash_attention_half_saturation_flops) /
+                       at(e.fa2_attention_efficiency, e.fa2_attention_half_saturation_flops);
+  for (const char* name : {"flash_attention", "flash_attention_bwd"})
+    EXPECT_NEAR(seconds(h100, FlashKernel::kFa2, AttentionKernel::kFlash, name),
+                ratio * seconds(h100, FlashKernel::kFused, AttentionKernel::kFlash, name), 1e-12)
+        << name;
+  EXPECT_GT(ratio, 1.8);  // FlashAttention-2 at about half the rate of cuDNN's on these shapes
+
+  const ClusterSpec a100 = *cluster_preset("dgx-a100-80gb");
+  ASSERT_EQ(a100.compute.fa2_attention_efficiency, 0.0);
+  EXPECT_DOUBLE_EQ(seconds(a100, FlashKernel::kFa2, AttentionKernel::kFlash, "flash_attention"),
+                   seconds(a100, FlashKernel::kFused, AttentionKernel::kFlash, "flash_attention"));
+  EXPECT_DOUBLE_EQ(seconds(h100, FlashKernel::kFa2, AttentionKernel::kUnfused, "qk"),
+                   seconds(h100, FlashKernel::kFused, AttentionKernel::kUnfused, "qk"));
+}
+
 // Megatron-LM's backward runs each column-parallel linear's TP collective beside a GEMM; the
 // collective's thread blocks hold collective_sm_fraction of the SMs meanwhile, so the GEMM takes
 // that fraction of the collective's time longer. A collective that outlasts its GEMM sets the time.
