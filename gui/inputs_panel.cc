@@ -22,6 +22,17 @@ namespace loom::gui {
 
 namespace {
 
+// A choice the --framework makes unless one is picked: "framework's" (empty data), then each value.
+template <typename E>
+QComboBox* framework_choice(const char* object_name, std::initializer_list<E> values, const QString& tip) {
+  auto* box = new QComboBox;
+  box->setObjectName(object_name);
+  box->addItem(QObject::tr("framework's"), QString());
+  for (E value : values) box->addItem(to_string(value), QString(to_string(value)));
+  box->setToolTip(tip);
+  return box;
+}
+
 QComboBox* preset_box(const std::vector<std::string>& names, const QString& object_name) {
   auto* box = new QComboBox;
   box->setEditable(true);
@@ -108,28 +119,16 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
                           Qt::ToolTipRole);
   framework_->setToolTip(tr("the software stack whose known behaviours apply; `loom plan --framework`"));
   form->addRow(tr("Framework"), framework_);
-  attention_ = new QComboBox;
-  attention_->setObjectName("attention");
-  attention_->addItem(tr("framework's"), QString());
-  for (const char* kernel : {to_string(AttentionKernel::kFlash), to_string(AttentionKernel::kUnfused)})
-    attention_->addItem(kernel, QString(kernel));
-  attention_->setToolTip(tr("the --framework's kernel (flash without one), or the one chosen"));
+  attention_ = framework_choice("attention", {AttentionKernel::kFlash, AttentionKernel::kUnfused},
+                                tr("the --framework's kernel (flash without one), or the one chosen"));
   form->addRow(tr("Attention"), attention_);
-  elementwise_ = new QComboBox;
-  elementwise_->setObjectName("elementwise");
-  elementwise_->addItem(tr("framework's"), QString());
-  for (const char* kind : {to_string(Elementwise::kFused), to_string(Elementwise::kEager)})
-    elementwise_->addItem(kind, QString(kind));
-  elementwise_->setToolTip(
-      tr("element-wise ops fused (torch.compile, TransformerEngine) or as eager PyTorch's kernels; the "
-         "--framework's (eager for torchtitan, else fused), or the one chosen"));
+  elementwise_ =
+      framework_choice("elementwise", {Elementwise::kFused, Elementwise::kEager},
+                       tr("element-wise ops fused (torch.compile, TransformerEngine) or as eager PyTorch's "
+                          "kernels; the --framework's (eager for torchtitan, else fused), or the one chosen"));
   form->addRow(tr("Element-wise"), elementwise_);
-  flash_kernel_ = new QComboBox;
-  flash_kernel_->setObjectName("flash_kernel");
-  flash_kernel_->addItem(tr("framework's"), QString());
-  for (const char* kind : {to_string(FlashKernel::kFused), to_string(FlashKernel::kFa2)})
-    flash_kernel_->addItem(kind, QString(kind));
-  flash_kernel_->setToolTip(
+  flash_kernel_ = framework_choice(
+      "flash_kernel", {FlashKernel::kFused, FlashKernel::kFa2},
       tr("the kernel flash attention runs: the cost file's fused attention (cuDNN's on Hopper) or "
          "FlashAttention-2's (PyTorch's flash backend); the --framework's (fa2 for torchtitan, else fused), "
          "or the one chosen"));
