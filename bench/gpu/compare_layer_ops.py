@@ -103,7 +103,9 @@ def fit_flash(flash, peak, launch):
     factor = c["gemm_8192_sustained_flops_per_s"] / c["gemm_8192_flops_per_s"]
     figures = {}
     for backend, prefix in FLASH_BACKENDS.items():
-        points = [(r["loom_flops"], r["fwd_bwd_ms"] * 1e-3) for r in flash["attention"] if r["backend"] == backend]
+        # flash_attention.py --long's rows check the curve's extrapolation; they are not fitted.
+        points = [(r["loom_flops"], r["fwd_bwd_ms"] * 1e-3) for r in flash["attention"]
+                  if r["backend"] == backend and not r.get("long")]
         if not points:
             continue
         e, h, errors = fit_curve(points, peak, launch)
