@@ -121,6 +121,12 @@ RuleStatus check_cp(const ModelSpec& model, const TrainingSpec& training, const 
   if (training.attention != AttentionKernel::kFlash)
     return broken(rule::kCpNeedsFlash,
                   fmt::format("cp {} needs flash (fused) attention, not {}", c.cp, to_string(training.attention)));
+  // PyTorch's ring attention rotates K and V by an all-gather or around the ring (_RotateMethod
+  // ALL_GATHER, ALL_TO_ALL); it has no head-sharding (Ulysses) exchange.
+  if (training.cp_attention == CpAttention::kPyTorch && c.cp_comm == CpComm::kA2A)
+    return broken(rule::kCpPyTorchA2a,
+                  "a2a context parallelism is TransformerEngine's; PyTorch's ring attention (--cp-attention pytorch) "
+                  "exchanges keys and values by p2p or all_gather");
   // Ulysses turns sequence sharding into head sharding: every tp·cp rank needs whole query and
   // key/value heads (TransformerEngine flash_attn_a2a_communicate asserts heads % cp == 0).
   if (c.cp_comm == CpComm::kA2A) {

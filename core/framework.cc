@@ -74,6 +74,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         kMegatronLoss,
         kMegatronCompiledLoss,
         {FlashKernel::kFused, "unused: the stack's attention is unfused (above)"},
+        {CpAttention::kTe, "unused: the stack has no context parallelism (above)"},
     },
     {
         "megatron-core",
@@ -124,6 +125,10 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "TransformerEngine's DotProductAttention prefers cuDNN's FusedAttention to FlashAttention on Hopper and "
          "later \"for performance reasons\" (transformer_engine/pytorch/attention/dot_product_attention/utils.py "
          "get_attention_backend): the cost file's fused attention"},
+        {CpAttention::kTe,
+         "Megatron-core's context parallelism is TransformerEngine's attention with CP (cp_comm_type p2p, a2a, "
+         "all_gather: transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py; "
+         "../shared/reference/modern-parallelism.md section 1)"},
     },
     {
         "torchtitan",
@@ -190,6 +195,12 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "and memory-efficient backends, the two ops PyTorch's ring attention handled (get_train_context). PyTorch "
          "2.11 picks cuDNN's on Hopper (bench/gpu/results/h100-sxm-flash-2026-11-22.json): --flash-kernel fused "
          "for a current stack"},
+        {CpAttention::kPyTorch,
+         "context_parallel_degree runs PyTorch's ring attention (torchtitan/distributed/context_parallel api, "
+         "torch/distributed/tensor/experimental/_attention.py): one SDPA call per ring step, the partial outputs "
+         "merged in fp32 (_SDPAMerger), the key/value gradients accumulated in fp32 and passed around the ring "
+         "in fp32 (convert_to_f32); the default context_parallel_rotate_method all-gathers K and V "
+         "(../shared/reference/modern-parallelism.md section 1, PT-CP)"},
     },
     {
         "deepspeed",
@@ -235,6 +246,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         kMegatronLoss,
         kMegatronCompiledLoss,
         {FlashKernel::kFused, "unused: the stack's attention is unfused (above)"},
+        {CpAttention::kTe, "unused: the stack has no context parallelism (above)"},
     },
 }};
 
@@ -270,6 +282,7 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
   if (!keep.host_op_s) t.host_op_s = preset.host_op_s.value;
   if (!keep.elementwise) t.elementwise = preset.elementwise.value;
   if (!keep.flash_kernel) t.flash_kernel = preset.flash_kernel.value;
+  if (!keep.cp_attention) t.cp_attention = preset.cp_attention.value;
   t.loss_bytes_per_logit = t.elementwise == Elementwise::kEager ? preset.loss_bytes_per_logit.value
                                                                 : preset.compiled_loss_bytes_per_logit.value;
 }

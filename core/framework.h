@@ -55,6 +55,7 @@ struct FrameworkPreset {
   Sourced<double> loss_bytes_per_logit;
   Sourced<double> compiled_loss_bytes_per_logit;
   Sourced<FlashKernel> flash_kernel;  // the kernel fused attention runs (TrainingSpec::flash_kernel)
+  Sourced<CpAttention> cp_attention;  // what runs context-parallel attention (TrainingSpec::cp_attention)
 };
 
 // Every preset, in the order `--framework`'s help lists them.
@@ -73,6 +74,7 @@ struct ExplicitTraining {
   bool host_op_s = false;
   bool elementwise = false;
   bool flash_kernel = false;
+  bool cp_attention = false;
 };
 void apply_framework(const FrameworkPreset& preset, TrainingSpec& training, ExplicitTraining keep = {});
 

@@ -230,6 +230,7 @@ Json to_json(const TrainingSpec& t) {
   j["attention"] = to_string(t.attention);
   j["elementwise"] = to_string(t.elementwise);
   if (t.flash_kernel != FlashKernel::kFused) j["flash_kernel"] = to_string(t.flash_kernel);
+  if (t.cp_attention != CpAttention::kTe) j["cp_attention"] = to_string(t.cp_attention);
   j["precision"] = to_string(t.precision);
   if (t.precision == Precision::kFp8) j["fp8_recipe"] = to_string(t.fp8_recipe);
   j["allow_cross_node_tp"] = t.allow_cross_node_tp;
@@ -263,6 +264,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   const std::string attention = r.string("attention", std::string(to_string(AttentionKernel::kFlash)));
   const std::string elementwise = r.string("elementwise", std::string(to_string(Elementwise::kFused)));
   const std::string flash_kernel = r.string("flash_kernel", std::string(to_string(FlashKernel::kFused)));
+  const std::string cp_attention = r.string("cp_attention", std::string(to_string(CpAttention::kTe)));
   const std::string precision = r.string("precision", std::string(to_string(Precision::kBf16)));
   const std::string recipe = r.string("fp8_recipe", std::string(to_string(Fp8Recipe::kDelayed)));
   t.allow_cross_node_tp = r.boolean("allow_cross_node_tp", false);
@@ -300,6 +302,11 @@ Result<TrainingSpec> training_from_json(const Json& json) {
     return make_error(
         fmt::format("training: 'flash_kernel' must be {}, not '{}'", one_of<FlashKernel>(), flash_kernel));
   t.flash_kernel = *flash;
+  const auto cp_library = parse_cp_attention(cp_attention);
+  if (!cp_library)
+    return make_error(
+        fmt::format("training: 'cp_attention' must be {}, not '{}'", one_of<CpAttention>(), cp_attention));
+  t.cp_attention = *cp_library;
   const auto p = parse_precision(precision);
   if (!p) return make_error(fmt::format("training: 'precision' must be {}, not '{}'", one_of<Precision>(), precision));
   t.precision = *p;

@@ -36,6 +36,12 @@ enum class Elementwise { kFused, kEager };
 // FlashAttention-2's kernels, PyTorch's FLASH_ATTENTION backend of scaled_dot_product_attention
 // (fa2_attention_*). Unfused attention ignores it.
 enum class FlashKernel { kFused, kFa2 };
+// Which library runs context-parallel attention (ParallelConfig::cp > 1): TransformerEngine's
+// context_parallel.py, as Megatron-core runs it (one attention kernel per ring step, the partial outputs
+// merged inside its kernels' softmax statistics), or PyTorch's torch.distributed.tensor.experimental
+// _attention.py, as torchtitan runs it (one scaled_dot_product_attention call per step, the partial
+// outputs merged by eager fp32 ops, the key/value gradients passed around the ring in fp32).
+enum class CpAttention { kTe, kPyTorch };
 
 template <typename E>
 struct NameEntry {
@@ -66,6 +72,8 @@ inline constexpr NameEntry<Elementwise> kElementwiseNames[] = {{Elementwise::kFu
                                                                {Elementwise::kEager, "eager"}};
 inline constexpr NameEntry<FlashKernel> kFlashKernelNames[] = {{FlashKernel::kFused, "fused"},
                                                                {FlashKernel::kFa2, "fa2"}};
+inline constexpr NameEntry<CpAttention> kCpAttentionNames[] = {{CpAttention::kTe, "te"},
+                                                               {CpAttention::kPyTorch, "pytorch"}};
 
 // The table of an enum's names, for code generic over enums (tests, error messages).
 template <typename E>
@@ -115,6 +123,10 @@ template <>
 constexpr std::span<const NameEntry<FlashKernel>> name_table<FlashKernel>() {
   return kFlashKernelNames;
 }
+template <>
+constexpr std::span<const NameEntry<CpAttention>> name_table<CpAttention>() {
+  return kCpAttentionNames;
+}
 
 // The canonical name of `value` in `table` ("?" if the table lacks it, which a test rules out).
 template <typename E>
@@ -162,6 +174,7 @@ inline const char* to_string(Fp8Recipe r) { return name_in<Fp8Recipe>(kFp8Recipe
 inline const char* to_string(Zero3Unit u) { return name_in<Zero3Unit>(kZero3UnitNames, u); }
 inline const char* to_string(Elementwise e) { return name_in<Elementwise>(kElementwiseNames, e); }
 inline const char* to_string(FlashKernel k) { return name_in<FlashKernel>(kFlashKernelNames, k); }
+inline const char* to_string(CpAttention a) { return name_in<CpAttention>(kCpAttentionNames, a); }
 
 inline std::optional<Collective> parse_collective(std::string_view s) {
   return parse_in<Collective>(kCollectiveNames, s);
@@ -186,6 +199,9 @@ inline std::optional<Elementwise> parse_elementwise(std::string_view s) {
 }
 inline std::optional<FlashKernel> parse_flash_kernel(std::string_view s) {
   return parse_in<FlashKernel>(kFlashKernelNames, s);
+}
+inline std::optional<CpAttention> parse_cp_attention(std::string_view s) {
+  return parse_in<CpAttention>(kCpAttentionNames, s);
 }
 
 // A collective name that a reader has already checked (a cost file's points and fits): an unknown

@@ -47,6 +47,8 @@ Status check_sizes(const SpecInputs& in, const ClusterSpec& cluster) {
     return make_error(fmt::format("--elementwise: unknown kind '{}' ({})", in.elementwise, one_of<Elementwise>()));
   if (!in.flash_kernel.empty() && !parse_flash_kernel(in.flash_kernel))
     return make_error(fmt::format("--flash-kernel: unknown kernel '{}' ({})", in.flash_kernel, one_of<FlashKernel>()));
+  if (!in.cp_attention.empty() && !parse_cp_attention(in.cp_attention))
+    return make_error(fmt::format("--cp-attention: unknown library '{}' ({})", in.cp_attention, one_of<CpAttention>()));
   const auto precision = parse_precision(in.precision);
   if (!precision)
     return make_error(fmt::format("--precision: unknown precision '{}' ({})", in.precision, one_of<Precision>()));
@@ -96,11 +98,12 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
   if (!in.attention.empty()) t.attention = *parse_attention_kernel(in.attention);
   if (!in.elementwise.empty()) t.elementwise = *parse_elementwise(in.elementwise);
   if (!in.flash_kernel.empty()) t.flash_kernel = *parse_flash_kernel(in.flash_kernel);
+  if (!in.cp_attention.empty()) t.cp_attention = *parse_cp_attention(in.cp_attention);
   // The stack's behaviours where no flag set them: a flag given wins over its framework.
   if (!in.framework.empty())
     apply_framework(*find_framework(in.framework).value(), t,
                     {!in.attention.empty(), in.grad_bytes != 0, in.sync_pipeline_sends, in.host_op_us >= 0,
-                     !in.elementwise.empty(), !in.flash_kernel.empty()});
+                     !in.elementwise.empty(), !in.flash_kernel.empty(), !in.cp_attention.empty()});
   t.precision = *parse_precision(in.precision);
   if (!in.fp8_recipe.empty()) t.fp8_recipe = *parse_fp8_recipe(in.fp8_recipe);
   return specs;

@@ -23,6 +23,7 @@ struct SpecInputs {
   std::string attention = "";     // empty: the --framework's kernel, else flash
   std::string elementwise = "";   // empty: the --framework's, else fused
   std::string flash_kernel = "";  // empty: the --framework's, else fused
+  std::string cp_attention = "";  // empty: the --framework's, else te
   std::string framework = "";     // empty: none named (core/framework.h)
   std::string precision = to_string(Precision::kBf16);
   std::string fp8_recipe = "";  // empty: TrainingSpec's default (delayed scaling)
@@ -75,6 +76,11 @@ void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
         "the kernel fused attention runs: fused (the cost file's fused attention: cuDNN's on Hopper and Blackwell, "
         "as TransformerEngine and current PyTorch run it) or fa2 (FlashAttention-2's kernels, PyTorch's "
         "FLASH_ATTENTION backend) (default: the --framework's, else fused)",
+        false);
+  visit("--cp-attention", in.cp_attention,
+        "what runs context-parallel attention: te (TransformerEngine, as Megatron-core runs it) or pytorch "
+        "(PyTorch's ring attention, as torchtitan runs it: one SDPA call per step, fp32 merges and key/value "
+        "gradients) (default: the --framework's, else te)",
         false);
   visit("--precision", in.precision, "linear-layer GEMMs: bf16, or fp8 (TransformerEngine-style, bf16 elsewhere)",
         false);

@@ -23,6 +23,8 @@ struct TrainingSpec {
   AttentionKernel attention = AttentionKernel::kFlash;
   // The kernel fused attention runs (core/names.h FlashKernel).
   FlashKernel flash_kernel = FlashKernel::kFused;
+  // The library that runs context-parallel attention (core/names.h CpAttention).
+  CpAttention cp_attention = CpAttention::kTe;
   // Element-wise kernels fused (torch.compile, TransformerEngine) or one eager PyTorch kernel per op.
   Elementwise elementwise = Elementwise::kFused;
   // Bytes per logit (of one rank's vocabulary share) the loss holds at its peak, beside every layer's

@@ -133,6 +133,11 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
          "FlashAttention-2's (PyTorch's flash backend); the --framework's (fa2 for torchtitan, else fused), "
          "or the one chosen"));
   form->addRow(tr("Flash kernel"), flash_kernel_);
+  cp_attention_ = framework_choice(
+      "cp_attention", {CpAttention::kTe, CpAttention::kPyTorch},
+      tr("what runs context-parallel attention: TransformerEngine (Megatron-core) or PyTorch's ring attention "
+         "(torchtitan); the --framework's (pytorch for torchtitan, else te), or the one chosen"));
+  form->addRow(tr("CP attention"), cp_attention_);
   precision_ = new QComboBox;
   precision_->addItems({to_string(Precision::kBf16), to_string(Precision::kFp8)});
   precision_->setToolTip(tr("linear-layer GEMMs in bf16, or in FP8 as TransformerEngine runs them"));
@@ -201,6 +206,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   connect(attention_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(elementwise_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(flash_kernel_, &QComboBox::currentTextChanged, this, emit_changed);
+  connect(cp_attention_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(precision_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(cross_node_tp_, &QCheckBox::toggled, this, emit_changed);
   connect(sync_sends_, &QCheckBox::toggled, this, emit_changed);
@@ -232,6 +238,7 @@ PlanRequest InputsPanel::request() const {
   r.specs.attention = attention_->currentData().toString().toStdString();
   r.specs.elementwise = elementwise_->currentData().toString().toStdString();
   r.specs.flash_kernel = flash_kernel_->currentData().toString().toStdString();
+  r.specs.cp_attention = cp_attention_->currentData().toString().toStdString();
   r.specs.precision = precision_->currentText().toStdString();
   r.specs.allow_cross_node_tp = cross_node_tp_->isChecked();
   r.specs.sync_pipeline_sends = sync_sends_->isChecked();
@@ -270,6 +277,7 @@ void InputsPanel::set_request(const PlanRequest& r) {
   attention_->setCurrentIndex(std::max(0, attention_->findData(QString::fromStdString(r.specs.attention))));
   elementwise_->setCurrentIndex(std::max(0, elementwise_->findData(QString::fromStdString(r.specs.elementwise))));
   flash_kernel_->setCurrentIndex(std::max(0, flash_kernel_->findData(QString::fromStdString(r.specs.flash_kernel))));
+  cp_attention_->setCurrentIndex(std::max(0, cp_attention_->findData(QString::fromStdString(r.specs.cp_attention))));
   precision_->setCurrentText(QString::fromStdString(r.specs.precision));
   cross_node_tp_->setChecked(r.specs.allow_cross_node_tp);
   sync_sends_->setChecked(r.specs.sync_pipeline_sends);

@@ -54,6 +54,7 @@ class InputsPanel : public QWidget {
   QComboBox* attention_;
   QComboBox* elementwise_;
   QComboBox* flash_kernel_;
+  QComboBox* cp_attention_;
   QComboBox* precision_;
   QCheckBox* cross_node_tp_;
   QCheckBox* sync_sends_;

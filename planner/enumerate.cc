@@ -284,7 +284,9 @@ Enumeration Enumerator::run() {
   // The ring unless --cp-comm lists others: Megatron-core's default cp_comm_type, and the kind that
   // needs no head divisibility; adding the all-to-all by default doubled the time of a long-sequence
   // search (llama3-70b, 32K tokens, 64 H100s: 2.1 s → 3.7 s) without changing its winner.
-  const std::vector<CpComm> comms = space_.cp_comm.empty() ? std::vector<CpComm>{CpComm::kP2P} : space_.cp_comm;
+  // PyTorch's ring attention (torchtitan): the all-gather, torchtitan's default context_parallel_rotate_method.
+  const CpComm default_comm = training_.cp_attention == CpAttention::kPyTorch ? CpComm::kAllGather : CpComm::kP2P;
+  const std::vector<CpComm> comms = space_.cp_comm.empty() ? std::vector<CpComm>{default_comm} : space_.cp_comm;
   for (int tp : divisors(training_.gpus)) {
     if (!allowed(space_.tp, tp)) continue;
     for (int cp : cps) {

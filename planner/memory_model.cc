@@ -166,11 +166,18 @@ double p2p_buffer_bytes(const ParallelConfig& c, int stage, double message_bytes
 // together, twice that, which is the peak. All-to-all: the head-sharded copies of Q, K and V (and
 // of the output after) beside the sequence-sharded ones, the same size. All-gather: K and V of all
 // s tokens, and in the backward their gradients of the same size.
+// PyTorch's ring attention (TrainingSpec::cp_attention pytorch) holds in its backward the gathered K and
+// V (all_gather) or the current and next step's (p2p), the fp32 gradients of the rank's queries, keys
+// and values, and the fp32 key/value gradients in flight, the one sent and the one received.
 double cp_buffer_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, double local_tokens) {
   if (c.cp == 1) return 0.0;
   const double ab = t.activation_bytes;
   const double q = static_cast<double>(m.q_dim()) / c.tp, kv = static_cast<double>(m.kv_dim()) / c.tp;
   const double local_kv = 2.0 * ab * local_tokens * kv;
+  if (t.cp_attention == CpAttention::kPyTorch) {
+    const double kv_buffers = c.cp_comm == CpComm::kAllGather ? c.cp * local_kv : 2.0 * local_kv;
+    return kv_buffers + 4.0 * local_tokens * q + 3.0 * 4.0 * 2.0 * local_tokens * kv;
+  }
   switch (c.cp_comm) {
     case CpComm::kP2P: return 2.0 * 2.0 * local_kv;
     case CpComm::kA2A: return ab * local_tokens * (q + 2.0 * kv);

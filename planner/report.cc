@@ -175,12 +175,16 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
   for (const TrainingSpec* s : stacks)
     lines.push_back(fmt::format(
         "software: {}; gradients reduced {}; TP input-gradient reduction {} the weight-gradient GEMM; pipeline "
-        "sends {}{}{}",
+        "sends {}{}{}{}",
         s->framework.empty() ? "no --framework named" : "--framework " + s->framework,
         s->overlap_grad_reduce ? "in buckets during the last backward" : "after the backward",
         s->tp_comm_overlap ? "beside" : "after", s->pipeline_sends_block ? "block the next pass" : "run beside compute",
         s->elementwise == Elementwise::kEager ? "; element-wise ops as eager PyTorch's kernels (--elementwise eager)"
                                               : "",
+        s->cp_attention == CpAttention::kPyTorch
+            ? "; context parallelism as PyTorch's ring attention, fp32 merges and key/value gradients "
+              "(--cp-attention pytorch)"
+            : "",
         s->framework.empty() ? "" : " (`loom frameworks` gives each behaviour's source)"));
   if (m.moe.active())
     lines.push_back(fmt::format(

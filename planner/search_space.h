@@ -36,7 +36,9 @@ void for_each_config_flag(ConfigText& c, bool lists, Visit&& visit) {
   visit("--tp", c.tp, "tensor-parallel size" + each);
   visit("--cp", c.cp, "context-parallel size: each sequence split over this many ranks" + each);
   visit("--cp-comm", c.cp_comm,
-        "how context-parallel ranks exchange keys and values: p2p (ring), a2a (Ulysses) or all_gather" + each);
+        "how context-parallel ranks exchange keys and values: p2p (ring), a2a (Ulysses; TransformerEngine only) or "
+        "all_gather (default: p2p; `plan` under --cp-attention pytorch: all_gather, torchtitan's default)" +
+            each);
   visit("--pp", c.pp, "pipeline-parallel size" + each);
   visit("--ep", c.ep,
         "expert-parallel size: an MoE layer's experts split over this many ranks of the data-parallel group" + each);

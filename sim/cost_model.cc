@@ -421,6 +421,10 @@ double CostModel::flash_kernel_s(double forward_flops, double rows, double cols,
 
 PassCost CostModel::cp_attention(bool backward) const {
   PassCost p = new_pass();
+  if (training_.cp_attention == CpAttention::kPyTorch) {
+    cp_pytorch_attention(p, backward);
+    return p;
+  }
   switch (config_.cp_comm) {
     case CpComm::kP2P: cp_ring_attention(p, backward); break;
     case CpComm::kA2A: cp_a2a_attention(p, backward); break;
@@ -521,6 +525,74 @@ void CostModel::cp_all_gather_attention(PassCost& p, bool backward) const {
   p.add(backward ? "flash_attention_bwd" : "flash_attention", flash_kernel_s(flops, tokens_, 0.5 * seq_, times),
         times * flops);
   if (backward) p.add_cp_comm(scatter.c_str(), collectives_.time_s(Collective::kReduceScatter, gathered, cp_group()));
+}
+
+// PyTorch's ring attention (torch/distributed/tensor/experimental/_attention.py, as summarised in
+// shared/reference/modern-parallelism.md §1 [PT-CP]), as torchtitan runs it. The tiles are
+// TransformerEngine's (the same three causal cases, cp_ring_attention above), but each is its own
+// scaled_dot_product_attention call and what joins them is eager PyTorch:
+// - K and V: the all_gather exchange (_AllGatherRotater, torchtitan's default rotate method) gathers
+//   every rank's K and V once, posted before step 0's tile and waited for before step 1; p2p
+//   (_AllToAllRotater) passes them around the ring a step ahead, as TransformerEngine does. The
+//   backward exchanges them again the same way (only the rank's own chunk is kept).
+// - Forward: _SDPAMerger with convert_to_f32 turns each step's output into fp32 and merges it into the
+//   running output, out − sigmoid(lse_step − lse)·(out − out_step): the difference (two fp32 tensors
+//   read, one written), the scaled difference (one read, one written) and the subtraction (two read, one
+//   written), 36 bytes per value besides the upcast; the result goes back to bf16 at the end. The
+//   log-sum-exp updates touch one value per query row and head: launches, no traffic.
+// - Backward: the gradients accumulate in fp32 tensors zeroed first. At every step dQ += the step's dQ
+//   (an fp32 tensor read and written, the bf16 one read); the rank adds its dK, dV to the fp32 gradient
+//   received from its neighbour (half of it after step 0: the tile saw half of the keys), concatenates
+//   them (read and written once more) and sends them on, 4 bytes a value. The dK/dV sent after step i
+//   travels beside tile i + 1; the last is waited for after the loop, and the three gradients go back to
+//   bf16.
+// The merges are charged as the last CP rank runs them: its query chunk is the sequence's latest, so
+// every later step uses all of its queries (i ≤ rank) and each merge covers its whole output.
+void CostModel::cp_pytorch_attention(PassCost& p, bool backward) const {
+  const int cp = config_.cp;
+  const double ab = training_.activation_bytes;
+  const double q = static_cast<double>(model_.q_dim());
+  const double out = tokens_ * q / config_.tp;                                          // output, dQ values
+  const double kv = 2.0 * tokens_ * static_cast<double>(model_.kv_dim()) / config_.tp;  // K and V, dK and dV
+  const double tile_flops = 2.0 * tokens_ * (seq_ / cp) * q / config_.tp;               // as cp_ring_attention's
+  const double times = backward ? 2.5 : 1.0;
+  const double tile_s = flash_kernel_s(tile_flops, tokens_, 0.5 * seq_ / cp, times);
+  const bool gather = config_.cp_comm == CpComm::kAllGather;
+  const double gather_s = gather ? collectives_.time_s(Collective::kAllGather, cp_kv_bytes() * cp, cp_group()) : 0.0;
+  const double kv_s = gather ? 0.0 : collectives_.send_recv_s(cp_kv_bytes(), cp_ring_level());
+  const double dkv_s = backward ? collectives_.send_recv_s(4.0 * kv, cp_ring_level()) : 0.0;
+  static const std::string gather_name = trace_names::collective(Collective::kAllGather, "cp");
+  if (backward) add_memory(p, "cp_grad_zero", 4.0 * (out + kv));
+  for (int step = 0; step < cp; ++step) {
+    // What travels beside this step's tile: the gathered K and V (step 0), the next step's K and V
+    // (p2p), the gradients the previous step sent (backward).
+    double beside = 0;
+    if (gather && step == 0) beside += gather_s;
+    if (!gather && step + 1 < cp) beside += kv_s;
+    if (backward && step > 0) beside += dkv_s;
+    const double exposed = ring_exposed_s(beside, tile_s);
+    if (p.record) {
+      if (gather && step == 0) p.add_cp_beside(gather_name, gather_s);
+      if (!gather && step + 1 < cp) p.add_cp_beside(trace_names::cp_ring_send(step, cp, "kv"), kv_s);
+      if (backward && step > 0) p.add_cp_beside(trace_names::cp_ring_send(step - 1, cp, "dkv"), dkv_s);
+      p.add(trace_names::cp_ring_tile(backward, step, cp), tile_s, times * tile_flops);
+      if (exposed > 0) p.add_cp_comm(trace_names::cp_ring_wait(step, cp), exposed);
+    } else {
+      p.add("", tile_s, times * tile_flops);
+      if (exposed > 0) p.add_cp_comm(std::string(), exposed);
+    }
+    if (!backward) {
+      add_memory(p, "cp_merge_to_fp32", (ab + 4.0) * out);
+      if (step > 0) add_memory(p, "cp_merge", 36.0 * out);
+      continue;
+    }
+    add_memory(p, "cp_dq_accumulate", (8.0 + ab) * out);
+    add_memory(p, "cp_dkv_accumulate", (step == 0 ? 1.0 : 0.5) * (8.0 + ab) * kv + 8.0 * kv);
+  }
+  if (!backward) return add_memory(p, "cp_merge_to_bf16", (4.0 + ab) * out);
+  if (p.record) p.add_cp_beside(trace_names::cp_ring_send(cp - 1, cp, "dkv"), dkv_s);
+  p.add_cp_comm(p.record ? trace_names::cp_ring_wait(cp - 1, cp) + " dkv" : std::string(), dkv_s);
+  add_memory(p, "cp_grad_to_bf16", (4.0 + ab) * (out + kv));
 }
 
 // The share of the micro-batch's tokens a rank routes: all of them with expert TP = TP (every TP rank

@@ -263,6 +263,8 @@ class CostModel {
   void cp_ring_attention(PassCost& p, bool backward) const;
   void cp_a2a_attention(PassCost& p, bool backward) const;
   void cp_all_gather_attention(PassCost& p, bool backward) const;
+  // PyTorch's ring attention (TrainingSpec::cp_attention pytorch), either exchange (p2p or all_gather).
+  void cp_pytorch_attention(PassCost& p, bool backward) const;
   // One flash-attention kernel of `forward_flops` (its backward: `times` = 2.5) over `rows` query
   // tokens and `cols` key tokens it computes (after causal masking).
   double flash_kernel_s(double forward_flops, double rows, double cols, double times) const;

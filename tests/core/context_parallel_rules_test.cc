@@ -84,6 +84,19 @@ TEST(ContextParallelRules, AllToAllNeedsQueryAndKvHeadsDivisibleByTpTimesCp) {
   EXPECT_TRUE(c.check().ok());
 }
 
+TEST(ContextParallelRules, PyTorchsRingAttentionHasNoAllToAll) {
+  CpCase c;
+  c.training.cp_attention = CpAttention::kPyTorch;
+  for (CpComm kind : {CpComm::kP2P, CpComm::kAllGather}) {
+    c.config.cp_comm = kind;
+    EXPECT_TRUE(c.check().ok()) << to_string(kind);
+  }
+  c.config.cp_comm = CpComm::kA2A;
+  expect_broken(c.check(), rule::kCpPyTorchA2a,
+                "a2a context parallelism is TransformerEngine's; PyTorch's ring attention (--cp-attention pytorch) "
+                "exchanges keys and values by p2p or all_gather");
+}
+
 TEST(ContextParallelRules, SequenceParallelSplitsTheRanksOwnTokens) {
   CpCase c;
   c.training.seq_len = 8;

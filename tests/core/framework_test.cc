@@ -64,6 +64,7 @@ TEST(Framework, ThePresetSetsTheBehavioursAFlagDidNotGive) {
   EXPECT_EQ(t.host_op_s, 8e-6);                   // eager PyTorch's dispatch
   EXPECT_EQ(t.elementwise, Elementwise::kFused);  // Apex and torch.jit fusions
   EXPECT_EQ(t.flash_kernel, FlashKernel::kFused);
+  EXPECT_EQ(t.cp_attention, CpAttention::kTe);
 
   SpecInputs explicit_flags = gpt_on_a100s("megatron-lm-2021");
   explicit_flags.attention = "flash";
@@ -88,6 +89,7 @@ TEST(Framework, ThePresetSetsTheBehavioursAFlagDidNotGive) {
   EXPECT_EQ(plain->training.flash_kernel, FlashKernel::kFused);
   // Megatron-core's TransformerEngine picks cuDNN's fused attention on Hopper: the cost file's.
   EXPECT_EQ(resolve_specs(gpt_on_a100s("megatron-core"))->training.flash_kernel, FlashKernel::kFused);
+  EXPECT_EQ(resolve_specs(gpt_on_a100s("megatron-core"))->training.cp_attention, CpAttention::kTe);
 
   // torchtitan runs eager unless compiled; --elementwise fused says it was.
   auto titan = resolve_specs(gpt_on_a100s("torchtitan"));
@@ -99,6 +101,11 @@ TEST(Framework, ThePresetSetsTheBehavioursAFlagDidNotGive) {
   SpecInputs current = gpt_on_a100s("torchtitan");
   current.flash_kernel = "fused";
   EXPECT_EQ(resolve_specs(current)->training.flash_kernel, FlashKernel::kFused);
+  // Its context parallelism is PyTorch's ring attention; --cp-attention te says otherwise.
+  EXPECT_EQ(titan->training.cp_attention, CpAttention::kPyTorch);
+  SpecInputs te = gpt_on_a100s("torchtitan");
+  te.cp_attention = "te";
+  EXPECT_EQ(resolve_specs(te)->training.cp_attention, CpAttention::kTe);
   SpecInputs compiled = gpt_on_a100s("torchtitan");
   compiled.elementwise = "fused";
   EXPECT_EQ(resolve_specs(compiled)->training.elementwise, Elementwise::kFused);
@@ -123,6 +130,7 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   EXPECT_EQ(back->host_op_s, 8e-6);
   EXPECT_EQ(back->elementwise, Elementwise::kEager);
   EXPECT_EQ(back->flash_kernel, FlashKernel::kFa2);
+  EXPECT_EQ(back->cp_attention, CpAttention::kPyTorch);
   EXPECT_EQ(back->loss_bytes_per_logit, 12.0);
   EXPECT_TRUE(back->zero3_pp_keep_gathered);
   EXPECT_TRUE(back->zero3_fp32_shards);
@@ -157,6 +165,12 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   ASSERT_FALSE(refused_kernel.ok());
   EXPECT_EQ(refused_kernel.error().message, "training: 'flash_kernel' must be fused or fa2, not 'fa3'");
   EXPECT_FALSE(to_json(TrainingSpec{}).contains("flash_kernel"));  // plan files from before the field read alike
+  Json ring = to_json(t);
+  ring["cp_attention"] = "megatron";
+  auto refused_library = training_from_json(ring);
+  ASSERT_FALSE(refused_library.ok());
+  EXPECT_EQ(refused_library.error().message, "training: 'cp_attention' must be te or pytorch, not 'megatron'");
+  EXPECT_FALSE(to_json(TrainingSpec{}).contains("cp_attention"));
 }
 
 // What each stack cannot run is rejected with the feature named; what it can passes.

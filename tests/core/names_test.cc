@@ -43,6 +43,7 @@ TEST(Names, EveryEnumRoundTripsThroughItsTable) {
   expect_round_trip<Zero3Unit>(2, "zero3 unit");
   expect_round_trip<Elementwise>(2, "elementwise");
   expect_round_trip<FlashKernel>(2, "flash kernel");
+  expect_round_trip<CpAttention>(2, "cp attention");
 }
 
 TEST(Names, NamesAreTheOnesFilesAndTracesHaveAlwaysUsed) {
@@ -62,6 +63,7 @@ TEST(Names, NamesAreTheOnesFilesAndTracesHaveAlwaysUsed) {
   EXPECT_STREQ(to_string(Zero3Unit::kModule), "module");           // plan files' training.zero3_unit
   EXPECT_STREQ(to_string(Elementwise::kEager), "eager");           // plan files' training.elementwise
   EXPECT_STREQ(to_string(FlashKernel::kFa2), "fa2");               // plan files' training.flash_kernel
+  EXPECT_STREQ(to_string(CpAttention::kPyTorch), "pytorch");       // plan files' training.cp_attention
 }
 
 TEST(Names, RecomputeAndScheduleAliasesParseButPrintCanonically) {

@@ -84,6 +84,7 @@ TEST(ResolveSpecs, BadInputNamesTheFlagOnOneLine) {
       {[](SpecInputs& in) { in.host_op_us = -3; }, "--host-op-us: -3 must be between 0 and 100000 microseconds"},
       {[](SpecInputs& in) { in.elementwise = "compiled"; }, "--elementwise: unknown kind 'compiled' (fused or eager)"},
       {[](SpecInputs& in) { in.flash_kernel = "fa3"; }, "--flash-kernel: unknown kernel 'fa3' (fused or fa2)"},
+      {[](SpecInputs& in) { in.cp_attention = "ring"; }, "--cp-attention: unknown library 'ring' (te or pytorch)"},
   };
   for (const Case& c : cases) {
     SpecInputs in = llama_on_a100s();
@@ -103,9 +104,9 @@ TEST(SpecFlagTable, NamesEveryInputOnceAndMarksTheThreeACommandCannotDefault) {
     flags.push_back(flag);
     if (needed) required.push_back(flag);
   });
-  EXPECT_EQ(flags.size(),
-            20u);  // ... --framework, --elementwise, --flash-kernel, --precision, --fp8-recipe, --moe-imbalance,
-                   // --moe-shared-expert-overlap, --kernel-cv, --gpu-cv and --host-op-us among them
+  EXPECT_EQ(flags.size(), 21u);  // ... --framework, --elementwise, --flash-kernel, --cp-attention, --precision,
+                                 // --fp8-recipe, --moe-imbalance, --moe-shared-expert-overlap, --kernel-cv,
+                                 // --gpu-cv and --host-op-us among them
   EXPECT_EQ(required, (std::vector<std::string>{"--model", "--gpus", "--global-batch"}));
 }
 

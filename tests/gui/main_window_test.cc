@@ -186,6 +186,17 @@ TEST_F(GuiMainWindow, FlashAttention2ReachesTheSearch) {
   EXPECT_EQ(w().inputs()->request().specs.flash_kernel, "fa2");
 }
 
+TEST_F(GuiMainWindow, PyTorchContextParallelAttentionReachesTheSearch) {
+  EXPECT_EQ(w().outcome().specs.training.cp_attention, CpAttention::kTe);
+  auto* library = w().inputs()->findChild<QComboBox*>("cp_attention");
+  ASSERT_NE(library, nullptr);
+  library->setCurrentIndex(library->findData(QString("pytorch")));
+  ASSERT_TRUE(
+      wait_until([&] { return w().outcome().specs.training.cp_attention == CpAttention::kPyTorch && !w().busy(); }));
+  ASSERT_GT(w().plans_model()->rowCount(), 0);
+  EXPECT_EQ(w().inputs()->request().specs.cp_attention, "pytorch");
+}
+
 TEST_F(GuiMainWindow, BadInputShowsItsErrorAndClearsTheTable) {
   w().inputs()->model_box()->setCurrentText("no-such-model");
   ASSERT_TRUE(wait_until([&] { return !w().outcome().ok() && !w().busy(); }));

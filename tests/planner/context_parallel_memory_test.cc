@@ -57,6 +57,21 @@ TEST(ContextParallelMemory, AllToAllAndAllGatherBuffers) {
                    2.0 * 2.0 * 32768 * (8 * 128 / 2) * 2);
 }
 
+// PyTorch's ring attention: the gathered (or current and next) K and V in bf16, and in fp32 the rank's
+// query gradient, its key/value gradients and the two key/value gradients in flight.
+TEST(ContextParallelMemory, PyTorchRingAttentionHoldsFp32Gradients) {
+  CpMemory c;
+  c.training.cp_attention = CpAttention::kPyTorch;
+  const double tokens = 32768.0 / 4, q = 32 * 128 / 2, kv = 8 * 128 / 2;
+  const double fp32_grads = 4.0 * tokens * q + 3.0 * 4.0 * 2.0 * tokens * kv;
+  ParallelConfig cp{.tp = 2, .dp = 2, .zero = 1, .cp = 4, .cp_comm = CpComm::kAllGather};
+  EXPECT_DOUBLE_EQ(estimate_memory(c.model, c.training, cp, c.cluster).most_loaded().buffers_bytes,
+                   2.0 * 32768 * kv * 2 + fp32_grads);
+  cp.cp_comm = CpComm::kP2P;
+  EXPECT_DOUBLE_EQ(estimate_memory(c.model, c.training, cp, c.cluster).most_loaded().buffers_bytes,
+                   2.0 * (2.0 * tokens * kv * 2) + fp32_grads);
+}
+
 TEST(ContextParallelMemory, ZeroShardsOverDpTimesCpRanks) {
   const CpMemory c;
   for (int zero : {1, 2, 3}) {

@@ -70,6 +70,29 @@ TEST(ContextParallelPlan, TheDefaultSearchUsesTheRingCpCommAddsKinds) {
   EXPECT_EQ(count(both, CpComm::kA2A), count({}, CpComm::kP2P));  // every head count divides here
 }
 
+// Under PyTorch's ring attention (torchtitan) the default search all-gathers K and V, torchtitan's
+// default rotate method; --cp-comm p2p asks for the ring rotation; a2a is refused by its rule.
+TEST(ContextParallelPlan, PyTorchsDefaultExchangeIsTheAllGather) {
+  const ModelSpec m = *model_preset("llama2-7b");
+  const TrainingSpec t{.gpus = 16, .global_batch = 64, .seq_len = 8192, .cp_attention = CpAttention::kPyTorch};
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  auto e = enumerate_configs(m, t, cluster, {});
+  ASSERT_TRUE(e.ok());
+  auto with = [&](const Enumeration& en, CpComm kind) {
+    return std::count_if(en.legal.begin(), en.legal.end(),
+                         [&](const ParallelConfig& c) { return c.cp > 1 && c.cp_comm == kind; });
+  };
+  EXPECT_GT(with(*e, CpComm::kAllGather), 0);
+  EXPECT_EQ(with(*e, CpComm::kP2P), 0);
+  SearchSpace ulysses;
+  ulysses.cp_comm = {CpComm::kA2A};
+  auto refused = enumerate_configs(m, t, cluster, ulysses);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(with(*refused, CpComm::kA2A), 0);
+  EXPECT_TRUE(std::any_of(refused->rejected.begin(), refused->rejected.end(),
+                          [](const auto& r) { return r.rule == rule::kCpPyTorchA2a; }));
+}
+
 // Llama 3 8B at 1M tokens on 8 DGX H100 nodes: without CP every layout runs out of memory (at tp 8
 // the last stage still keeps fp32 logits of the whole sequence, 4·s·V/t bytes = 63 GiB, and a
 // full-recompute stage a 1 GiB layer input per layer and micro-batch in flight); with CP the search

@@ -235,6 +235,83 @@ TEST(ContextParallelSim, AllToAllIsFullyExposed) {
   EXPECT_EQ(cost.cp_group().size, 4);
 }
 
+double total_s(const std::vector<const Segment*>& segments) {
+  double s = 0;
+  for (const Segment* seg : segments) s += seg->seconds;
+  return s;
+}
+
+// PyTorch's ring attention (torchtitan), p2p rotation, cp 2 across nodes on a slow link: the tiles are
+// TransformerEngine's; the forward adds the fp32 merges of each step's output (an upcast per step, the
+// 36-byte merge from step 2, a downcast at the end); the backward rings the key/value gradients in fp32
+// (twice the bf16 K and V's bytes) beside the next tile, and waits for the last one after its last tile.
+TEST(ContextParallelSim, PyTorchRingAttentionMergesInFp32AndRingsFp32KeyValueGradients) {
+  CpSim te;
+  te.cluster.inter_node.bandwidth_bytes_per_s = 1e8;  // every transfer outlasts its tile
+  CpSim pt = te;
+  pt.training.cp_attention = CpAttention::kPyTorch;
+  const ParallelConfig c{.tp = 8, .dp = 1, .cp = 2};
+  const CollectiveModel collectives(pt.cluster);
+  const CostModel cost(pt.model, pt.training, c, pt.cluster, collectives);
+  const double layers = pt.model.layers;
+  const double out = 16384.0 * (32 * 128 / 8), kv_values = 2.0 * 16384 * (8 * 128 / 8);
+  const double kv_bytes = 2.0 * kv_values, dkv_bytes = 4.0 * kv_values;
+  const double tile_flops = 2.0 * 16384 * 16384 * (32 * 128 / 8);
+  const double tile = flash_s(pt.cluster, tile_flops, 1.0), tile_bwd = flash_s(pt.cluster, tile_flops, 2.5);
+  const double send = link_s(pt.cluster.inter_node, kv_bytes), send_dkv = link_s(pt.cluster.inter_node, dkv_bytes);
+  ASSERT_GT(send, tile_bwd);
+
+  const ChunkCost a = te.chunk(c), b = pt.chunk(c);
+  const auto tiles = named(b.forward, "flash_attention ring 2/2");
+  ASSERT_EQ(tiles.size(), pt.model.layers * 1u);
+  EXPECT_NEAR(tiles.front()->seconds, tile, 1e-12);
+  EXPECT_EQ(named(b.forward, "cp_merge_to_fp32").size(), 2u * pt.model.layers);
+  EXPECT_EQ(named(b.forward, "cp_merge").size(), 1u * pt.model.layers);
+  EXPECT_EQ(named(b.forward, "cp_merge_to_bf16").size(), 1u * pt.model.layers);
+  EXPECT_NEAR(named(b.forward, "cp_merge").front()->seconds, cost.memory_s("cp_merge", 36.0 * out), 1e-15);
+  EXPECT_NEAR(named(b.forward, "cp_merge_to_fp32").front()->seconds, cost.memory_s("cp_merge_to_fp32", 6.0 * out),
+              1e-15);
+  // The forward's exchange is TransformerEngine's (K and V for step 2 beside tile 1): the passes differ
+  // by the merges alone.
+  EXPECT_NEAR(b.forward.cp_comm_exposed_s, a.forward.cp_comm_exposed_s, 1e-12);
+  EXPECT_NEAR(b.forward.seconds - a.forward.seconds,
+              total_s(starting(b.forward, "cp_merge")) + total_s(named(b.forward, "host dispatch")) -
+                  total_s(named(a.forward, "host dispatch")),
+              1e-9);
+
+  // Backward: K and V beside tile 1, the fp32 dK/dV of step 1 beside tile 2, the last one waited for.
+  const auto dkv = named(b.backward, "send_recv cp ring 1/2 dkv");
+  ASSERT_EQ(dkv.size(), pt.model.layers * 1u);
+  EXPECT_NEAR(dkv.front()->seconds, send_dkv, 1e-15);
+  EXPECT_NEAR(b.backward.cp_comm_exposed_s, layers * ((send - tile_bwd) + (send_dkv - tile_bwd) + send_dkv), 1e-9);
+  EXPECT_EQ(named(b.backward, "wait cp ring 2/2 dkv").size(), pt.model.layers * 1u);
+  EXPECT_EQ(named(b.backward, "cp_dq_accumulate").size(), 2u * pt.model.layers);
+  EXPECT_NEAR(named(b.backward, "cp_dq_accumulate").front()->seconds, cost.memory_s("cp_dq_accumulate", 10.0 * out),
+              1e-15);
+  EXPECT_GT(b.backward.seconds, a.backward.seconds);
+  EXPECT_DOUBLE_EQ(b.forward.flops, a.forward.flops);
+  EXPECT_DOUBLE_EQ(b.backward.flops, a.backward.flops);
+}
+
+// PyTorch's all_gather rotation (torchtitan's default): one all-gather of every rank's K and V per pass,
+// beside the first tile; no ring sends of K and V.
+TEST(ContextParallelSim, PyTorchAllGatherRotationGathersOnceBesideTheFirstTile) {
+  CpSim s;
+  s.cluster.inter_node.bandwidth_bytes_per_s = 1e8;
+  s.training.cp_attention = CpAttention::kPyTorch;
+  const ParallelConfig c{.tp = 8, .dp = 1, .cp = 2, .cp_comm = CpComm::kAllGather};
+  const CollectiveModel collectives(s.cluster);
+  const CostModel cost(s.model, s.training, c, s.cluster, collectives);
+  const double gather = collectives.time_s(Collective::kAllGather, 2.0 * cost.cp_kv_bytes(), cost.cp_group());
+  const double tile = flash_s(s.cluster, 2.0 * 16384 * 16384 * (32 * 128 / 8), 1.0);
+  ASSERT_GT(gather, tile);
+  const ChunkCost cc = s.chunk(c);
+  EXPECT_EQ(named(cc.forward, "all_gather cp").size(), s.model.layers * 1u);
+  EXPECT_TRUE(named(cc.forward, "all_gather cp").front()->beside);
+  EXPECT_TRUE(starting(cc.forward, "send_recv cp ring").empty());
+  EXPECT_NEAR(cc.forward.cp_comm_exposed_s, s.model.layers * (gather - tile), 1e-9);
+}
+
 // The trace shows every ring step: each tile on the compute thread, each KV transfer on a "cp comm"
 // thread starting with the tile it runs beside; traces without CP keep their four threads.
 TEST(ContextParallelSim, TheTraceShowsTheRingStepsBesideTheirTiles) {
