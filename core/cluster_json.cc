@@ -126,6 +126,7 @@ Result<ClusterSpec> cluster_from_json(const Json& json) {
   c.compute.gemm_max_efficiency = comp.number("gemm_max_efficiency", std::nullopt, 1e-6, 1.0);
   c.compute.gemm_half_saturation_flops = comp.number("gemm_half_saturation_flops", 0.0, 0.0, kHuge);
   c.compute.gemm_fp8_max_efficiency = comp.number("gemm_fp8_max_efficiency", 0.0, 0.0, 1.0);
+  c.compute.gemm_fp8_rowwise_max_efficiency = comp.number("gemm_fp8_rowwise_max_efficiency", 0.0, 0.0, 1.0);
   c.compute.memory_bound_efficiency = comp.number("memory_bound_efficiency", std::nullopt, 1e-6, 1.0);
   c.compute.kernel_launch_s = comp.number("kernel_launch_s", 0.0, 0.0, 1.0);
   c.compute.flash_attention_efficiency = comp.number("flash_attention_efficiency", 0.0, 0.0, 1.0);
@@ -211,6 +212,8 @@ Json to_json(const ClusterSpec& c) {
                   {"flash_attention_efficiency", c.compute.flash_attention_efficiency}};
   if (c.compute.gemm_fp8_max_efficiency > 0)
     j["compute"]["gemm_fp8_max_efficiency"] = c.compute.gemm_fp8_max_efficiency;
+  if (c.compute.gemm_fp8_rowwise_max_efficiency > 0)
+    j["compute"]["gemm_fp8_rowwise_max_efficiency"] = c.compute.gemm_fp8_rowwise_max_efficiency;
   if (!c.compute.memory_op_efficiency.empty()) j["compute"]["memory_op_efficiency"] = c.compute.memory_op_efficiency;
   if (c.compute.flash_attention_half_saturation_flops > 0)
     j["compute"]["flash_attention_half_saturation_flops"] = c.compute.flash_attention_half_saturation_flops;

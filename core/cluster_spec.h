@@ -34,6 +34,9 @@ struct ComputeEfficiency {
   // fraction). Its half-saturation size is the bf16 one scaled by peak_fp8_flops / peak_flops: the
   // curve stands for a fixed per-GEMM time, in which the faster unit does proportionally more work.
   double gemm_fp8_max_efficiency = 0.0;
+  // The same ceiling for rowwise-scaled FP8 GEMMs (Fp8Recipe::kRowwise), measured: 0 when this GPU's
+  // was not, and the recipe is refused on it (bench/gpu/fp8_gemm.py measures it).
+  double gemm_fp8_rowwise_max_efficiency = 0.0;
   double memory_bound_efficiency = 1.0;     // fraction of peak memory bandwidth element-wise kernels reach
   double kernel_launch_s = 0.0;             // per kernel
   double flash_attention_efficiency = 0.0;  // fraction of peak for fused attention; 0 → use GEMM curve

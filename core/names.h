@@ -22,7 +22,10 @@ enum class Precision { kBf16, kFp8 };
 // How FP8 scaling factors are chosen (Megatron-LM --fp8-recipe; TransformerEngine recipes): from an
 // amax history of earlier steps (DelayedScaling), or from each tensor's own amax, read before the cast
 // (Float8CurrentScaling; torchao's "tensorwise").
-enum class Fp8Recipe { kDelayed, kTensorwise };
+// FP8 scaling: TransformerEngine's delayed scaling (amax history), current scaling with one scale per
+// tensor (TE's Float8CurrentScaling, torchao's "tensorwise"), or torchao's "rowwise" recipe, one scale per
+// row of each GEMM operand along its reduction dimension (torch._scaled_mm's rowwise kernel).
+enum class Fp8Recipe { kDelayed, kTensorwise, kRowwise };
 // What one ZeRO-3 parameter gather (and gradient reduce-scatter) covers: a transformer layer, as
 // FSDP's per-block units and Loom's executor run them, or one linear module, as DeepSpeed's hooks
 // on every submodule with parameters do.
@@ -63,8 +66,10 @@ inline constexpr NameEntry<PositionEmbedding> kPositionEmbeddingNames[] = {{Posi
 inline constexpr NameEntry<AttentionKernel> kAttentionKernelNames[] = {{AttentionKernel::kFlash, "flash"},
                                                                        {AttentionKernel::kUnfused, "unfused"}};
 inline constexpr NameEntry<Precision> kPrecisionNames[] = {{Precision::kBf16, "bf16"}, {Precision::kFp8, "fp8"}};
-inline constexpr NameEntry<Fp8Recipe> kFp8RecipeNames[] = {
-    {Fp8Recipe::kDelayed, "delayed"}, {Fp8Recipe::kTensorwise, "tensorwise"}, {Fp8Recipe::kTensorwise, "current"}};
+inline constexpr NameEntry<Fp8Recipe> kFp8RecipeNames[] = {{Fp8Recipe::kDelayed, "delayed"},
+                                                           {Fp8Recipe::kTensorwise, "tensorwise"},
+                                                           {Fp8Recipe::kRowwise, "rowwise"},
+                                                           {Fp8Recipe::kTensorwise, "current"}};
 
 inline constexpr NameEntry<Zero3Unit> kZero3UnitNames[] = {{Zero3Unit::kLayer, "layer"},
                                                            {Zero3Unit::kModule, "module"}};

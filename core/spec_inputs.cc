@@ -61,6 +61,12 @@ Status check_sizes(const SpecInputs& in, const ClusterSpec& cluster) {
         fmt::format("--precision fp8: the {} of cluster '{}' has no FP8 tensor cores (no "
                     "device.peak_fp8_flops in its cost file)",
                     cluster.device.name, cluster.name));
+  if (precision == Precision::kFp8 && parse_fp8_recipe(in.fp8_recipe) == Fp8Recipe::kRowwise &&
+      cluster.compute.gemm_fp8_rowwise_max_efficiency <= 0)
+    return make_error(
+        fmt::format("--fp8-recipe rowwise: the cost file of cluster '{}' has no measured rowwise FP8 GEMM figure "
+                    "(compute.gemm_fp8_rowwise_max_efficiency; bench/gpu/fp8_gemm.py measures it on the GPU)",
+                    cluster.name));
   return {};
 }
 

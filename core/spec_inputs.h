@@ -84,7 +84,10 @@ void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
         false);
   visit("--precision", in.precision, "linear-layer GEMMs: bf16, or fp8 (TransformerEngine-style, bf16 elsewhere)",
         false);
-  visit("--fp8-recipe", in.fp8_recipe, "FP8 scaling: delayed (amax history) or tensorwise (current scaling)", false);
+  visit("--fp8-recipe", in.fp8_recipe,
+        "FP8 scaling: delayed (amax history), tensorwise (current scaling) or rowwise (torchao's rowwise recipe; "
+        "needs the cost file's measured rowwise GEMM figure)",
+        false);
   visit("--allow-cross-node-tp", in.allow_cross_node_tp, "let tensor parallelism span nodes", false);
   visit("--grad-bytes", in.grad_bytes, "bytes per gradient element (2 = bf16, 4 = fp32 main grads)", false);
   visit("--sync-pipeline-sends", in.sync_pipeline_sends,

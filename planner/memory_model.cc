@@ -196,7 +196,8 @@ double fp8_weight_copy_bytes(const TrainingSpec& t, const ParallelConfig& c, con
   if (t.precision != Precision::kFp8) return 0.0;
   double weights = layer_params;
   if (c.zero >= 3) weights /= c.zero_shards();
-  return weights * (cluster.device.fp8_gemm_tn_only ? 2.0 : 1.0);
+  // Rowwise scaling keeps two copies anywhere: one scaled per row, one per column (CostModel::fp8_cast_s).
+  return weights * (cluster.device.fp8_gemm_tn_only || t.fp8_recipe == Fp8Recipe::kRowwise ? 2.0 : 1.0);
 }
 
 // Delayed scaling's amax history: per FP8 linear module (four per layer) fp32 tensors of shape

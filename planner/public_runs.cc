@@ -98,14 +98,15 @@ std::string express(const Json& r, PublicRun& run) {
   t.attention = AttentionKernel::kFlash;  // TransformerEngine's fused attention, PyTorch SDPA (flash/cuDNN)
   if (contains(precision, "BF16")) {
     t.precision = Precision::kBf16;
-  } else if (contains(precision, "rowwise")) {
-    return "rowwise-scaled FP8 GEMMs (torchao float8 rowwise) are not modelled";
   } else if (contains(precision, "FP8")) {
     t.precision = Precision::kFp8;
-    // "FP8-CS", torchao "tensorwise": scales from each tensor's own amax (current scaling); plain
-    // "FP8" in NeMo and Megatron-Bridge: Megatron's default recipe, delayed scaling.
+    // "FP8-CS", torchao "tensorwise": scales from each tensor's own amax (current scaling); torchao
+    // "rowwise": a scale per row (its rowwise recipe); plain "FP8" in NeMo and Megatron-Bridge:
+    // Megatron's default recipe, delayed scaling.
     const bool current = contains(precision, "CS") || contains(precision, "tensorwise");
-    t.fp8_recipe = current ? Fp8Recipe::kTensorwise : Fp8Recipe::kDelayed;
+    t.fp8_recipe = contains(precision, "rowwise") ? Fp8Recipe::kRowwise
+                   : current                      ? Fp8Recipe::kTensorwise
+                                                  : Fp8Recipe::kDelayed;
   } else {
     return fmt::format("precision '{}' is not modelled", precision);
   }
@@ -277,7 +278,15 @@ Result<std::vector<PublicRun>> reproduce_public_runs(const std::string& json_pat
         if (!cluster) return cluster.error();
         clusters.emplace(run.cluster, *cluster);
       }
-      simulate_run(run, clusters.at(run.cluster));
+      const ClusterSpec& cluster = clusters.at(run.cluster);
+      if (run.training.precision == Precision::kFp8 && run.training.fp8_recipe == Fp8Recipe::kRowwise &&
+          cluster.compute.gemm_fp8_rowwise_max_efficiency <= 0)
+        run.refused = fmt::format(
+            "rowwise-scaled FP8 GEMMs (torchao float8 rowwise): {} has no measured rowwise "
+            "GEMM figure (bench/gpu/fp8_gemm.py)",
+            run.cluster);
+      else
+        simulate_run(run, cluster);
     }
     runs.push_back(std::move(run));
   }

@@ -116,7 +116,12 @@ double CostModel::linear_gemm_s(double m, double n, double k) const {
   if (!fp8_) return gemm_s(m, n, k);
   const ComputeEfficiency& e = cluster_->compute;
   const DeviceSpec& d = cluster_->device;
-  const double fp8_ceiling = e.gemm_fp8_max_efficiency > 0 ? e.gemm_fp8_max_efficiency : e.gemm_max_efficiency;
+  const double tensorwise = e.gemm_fp8_max_efficiency > 0 ? e.gemm_fp8_max_efficiency : e.gemm_max_efficiency;
+  // Rowwise scaling runs PyTorch's rowwise-scaled kernel, measured on its own (the spec refuses the
+  // recipe on a cost file without the figure).
+  const double fp8_ceiling = training_.fp8_recipe == Fp8Recipe::kRowwise && e.gemm_fp8_rowwise_max_efficiency > 0
+                                 ? e.gemm_fp8_rowwise_max_efficiency
+                                 : tensorwise;
   if (!cluster_->gemm_table.empty()) {
     // A measured (bf16) table: the same shape at the FP8 unit's rate over the bf16 one.
     const double speedup = d.peak_fp8_flops * fp8_ceiling / (d.peak_flops * e.gemm_max_efficiency);
@@ -130,11 +135,17 @@ double CostModel::linear_gemm_s(double m, double n, double k) const {
 
 double CostModel::fp8_cast_s(const char* op, double elements) const {
   if (!fp8_) return 0.0;
+  const double ab = training_.activation_bytes;
+  // Rowwise: the tensor feeds two GEMMs that reduce over different dimensions (the forward's and, for
+  // the transposed product, the input gradient's or weight gradient's), and a scale per row of one is a
+  // scale per column of the other: two casts, each reading the tensor for its row amaxes, again to
+  // cast, and writing one FP8 copy (the second laid out for its GEMM).
+  if (training_.fp8_recipe == Fp8Recipe::kRowwise) return memory_s(op, elements * 2.0 * (2.0 * ab + 1.0));
   // Read the bf16 tensor, write its FP8 copy (and the transposed one on Hopper); current scaling
   // reads it once more for its amax before the cast (TransformerEngine's Float8CurrentScaling).
   // Delayed scaling takes the scale from the amax history and records the new amax in the same pass.
-  double bytes = training_.activation_bytes + 1.0 + (cluster_->device.fp8_gemm_tn_only ? 1.0 : 0.0);
-  if (training_.fp8_recipe == Fp8Recipe::kTensorwise) bytes += training_.activation_bytes;
+  double bytes = ab + 1.0 + (cluster_->device.fp8_gemm_tn_only ? 1.0 : 0.0);
+  if (training_.fp8_recipe == Fp8Recipe::kTensorwise) bytes += ab;
   return memory_s(op, elements * bytes);
 }
 

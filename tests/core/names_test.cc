@@ -39,7 +39,7 @@ TEST(Names, EveryEnumRoundTripsThroughItsTable) {
   expect_round_trip<PositionEmbedding>(2, "position embedding");
   expect_round_trip<AttentionKernel>(2, "attention kernel");
   expect_round_trip<Precision>(2, "precision");
-  expect_round_trip<Fp8Recipe>(2, "fp8 recipe");
+  expect_round_trip<Fp8Recipe>(3, "fp8 recipe");
   expect_round_trip<Zero3Unit>(2, "zero3 unit");
   expect_round_trip<Elementwise>(2, "elementwise");
   expect_round_trip<FlashKernel>(2, "flash kernel");

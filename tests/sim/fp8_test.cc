@@ -78,6 +78,36 @@ TEST(Fp8, LinearLayerSpeedupsMatchTransformerEnginesH200Benchmark) {
   EXPECT_LT(current, delayed);
 }
 
+// torchao's rowwise recipe: its GEMMs run at the cost file's rowwise ceiling (here set to half the
+// tensorwise one: a compute-bound GEMM takes twice as long, less the launch), and each tensor is cast
+// twice, a scale per row and per column, each pass reading it for the amaxes and to cast and writing
+// one FP8 copy: 2 · (2 + 2 + 1) bytes per bf16 value.
+TEST(Fp8, RowwiseRunsAtItsOwnCeilingAndCastsEachTensorTwice) {
+  ClusterSpec h100 = cluster("dgx-h100");
+  h100.compute.gemm_fp8_rowwise_max_efficiency = 0.5 * h100.compute.gemm_fp8_max_efficiency;
+  const ModelSpec m = te_5b();
+  const ParallelConfig config{.micro_batch = 4};
+  const CollectiveModel collectives(h100);
+  const CostModel tensorwise(m, training(Precision::kFp8, Fp8Recipe::kTensorwise), config, h100, collectives);
+  const CostModel rowwise(m, training(Precision::kFp8, Fp8Recipe::kRowwise), config, h100, collectives);
+  const ChunkCost a = tensorwise.chunk(0, 0, false), b = rowwise.chunk(0, 0, false);
+  auto first = [](const PassCost& p, const std::string& name) {
+    for (const Segment& seg : p.segments)
+      if (seg.name == name) return seg.seconds;
+    ADD_FAILURE() << name;
+    return 0.0;
+  };
+  const double launch = h100.compute.kernel_launch_s;
+  EXPECT_NEAR(first(b.forward, "mlp_up") - launch, 2.0 * (first(a.forward, "mlp_up") - launch), 1e-12);
+  const double elements = 4.0 * 2048 * 4096;  // the first cast: the norm's output, 4 sequences of 2048
+  EXPECT_NEAR(first(b.forward, "fp8_cast"), rowwise.memory_s("fp8_cast", elements * 2.0 * (2 + 2 + 1)), 1e-15);
+  EXPECT_NEAR(first(a.forward, "fp8_cast"), tensorwise.memory_s("fp8_cast", elements * (2 + 1 + 1 + 2)), 1e-15);
+  // Two FP8 copies of each weight, as the Hopper transposes are for tensorwise.
+  const MemoryReport rows = estimate_memory(m, training(Precision::kFp8, Fp8Recipe::kRowwise), config, h100);
+  const MemoryReport tens = estimate_memory(m, training(Precision::kFp8, Fp8Recipe::kTensorwise), config, h100);
+  EXPECT_DOUBLE_EQ(rows.most_loaded().params_bytes, tens.most_loaded().params_bytes);
+}
+
 // Attention, norms and the LM head stay bf16: only the linear layers' GEMMs and the casts differ.
 TEST(Fp8, OnlyLinearLayersChange) {
   const ClusterSpec h100 = cluster("dgx-h100");
