@@ -139,9 +139,18 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
          "(torchtitan); the --framework's (pytorch for torchtitan, else te), or the one chosen"));
   form->addRow(tr("CP attention"), cp_attention_);
   precision_ = new QComboBox;
+  precision_->setObjectName("precision");
   precision_->addItems({to_string(Precision::kBf16), to_string(Precision::kFp8)});
   precision_->setToolTip(tr("linear-layer GEMMs in bf16, or in FP8 as TransformerEngine runs them"));
   form->addRow(tr("Precision"), precision_);
+  fp8_recipe_ = new QComboBox;
+  fp8_recipe_->setObjectName("fp8_recipe");
+  for (Fp8Recipe recipe : {Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise, Fp8Recipe::kRowwise})
+    fp8_recipe_->addItem(to_string(recipe), QString(to_string(recipe)));
+  fp8_recipe_->setToolTip(
+      tr("FP8 scaling (precision fp8): delayed (TransformerEngine's amax history), tensorwise (current scaling) "
+         "or rowwise (torchao's rowwise recipe, where the cost file has its measured GEMM figure)"));
+  form->addRow(tr("FP8 recipe"), fp8_recipe_);
   cross_node_tp_ = new QCheckBox(tr("allow TP across nodes"));
   form->addRow(QString(), cross_node_tp_);
   sync_sends_ = new QCheckBox(tr("synchronous pipeline sends"));
@@ -208,6 +217,10 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   connect(flash_kernel_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(cp_attention_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(precision_, &QComboBox::currentTextChanged, this, emit_changed);
+  connect(precision_, &QComboBox::currentTextChanged, this,
+          [this](const QString& p) { fp8_recipe_->setEnabled(p == to_string(Precision::kFp8)); });
+  fp8_recipe_->setEnabled(false);
+  connect(fp8_recipe_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(cross_node_tp_, &QCheckBox::toggled, this, emit_changed);
   connect(sync_sends_, &QCheckBox::toggled, this, emit_changed);
   connect(moe_imbalance_, &QDoubleSpinBox::valueChanged, this, emit_changed);
@@ -240,6 +253,9 @@ PlanRequest InputsPanel::request() const {
   r.specs.flash_kernel = flash_kernel_->currentData().toString().toStdString();
   r.specs.cp_attention = cp_attention_->currentData().toString().toStdString();
   r.specs.precision = precision_->currentText().toStdString();
+  r.specs.fp8_recipe = r.specs.precision == to_string(Precision::kFp8)
+                           ? fp8_recipe_->currentData().toString().toStdString()
+                           : std::string();
   r.specs.allow_cross_node_tp = cross_node_tp_->isChecked();
   r.specs.sync_pipeline_sends = sync_sends_->isChecked();
   r.specs.moe_imbalance = moe_imbalance_->value();
@@ -279,6 +295,9 @@ void InputsPanel::set_request(const PlanRequest& r) {
   flash_kernel_->setCurrentIndex(std::max(0, flash_kernel_->findData(QString::fromStdString(r.specs.flash_kernel))));
   cp_attention_->setCurrentIndex(std::max(0, cp_attention_->findData(QString::fromStdString(r.specs.cp_attention))));
   precision_->setCurrentText(QString::fromStdString(r.specs.precision));
+  if (!r.specs.fp8_recipe.empty())
+    if (auto recipe = parse_fp8_recipe(r.specs.fp8_recipe))  // "current" is tensorwise's other name
+      fp8_recipe_->setCurrentIndex(fp8_recipe_->findData(QString(to_string(*recipe))));
   cross_node_tp_->setChecked(r.specs.allow_cross_node_tp);
   sync_sends_->setChecked(r.specs.sync_pipeline_sends);
   moe_imbalance_->setValue(r.specs.moe_imbalance);

@@ -56,6 +56,7 @@ class InputsPanel : public QWidget {
   QComboBox* flash_kernel_;
   QComboBox* cp_attention_;
   QComboBox* precision_;
+  QComboBox* fp8_recipe_;  // read only with precision fp8 (--fp8-recipe applies to it alone)
   QCheckBox* cross_node_tp_;
   QCheckBox* sync_sends_;
   QDoubleSpinBox* moe_imbalance_;

@@ -197,6 +197,31 @@ TEST_F(GuiMainWindow, PyTorchContextParallelAttentionReachesTheSearch) {
   EXPECT_EQ(w().inputs()->request().specs.cp_attention, "pytorch");
 }
 
+// The FP8 recipe box counts only with precision fp8; rowwise needs a measured figure the H100 file lacks,
+// which the window shows as the one-line error.
+TEST_F(GuiMainWindow, Fp8RecipeReachesTheSearchWithFp8Only) {
+  auto* recipe = w().inputs()->findChild<QComboBox*>("fp8_recipe");
+  ASSERT_NE(recipe, nullptr);
+  EXPECT_FALSE(recipe->isEnabled());
+  recipe->setCurrentIndex(recipe->findData(QString("tensorwise")));
+  EXPECT_EQ(w().inputs()->request().specs.fp8_recipe, "");  // bf16: no recipe
+  w().inputs()->cluster_box()->setCurrentText("dgx-h100");
+  auto* precision = w().inputs()->findChild<QComboBox*>("precision");
+  ASSERT_NE(precision, nullptr);
+  precision->setCurrentText("fp8");
+  EXPECT_TRUE(recipe->isEnabled());
+  ASSERT_TRUE(wait_until([&] {
+    return w().outcome().ok() && w().outcome().specs.training.precision == Precision::kFp8 &&
+           w().outcome().specs.training.fp8_recipe == Fp8Recipe::kTensorwise && !w().busy();
+  }));
+  ASSERT_GT(w().plans_model()->rowCount(), 0);
+  recipe->setCurrentIndex(recipe->findData(QString("rowwise")));
+  ASSERT_TRUE(wait_until([&] { return !w().outcome().ok() && !w().busy(); }));
+  auto* error = w().inputs()->findChild<QLabel*>("input_error");
+  ASSERT_NE(error, nullptr);
+  EXPECT_TRUE(error->text().contains("--fp8-recipe rowwise")) << error->text().toStdString();
+}
+
 TEST_F(GuiMainWindow, BadInputShowsItsErrorAndClearsTheTable) {
   w().inputs()->model_box()->setCurrentText("no-such-model");
   ASSERT_TRUE(wait_until([&] { return !w().outcome().ok() && !w().busy(); }));
