@@ -19,11 +19,10 @@ precisions is measured in the same run (the cost files hold sustained figures).
 import argparse
 import json
 import statistics
-import time
 
 import torch
 
-from megatron_layer_ops import copies, rand, timed
+from megatron_layer_ops import burst_and_sustained, copies, rand, timed
 
 E4M3 = torch.float8_e4m3fn
 MODELS = {  # hidden, query heads, kv heads, head dim, ffn
@@ -67,28 +66,6 @@ def time_shape(m, n, k, reps):
     return out
 
 
-def sustained_ratio(make, sustain_s):
-    """A large GEMM's rate sustained for `sustain_s` seconds over its rate in a burst after a rest."""
-    a = [make() for _ in range(2)]
-
-    def rate(count):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for i in range(count):
-            a[i % 2]()
-        end.record()
-        end.synchronize()
-        return count / (start.elapsed_time(end) * 1e-3)
-
-    rate(20)
-    time.sleep(2.0)
-    burst = rate(20)
-    windows, begin = [], time.time()
-    while time.time() - begin < sustain_s:
-        windows.append((time.time() - begin, rate(200)))
-    return statistics.median(r for t, r in windows if t > sustain_s / 3) / burst
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=20)
@@ -121,8 +98,9 @@ def main():
     def fp8_gemm():
         x, y = fp8_operands(8192, 8192, 8192)
         return lambda: torch._scaled_mm(x, y, one, one, out_dtype=torch.bfloat16)
-    bf16_ratio = sustained_ratio(bf16_gemm, a.sustain_s)
-    fp8_ratio = sustained_ratio(fp8_gemm, a.sustain_s)
+    bf16_burst, bf16_sustained = burst_and_sustained(bf16_gemm, a.sustain_s)
+    fp8_burst, fp8_sustained = burst_and_sustained(fp8_gemm, a.sustain_s)
+    bf16_ratio, fp8_ratio = bf16_sustained / bf16_burst, fp8_sustained / fp8_burst
     model_rows = [r for r in rows if not r["square"]]
     summary = {"sustained_over_burst_bf16": bf16_ratio, "sustained_over_burst_fp8": fp8_ratio}
     for kind in ("bf16", "fp8_tensorwise", "fp8_tensorwise_fast", "fp8_rowwise", "fp8_rowwise_fast"):
