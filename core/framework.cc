@@ -75,6 +75,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         kMegatronCompiledLoss,
         {FlashKernel::kFused, "unused: the stack's attention is unfused (above)"},
         {CpAttention::kTe, "unused: the stack has no context parallelism (above)"},
+        {false, "unused: the stack has no sequence parallelism (above)"},
     },
     {
         "megatron-core",
@@ -129,6 +130,9 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "Megatron-core's context parallelism is TransformerEngine's attention with CP (cp_comm_type p2p, a2a, "
          "all_gather: transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py; "
          "../shared/reference/modern-parallelism.md section 1)"},
+        {false,
+         "Megatron-core's activations are [s, b, h] (megatron/core/transformer): sequence parallelism gathers and "
+         "scatters the first dimension, in place"},
     },
     {
         "torchtitan",
@@ -201,6 +205,13 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "merged in fp32 (_SDPAMerger), the key/value gradients accumulated in fp32 and passed around the ring "
          "in fp32 (convert_to_f32); the default context_parallel_rotate_method all-gathers K and V "
          "(../shared/reference/modern-parallelism.md section 1, PT-CP)"},
+        {true,
+         "torchtitan's TP plan shards the sequence as dimension 1 of [b, s, h] (SequenceParallel, "
+         "RowwiseParallel(output_layouts=Shard(1)) in parallelize.py), and DTensor's all-gather and reduce-scatter "
+         "on a dimension other than 0 copy the whole tensor, torch.cat(torch.chunk(...)) after the gather and before "
+         "the scatter (torch/distributed/_functional_collectives.py all_gather_tensor, reduce_scatter_tensor); not "
+         "under asynchronous TP, whose fused all-gather-matmul and matmul-reduce-scatter "
+         "(torch/distributed/_symmetric_memory) move the dimension to the front as a view"},
     },
     {
         "deepspeed",
@@ -247,6 +258,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         kMegatronCompiledLoss,
         {FlashKernel::kFused, "unused: the stack's attention is unfused (above)"},
         {CpAttention::kTe, "unused: the stack has no context parallelism (above)"},
+        {false, "unused: the stack has no sequence parallelism (above)"},
     },
 }};
 
@@ -283,6 +295,7 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
   if (!keep.elementwise) t.elementwise = preset.elementwise.value;
   if (!keep.flash_kernel) t.flash_kernel = preset.flash_kernel.value;
   if (!keep.cp_attention) t.cp_attention = preset.cp_attention.value;
+  t.sp_collective_copies = preset.sp_collective_copies.value;
   t.loss_bytes_per_logit = t.elementwise == Elementwise::kEager ? preset.loss_bytes_per_logit.value
                                                                 : preset.compiled_loss_bytes_per_logit.value;
 }

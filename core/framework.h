@@ -54,8 +54,9 @@ struct FrameworkPreset {
   // eager and fused (compiled).
   Sourced<double> loss_bytes_per_logit;
   Sourced<double> compiled_loss_bytes_per_logit;
-  Sourced<FlashKernel> flash_kernel;  // the kernel fused attention runs (TrainingSpec::flash_kernel)
-  Sourced<CpAttention> cp_attention;  // what runs context-parallel attention (TrainingSpec::cp_attention)
+  Sourced<FlashKernel> flash_kernel;   // the kernel fused attention runs (TrainingSpec::flash_kernel)
+  Sourced<CpAttention> cp_attention;   // what runs context-parallel attention (TrainingSpec::cp_attention)
+  Sourced<bool> sp_collective_copies;  // SP collectives copy their tensor (TrainingSpec::sp_collective_copies)
 };
 
 // Every preset, in the order `--framework`'s help lists them.

@@ -240,6 +240,7 @@ Json to_json(const TrainingSpec& t) {
   j["zero3_unit"] = to_string(t.zero3_unit);
   if (t.zero3_pp_keep_gathered) j["zero3_pp_keep_gathered"] = true;
   if (t.zero3_fp32_shards) j["zero3_fp32_shards"] = true;
+  if (t.sp_collective_copies) j["sp_collective_copies"] = true;
   if (!t.framework.empty()) j["framework"] = t.framework;
   if (t.moe_imbalance != 1.0) j["moe_imbalance"] = t.moe_imbalance;
   if (t.moe_shared_expert_overlap) j["moe_shared_expert_overlap"] = true;
@@ -273,6 +274,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.tp_comm_overlap = r.boolean("tp_comm_overlap", true);
   t.zero3_pp_keep_gathered = r.boolean("zero3_pp_keep_gathered", false);
   t.zero3_fp32_shards = r.boolean("zero3_fp32_shards", false);
+  t.sp_collective_copies = r.boolean("sp_collective_copies", false);
   t.framework = r.string("framework", std::string());
   t.moe_imbalance = r.number("moe_imbalance", 1.0, 1.0, 1e3);
   t.moe_shared_expert_overlap = r.boolean("moe_shared_expert_overlap", false);

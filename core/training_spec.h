@@ -25,6 +25,12 @@ struct TrainingSpec {
   FlashKernel flash_kernel = FlashKernel::kFused;
   // The library that runs context-parallel attention (core/names.h CpAttention).
   CpAttention cp_attention = CpAttention::kTe;
+  // Sequence parallelism's all-gathers and reduce-scatters work on a tensor whose sequence is its second
+  // dimension, [b, s, h] (DTensor's Shard(1), as torchtitan lays it out), where NCCL gathers and scatters
+  // along the first: each all-gather's output is copied into place and each reduce-scatter's input copied
+  // out of it (torch.distributed._functional_collectives: torch.cat of torch.chunk). Megatron's
+  // tensors are [s, b, h]: no copy.
+  bool sp_collective_copies = false;
   // Element-wise kernels fused (torch.compile, TransformerEngine) or one eager PyTorch kernel per op.
   Elementwise elementwise = Elementwise::kFused;
   // Bytes per logit (of one rank's vocabulary share) the loss holds at its peak, beside every layer's

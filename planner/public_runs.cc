@@ -81,11 +81,18 @@ std::string express(const Json& r, PublicRun& run) {
   if (torchtitan(source)) {
     const FrameworkPreset* titan = find_framework("torchtitan").value();
     apply_framework(*titan, t);
-    if (contains(run.id, "-async")) t.tp_comm_overlap = true;
+    const Json* secondary = secondary_of(r);
+    const std::string techniques = secondary ? secondary->value("techniques", std::string()) : std::string();
+    // Asynchronous TP, as the rows' techniques name it ("AsyncTP" in the 2024-12 tables, "async TP" in
+    // 2025-06's): the fused all-gather-matmul and matmul-reduce-scatter replace DTensor's collectives and
+    // their copies (core/framework.cc, torchtitan's sp_collective_copies).
+    if (contains(techniques, "AsyncTP") || contains(techniques, "async TP")) {
+      t.tp_comm_overlap = true;
+      t.sp_collective_copies = false;
+    }
     // torchtitan runs eager unless --training.compile, which the rows' techniques name ("torch.compile",
     // "compile"): then each TransformerBlock is compiled and its element-wise ops fused.
-    const Json* secondary = secondary_of(r);
-    if (secondary && contains(secondary->value("techniques", std::string()), "compile")) {
+    if (contains(techniques, "compile")) {
       t.elementwise = Elementwise::kFused;
       t.loss_bytes_per_logit = titan->compiled_loss_bytes_per_logit.value;
       // The December 2024 runs (torchtitan 9dec370): training.compile compiled each TransformerBlock

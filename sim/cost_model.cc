@@ -828,6 +828,11 @@ LayerForwardParts CostModel::op_recompute_parts() const {
   return {r.qkv, r.attn_out, r.mlp_up, r.mlp_down, false, false};
 }
 
+void CostModel::add_sp_copy(PassCost& pass, const LayerDims& d, double share) const {
+  if (!training_.sp_collective_copies || !d.sp || share <= 0) return;
+  add_memory(pass, "sp_collective_copy", share * 2.0 * d.activation_bytes);  // read and written once
+}
+
 PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& parts) const {
   PassCost p = new_pass();
   const LayerDims d = dims();
@@ -843,6 +848,7 @@ PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& pa
   auto reduce_output_into_residual = [&](double comm_share) {
     if (comm && (parts.reduce_scatter || !d.sp)) {
       const Collective c = d.sp ? Collective::kReduceScatter : Collective::kAllReduce;
+      add_sp_copy(p, d, comm_share);
       p.add_comm(tp_name(c), comm_share * tp_comm_s(c, d.activation_bytes));
     }
     // The row-parallel layer's bias is added after the reduction, in the executor's residual slice.
@@ -850,7 +856,10 @@ PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& pa
   };
 
   add_norm(p, "norm", d.rank_tokens * d.hidden, false);
-  if (comm && d.sp) p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
+  if (comm && d.sp) {
+    p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
+    add_sp_copy(p, d, 1.0);
+  }
   add_fp8_cast(p, "fp8_cast", d.rank_tokens * d.hidden);  // the norm's output, before SP's all-gather
   linear("qkv", parts.qkv,
          linear_gemm_s(tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp, d.hidden) +
@@ -864,8 +873,10 @@ PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& pa
   reduce_output_into_residual(1.0);
   add_norm(p, "norm", d.rank_tokens * d.hidden, false);
   const double mlp_comm = mlp_tp_comm_share();
-  if (comm && d.sp)
+  if (comm && d.sp) {
     p.add_comm(tp_name(Collective::kAllGather), mlp_comm * tp_comm_s(Collective::kAllGather, d.activation_bytes));
+    add_sp_copy(p, d, mlp_comm);
+  }
   moe_routing_forward(p, d);
   add_fp8_cast(p, "fp8_cast", d.rank_tokens * d.hidden);  // the norm's output, before SP's all-gather
   linear("mlp_up", parts.mlp_up,
@@ -929,14 +940,17 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
     if (g.exposed_s > 0) in.add_comm(tp_name(Collective::kAllGather), g.exposed_s);
     // Split off (zero-bubble), the weight gradient runs later: nothing hides the reduction.
     const Overlap r = split || !training_.tp_comm_overlap ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);
+    if (comm) add_sp_copy(in, d, comm_share);  // the input gradient, out of its layout for the reduce-scatter
     w.add(name, r.compute_s, flops);
     w.sm_shared_s += r.compute_s - wgrad;
     if (r.exposed_s > 0) in.add_comm(tp_name(d.sp ? Collective::kReduceScatter : Collective::kAllReduce), r.exposed_s);
   };
   auto row_parallel = [&](const char* name, double in_features, double comm_share) {
     // The backward of the forward's reduce-scatter is an all-gather of the output gradient.
-    if (comm && d.sp)
+    if (comm && d.sp) {
       in.add_comm(tp_name(Collective::kAllGather), comm_share * tp_comm_s(Collective::kAllGather, d.activation_bytes));
+      add_sp_copy(in, d, comm_share);
+    }
     add_fp8_cast(in, "fp8_cast_bwd", tokens_ * d.hidden);
     in.add(name, linear_gemm_s(tokens_, in_features / d.tp, d.hidden) + bias_grad_s(d.rank_tokens, d.hidden),
            2.0 * tokens_ * d.hidden * in_features / d.tp);
@@ -974,9 +988,11 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
   if (first) {
     add_memory(c.forward, "embedding", 3.0 * ab * tokens_ * h);
     // Vocab-parallel lookup: each rank holds a slice of the table; partial rows are summed.
-    if (config_.tp > 1)
+    if (config_.tp > 1) {
+      add_sp_copy(c.forward, dims(), 1.0);
       c.forward.add_comm(tp_name(sp ? Collective::kReduceScatter : Collective::kAllReduce),
                          tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes));
+    }
   }
   // Megatron's scatter-gather pipeline transfer: without SP each TP rank sends and receives 1/t of
   // the activation (pipe_send_s) and the receiver all-gathers it over TP before it can compute.
@@ -991,7 +1007,10 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
   PassCost* weight = split_weight_grad ? &c.weight : &c.backward;
   if (last) {
     add_norm(c.forward, "final_norm", tokens_sp * h, false);
-    if (sp) c.forward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
+    if (sp) {
+      c.forward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
+      add_sp_copy(c.forward, dims(), 1.0);
+    }
     c.forward.add("lm_head", gemm_s(tokens_, v / t, h), 2.0 * tokens_ * h * v / t);
     // Vocab-parallel cross-entropy in fp32: max, sum of exponentials and target logit are
     // all-reduced over TP (b·s floats each).
@@ -1009,6 +1028,7 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     weight->sm_shared_s += r.compute_s - wgrad;
     if (r.exposed_s > 0)
       c.backward.add_comm(tp_name(sp ? Collective::kReduceScatter : Collective::kAllReduce), r.exposed_s);
+    if (config_.tp > 1) add_sp_copy(c.backward, dims(), 1.0);
     add_norm(c.backward, "final_norm_bwd", tokens_sp * h, true);
   }
   PassCost layer_in = new_pass(), layer_w = new_pass();

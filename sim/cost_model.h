@@ -269,6 +269,9 @@ class CostModel {
   // tokens and `cols` key tokens it computes (after causal masking).
   double flash_kernel_s(double forward_flops, double rows, double cols, double times) const;
   double tp_comm_s(Collective c, double bytes) const { return collectives_.time_s(c, bytes, tp_group()); }
+  // The copy of a whole [b, s, h] tensor that a sequence-parallel all-gather or reduce-scatter on the
+  // second dimension needs (TrainingSpec::sp_collective_copies), `share` of one; nothing otherwise.
+  void add_sp_copy(PassCost& pass, const LayerDims& d, double share) const;
   // A GEMM of `gemm_s` with a collective of `comm_s` started beside it (Megatron-LM's async TP
   // communication): while the collective runs it holds collective_sm_fraction of the SMs and the
   // GEMM runs on the rest. The GEMM's time, and what of the collective outlasts it.

@@ -103,6 +103,8 @@ TEST(Framework, ThePresetSetsTheBehavioursAFlagDidNotGive) {
   EXPECT_EQ(resolve_specs(current)->training.flash_kernel, FlashKernel::kFused);
   // Its context parallelism is PyTorch's ring attention; --cp-attention te says otherwise.
   EXPECT_EQ(titan->training.cp_attention, CpAttention::kPyTorch);
+  EXPECT_TRUE(titan->training.sp_collective_copies);  // DTensor's [b, s, h] sequence sharding
+  EXPECT_FALSE(resolve_specs(gpt_on_a100s("megatron-core"))->training.sp_collective_copies);
   SpecInputs te = gpt_on_a100s("torchtitan");
   te.cp_attention = "te";
   EXPECT_EQ(resolve_specs(te)->training.cp_attention, CpAttention::kTe);
@@ -131,6 +133,7 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   EXPECT_EQ(back->elementwise, Elementwise::kEager);
   EXPECT_EQ(back->flash_kernel, FlashKernel::kFa2);
   EXPECT_EQ(back->cp_attention, CpAttention::kPyTorch);
+  EXPECT_TRUE(back->sp_collective_copies);
   EXPECT_EQ(back->loss_bytes_per_logit, 12.0);
   EXPECT_TRUE(back->zero3_pp_keep_gathered);
   EXPECT_TRUE(back->zero3_fp32_shards);
@@ -171,6 +174,7 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   ASSERT_FALSE(refused_library.ok());
   EXPECT_EQ(refused_library.error().message, "training: 'cp_attention' must be te or pytorch, not 'megatron'");
   EXPECT_FALSE(to_json(TrainingSpec{}).contains("cp_attention"));
+  EXPECT_FALSE(to_json(TrainingSpec{}).contains("sp_collective_copies"));
 }
 
 // What each stack cannot run is rejected with the feature named; what it can passes.

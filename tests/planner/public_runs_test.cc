@@ -107,6 +107,10 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   // rows from 31.3 to 16.0 % mean |error| (the rows of 8K-token sequences 6-14 points closer, the 32K-262K
   // ones 18-36), the two H200 rows, the only ones on GPUs without a power cap, within 2 %: all rows 9.8 %,
   // max 27.1 %.
+  // torchtitan's CP as PyTorch's ring attention (fp32 merges and key/value gradients): the CP rows 0.8-1.7
+  // points slower. DTensor's sequence-parallel collectives copying their [b, s, h] tensor, and async TP
+  // read from the 2024-12 tables' "AsyncTP" too (it had been missed there: T4's async row and T5, T6 ran as
+  // vanilla TP): all rows 9.5 %, max 23.2 %.
   std::vector<PublicRun> megatron;
   for (const PublicRun& r : all)
     if (r.source.find("torchtitan") == std::string::npos && r.source.find("AutoModel") == std::string::npos)
@@ -117,8 +121,8 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   EXPECT_EQ(m.scored, 46);
   EXPECT_LE(m.mean_abs_error, 0.08);
   EXPECT_LE(m.max_abs_error, 0.19);
-  EXPECT_LE(overall.mean_abs_error, 0.099);
-  EXPECT_LE(overall.max_abs_error, 0.272);
+  EXPECT_LE(overall.mean_abs_error, 0.096);
+  EXPECT_LE(overall.max_abs_error, 0.233);
 }
 
 // torchtitan's benchmark measured the same runs eager and compiled (its Tables 1 and 3: FSDP on 8 and on

@@ -974,6 +974,44 @@ TEST(CostModel, EagerElementwiseKernelsMoveWhatTheirOpsMove) {
   EXPECT_EQ(gpt_step->step_time_s, gpt_eager->step_time_s);
 }
 
+// DTensor's sequence parallelism (TrainingSpec::sp_collective_copies, torchtitan): each all-gather and
+// reduce-scatter of a [b, s, h] activation copies the whole tensor once (read and written): four in a
+// layer's forward and four in its backward (the output gradients' gathers, the input gradients'
+// scatters), and one for each collective of the embedding and the LM head the simulator charges (the
+// embedding's reduce-scatter, the head's all-gather and its input gradient's reduce-scatter). Nothing
+// without SP, and nothing under Megatron's layout.
+TEST(CostModel, SequenceParallelCollectivesOnTheSecondDimensionCopyTheirTensor) {
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  const CollectiveModel collectives(cluster);
+  const ModelSpec m = *model_preset("llama3-8b");
+  const ParallelConfig sp{.tp = 8, .dp = 1, .micro_batch = 2, .sequence_parallel = true};
+  TrainingSpec t{.gpus = 8, .global_batch = 2, .seq_len = 4096};
+  t.sp_collective_copies = true;
+  const CostModel cost(m, t, sp, cluster, collectives);
+  const ChunkCost c = cost.chunk(0, 0, false);
+  auto copies = [](const PassCost& p) {
+    std::vector<double> out;
+    for (const Segment& seg : p.segments)
+      if (seg.name == "sp_collective_copy") out.push_back(seg.seconds);
+    return out;
+  };
+  const double tensor = 2.0 * 4096 * m.hidden * 2;  // b · s · h bf16 values
+  const auto forward = copies(c.forward), backward = copies(c.backward);
+  ASSERT_EQ(forward.size(), 4u * m.layers + 2);
+  ASSERT_EQ(backward.size(), 4u * m.layers + 1);
+  for (double s : forward) EXPECT_NEAR(s, cost.memory_s("sp_collective_copy", 2.0 * tensor), 1e-15);
+  TrainingSpec megatron = t;
+  megatron.sp_collective_copies = false;
+  EXPECT_TRUE(copies(CostModel(m, megatron, sp, cluster, collectives).chunk(0, 0, false).forward).empty());
+  ParallelConfig no_sp = sp;
+  no_sp.sequence_parallel = false;
+  EXPECT_TRUE(copies(CostModel(m, t, no_sp, cluster, collectives).chunk(0, 0, false).forward).empty());
+  const ChunkCost without = CostModel(m, megatron, sp, cluster, collectives).chunk(0, 0, false);
+  double added = 0;
+  for (double s : forward) added += s;
+  EXPECT_NEAR(c.forward.seconds - without.forward.seconds, added, 1e-9);
+}
+
 // ZeRO-3 kept gathered through a pipeline (TrainingSpec::zero3_pp_keep_gathered, torchtitan's FSDP under
 // PP): one gather per model chunk a step, where each pass otherwise gathers, and one reduce-scatter of
 // the accumulated gradients after the chunk's last backward, where each backward otherwise reduce-scatters.
