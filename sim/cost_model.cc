@@ -458,14 +458,17 @@ PassCost CostModel::cp_attention(bool backward) const {
 // returns): cp transfers beside cp backward tiles (2.5× the forward's FLOPs, as without CP). The
 // softmax-statistics correction merging each step's partial output is memory-bound work on
 // b·s/cp rows, small against a tile, and not charged.
+CostModel::RingTile CostModel::ring_tile(bool backward) const {
+  const double tile_tokens = seq_ / config_.cp;  // keys of one step: the rank's s/cp
+  // Half of a full tile's QK^T and AV: 0.5 · 2 · 2·(b·s/cp)·(s/cp)·q/t.
+  const double flops = 2.0 * tokens_ * tile_tokens * static_cast<double>(model_.q_dim()) / config_.tp;
+  const double times = backward ? 2.5 : 1.0;
+  return {flash_kernel_s(flops, tokens_, 0.5 * tile_tokens, times), times * flops};
+}
+
 void CostModel::cp_ring_attention(PassCost& p, bool backward) const {
   const int cp = config_.cp;
-  const double q = static_cast<double>(model_.q_dim());
-  const double tile_tokens = seq_ / cp;  // keys of one step: the rank's s/cp
-  // Half of a full tile's QK^T and AV: 0.5 · 2 · 2·(b·s/cp)·(s/cp)·q/t.
-  const double tile_flops = 2.0 * tokens_ * tile_tokens * q / config_.tp;
-  const double times = backward ? 2.5 : 1.0;
-  const double tile_s = flash_kernel_s(tile_flops, tokens_, 0.5 * tile_tokens, times);
+  const RingTile tile = ring_tile(backward);
   const double kv_s = collectives_.send_recv_s(cp_kv_bytes(), cp_ring_level());
   const double kv_dkv_s = collectives_.send_recv_s(2.0 * cp_kv_bytes(), cp_ring_level());
   for (int step = 0; step < cp; ++step) {
@@ -484,14 +487,14 @@ void CostModel::cp_ring_attention(PassCost& p, bool backward) const {
       payload = "kv+dkv";
       transfer_s = kv_dkv_s;
     }
-    const double exposed = ring_exposed_s(transfer_s, tile_s);
+    const double exposed = ring_exposed_s(transfer_s, tile.seconds);
     if (!p.record) {  // totals only: no names to build
-      p.add("", tile_s, times * tile_flops);
+      p.add("", tile.seconds, tile.flops);
       if (exposed > 0) p.add_cp_comm(std::string(), exposed);
       continue;
     }
     if (payload != nullptr) p.add_cp_beside(trace_names::cp_ring_send(step, cp, payload), transfer_s);
-    p.add(trace_names::cp_ring_tile(backward, step, cp), tile_s, times * tile_flops);
+    p.add(trace_names::cp_ring_tile(backward, step, cp), tile.seconds, tile.flops);
     if (exposed > 0) p.add_cp_comm(trace_names::cp_ring_wait(step, cp), exposed);
   }
 }
@@ -563,11 +566,9 @@ void CostModel::cp_pytorch_attention(PassCost& p, bool backward) const {
   const int cp = config_.cp;
   const double ab = training_.activation_bytes;
   const double q = static_cast<double>(model_.q_dim());
-  const double out = tokens_ * q / config_.tp;                                          // output, dQ values
-  const double kv = 2.0 * tokens_ * static_cast<double>(model_.kv_dim()) / config_.tp;  // K and V, dK and dV
-  const double tile_flops = 2.0 * tokens_ * (seq_ / cp) * q / config_.tp;               // as cp_ring_attention's
-  const double times = backward ? 2.5 : 1.0;
-  const double tile_s = flash_kernel_s(tile_flops, tokens_, 0.5 * seq_ / cp, times);
+  const double out = tokens_ * q / config_.tp;  // output, dQ values
+  const double kv = cp_kv_bytes() / ab;         // values of K and V, and of dK and dV
+  const RingTile tile = ring_tile(backward);
   const bool gather = config_.cp_comm == CpComm::kAllGather;
   const double gather_s = gather ? collectives_.time_s(Collective::kAllGather, cp_kv_bytes() * cp, cp_group()) : 0.0;
   const double kv_s = gather ? 0.0 : collectives_.send_recv_s(cp_kv_bytes(), cp_ring_level());
@@ -581,15 +582,15 @@ void CostModel::cp_pytorch_attention(PassCost& p, bool backward) const {
     if (gather && step == 0) beside += gather_s;
     if (!gather && step + 1 < cp) beside += kv_s;
     if (backward && step > 0) beside += dkv_s;
-    const double exposed = ring_exposed_s(beside, tile_s);
+    const double exposed = ring_exposed_s(beside, tile.seconds);
     if (p.record) {
       if (gather && step == 0) p.add_cp_beside(gather_name, gather_s);
       if (!gather && step + 1 < cp) p.add_cp_beside(trace_names::cp_ring_send(step, cp, "kv"), kv_s);
       if (backward && step > 0) p.add_cp_beside(trace_names::cp_ring_send(step - 1, cp, "dkv"), dkv_s);
-      p.add(trace_names::cp_ring_tile(backward, step, cp), tile_s, times * tile_flops);
+      p.add(trace_names::cp_ring_tile(backward, step, cp), tile.seconds, tile.flops);
       if (exposed > 0) p.add_cp_comm(trace_names::cp_ring_wait(step, cp), exposed);
     } else {
-      p.add("", tile_s, times * tile_flops);
+      p.add("", tile.seconds, tile.flops);
       if (exposed > 0) p.add_cp_comm(std::string(), exposed);
     }
     if (!backward) {
@@ -984,12 +985,13 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
   const bool sp = config_.sequence_parallel && config_.tp > 1;
   const double tokens_sp = sp ? tokens_ / t : tokens_;
   const double act_bytes = tokens_ * h * ab;
+  const LayerDims d = dims();
 
   if (first) {
     add_memory(c.forward, "embedding", 3.0 * ab * tokens_ * h);
     // Vocab-parallel lookup: each rank holds a slice of the table; partial rows are summed.
     if (config_.tp > 1) {
-      add_sp_copy(c.forward, dims(), 1.0);
+      add_sp_copy(c.forward, d, 1.0);
       c.forward.add_comm(tp_name(sp ? Collective::kReduceScatter : Collective::kAllReduce),
                          tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes));
     }
@@ -1009,7 +1011,7 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     add_norm(c.forward, "final_norm", tokens_sp * h, false);
     if (sp) {
       c.forward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
-      add_sp_copy(c.forward, dims(), 1.0);
+      add_sp_copy(c.forward, d, 1.0);
     }
     c.forward.add("lm_head", gemm_s(tokens_, v / t, h), 2.0 * tokens_ * h * v / t);
     // Vocab-parallel cross-entropy in fp32: max, sum of exponentials and target logit are
@@ -1028,7 +1030,7 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     weight->sm_shared_s += r.compute_s - wgrad;
     if (r.exposed_s > 0)
       c.backward.add_comm(tp_name(sp ? Collective::kReduceScatter : Collective::kAllReduce), r.exposed_s);
-    if (config_.tp > 1) add_sp_copy(c.backward, dims(), 1.0);
+    if (config_.tp > 1) add_sp_copy(c.backward, d, 1.0);
     add_norm(c.backward, "final_norm_bwd", tokens_sp * h, true);
   }
   PassCost layer_in = new_pass(), layer_w = new_pass();

@@ -261,6 +261,12 @@ class CostModel {
   // Context parallelism's attention (cp > 1) on this rank's s/cp query tokens, by kind.
   PassCost cp_attention(bool backward) const;
   void cp_ring_attention(PassCost& p, bool backward) const;
+  // One ring step's attention tile (the causal cases TransformerEngine and PyTorch share): its time and
+  // the FLOPs it runs, in the forward or (2.5×) the backward.
+  struct RingTile {
+    double seconds, flops;
+  };
+  RingTile ring_tile(bool backward) const;
   void cp_a2a_attention(PassCost& p, bool backward) const;
   void cp_all_gather_attention(PassCost& p, bool backward) const;
   // PyTorch's ring attention (TrainingSpec::cp_attention pytorch), either exchange (p2p or all_gather).

@@ -55,6 +55,19 @@ class GuiMainWindow : public ::testing::Test {
     ASSERT_TRUE(window_->outcome().ok()) << window_->outcome().error;
   }
   MainWindow& w() { return *window_; }
+  // A "framework's" choice box: the search starts at `before`; picking `after` in the box named `name`
+  // reruns it with `after` in the training spec's `field` and in the request's `input`.
+  template <typename E>
+  void pick_framework_choice(const char* name, E TrainingSpec::*field, std::string SpecInputs::*input, E before,
+                             E after) {
+    EXPECT_EQ(w().outcome().specs.training.*field, before);
+    auto* box = w().inputs()->findChild<QComboBox*>(name);
+    ASSERT_NE(box, nullptr);
+    box->setCurrentIndex(box->findData(QString(to_string(after))));
+    ASSERT_TRUE(wait_until([&] { return w().outcome().specs.training.*field == after && !w().busy(); }));
+    ASSERT_GT(w().plans_model()->rowCount(), 0);
+    EXPECT_EQ(w().inputs()->request().specs.*input, to_string(after));
+  }
 
   // Clicks the table row showing `plan` and waits for its detail.
   void click_plan(int plan) {
@@ -165,36 +178,18 @@ TEST_F(GuiMainWindow, AllStacksComparedRankTogetherAndEachRowKeepsItsStack) {
 }
 
 TEST_F(GuiMainWindow, EagerElementwiseKernelsReachTheSearch) {
-  EXPECT_EQ(w().outcome().specs.training.elementwise, Elementwise::kFused);
-  auto* elementwise = w().inputs()->findChild<QComboBox*>("elementwise");
-  ASSERT_NE(elementwise, nullptr);
-  elementwise->setCurrentIndex(elementwise->findData(QString("eager")));
-  ASSERT_TRUE(
-      wait_until([&] { return w().outcome().specs.training.elementwise == Elementwise::kEager && !w().busy(); }));
-  ASSERT_GT(w().plans_model()->rowCount(), 0);
-  EXPECT_EQ(w().inputs()->request().specs.elementwise, "eager");
+  pick_framework_choice("elementwise", &TrainingSpec::elementwise, &SpecInputs::elementwise, Elementwise::kFused,
+                        Elementwise::kEager);
 }
 
 TEST_F(GuiMainWindow, FlashAttention2ReachesTheSearch) {
-  EXPECT_EQ(w().outcome().specs.training.flash_kernel, FlashKernel::kFused);
-  auto* kernel = w().inputs()->findChild<QComboBox*>("flash_kernel");
-  ASSERT_NE(kernel, nullptr);
-  kernel->setCurrentIndex(kernel->findData(QString("fa2")));
-  ASSERT_TRUE(
-      wait_until([&] { return w().outcome().specs.training.flash_kernel == FlashKernel::kFa2 && !w().busy(); }));
-  ASSERT_GT(w().plans_model()->rowCount(), 0);
-  EXPECT_EQ(w().inputs()->request().specs.flash_kernel, "fa2");
+  pick_framework_choice("flash_kernel", &TrainingSpec::flash_kernel, &SpecInputs::flash_kernel, FlashKernel::kFused,
+                        FlashKernel::kFa2);
 }
 
 TEST_F(GuiMainWindow, PyTorchContextParallelAttentionReachesTheSearch) {
-  EXPECT_EQ(w().outcome().specs.training.cp_attention, CpAttention::kTe);
-  auto* library = w().inputs()->findChild<QComboBox*>("cp_attention");
-  ASSERT_NE(library, nullptr);
-  library->setCurrentIndex(library->findData(QString("pytorch")));
-  ASSERT_TRUE(
-      wait_until([&] { return w().outcome().specs.training.cp_attention == CpAttention::kPyTorch && !w().busy(); }));
-  ASSERT_GT(w().plans_model()->rowCount(), 0);
-  EXPECT_EQ(w().inputs()->request().specs.cp_attention, "pytorch");
+  pick_framework_choice("cp_attention", &TrainingSpec::cp_attention, &SpecInputs::cp_attention, CpAttention::kTe,
+                        CpAttention::kPyTorch);
 }
 
 // The FP8 recipe box counts only with precision fp8; rowwise needs a measured figure the H100 file lacks,

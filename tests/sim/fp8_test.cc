@@ -106,6 +106,16 @@ TEST(Fp8, RowwiseRunsAtItsOwnCeilingAndCastsEachTensorTwice) {
   const MemoryReport rows = estimate_memory(m, training(Precision::kFp8, Fp8Recipe::kRowwise), config, h100);
   const MemoryReport tens = estimate_memory(m, training(Precision::kFp8, Fp8Recipe::kTensorwise), config, h100);
   EXPECT_DOUBLE_EQ(rows.most_loaded().params_bytes, tens.most_loaded().params_bytes);
+  // On Blackwell, which reads either layout, tensorwise keeps one copy and rowwise still two.
+  const ClusterSpec b200 = cluster("dgx-b200");
+  ASSERT_FALSE(b200.device.fp8_gemm_tn_only);
+  const double one =
+      estimate_memory(m, training(Precision::kFp8, Fp8Recipe::kTensorwise), config, b200).most_loaded().params_bytes;
+  const double two =
+      estimate_memory(m, training(Precision::kFp8, Fp8Recipe::kRowwise), config, b200).most_loaded().params_bytes;
+  const double bf16 = estimate_memory(m, training(Precision::kBf16), config, b200).most_loaded().params_bytes;
+  EXPECT_GT(one, bf16);
+  EXPECT_NEAR(two - bf16, 2.0 * (one - bf16), 1e-6 * two);
 }
 
 // Attention, norms and the LM head stay bf16: only the linear layers' GEMMs and the casts differ.
