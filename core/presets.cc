@@ -141,8 +141,20 @@ Result<ClusterSpec> cluster_preset(const std::string& name) {
   return cluster_from_json(*json);
 }
 
-Result<ModelSpec> load_model(const std::string& name_or_path) {
-  if (!looks_like_path(name_or_path)) return model_preset(name_or_path);
+Result<ModelSpec> load_model(const std::string& name_or_path_given) {
+  if (!looks_like_path(name_or_path_given)) return model_preset(name_or_path_given);
+  // A downloaded Hugging Face checkpoint is a directory holding config.json (what from_pretrained reads).
+  std::string name_or_path = name_or_path_given;
+  std::error_code ec;
+  if (std::filesystem::is_directory(name_or_path, ec)) {
+    const std::filesystem::path config = std::filesystem::path(name_or_path) / "config.json";
+    if (!std::filesystem::is_regular_file(config, ec))
+      return make_error(
+          fmt::format("{}: a directory without a config.json (give a model JSON, a Hugging Face "
+                      "config.json or a checkpoint directory holding one)",
+                      name_or_path));
+    name_or_path = config.string();
+  }
   auto json = read_json_file(name_or_path);
   if (!json) return json.error();
   if (looks_like_hf_config(*json)) {

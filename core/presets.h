@@ -23,7 +23,8 @@ Result<std::string> cluster_preset_text(const std::string& name);
 ModelSpec gpt_shape(std::string name, int layers, int hidden, int heads, int vocab, int seq);
 ModelSpec llama_shape(std::string name, int layers, int hidden, int heads, int kv_heads, int ffn, int vocab, int seq);
 
-// `--model`: a preset name, a Loom model JSON file, or a Hugging Face config.json.
+// `--model`: a preset name, a Loom model JSON file, a Hugging Face config.json, or a checkpoint directory
+// holding one.
 Result<ModelSpec> load_model(const std::string& name_or_path);
 // `--cluster`: a preset name or a cluster/cost JSON file.
 Result<ClusterSpec> load_cluster(const std::string& name_or_path);

@@ -94,6 +94,27 @@ TEST(HfConfig, Llama31PlansForItsPretrainingContextNotTheScaledOne) {
   EXPECT_EQ(m->ffn_hidden, 14336);
 }
 
+// A downloaded checkpoint is a directory: --model reads the config.json inside it, as from_pretrained
+// does, and names the model after the directory, as for the file itself.
+TEST(HfConfig, ACheckpointDirectoryReadsItsConfigJson) {
+  const std::string dir = std::string(LOOM_VALIDATION_DIR) + "/hf_configs/llama-3.1-8b";
+  for (const std::string given : {dir, dir + "/"}) {
+    auto from_dir = load_model(given);
+    ASSERT_TRUE(from_dir.ok()) << given << ": " << from_dir.error().message;
+    auto from_file = load_model(released("llama-3.1-8b"));
+    ASSERT_TRUE(from_file.ok());
+    EXPECT_EQ(from_dir->name, from_file->name) << given;
+    EXPECT_EQ(from_dir->total_params(), from_file->total_params()) << given;
+    EXPECT_EQ(from_dir->seq_len, 8192) << given;
+  }
+  const auto empty = std::filesystem::path(write_temp("placeholder.txt", "")).parent_path() / "empty_checkpoint";
+  std::filesystem::create_directories(empty);
+  auto m = load_model(empty.string());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("without a config.json"), std::string::npos) << m.error().message;
+  EXPECT_NE(m.error().message.find(empty.string()), std::string::npos) << m.error().message;
+}
+
 TEST(HfConfig, Falcon7bReadsMultiQueryAndItsOwnFieldNames) {
   auto m = load_model(released("falcon-7b"));
   ASSERT_TRUE(m.ok()) << m.error().message;
