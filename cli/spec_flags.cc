@@ -2,6 +2,8 @@
 
 #include <type_traits>
 
+#include <fmt/format.h>
+
 #include "cli/command.h"
 
 namespace loom::cli {
@@ -29,6 +31,18 @@ void SpecFlags::add_to(CLI::App& app, const std::string& default_model, const st
   for_each_spec_flag(inputs, [&](const char* flag, auto& value, const char* help, bool needed) {
     CLI::Option* option = bind_flag(app, flag, value, help);
     if (required && needed) option->required();
+    // An integer input left at 0 means "the default" (--seq: the model's; --grad-bytes: the training's):
+    // given as 0 on the command line it would silently mean that too.
+    using T = std::remove_reference_t<decltype(value)>;
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+      if (!needed && value == 0)
+        option->check(CLI::Validator(
+            [](std::string& text) {
+              return text.find_first_not_of("0+- ") == std::string::npos
+                         ? fmt::format("{} must be at least 1 (leave it out for the default)", text)
+                         : std::string();
+            },
+            "", "not zero"));
   });
 }
 

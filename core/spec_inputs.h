@@ -56,7 +56,7 @@ Result<std::vector<Specs>> resolve_specs_per_framework(const SpecInputs& inputs)
 // `required` marks the inputs a command that needs specs cannot default (--model, --gpus, --global-batch).
 template <typename Visit>
 void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
-  visit("--model", in.model, "model preset, Loom model JSON, or Hugging Face config.json", true);
+  visit("--model", in.model, "model preset, Loom model JSON, Hugging Face config.json or checkpoint directory", true);
   visit("--gpus", in.gpus, "number of GPUs (ranks)", true);
   visit("--global-batch", in.global_batch, "sequences per optimizer step", true);
   visit("--cluster", in.cluster, "cluster preset or cost file (JSON)", false);

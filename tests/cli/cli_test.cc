@@ -36,6 +36,15 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   expect_bad_input("plan --model llama2-7b --gpus 8 --global-batch 0", "--global-batch: 0 must be at least 1");
   expect_bad_input("plan --model llama2-7b --gpus 99999999999 --global-batch 8", "--gpus");
   expect_bad_input("plan --model llama2-7b --gpus 8 --global-batch 8 --seq 999999999", "--seq");
+  // 0 is how the inputs say "the default"; typed, it would have meant that silently.
+  expect_bad_input("plan --model llama2-7b --gpus 8 --global-batch 8 --seq 0", "--seq: 0 must be at least 1");
+  expect_bad_input("sim --model llama2-7b --gpus 8 --global-batch 8 --grad-bytes 0",
+                   "--grad-bytes: 0 must be at least 1");
+  std::filesystem::create_directories(dir / "checkpoint");
+  expect_bad_input("plan --model " + (dir / "checkpoint").string() + " --gpus 8 --global-batch 8",
+                   "a directory without a config.json");
+  // A checkpoint directory is read through its config.json (here the one above, missing a field).
+  expect_bad_input("plan --model " + dir.string() + " --gpus 8 --global-batch 8", "missing field 'intermediate_size'");
   expect_bad_input("plan --model llama2-7b --gpus twelve --global-batch 8", "--gpus");
   expect_bad_input("plan --model gpt3-175b --gpus 97 --global-batch 1536", "no parallel layout of 97 GPUs");
   expect_bad_input("plan --model /nonexistent/model.json --gpus 8 --global-batch 8", "cannot open file");
