@@ -116,6 +116,12 @@ RuleStatus check_cp(const ModelSpec& model, const TrainingSpec& training, const 
     return broken(rule::kCpSeq, fmt::format("sequence {} not divisible by 2·cp = {} (causal load balancing cuts it "
                                             "into 2·cp chunks)",
                                             seq, 2 * c.cp));
+  // A window shorter than the sequence changes which K/V chunks each rank's queries need (a ring
+  // would skip the far ones); Loom costs CP for causal attention over the whole sequence only.
+  if (model.windowed_at(seq))
+    return broken(rule::kCpSlidingWindow,
+                  fmt::format("cp {} under sliding-window attention ({} of {} layers see {} tokens) is not modelled",
+                              c.cp, model.sliding_layers, model.layers, model.sliding_window));
   // TransformerEngine runs CP only in its flash and cuDNN fused attention backends; the unfused
   // one asserts against it (dot_product_attention/backends.py, UnfusedDotProductAttention).
   if (training.attention != AttentionKernel::kFlash)

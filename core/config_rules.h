@@ -28,6 +28,7 @@ inline constexpr std::string_view kCpSeq = "sequence not divisible by 2·cp";
 inline constexpr std::string_view kCpNeedsFlash = "context parallelism needs flash attention";
 inline constexpr std::string_view kCpA2aHeads = "a2a context parallelism needs heads divisible by tp·cp";
 inline constexpr std::string_view kCpPyTorchA2a = "PyTorch's context parallelism has no a2a exchange";
+inline constexpr std::string_view kCpSlidingWindow = "context parallelism under sliding-window attention";
 inline constexpr std::string_view kLayersPp = "layers not divisible by pp";
 inline constexpr std::string_view kStagesExceedLayers = "more pipeline stages than layers";
 inline constexpr std::string_view kBatchDp = "global batch not divisible by dp";

@@ -193,6 +193,53 @@ void read_moe(FieldReader& r, const Json& json, const std::string& type, ModelSp
   e.expert_bias = type == "gpt_oss";  // GptOssExperts: gate_up and down biases; GptOssTopKRouter: a bias
 }
 
+// Sliding-window attention under each family's fields (transformers' configs and modeling code):
+// - an explicit per-layer `layer_types` ("sliding_attention" / "full_attention"): gpt-oss, and every
+//   config transformers 4.53+ writes;
+// - Gemma 2: every other layer from the first (Gemma2Attention: sliding when layer_idx % 2 == 0);
+// - a `sliding_window_pattern` p (Gemma 3, default 6; Cohere 2): all but every p-th layer
+//   (sliding when (layer_idx + 1) % p != 0);
+// - the Qwen2 family: only with use_sliding_window, on the layers from max_window_layers on;
+// - any other config's non-null sliding_window: every layer (Mistral 7B v0.1, Phi-3, Starcoder2).
+// Gemma 2's and 3's window defaults to their config classes' 4096 when the file leaves it out.
+void read_sliding_window(FieldReader& r, const Json& json, const std::string& type, ModelSpec& m) {
+  const bool gemma2 = type.rfind("gemma2", 0) == 0, gemma3 = type.rfind("gemma3", 0) == 0, gemma = gemma2 || gemma3;
+  if (type.rfind("qwen", 0) == 0 && !r.boolean("use_sliding_window", false)) return;
+  const bool listed = json.contains("layer_types") && !json["layer_types"].is_null();
+  if (!listed && !gemma && !r.has("sliding_window")) return;
+  int sliding = 0;
+  if (listed) {
+    const Json& types = json["layer_types"];
+    if (!types.is_array() || types.size() != static_cast<std::size_t>(m.layers)) {
+      r.fail(fmt::format("{}: 'layer_types' must list the {} layers' attention", r.what(), m.layers));
+      return;
+    }
+    for (const Json& t : types) {
+      const std::string name = t.is_string() ? t.get<std::string>() : t.dump();
+      if (name == "sliding_attention") {
+        ++sliding;
+      } else if (name != "full_attention") {
+        r.fail(fmt::format("{}: layer type '{}' is not one Loom models (sliding_attention or full_attention)", r.what(),
+                           name));
+        return;
+      }
+    }
+  } else if (gemma2) {
+    sliding = (m.layers + 1) / 2;
+  } else if (gemma3 || r.has("sliding_window_pattern")) {
+    const long long pattern = r.integer("sliding_window_pattern", 6, 1, 1 << 20);
+    sliding = m.layers - static_cast<int>(m.layers / pattern);
+  } else if (type.rfind("qwen", 0) == 0) {
+    sliding = std::max(0, m.layers - static_cast<int>(r.integer("max_window_layers", 28, 0, 1 << 20)));
+  } else {
+    sliding = m.layers;
+  }
+  if (sliding == 0) return;
+  m.sliding_window =
+      static_cast<int>(r.integer("sliding_window", gemma ? std::optional<long long>(4096) : std::nullopt, 1, 1 << 30));
+  m.sliding_layers = sliding;
+}
+
 // DeepSeek's multi-head latent attention (DeepseekV2Attention): present when kv_lora_rank is set.
 void read_mla(FieldReader& r, const Json& json, ModelSpec& m) {
   if (!json.contains("kv_lora_rank") || json["kv_lora_rank"].is_null()) return;
@@ -234,6 +281,7 @@ Result<ModelSpec> from_decoder(const Json& json, const std::string& type, const 
   read_family_traits(r, json, type, m);
   read_moe(r, json, type, m);
   read_mla(r, json, m);
+  read_sliding_window(r, json, type, m);
   if (!r.ok()) return make_error(r.error());
   auto activation = activation_named(act_field, act, plain_mlp(type));
   if (!activation) return make_error(fmt::format("{}: {}", what, activation.error().message));

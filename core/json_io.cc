@@ -50,6 +50,10 @@ Json to_json(const ModelSpec& m) {
   if (m.explicit_head_dim > 0) j["head_dim"] = m.explicit_head_dim;
   if (m.qkv_bias) j["qkv_bias"] = true;
   if (m.attention_sinks) j["attention_sinks"] = true;
+  if (m.sliding_layers > 0) {
+    j["sliding_window"] = m.sliding_window;
+    j["sliding_window_layers"] = m.sliding_layers;
+  }
   if (m.moe.active())
     j["moe"] = {{"experts", m.moe.experts},         {"experts_per_token", m.moe.experts_per_token},
                 {"expert_ffn", m.moe.expert_ffn},   {"shared_ffn", m.moe.shared_ffn},
@@ -117,6 +121,13 @@ Result<ModelSpec> model_from_json(const Json& json) {
   m.tied_embeddings = r.boolean("tied_embeddings", true);
   m.qkv_bias = r.boolean("qkv_bias", false);
   m.attention_sinks = r.boolean("attention_sinks", false);
+  // Optional: sliding-window attention, on every layer unless sliding_window_layers says how many.
+  if (r.has("sliding_window")) {
+    m.sliding_window = static_cast<int>(r.integer("sliding_window", std::nullopt, 1, kMaxSeq));
+    m.sliding_layers = static_cast<int>(r.integer("sliding_window_layers", m.layers, 0, m.layers));
+  } else if (r.has("sliding_window_layers")) {
+    r.fail("model JSON: 'sliding_window_layers' needs 'sliding_window', the window's length in tokens");
+  }
   if (!r.ok()) return make_error(r.error());
   read_moe_block(json, m, r);
   read_mla_block(json, m, r);

@@ -177,10 +177,24 @@ double ModelSpec::layer_linear_flops_fwd(double tokens) const {
 
 double ModelSpec::layer_attention_flops_fwd(double tokens, int seq) const {
   // QK^T and softmax·V: 2 matmuls of (s × d) by (d × s) per head, 2 FLOPs per MAC, full (unmasked)
-  // square as Megatron counts it (Narayanan et al. 2021, eq. 3). MLA: Q·K over nope + rope dims, P·V over v.
+  // square as Megatron counts it (Narayanan et al. 2021, eq. 3); a windowed layer's queries against the
+  // window's keys alone. MLA: Q·K over nope + rope dims, P·V over v.
   const double width = mla.active() ? heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) / 2.0
                                     : static_cast<double>(q_dim());
-  return 2.0 * 2.0 * tokens * static_cast<double>(seq) * width;
+  return 2.0 * 2.0 * tokens * attended_keys(seq) * width;
+}
+
+double ModelSpec::attended_keys(int seq) const {
+  if (!windowed_at(seq)) return seq;
+  return ((layers - sliding_layers) * static_cast<double>(seq) + sliding_layers * static_cast<double>(sliding_window)) /
+         layers;
+}
+
+double ModelSpec::causal_square_fraction(int seq) const {
+  if (!windowed_at(seq)) return 0.5;
+  const double s = seq, w = sliding_window;
+  const double windowed = (w * s - 0.5 * w * w) / (s * s);
+  return ((layers - sliding_layers) * 0.5 + sliding_layers * windowed) / layers;
 }
 
 double ModelSpec::lm_head_flops_fwd(double tokens, int padded) const {

@@ -57,6 +57,12 @@ struct ModelSpec {
   int explicit_head_dim = 0;
   bool qkv_bias = false;         // biases on Q, K and V only (the Qwen2 family), when linear_bias is false
   bool attention_sinks = false;  // gpt-oss: one learned softmax sink per head
+  // Sliding-window attention (Mistral 7B v0.1, Gemma 2/3, gpt-oss): `sliding_layers` of the layers let a
+  // query see only the `sliding_window` most recent keys (itself included); the others attend causally
+  // to the whole sequence. Which layers they are does not change a layer's mean cost, so only the count
+  // is kept. 0, 0: every layer attends to the whole sequence.
+  int sliding_window = 0;
+  int sliding_layers = 0;
   MoeSpec moe;
   MlaSpec mla;
 
@@ -93,6 +99,14 @@ struct ModelSpec {
   // Attention scores and context (QK^T, AV) are counted separately.
   double layer_linear_flops_fwd(double tokens) const;
   double layer_attention_flops_fwd(double tokens, int seq) const;
+  // Whether some layer's window is shorter than `seq` (then its attention differs from a full layer's).
+  bool windowed_at(int seq) const { return sliding_layers > 0 && sliding_window < seq; }
+  // The mean over the layers of the keys each query is counted against, unmasked, as Megatron counts the
+  // full square: seq for a full layer, min(window, seq) for a windowed one.
+  double attended_keys(int seq) const;
+  // The mean over the layers of the share of the seq × seq score square a causal fused kernel computes
+  // (it skips masked tiles): 1/2 for a full layer, (w·s − w²/2)/s² for a window w < s.
+  double causal_square_fraction(int seq) const;
   double lm_head_flops_fwd(double tokens, int padded_vocab) const;
 };
 

@@ -136,12 +136,15 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
   std::vector<std::string> lines;
   lines.push_back(fmt::format(
       "model {}: {:.2f} B parameters{}, {} layers, hidden {}, {} heads ({}{}), ffn {}, vocab {}, "
-      "{}, {}{}",
+      "{}, {}{}{}",
       m.name, m.total_params() / 1e9, m.moe.active() ? fmt::format(" ({:.2f} B active)", m.active_params() / 1e9) : "",
       m.layers, m.hidden, m.heads,
       m.mla.active() ? fmt::format("MLA, kv rank {}", m.mla.kv_lora_rank) : fmt::format("{} kv", m.kv_heads),
       m.explicit_head_dim > 0 ? fmt::format(", head dim {}", m.explicit_head_dim) : "", m.ffn_hidden, m.vocab,
-      to_string(m.activation), to_string(m.norm), moe_summary(m)));
+      to_string(m.activation), to_string(m.norm), moe_summary(m),
+      m.sliding_layers > 0
+          ? fmt::format(", sliding window {} on {} of {} layers", m.sliding_window, m.sliding_layers, m.layers)
+          : ""));
   lines.push_back(fmt::format(
       "cluster {} ({}): {} x {} per node, {:.0f} GiB, {:.0f} TFLOP/s peak, {:.0f} GB/s NVLink, "
       "{:.0f} GB/s per GPU between nodes",

@@ -97,6 +97,26 @@ TEST(ContextParallelRules, PyTorchsRingAttentionHasNoAllToAll) {
                 "exchanges keys and values by p2p or all_gather");
 }
 
+// Under a window shorter than the sequence a ring would skip the far K/V chunks, which Loom does not
+// cost: refused with the window named. A window at least the sequence is full attention. The executor
+// runs no sliding window at all.
+TEST(ContextParallelRules, SlidingWindowAttentionIsNotCostedUnderCp) {
+  CpCase c;
+  c.model.sliding_window = 16;
+  c.model.sliding_layers = 1;
+  expect_broken(c.check(), rule::kCpSlidingWindow,
+                "cp 2 under sliding-window attention (1 of 4 layers see 16 tokens) is not modelled");
+  c.model.sliding_window = 64;
+  EXPECT_TRUE(c.check().ok());
+  c.model.sliding_window = 16;
+  c.config.cp = 1;
+  c.config.dp = 16;
+  ASSERT_TRUE(c.check().ok());
+  const RuleStatus run = exec::check_runnable(c.model, c.training, c.config);
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.violation().message, "the executor does not run sliding-window attention yet");
+}
+
 TEST(ContextParallelRules, SequenceParallelSplitsTheRanksOwnTokens) {
   CpCase c;
   c.training.seq_len = 8;

@@ -98,7 +98,7 @@ TEST(HfConfig, Llama31PlansForItsPretrainingContextNotTheScaledOne) {
 // does, and names the model after the directory, as for the file itself.
 TEST(HfConfig, ACheckpointDirectoryReadsItsConfigJson) {
   const std::string dir = std::string(LOOM_VALIDATION_DIR) + "/hf_configs/llama-3.1-8b";
-  for (const std::string given : {dir, dir + "/"}) {
+  for (const std::string& given : {dir, dir + "/"}) {
     auto from_dir = load_model(given);
     ASSERT_TRUE(from_dir.ok()) << given << ": " << from_dir.error().message;
     auto from_file = load_model(released("llama-3.1-8b"));
@@ -113,6 +113,62 @@ TEST(HfConfig, ACheckpointDirectoryReadsItsConfigJson) {
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error().message.find("without a config.json"), std::string::npos) << m.error().message;
   EXPECT_NE(m.error().message.find(empty.string()), std::string::npos) << m.error().message;
+}
+
+// Sliding-window attention as each family states it: gpt-oss's layer_types, Gemma 2's every other layer,
+// Gemma 3's sliding_window_pattern, Mistral's window on every layer, Qwen's only with use_sliding_window.
+TEST(HfConfig, SlidingWindowsAsEachFamilyStatesThem) {
+  auto gemma2 = load_model(released("gemma-2-9b"));
+  ASSERT_TRUE(gemma2.ok()) << gemma2.error().message;
+  EXPECT_EQ(gemma2->sliding_window, 4096);
+  EXPECT_EQ(gemma2->sliding_layers, 21);  // layers 0, 2, ..., 40 of 42
+  auto oss = load_model(released("gpt-oss-20b"));
+  ASSERT_TRUE(oss.ok()) << oss.error().message;
+  EXPECT_EQ(oss->sliding_window, 128);
+  EXPECT_EQ(oss->sliding_layers, 12);  // "sliding_attention" 12 times in layer_types
+  for (const std::string model : {"qwen1.5-moe-a2.7b", "mistral-nemo-12b", "mixtral-8x7b", "llama-3.1-8b"}) {
+    auto m = load_model(released(model));  // use_sliding_window false, or sliding_window null or absent
+    ASSERT_TRUE(m.ok()) << model;
+    EXPECT_EQ(m->sliding_layers, 0) << model;
+  }
+  const std::string base = R"("hidden_size": 512, "intermediate_size": 1024, "num_attention_heads": 8,
+    "num_hidden_layers": 26, "vocab_size": 1000, "max_position_embeddings": 8192)";
+  auto read = [&](const std::string& name, const std::string& fields) {
+    return load_model(write_temp(name + ".json", "{" + base + ", " + fields + "}"));
+  };
+  auto mistral = read("mistral", R"("model_type": "mistral", "sliding_window": 4096)");
+  ASSERT_TRUE(mistral.ok()) << mistral.error().message;
+  EXPECT_EQ(mistral->sliding_layers, 26);
+  auto gemma3 = read("gemma3", R"("model_type": "gemma3_text", "sliding_window": 512)");
+  ASSERT_TRUE(gemma3.ok()) << gemma3.error().message;
+  EXPECT_EQ(gemma3->sliding_layers, 26 - 4);  // every 6th layer (5, 11, 17, 23) attends globally
+  EXPECT_EQ(gemma3->sliding_window, 512);
+  auto qwen = read("qwen", R"("model_type": "qwen2", "use_sliding_window": true, "sliding_window": 4096,
+                              "max_window_layers": 20)");
+  ASSERT_TRUE(qwen.ok()) << qwen.error().message;
+  EXPECT_EQ(qwen->sliding_layers, 6);  // layers 20-25
+  auto gemma1 = read("gemma1", R"("model_type": "gemma", "head_dim": 64)");
+  ASSERT_TRUE(gemma1.ok()) << gemma1.error().message;
+  EXPECT_EQ(gemma1->sliding_layers, 0);
+  auto chunked = read(
+      "chunked", R"("model_type": "llama4_text", "sliding_window": 8192,
+                                    "layer_types": [)" +
+                     [] {
+                       std::string list;
+                       for (int i = 0; i < 26; ++i)
+                         list +=
+                             std::string(i ? ", " : "") + (i % 4 == 3 ? "\"full_attention\"" : "\"chunked_attention\"");
+                       return list;
+                     }() +
+                     "]");
+  ASSERT_FALSE(chunked.ok());
+  EXPECT_NE(chunked.error().message.find("layer type 'chunked_attention'"), std::string::npos)
+      << chunked.error().message;
+  auto short_list = read("short", R"("model_type": "gpt_oss", "sliding_window": 128,
+                                     "layer_types": ["sliding_attention", "full_attention"])");
+  ASSERT_FALSE(short_list.ok());
+  EXPECT_NE(short_list.error().message.find("must list the 26 layers"), std::string::npos)
+      << short_list.error().message;
 }
 
 TEST(HfConfig, Falcon7bReadsMultiQueryAndItsOwnFieldNames) {

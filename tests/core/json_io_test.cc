@@ -17,6 +17,30 @@ TEST(JsonIo, ModelRoundTrip) {
   }
 }
 
+// Sliding-window attention: written only when some layer has a window; a window alone is on every
+// layer; a layer count without a window, or above the layers, is one line.
+TEST(JsonIo, ModelSlidingWindowRoundTripAndBadInput) {
+  ModelSpec m = *model_preset("llama3-8b");
+  EXPECT_FALSE(to_json(m).contains("sliding_window"));
+  m.sliding_window = 4096;
+  m.sliding_layers = 16;
+  auto back = model_from_json(to_json(m));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->sliding_window, 4096);
+  EXPECT_EQ(back->sliding_layers, 16);
+  const std::string base = R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32)";
+  auto all = model_from_json(Json::parse(base + R"(, "sliding_window": 8})"));
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  EXPECT_EQ(all->sliding_layers, 2);
+  auto orphan = model_from_json(Json::parse(base + R"(, "sliding_window_layers": 1})"));
+  ASSERT_FALSE(orphan.ok());
+  EXPECT_NE(orphan.error().message.find("'sliding_window_layers' needs 'sliding_window'"), std::string::npos);
+  auto too_many = model_from_json(Json::parse(base + R"(, "sliding_window": 8, "sliding_window_layers": 3})"));
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.error().message.find("'sliding_window_layers' = 3 is out of range [0, 2]"), std::string::npos)
+      << too_many.error().message;
+}
+
 TEST(JsonIo, ModelDefaultsFollowDesign) {
   auto m = model_from_json(Json::parse(R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32})"));
   ASSERT_TRUE(m.ok()) << m.error().message;

@@ -527,6 +527,48 @@ TEST(CostModel, FlashAttention2RunsAtItsOwnCurveWhereTheCostFileHasOne) {
                    seconds(h100, FlashKernel::kFused, AttentionKernel::kUnfused, "qk"));
 }
 
+// Sliding-window attention (Gemma 2, gpt-oss): a fused kernel skips the tiles before each query's window
+// as it skips those past the diagonal, so a windowed layer computes w·s − w²/2 of the s² scores where a
+// full causal one computes s²/2; the unfused path still builds the whole square. Model FLOPs count a
+// windowed query against its w keys. A window at least the sequence changes nothing.
+TEST(CostModel, SlidingWindowAttentionComputesOnlyTheWindowsTiles) {
+  const ModelSpec full = *model_preset("llama3-8b");
+  ModelSpec windowed = full;
+  windowed.sliding_window = 1024;
+  windowed.sliding_layers = 16;  // of 32
+  ClusterSpec h100 = *cluster_preset("dgx-h100");
+  h100.compute.flash_attention_half_saturation_flops = 0;  // time proportional to FLOPs
+  ParallelConfig c;
+  c.micro_batch = 1;
+  auto seconds = [&](const ModelSpec& m, int seq, AttentionKernel attention, const char* name) {
+    TrainingSpec t{.gpus = 1, .global_batch = 1, .seq_len = seq, .attention = attention};
+    const ChunkCost cc = CostModel(m, t, c, h100, CollectiveModel(h100)).chunk(0, 0, false);
+    for (const PassCost* p : {&cc.forward, &cc.backward})
+      for (const auto& seg : p->segments)
+        if (seg.name == name) return seg.seconds - h100.compute.kernel_launch_s;
+    ADD_FAILURE() << name << " not found";
+    return 0.0;
+  };
+  const double s = 8192, w = 1024;
+  const double fraction = (16 * 0.5 + 16 * (w * s - 0.5 * w * w) / (s * s)) / 32;
+  EXPECT_DOUBLE_EQ(windowed.causal_square_fraction(8192), fraction);
+  for (const char* name : {"flash_attention", "flash_attention_bwd"})
+    EXPECT_NEAR(
+        seconds(windowed, 8192, AttentionKernel::kFlash, name) / seconds(full, 8192, AttentionKernel::kFlash, name),
+        fraction / 0.5, 1e-12)
+        << name;
+  EXPECT_NEAR(fraction / 0.5, 0.617, 1e-3);  // half the layers at 23.4 % of a full layer's work
+  for (const char* name : {"qk", "softmax", "av_bwd"})
+    EXPECT_DOUBLE_EQ(seconds(windowed, 8192, AttentionKernel::kUnfused, name),
+                     seconds(full, 8192, AttentionKernel::kUnfused, name))
+        << name;
+  EXPECT_DOUBLE_EQ(windowed.layer_attention_flops_fwd(8192, 8192) / full.layer_attention_flops_fwd(8192, 8192),
+                   (16 * s + 16 * w) / 32 / s);
+  EXPECT_DOUBLE_EQ(windowed.layer_attention_flops_fwd(1024, 1024), full.layer_attention_flops_fwd(1024, 1024));
+  EXPECT_DOUBLE_EQ(seconds(windowed, 1024, AttentionKernel::kFlash, "flash_attention"),
+                   seconds(full, 1024, AttentionKernel::kFlash, "flash_attention"));
+}
+
 // Megatron-LM's backward runs each column-parallel linear's TP collective beside a GEMM; the
 // collective's thread blocks hold collective_sm_fraction of the SMs meanwhile, so the GEMM takes
 // that fraction of the collective's time longer. A collective that outlasts its GEMM sets the time.
