@@ -46,6 +46,9 @@ struct ModelSpec {
   int vocab = 0;
   int seq_len = 0;                        // the model's trained context; the training spec may override
   std::string seq_len_source = "preset";  // where seq_len was read (a config field), for the plan's # lines
+  // A checkpoint directory's weights against this count (core/checkpoint_params.h), for the plan's #
+  // lines; empty when the model was not read from a directory holding weights.
+  std::string checkpoint_note;
   Activation activation = Activation::kGelu;
   Norm norm = Norm::kLayerNorm;
   PositionEmbedding position = PositionEmbedding::kLearned;

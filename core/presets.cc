@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/checkpoint_params.h"
 #include "core/hf_config.h"
 #include "core/json_io.h"
 #include "profiles/embedded_profiles.h"
@@ -158,10 +159,11 @@ Result<ModelSpec> load_model(const std::string& name_or_path_given) {
   auto json = read_json_file(name_or_path);
   if (!json) return json.error();
   if (looks_like_hf_config(*json)) {
-    auto model = model_from_hf_config(*json, std::filesystem::path(name_or_path).parent_path().filename().string(),
-                                      name_or_path);
+    const std::filesystem::path dir = std::filesystem::path(name_or_path).parent_path();
+    auto model = model_from_hf_config(*json, dir.filename().string(), name_or_path);
     if (!model) return model.error();
     if (model->name.empty()) model->name = std::filesystem::path(name_or_path).stem().string();
+    model->checkpoint_note = checkpoint_comparison(dir.empty() ? "." : dir, static_cast<double>(model->total_params()));
     return model;
   }
   auto model = model_from_json(*json);

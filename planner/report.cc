@@ -145,6 +145,7 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
       m.sliding_layers > 0
           ? fmt::format(", sliding window {} on {} of {} layers", m.sliding_window, m.sliding_layers, m.layers)
           : ""));
+  if (!m.checkpoint_note.empty()) lines.push_back("checkpoint: " + m.checkpoint_note);
   lines.push_back(fmt::format(
       "cluster {} ({}): {} x {} per node, {:.0f} GiB, {:.0f} TFLOP/s peak, {:.0f} GB/s NVLink, "
       "{:.0f} GB/s per GPU between nodes",
