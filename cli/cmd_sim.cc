@@ -59,6 +59,7 @@ std::string table_text(const Specs& specs, const ParallelConfig& c, const sim::S
   if (!specs.training.framework.empty())
     t += fmt::format("# framework: {} (`loom frameworks` lists its behaviours and their sources)\n",
                      specs.training.framework);
+  if (!specs.model.checkpoint_note.empty()) t += fmt::format("# checkpoint: {}\n", specs.model.checkpoint_note);
   t += fmt::format("step time            {:.4f} s\n", r.step_time_s);
   t += fmt::format("tokens/s             {:.0f}\n", r.tokens_per_s);
   t += fmt::format("TFLOP/s per GPU      {:.1f} model, {:.1f} hardware (with recompute)\n", r.tflops_per_gpu,
