@@ -459,6 +459,17 @@ TEST(CostModel, GemmsAreNeverFasterThanTheirBytes) {
   EXPECT_DOUBLE_EQ(cost.gemm_s(8192, 8192, 8192), e.kernel_launch_s + curve);
 }
 
+// The seconds of the forward or backward segment `name` of the first chunk, less the kernel launch.
+double attention_segment_s(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c,
+                           const ClusterSpec& cluster, const char* name) {
+  const ChunkCost cc = CostModel(m, t, c, cluster, CollectiveModel(cluster)).chunk(0, 0, false);
+  for (const PassCost* p : {&cc.forward, &cc.backward})
+    for (const auto& seg : p->segments)
+      if (seg.name == name) return seg.seconds - cluster.compute.kernel_launch_s;
+  ADD_FAILURE() << name << " not found";
+  return 0.0;
+}
+
 // Fused attention on a small shard runs below its peak efficiency: with a half-saturation size
 // equal to the layer's attention FLOPs (forward + backward) both passes take twice as long.
 TEST(CostModel, FlashAttentionEfficiencyFallsOnSmallShards) {
@@ -473,12 +484,7 @@ TEST(CostModel, FlashAttentionEfficiencyFallsOnSmallShards) {
   EXPECT_DOUBLE_EQ(cluster_from_json(to_json(curve))->compute.flash_attention_half_saturation_flops,
                    3.5 * forward_flops);
   auto seconds = [&](const ClusterSpec& c, const char* name) {
-    const ChunkCost cc = CostModel(m, t, ParallelConfig{}, c, CollectiveModel(c)).chunk(0, 0, false);
-    for (const PassCost* p : {&cc.forward, &cc.backward})
-      for (const auto& seg : p->segments)
-        if (seg.name == name) return seg.seconds - c.compute.kernel_launch_s;
-    ADD_FAILURE() << name << " not found";
-    return 0.0;
+    return attention_segment_s(m, t, ParallelConfig{}, c, name);
   };
   for (const char* name : {"flash_attention", "flash_attention_bwd"})
     EXPECT_NEAR(seconds(curve, name), 2.0 * seconds(constant, name), 1e-12) << name;
@@ -500,12 +506,7 @@ TEST(CostModel, FlashAttention2RunsAtItsOwnCurveWhereTheCostFileHasOne) {
   c.micro_batch = 1;
   auto seconds = [&](const ClusterSpec& cluster, FlashKernel kernel, AttentionKernel attention, const char* name) {
     TrainingSpec t{.gpus = 1, .global_batch = 1, .seq_len = 8192, .attention = attention, .flash_kernel = kernel};
-    const ChunkCost cc = CostModel(m, t, c, cluster, CollectiveModel(cluster)).chunk(0, 0, false);
-    for (const PassCost* p : {&cc.forward, &cc.backward})
-      for (const auto& seg : p->segments)
-        if (seg.name == name) return seg.seconds - cluster.compute.kernel_launch_s;
-    ADD_FAILURE() << name << " not found";
-    return 0.0;
+    return attention_segment_s(m, t, c, cluster, name);
   };
   // One layer's attention: 2·s²·h FLOPs forward (the causal half), 3.5 times that forward + backward.
   const double w = 3.5 * 2.0 * 8192.0 * 8192.0 * m.hidden;
@@ -542,12 +543,7 @@ TEST(CostModel, SlidingWindowAttentionComputesOnlyTheWindowsTiles) {
   c.micro_batch = 1;
   auto seconds = [&](const ModelSpec& m, int seq, AttentionKernel attention, const char* name) {
     TrainingSpec t{.gpus = 1, .global_batch = 1, .seq_len = seq, .attention = attention};
-    const ChunkCost cc = CostModel(m, t, c, h100, CollectiveModel(h100)).chunk(0, 0, false);
-    for (const PassCost* p : {&cc.forward, &cc.backward})
-      for (const auto& seg : p->segments)
-        if (seg.name == name) return seg.seconds - h100.compute.kernel_launch_s;
-    ADD_FAILURE() << name << " not found";
-    return 0.0;
+    return attention_segment_s(m, t, c, h100, name);
   };
   const double s = 8192, w = 1024;
   const double fraction = (16 * 0.5 + 16 * (w * s - 0.5 * w * w) / (s * s)) / 32;
