@@ -205,7 +205,8 @@ void read_moe(FieldReader& r, const Json& json, const std::string& type, ModelSp
 void read_sliding_window(FieldReader& r, const Json& json, const std::string& type, ModelSpec& m) {
   if (!r.ok()) return;  // the layer count may not have been read (a failed field reads as 0)
   const bool gemma2 = type.rfind("gemma2", 0) == 0, gemma3 = type.rfind("gemma3", 0) == 0, gemma = gemma2 || gemma3;
-  if (type.rfind("qwen", 0) == 0 && !r.boolean("use_sliding_window", false)) return;
+  const bool qwen = type.rfind("qwen", 0) == 0;
+  if (qwen && !r.boolean("use_sliding_window", false)) return;
   const bool listed = json.contains("layer_types") && !json["layer_types"].is_null();
   if (!listed && !gemma && !r.has("sliding_window")) return;
   int sliding = 0;
@@ -231,7 +232,7 @@ void read_sliding_window(FieldReader& r, const Json& json, const std::string& ty
     const long long pattern = r.integer("sliding_window_pattern", 6, 1, 1 << 20);
     if (!r.ok()) return;
     sliding = m.layers - static_cast<int>(m.layers / pattern);
-  } else if (type.rfind("qwen", 0) == 0) {
+  } else if (qwen) {
     sliding = std::max(0, m.layers - static_cast<int>(r.integer("max_window_layers", 28, 0, 1 << 20)));
   } else {
     sliding = m.layers;

@@ -184,17 +184,23 @@ double ModelSpec::layer_attention_flops_fwd(double tokens, int seq) const {
   return 2.0 * 2.0 * tokens * attended_keys(seq) * width;
 }
 
+namespace {
+// The mean over a model's layers of a figure that is `full` for a full-attention layer and `windowed`
+// for a sliding-window one.
+double mean_over_layers(const ModelSpec& m, double full, double windowed) {
+  return ((m.layers - m.sliding_layers) * full + m.sliding_layers * windowed) / m.layers;
+}
+}  // namespace
+
 double ModelSpec::attended_keys(int seq) const {
   if (!windowed_at(seq)) return seq;
-  return ((layers - sliding_layers) * static_cast<double>(seq) + sliding_layers * static_cast<double>(sliding_window)) /
-         layers;
+  return mean_over_layers(*this, seq, sliding_window);
 }
 
 double ModelSpec::causal_square_fraction(int seq) const {
   if (!windowed_at(seq)) return 0.5;
   const double s = seq, w = sliding_window;
-  const double windowed = (w * s - 0.5 * w * w) / (s * s);
-  return ((layers - sliding_layers) * 0.5 + sliding_layers * windowed) / layers;
+  return mean_over_layers(*this, 0.5, (w * s - 0.5 * w * w) / (s * s));
 }
 
 double ModelSpec::lm_head_flops_fwd(double tokens, int padded) const {

@@ -381,11 +381,11 @@ PassCost CostModel::attention_core_forward() const {
   if (training_.attention == AttentionKernel::kFlash) {
     // FlashAttention skips the masked half of a causal square, and under a sliding window the tiles
     // before it (ModelSpec::causal_square_fraction, the mean over the layers).
-    const double half = model_.causal_square_fraction(static_cast<int>(seq_));
-    const double flops = 2.0 * matmul_flops * half;
+    const double share = model_.causal_square_fraction(static_cast<int>(seq_));
+    const double flops = 2.0 * matmul_flops * share;
     const double eff = flash_efficiency(flops);
     const double s = eff > 0 ? flops / (cluster_->device.peak_flops * eff) + cluster_->compute.kernel_launch_s
-                             : gemm_s(tokens_, seq_ * half, 2.0 * q / t, flash_bytes());
+                             : gemm_s(tokens_, seq_ * share, 2.0 * q / t, flash_bytes());
     p.add("flash_attention", s, flops);
     return p;
   }
@@ -406,11 +406,11 @@ PassCost CostModel::attention_core_backward() const {
   const double matmul_flops = 2.0 * tokens_ * seq_ * q / t;
   if (training_.attention == AttentionKernel::kFlash) {
     // Backward: five s×s×d matmuls against the forward's two (recomputing the scores).
-    const double half = model_.causal_square_fraction(static_cast<int>(seq_));
-    const double flops = 2.5 * 2.0 * matmul_flops * half;
+    const double share = model_.causal_square_fraction(static_cast<int>(seq_));
+    const double flops = 2.5 * 2.0 * matmul_flops * share;
     const double eff = flash_efficiency(flops / 2.5);
     const double s = eff > 0 ? flops / (cluster_->device.peak_flops * eff) + cluster_->compute.kernel_launch_s
-                             : 2.5 * gemm_s(tokens_, seq_ * half, 2.0 * q / t, flash_bytes());
+                             : 2.5 * gemm_s(tokens_, seq_ * share, 2.0 * q / t, flash_bytes());
     p.add("flash_attention_bwd", s, flops);
     return p;
   }
