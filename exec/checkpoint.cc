@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
+#include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -24,6 +27,25 @@ constexpr const char* kFormatWithoutChecksums = "loom-checkpoint-1";
 constexpr std::int64_t kFingerprintTokens = 1 << 16;
 
 std::string hex32(std::uint32_t v) { return fmt::format("{:08x}", v); }
+
+// A manifest field that is not a whole number of its type.
+struct BadNumber : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The whole number m[key] as T. nlohmann's get<T>() casts a fractional or out-of-range number unchecked
+// (undefined behaviour: "optimizer_updates": 1e31 did so), and Loom writes every count as an integer.
+template <class T>
+T whole(const Json& m, const char* key) {
+  const Json& v = m.at(key);
+  if (v.is_number_unsigned()) {
+    if (const auto u = v.get<std::uint64_t>(); std::in_range<T>(u)) return static_cast<T>(u);
+  } else if (v.is_number_integer()) {
+    if (const auto i = v.get<std::int64_t>(); std::in_range<T>(i)) return static_cast<T>(i);
+  }
+  throw BadNumber(fmt::format("'{}' = {} is not a whole number in [{}, {}]", key, v.dump(),
+                              std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
+}
 
 // The step of a directory named step_NNNNNNNN (eight digits), or -1.
 int step_of_name(const std::string& name) {
@@ -73,15 +95,13 @@ std::string identity_difference(const Json& m, const RunIdentity& run) {
   auto differs = [](const char* what, auto saved, auto mine) {
     return fmt::format("was saved with {} {}, this run has {}", what, saved, mine);
   };
-  if (m.at("seed").get<std::uint64_t>() != run.seed)
-    return differs("--seed", m.at("seed").get<std::uint64_t>(), run.seed);
-  if (m.at("global_batch").get<std::int64_t>() != run.global_batch)
-    return differs("global batch", m.at("global_batch").get<std::int64_t>(), run.global_batch);
-  if (m.at("seq_len").get<int>() != run.seq_len)
-    return differs("sequence length", m.at("seq_len").get<int>(), run.seq_len);
+  if (whole<std::uint64_t>(m, "seed") != run.seed) return differs("--seed", whole<std::uint64_t>(m, "seed"), run.seed);
+  if (whole<std::int64_t>(m, "global_batch") != run.global_batch)
+    return differs("global batch", whole<std::int64_t>(m, "global_batch"), run.global_batch);
+  if (whole<int>(m, "seq_len") != run.seq_len) return differs("sequence length", whole<int>(m, "seq_len"), run.seq_len);
   if (m.contains("data")) {
     const Json& d = m.at("data");
-    const auto tokens = d.at("tokens").get<std::int64_t>();
+    const auto tokens = whole<std::int64_t>(d, "tokens");
     const std::string fingerprint = d.at("fingerprint_crc32c").get<std::string>();
     if (tokens != run.data_tokens || fingerprint != hex32(run.data_fingerprint))
       return fmt::format(
@@ -108,11 +128,11 @@ Result<ResumePoint> load_manifest(const std::string& step_dir, int step, const R
     if (format != kFormat && format != kFormatWithoutChecksums)
       return make_error(
           fmt::format("--resume: {}: format '{}' is not one this loom reads ({})", path, format, kFormat));
-    if (m.at("step").get<int>() != step)
+    if (whole<int>(m, "step") != step)
       return make_error(fmt::format("--resume: {}: records step {} but lies in the directory of step {}", path,
-                                    m.at("step").get<int>(), step));
+                                    whole<int>(m, "step"), step));
     // Absent in manifests written before skipped updates were counted: every step updated then.
-    point.updates = m.value("optimizer_updates", step);
+    point.updates = m.contains("optimizer_updates") ? whole<int>(m, "optimizer_updates") : step;
     if (point.updates < 0 || point.updates > step)
       return make_error(
           fmt::format("--resume: {}: records {} optimizer updates in {} steps", path, point.updates, step));
@@ -128,7 +148,7 @@ Result<ResumePoint> load_manifest(const std::string& step_dir, int step, const R
                                       shards.is_array() ? shards.size() : 0, saved->world_size()));
       for (int r = 0; r < saved->world_size(); ++r) {
         const Json& s = shards[static_cast<std::size_t>(r)];
-        ShardEntry e{s.at("file").get<std::string>(), s.at("bytes").get<std::int64_t>(), 0};
+        ShardEntry e{s.at("file").get<std::string>(), whole<std::int64_t>(s, "bytes"), 0};
         // Only the expected name, so a manifest cannot point outside its directory.
         if (e.file != fmt::format("rank_{:05d}.bin", r))
           return make_error(
@@ -142,6 +162,8 @@ Result<ResumePoint> load_manifest(const std::string& step_dir, int step, const R
       }
     }
   } catch (const Json::exception& e) {
+    return make_error(fmt::format("--resume: {}: malformed ({})", path, e.what()));
+  } catch (const BadNumber& e) {
     return make_error(fmt::format("--resume: {}: malformed ({})", path, e.what()));
   }
   for (int r = 0; r < point.config.world_size(); ++r) {

@@ -122,6 +122,23 @@ TEST_F(ExecCheckpointDamage, CheckpointOfAnotherModelIsRefused) {
   expect_refused(r, {"step_00000004/manifest.json", "holds model 'micro'"});
 }
 
+// A hand-edited manifest whose counts are not whole numbers of their type (the fuzzer's 1e31 updates,
+// a fractional step, a sequence length past an int) is refused in one line: nlohmann's get<int>() would have cast them
+// unchecked.
+TEST_F(ExecCheckpointDamage, ManifestCountsOutOfRangeAreRefused) {
+  const std::string path = dir_ + "/step_00000004/manifest.json";
+  const Json manifest = Json::parse(std::ifstream(path));
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, Json>>{{"optimizer_updates", Json::parse("44444444444444444444444444444444")},
+                                                 {"step", 4.5},
+                                                 {"seq_len", 1000000000000LL}}) {
+    Json edited = manifest;
+    edited[key] = value;
+    std::ofstream(path, std::ios::trunc) << edited.dump(1);
+    expect_refused(resume(), {"step_00000004/manifest.json", "'" + key + "'", "not a whole number"});
+  }
+}
+
 TEST_F(ExecCheckpointDamage, UnfinishedSaveNamedByLatestFallsBackToNewestComplete) {
   // A crash after `latest` moved to a save that then lost its manifest (a later re-save of the same
   // step removes the manifest first): step 4 is incomplete, step 2 is the newest complete one.
