@@ -10,6 +10,8 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "kernels/cuda_check.h"
+
 namespace loom::kernels {
 
 __device__ __forceinline__ float to_float(float x) { return x; }
@@ -72,35 +74,79 @@ inline unsigned grid_for(std::int64_t n, int threads = kThreads) {
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
 
 // out[c] += Σ_r f(r, c).x (and out2[c] += Σ_r f(r, c).y when out2 is given), summed in fp32 in a fixed
-// order, so the result is the same on every run. Block (32, kColumnRows): 32 columns, rows strided.
+// order, so the result is the same on every run. Block (32, kColumnRows): 32 columns, rows strided. A
+// layer's columns alone give too few blocks to fill a GPU (768 columns: 24 blocks of 32 on 132 SMs, each
+// reading 8192 rows), so the rows are also split into `parts` chunks: each (column block, chunk) block
+// writes its sums to `partial` [parts][cols], and add_column_partials adds the chunks in order.
 constexpr int kColumnRows = 16;
 template <class F>
-__global__ void add_column_sums_kernel(float* out, float* out2, std::int64_t rows, std::int64_t cols, F f) {
-  __shared__ float2 partial[kColumnRows][33];
+__global__ void add_column_sums_kernel(float* out, float* out2, float2* partial, std::int64_t rows, std::int64_t cols,
+                                       std::int64_t chunk, F f) {
+  __shared__ float2 part[kColumnRows][33];
   const std::int64_t c = blockIdx.x * 32 + threadIdx.x;
+  const std::int64_t first = blockIdx.y * chunk, end = first + chunk < rows ? first + chunk : rows;
   float2 sum = make_float2(0.0f, 0.0f);
   if (c < cols)
-    for (std::int64_t r = threadIdx.y; r < rows; r += kColumnRows) {
+    for (std::int64_t r = first + threadIdx.y; r < end; r += kColumnRows) {
       const float2 v = f(r, c);
       sum.x += v.x;
       sum.y += v.y;
     }
-  partial[threadIdx.y][threadIdx.x] = sum;
+  part[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
   if (threadIdx.y != 0 || c >= cols) return;
   for (int y = 1; y < kColumnRows; ++y) {
-    sum.x += partial[y][threadIdx.x].x;
-    sum.y += partial[y][threadIdx.x].y;
+    sum.x += part[y][threadIdx.x].x;
+    sum.y += part[y][threadIdx.x].y;
+  }
+  if (partial != nullptr) {
+    partial[blockIdx.y * cols + c] = sum;
+    return;
   }
   out[c] += sum.x;
   if (out2 != nullptr) out2[c] += sum.y;
 }
 
+static __global__ void add_column_partials_kernel(float* out, float* out2, const float2* partial, std::int64_t cols,
+                                                  int parts) {
+  const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= cols) return;
+  float2 sum = partial[c];
+  for (int p = 1; p < parts; ++p) {
+    sum.x += partial[p * cols + c].x;
+    sum.y += partial[p * cols + c].y;
+  }
+  out[c] += sum.x;
+  if (out2 != nullptr) out2[c] += sum.y;
+}
+
+// Chunks of rows for a column sum: enough blocks for several waves on any GPU Loom runs on (512: 3.9
+// waves of 132 SMs), each chunk at least kColumnChunkRows rows (4 per thread), at most kColumnParts.
+constexpr std::int64_t kColumnTargetBlocks = 512, kColumnChunkRows = 64, kColumnParts = 64;
+inline int column_parts(std::int64_t rows, std::int64_t cols) {
+  const std::int64_t col_blocks = (cols + 31) / 32;
+  const std::int64_t wanted = (kColumnTargetBlocks + col_blocks - 1) / col_blocks;
+  return static_cast<int>(std::clamp<std::int64_t>(std::min(wanted, rows / kColumnChunkRows), 1, kColumnParts));
+}
+
 template <class F>
 void add_column_sums(float* out, float* out2, std::int64_t rows, std::int64_t cols, F f, cudaStream_t stream) {
   const dim3 block(32, kColumnRows);
-  const unsigned grid = static_cast<unsigned>((cols + 31) / 32);
-  add_column_sums_kernel<<<grid, block, 0, stream>>>(out, out2, rows, cols, f);
+  const unsigned col_blocks = static_cast<unsigned>((cols + 31) / 32);
+  const int parts = column_parts(rows, cols);
+  const std::int64_t chunk = (rows + parts - 1) / parts;
+  if (parts == 1) {
+    add_column_sums_kernel<<<dim3(col_blocks, 1), block, 0, stream>>>(out, out2, nullptr, rows, cols, chunk, f);
+    return;
+  }
+  // Scratch from the stream-ordered pool (at most 64 × cols float2: 1.5 MiB for 3072 columns), freed in
+  // stream order behind the kernels that use it; it is not counted by the backend's allocator.
+  float2* partial = nullptr;
+  CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), sizeof(float2) * parts * cols, stream));
+  add_column_sums_kernel<<<dim3(col_blocks, static_cast<unsigned>(parts)), block, 0, stream>>>(out, out2, partial, rows,
+                                                                                               cols, chunk, f);
+  add_column_partials_kernel<<<grid_for(cols), kThreads, 0, stream>>>(out, out2, partial, cols, parts);
+  CUDA_CHECK(cudaFreeAsync(partial, stream));
 }
 
 }  // namespace loom::kernels
