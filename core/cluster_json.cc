@@ -2,14 +2,12 @@
 // profiles in profiles/ and the ones `loom profile` measures.
 #include <fmt/format.h>
 
-#include "core/internal/json_fields.h"
+#include "core/json_fields.h"
 #include "core/json_io.h"
 #include "core/names.h"
 #include "core/units.h"
 
 namespace loom {
-
-using internal::FieldReader;
 
 double ClusterSpec::gpu_memory_gib() const { return device.memory_bytes / kGiB; }
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "core/internal/json_fields.h"
+#include "core/json_fields.h"
 
 namespace loom {
 
@@ -17,8 +17,6 @@ bool looks_like_hf_config(const Json& json) {
 }
 
 namespace {
-
-using internal::FieldReader;
 
 bool is_one_of(const std::string& s, std::initializer_list<const char*> names) {
   for (const char* n : names)

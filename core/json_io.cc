@@ -10,12 +10,10 @@
 #include <fmt/format.h>
 
 #include "core/framework.h"
-#include "core/internal/json_fields.h"
+#include "core/json_fields.h"
 #include "core/pipeline_split.h"
 
 namespace loom {
-
-using internal::FieldReader;
 
 namespace {
 

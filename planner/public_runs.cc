@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string_view>
 
 #include "core/config_rules.h"
 #include "core/framework.h"
+#include "core/json_fields.h"
 #include "core/json_io.h"
 #include "core/presets.h"
 #include "planner/memory_model.h"
@@ -26,25 +28,25 @@ bool contains(std::string_view text, std::string_view word) { return text.find(w
 // non-gated two-matrix MLP, costed as the GELU one (the file's activation_flop_class says the same).
 // None of these published performance runs uses dropout.
 Result<ModelSpec> row_model(const Json& m) {
+  if (!m.is_object()) return make_error("'model' must be an object");
+  // The shape as a model JSON is read (types, ranges, divisibility, Loom's size limit): the file is the
+  // user's --validation-dir. Nemotron's squared ReLU is read as the non-gated MLP it is costed as.
+  Json shape = m;
+  if (shape.value("activation", Json()) == "squared_relu") shape["activation"] = "gelu";
+  auto checked = model_from_json(shape);
+  if (!checked) return checked.error();
   ModelSpec s;
-  s.name = m.value("name", "");
-  s.layers = m.value("layers", 0);
-  s.hidden = m.value("hidden", 0);
-  s.heads = m.value("heads", 0);
-  s.kv_heads = m.value("kv_heads", s.heads);
-  s.ffn_hidden = m.value("ffn_hidden", 0);
-  s.vocab = m.value("vocab", 0);
-  s.seq_len = m.value("seq_len", 0);
+  s.name = checked->name;
+  s.layers = checked->layers;
+  s.hidden = checked->hidden;
+  s.heads = checked->heads;
+  s.kv_heads = checked->kv_heads;
+  s.ffn_hidden = checked->ffn_hidden;
+  s.vocab = checked->vocab;
+  s.seq_len = checked->seq_len;
   s.tied_embeddings = m.value("tied_embeddings", false);
-  const std::string act = m.value("activation", "");
-  if (act == "swiglu")
-    s.activation = Activation::kSwiGLU;
-  else if (act == "gelu" || act == "squared_relu")
-    s.activation = Activation::kGelu;
-  else
-    return make_error(fmt::format("activation '{}' is not modelled", act));
-  const std::string norm = m.value("norm", "");
-  s.norm = norm == "rmsnorm" ? Norm::kRMSNorm : Norm::kLayerNorm;
+  s.activation = checked->activation;
+  s.norm = checked->norm;
   const bool gpt3 = contains(s.name, "GPT3");
   s.linear_bias = gpt3;
   s.position = gpt3 ? PositionEmbedding::kLearned : PositionEmbedding::kRotary;
@@ -66,6 +68,42 @@ const Json* secondary_of(const Json& r) {
   return r.contains("metric_secondary") && r["metric_secondary"].is_object() ? &r["metric_secondary"] : nullptr;
 }
 
+// The row's fields as their types (numbers as whole numbers in range, or positive where they are
+// measurements): `express` and the summary read them after this, as a malformed file is the user's.
+Status check_row_fields(const Json& r, const std::string& where) {
+  FieldReader f(r, where);
+  for (const char* key : {"id", "gpu", "precision", "metric_name", "recompute"}) f.string(key, std::string());
+  for (const char* key : {"fsdp", "config_inconsistent"}) f.boolean(key, false);
+  f.integer("gpus", std::nullopt, 1, 1 << 24);
+  f.integer("global_batch", std::nullopt, 1, 1LL << 40);
+  for (const char* key : {"tp", "cp", "pp", "vp", "ep"}) f.integer(key, 1, 1, 1 << 20);
+  f.integer("dp", 1, 1, 1 << 24);
+  f.integer("micro_batch", 1, 1, 1 << 24);
+  if (f.has("step_time_s")) f.number("step_time_s", std::nullopt, 1e-9);
+  if (f.has("metric_value")) f.number("metric_value", std::nullopt, 0);
+  if (f.has("source")) {
+    FieldReader source(r["source"], where + " source");
+    source.string("name", std::string());
+    if (!source.ok()) return make_error(source.error());
+  }
+  if (!f.ok()) return make_error(f.error());
+  // The model's sizes as whole numbers (row_model reads them against Loom's limits, refusing the row).
+  if (r.contains("model") && r["model"].is_object()) {
+    FieldReader m(r["model"], where + " model");
+    for (const char* key : {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len"})
+      if (m.has(key)) m.integer(key, std::nullopt, 1, std::numeric_limits<int>::max());
+    if (!m.ok()) return make_error(m.error());
+  }
+  if (const Json* secondary = secondary_of(r)) {
+    FieldReader g(*secondary, where + " metric_secondary");
+    g.string("techniques", std::string());
+    g.integer("dp_as_printed", 1, 1, 1 << 24);
+    if (g.has("peak_memory_GiB")) g.number("peak_memory_GiB", std::nullopt, 0);
+    if (!g.ok()) return make_error(g.error());
+  }
+  return {};
+}
+
 // Fills training and config from the row; returns why the row cannot be expressed (empty: it can).
 std::string express(const Json& r, PublicRun& run) {
   const std::string precision = r.value("precision", "");
@@ -73,7 +111,7 @@ std::string express(const Json& r, PublicRun& run) {
   TrainingSpec& t = run.training;
   ParallelConfig& c = run.config;
   t.gpus = r.value("gpus", 0);
-  t.global_batch = r.value("global_batch", 0);
+  t.global_batch = r.value("global_batch", 0LL);
   t.seq_len = run.model.seq_len;
   // Each row under the stack that produced it (core/framework.h): Megatron-core for NeMo and
   // Megatron-Bridge, torchtitan for torchtitan's benchmarks, whose async-TP rows turn its
@@ -262,12 +300,15 @@ Result<std::vector<PublicRun>> reproduce_public_runs(const std::string& json_pat
   std::map<std::string, ClusterSpec> clusters;
   std::vector<PublicRun> runs;
   for (const Json& r : j["rows"]) {
+    if (!r.is_object()) return make_error(fmt::format("{}: a row that is not an object", json_path));
     PublicRun run;
-    run.id = r.value("id", "");
+    run.id = r.value("id", Json()).is_string() ? r["id"].get<std::string>() : "";
+    if (Status fields = check_row_fields(r, fmt::format("{}: row '{}'", json_path, run.id)); !fields)
+      return fields.error();
     run.source = r.contains("source") ? r["source"].value("name", "") : "";
     run.cluster = cluster_of(r.value("gpu", ""));
     if (r.contains("step_time_s") && r["step_time_s"].is_number()) run.published_s = r["step_time_s"].get<double>();
-    auto model = row_model(r["model"]);
+    auto model = row_model(r.value("model", Json()));
     if (!model) {
       run.refused = model.error().message;
     } else {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/framework.h"
+#include "core/json_fields.h"
 #include "core/json_io.h"
 #include "core/presets.h"
 #include "planner/search.h"
@@ -28,18 +29,43 @@ TrainingSpec paper_training(int gpus, long long global_batch, int seq) {
 }
 
 // A validation row's GPT as Megatron-LM builds it: ModelSpec's defaults (learned positions, biases,
-// dropout, tied embeddings, GELU) with the row's layers, hidden size and heads, an MLP of 4h.
-ModelSpec megatron_gpt(const std::string& name, const Json& row, int vocab, int seq) {
+// dropout, tied embeddings, GELU) with the row's layers, hidden size and heads, an MLP of 4h. The shape
+// is read as a model JSON is (types, ranges, heads dividing hidden, Loom's size limit): the file is the
+// user's --validation-dir.
+Result<ModelSpec> megatron_gpt(const std::string& name, const Json& row, const Json& common, const std::string& where) {
+  Json shape = {{"name", name},
+                {"vocab", common.contains("vocab") ? common["vocab"] : Json(51200)},
+                {"seq_len", common.contains("seq_len") ? common["seq_len"] : Json(2048)}};
+  for (const char* key : {"layers", "hidden", "heads"})
+    if (row.contains(key)) shape[key] = row[key];
+  auto checked = model_from_json(shape);
+  if (!checked) return make_error(fmt::format("{}: {}", where, checked.error().message));
   ModelSpec m;
   m.name = name;
-  m.layers = row.value("layers", 0);
-  m.hidden = row.value("hidden", 0);
-  m.heads = row.value("heads", 0);
+  m.layers = checked->layers;
+  m.hidden = checked->hidden;
+  m.heads = checked->heads;
   m.kv_heads = m.heads;
   m.ffn_hidden = 4 * m.hidden;
-  m.vocab = vocab;
-  m.seq_len = seq;
+  m.vocab = checked->vocab;
+  m.seq_len = checked->seq_len;
   return m;
+}
+
+// A row's run: GPU count, global batch, TP and PP (and, where given, micro-batch and interleaving) as
+// whole numbers in range, GPUs a multiple of tp·pp, and its published time, in seconds, positive.
+Status check_run(const Json& row, const char* time_key, const std::string& where) {
+  FieldReader r(row, where);
+  const long long gpus = r.integer("gpus", std::nullopt, 1, 1 << 24);
+  r.integer("global_batch", std::nullopt, 1, 1LL << 40);
+  const long long tp = r.integer("tp", 1, 1, 1 << 20), pp = r.integer("pp", 1, 1, 1 << 20);
+  r.integer("micro_batch", 1, 1, 1 << 24);
+  r.integer("interleave", 1, 1, 1 << 10);
+  if (time_key != nullptr) r.number(time_key, std::nullopt, 1e-9);
+  if (!r.ok()) return make_error(r.error());
+  if (gpus % (tp * pp) != 0)
+    return make_error(fmt::format("{}: {} GPUs do not split over tp {} × pp {}", where, gpus, tp, pp));
+  return {};
 }
 
 }  // namespace
@@ -51,15 +77,24 @@ Result<std::vector<PublishedRow>> reproduce_korthikanti_table5(const std::string
   const Json& j = *json;
   if (!j.contains("configs") || !j.contains("table5_iteration_time_s") || !j.contains("common"))
     return make_error(fmt::format("{}: not the Korthikanti et al. validation file", json_path));
-  const int seq = j["common"].value("seq_len", 2048);
-  const int vocab = j["common"].value("vocab", 51200);
+  if (!j["configs"].is_array() || !j["common"].is_object() || !j["table5_iteration_time_s"].is_object())
+    return make_error(fmt::format("{}: not the Korthikanti et al. validation file", json_path));
   std::vector<PublishedRow> rows;
   for (const char* setting : {"full_recompute", "sequence_parallel_plus_selective"}) {
     for (const auto& c : j["configs"]) {
+      if (!c.is_object() || !c.value("model", Json()).is_string())
+        return make_error(fmt::format("{}: a config without a 'model' name", json_path));
       const std::string name = c.value("model", "");
       const auto& times = j["table5_iteration_time_s"][setting];
-      if (!times.contains(name)) continue;
-      const ModelSpec m = megatron_gpt("megatron-" + name, c, vocab, seq);
+      if (!times.is_object() || !times.contains(name)) continue;
+      const std::string where = fmt::format("{}: {}", json_path, name);
+      if (!times[name].is_number() || !(times[name].get<double>() > 0))
+        return make_error(fmt::format("{}: the {} time must be a positive number of seconds", where, setting));
+      if (Status run = check_run(c, nullptr, where); !run) return run.error();
+      auto model = megatron_gpt("megatron-" + name, c, j["common"], where);
+      if (!model) return model.error();
+      const ModelSpec& m = *model;
+      const int seq = m.seq_len;
       PublishedRow row;
       row.model = name;
       row.setting = setting;
@@ -94,11 +129,18 @@ Result<std::vector<PublishedRow>> reproduce_narayanan_table1(const std::string& 
     return make_error(fmt::format("{}: not the Narayanan et al. validation file", json_path));
   auto preset = find_framework(framework);
   if (!preset) return preset.error();
-  const int seq = j["common"].value("seq_len", 2048);
-  const int vocab = j["common"].value("vocab", 51200);
+  if (!j["common"].is_object())
+    return make_error(fmt::format("{}: not the Narayanan et al. validation file", json_path));
   std::vector<PublishedRow> rows;
   for (const auto& r : j["rows"]) {
-    const ModelSpec m = megatron_gpt(fmt::format("gpt-{}b", r.value("params_billion", 0.0)), r, vocab, seq);
+    if (!r.is_object() || !r.value("params_billion", Json()).is_number())
+      return make_error(fmt::format("{}: a row without its 'params_billion'", json_path));
+    const std::string where = fmt::format("{}: the {}B row", json_path, r.value("params_billion", 0.0));
+    if (Status run = check_run(r, "iteration_time_s_derived", where); !run) return run.error();
+    auto model = megatron_gpt(fmt::format("gpt-{}b", r.value("params_billion", 0.0)), r, j["common"], where);
+    if (!model) return model.error();
+    const ModelSpec& m = *model;
+    const int seq = m.seq_len;
     PublishedRow row;
     row.model = fmt::format("{}B", r.value("params_billion", 0.0));
     row.gpus = r.value("gpus", 0);

@@ -4,7 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <tuple>
 
 #include "core/json_io.h"
 #include "run_loom.h"
@@ -90,6 +93,43 @@ TEST(Cli, MalformedHfConfigIsOneLineNamingTheField) {
     const auto path = dir / ("hf_bad" + std::to_string(i++) + ".json");
     write(path, "{" + fields + ", " + base + "}");
     expect_bad_input("plan --model " + path.string() + " --gpus 8 --global-batch 8", expected);
+  }
+}
+
+// `loom validate --validation-dir` reads the user's folder: a published-measurements file with a field of
+// the wrong type or out of range is one line naming the file and the row, exit 2. Before, a tp of 1e30
+// stopped the process with SIGFPE, a tp of "eight" was "a bug in Loom", and a layer count of -5 was
+// simulated. Each case edits one field of a copy of ../shared/validation.
+TEST(Cli, MalformedValidationFilesAreOneLineNamingTheRow) {
+  const auto dir = scratch_dir() / "validation";
+  std::filesystem::create_directories(dir);
+  const std::string source = LOOM_VALIDATION_DIR;
+  auto edit = [&](const char* file, const std::string& pointer, const nlohmann::json& value) {
+    for (const char* f : {"korthikanti2022.json", "narayanan2021_table1.json", "h100_public.json"})
+      std::filesystem::copy_file(source + "/" + f, dir / f, std::filesystem::copy_options::overwrite_existing);
+    auto json = nlohmann::json::parse(std::ifstream(dir / file));
+    json[nlohmann::json::json_pointer(pointer)] = value;
+    write(dir / file, json.dump());
+  };
+  const std::string published = "validate --published --validation-dir " + dir.string();
+  const std::string runs = "validate --public-runs --validation-dir " + dir.string();
+  const std::tuple<const char*, const char*, nlohmann::json, std::string, const char*> cases[] = {
+      {"narayanan2021_table1.json", "/rows/0/tp", 1e30, published, "the 1.7B row: 'tp' = 1e+30 is out of range"},
+      {"narayanan2021_table1.json", "/rows/0/tp", "eight", published, "the 1.7B row: 'tp' must be an integer"},
+      {"narayanan2021_table1.json", "/rows/0/layers", -5, published, "'layers' = -5 is out of range"},
+      {"narayanan2021_table1.json", "/rows/0/iteration_time_s_derived", 0, published,
+       "'iteration_time_s_derived' = 0 is out of range"},
+      {"korthikanti2022.json", "/configs/0/tp", 3, published, "22B: 8 GPUs do not split over tp 3 × pp 1"},
+      {"korthikanti2022.json", "/table5_iteration_time_s/full_recompute/22B", "fast", published,
+       "the full_recompute time must be a positive number of seconds"},
+      {"h100_public.json", "/rows/0/tp", 1e30, runs, "row 'nemo2407-GPT3-5B-64': 'tp' = 1e+30 is out of range"},
+      {"h100_public.json", "/rows/0/model/layers", "many", runs, "model: 'layers' must be an integer"},
+      {"h100_public.json", "/rows/0/fsdp", "yes", runs, "'fsdp' must be true or false"},
+      {"h100_public.json", "/rows/0/source", 5, runs, "source: expected a JSON object"},
+  };
+  for (const auto& [file, pointer, value, command, expected] : cases) {
+    edit(file, pointer, value);
+    expect_bad_input(command, expected);
   }
 }
 

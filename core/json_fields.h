@@ -1,5 +1,5 @@
-// Typed, validated field access for the JSON readers in core/. Collects the first error so a
-// reader can check many fields and report one clear line.
+// Typed, validated field access for Loom's JSON readers (core/, and the planner's validation files).
+// Collects the first error so a reader can check many fields and report one clear line.
 #pragma once
 
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-namespace loom::internal {
+namespace loom {
 
 class FieldReader {
  public:
@@ -104,4 +104,4 @@ class FieldReader {
   std::string error_;
 };
 
-}  // namespace loom::internal
+}  // namespace loom
