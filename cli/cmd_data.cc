@@ -1,13 +1,12 @@
 // `loom data prepare --input TEXT --out TOKENS.bin`: byte-level tokenisation (vocabulary 256, one
 // token per byte) into llm.c's .bin token format, which `loom run --data` reads.
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "core/json_io.h"
 #include "exec/data_loader.h"
 
 namespace loom::cli {
@@ -20,9 +19,9 @@ struct DataPrepareOptions {
 };
 
 int run_data_prepare(const DataPrepareOptions& o) {
-  std::ifstream in(o.input, std::ios::binary);
-  if (!in) throw InputError(fmt::format("--input: cannot read '{}'", o.input));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto read = read_text_file(o.input);  // a directory is refused by name, not read as a stream that fails
+  if (!read) throw InputError(fmt::format("--input: {}", read.error().message));
+  const std::string& text = *read;
   if (text.size() < 2) throw InputError(fmt::format("--input: '{}' has fewer than 2 bytes", o.input));
   if (text.size() > 0x7fffffffULL) throw InputError(fmt::format("--input: '{}' is over 2^31 bytes", o.input));
   std::vector<std::uint16_t> tokens(text.size());

@@ -1,6 +1,7 @@
 // What `loom run` writes: the JSONL log of DESIGN.md's contract and a Chrome trace per rank whose
 // slice names are the simulator's (core/trace_names.h), from a real 2-stage pipeline under mpirun.
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <utility>
@@ -186,6 +187,13 @@ TEST(ExecRunOutput, DataPrepareWritesByteTokens) {
       run_shell(fmt::format("{} data prepare --input {}/none.txt --out {}/u.bin", loom_binary(), dir, dir));
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("none.txt"), std::string::npos);
+  // A directory given as the text: one line naming it (it was read as a stream that failed mid-read,
+  // "a bug in Loom", exit 1).
+  const ProcessResult directory =
+      run_shell(fmt::format("{} data prepare --input {} --out {}/v.bin", loom_binary(), dir, dir));
+  EXPECT_EQ(directory.exit_code, 2) << directory.err;
+  EXPECT_NE(directory.err.find("is a directory"), std::string::npos) << directory.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/v.bin"));
 }
 
 // An unknown backend, and --backend cuda where it cannot start (a build without CUDA, or no device), are
