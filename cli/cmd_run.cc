@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -135,10 +136,31 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   if (Status legal = exec::check_runnable(t.model, t.training, c); !legal)
     throw InputError(fmt::format("layout {}: {}", describe(c), legal.error().message));
   if (o.steps < 1) throw InputError(fmt::format("--steps: {} must be at least 1", o.steps));
+  // The optimizer's settings as AdamW takes them (a NaN or negative learning rate trained on, silently).
+  const auto in_range = [](const char* flag, double v, double lo, double hi, const char* what) {
+    if (!(v >= lo && v <= hi)) throw InputError(fmt::format("{}: {:g} must be {}", flag, v, what));
+  };
+  const exec::OptimizerSettings& opt = o.optimizer;
+  in_range("--lr", opt.learning_rate, 0, 1e3, "a learning rate from 0 to 1000");
+  in_range("--min-lr-fraction", opt.min_lr_fraction, 0, 1, "a fraction of --lr from 0 to 1");
+  in_range("--weight-decay", opt.weight_decay, 0, 1e3, "a weight decay from 0 to 1000");
+  in_range("--grad-clip", opt.grad_clip, 0, 1e30, "a gradient norm, 0 for no clipping");
+  if (opt.warmup_steps < 0) throw InputError(fmt::format("--warmup: {} must not be negative", opt.warmup_steps));
+  if (opt.decay_steps < 0)
+    throw InputError(fmt::format("--decay-steps: {} must not be negative (0: --steps)", opt.decay_steps));
+  if (o.dropout != -1.0f) in_range("--dropout", o.dropout, 0, 0.999999, "a probability from 0, below 1");
   if (o.save_every < 0) throw InputError("--save-every must not be negative");
   if ((o.save_every > 0 || o.resume) && o.checkpoint_dir.empty())
     throw InputError("--save-every and --resume need --checkpoint-dir");
   if (o.keep_checkpoints < 0) throw InputError("--keep-checkpoints must not be negative (0 keeps all)");
+  // Where saves go must be a directory before the first step trains, not found wanting at the first save.
+  if (o.save_every > 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.checkpoint_dir, ec);
+    if (ec || !std::filesystem::is_directory(o.checkpoint_dir))
+      throw InputError(fmt::format("--checkpoint-dir: '{}' is not a directory Loom can create or write into{}",
+                                   o.checkpoint_dir, ec ? fmt::format(" ({})", ec.message()) : std::string()));
+  }
   if (o.on_nan != "stop" && o.on_nan != "skip")
     throw InputError(fmt::format("--on-nan: '{}' is neither 'stop' nor 'skip'", o.on_nan));
   if (!(o.comm_timeout_s >= 0) || o.comm_timeout_s > 1e6)
@@ -162,7 +184,6 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   o.optimizer.decay_steps = o.optimizer.decay_steps > 0 ? o.optimizer.decay_steps : o.steps;
   t.optimizer = o.optimizer;
   t.seed = static_cast<std::uint64_t>(o.seed);
-  if (o.dropout >= 1.0f) throw InputError(fmt::format("--dropout: {} must be below 1", o.dropout));
   t.dropout = o.dropout;
   if (o.resume) {
     const auto point = value_or_exit(exec::find_resumable_checkpoint(o.checkpoint_dir, exec::run_identity(t, *r.data)));

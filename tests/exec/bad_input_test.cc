@@ -124,6 +124,36 @@ TEST_F(ExecBadInput, ContextParallelTheLayoutCannotTake) {
   expect_one_clear_error(r, "sequence 32 not divisible by 2·cp = 6");
 }
 
+// The optimizer's settings as AdamW takes them: a NaN or negative learning rate, a dropout of 1 and a
+// negative warm-up trained on before (a dropout of 1 was the only one refused).
+TEST_F(ExecBadInput, OptimizerSettingsOutOfRange) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--lr nan", "--lr: nan must be a learning rate from 0 to 1000"},
+      {"--lr -1e-3", "--lr: -0.001 must be a learning rate"},
+      {"--dropout 1", "--dropout: 1 must be a probability from 0, below 1"},
+      {"--dropout -0.5", "--dropout: -0.5 must be a probability"},
+      {"--warmup -2", "--warmup: -2 must not be negative"},
+      {"--grad-clip nan", "--grad-clip: nan must be a gradient norm"},
+  };
+  for (const auto& [flag, expected] : cases) {
+    const ProcessResult r =
+        run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1 {}", loom_run(1), data_, flag), 60);
+    expect_one_clear_error(r, expected);
+  }
+}
+
+// A --checkpoint-dir that is a file is refused before the first step, not at the first save.
+TEST_F(ExecBadInput, CheckpointDirThatIsAFile) {
+  const std::string file = dir_ + "/not_a_dir";
+  std::ofstream(file) << "x";
+  const ProcessResult r =
+      run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 2 --save-every 1 --checkpoint-dir {}",
+                            loom_run(1), data_, file),
+                60);
+  expect_one_clear_error(r, "--checkpoint-dir: '" + file + "' is not a directory");
+  EXPECT_EQ(r.out.find("step "), std::string::npos) << "no step may run: " << r.out;
+}
+
 TEST_F(ExecBadInput, ResumeWithoutCheckpoint) {
   const ProcessResult r =
       run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1 --checkpoint-dir {}/empty --resume",
