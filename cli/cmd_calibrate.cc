@@ -136,7 +136,7 @@ std::function<int()> add_calibrate(CLI::App& root) {
   app->add_flag("--fit-ceiling", flags->fit_ceiling,
                 "--vtrain: fit the GEMM efficiency ceiling too (else only the half-saturation size; small models "
                 "constrain the ceiling poorly)");
-  app->add_option("--threads", flags->threads, "simulation threads");
+  add_threads_option(*app, flags->threads, "simulation threads (default: all hardware threads)");
   app->add_option("--trace", flags->traces, "Chrome trace(s) of `loom run --trace` (one per rank) to fit --cluster to");
   app->add_option("--model", flags->model,
                   "the traced run's model (preset or JSON), for traces that do not carry their run")

@@ -75,7 +75,7 @@ std::function<int()> add_plan(CLI::App& root) {
   add_output_flags(*app, flags->format, flags->out, "table, csv, json or md");
   app->add_flag("--explain", flags->explain, "list rejected configurations grouped by reason");
   app->add_option("--emit-plan", flags->emit_plan, "write the fastest configuration as a plan file for `loom run`");
-  app->add_option("--threads", flags->threads, "simulation threads (default: all hardware threads)");
+  add_threads_option(*app, flags->threads, "simulation threads (default: all hardware threads)");
   return [flags] { return run_plan(*flags); };
 }
 

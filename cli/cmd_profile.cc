@@ -481,7 +481,7 @@ std::function<int()> add_profile(CLI::App& root) {
   app->add_option("--min-bytes", flags->min_bytes, "smallest collective message")->capture_default_str();
   app->add_option("--max-bytes", flags->max_bytes, "largest collective message")->capture_default_str();
   app->add_option("--factor", flags->factor, "message size step")->capture_default_str();
-  app->add_option("--threads", flags->threads, "threads per rank")->capture_default_str();
+  add_threads_option(*app, flags->threads, "threads per rank")->capture_default_str();
   app->add_option("--model", flags->model,
                   "also time this model's layers (preset name, JSON or Hugging Face config.json): its GEMMs at TP "
                   "1-8 and micro-batches 1-8 at its sequence length, its memory-bound ops, as the planner asks for "

@@ -373,7 +373,7 @@ std::function<int()> add_run_command(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--log", o->log, "JSONL file, one object per step (rank 0)");
   cmd->add_option("--trace", o->trace, "Chrome trace per rank (FILE, or FILE.rankR.json with several ranks)");
-  cmd->add_option("--threads", o->threads, "CPU threads per rank (default: cores / ranks on the node)");
+  add_threads_option(*cmd, o->threads, "CPU threads per rank (default: cores / ranks on the node)");
   cmd->add_option("--lr", o->optimizer.learning_rate, "peak learning rate")->capture_default_str();
   cmd->add_option("--min-lr-fraction", o->optimizer.min_lr_fraction, "cosine floor as a fraction of --lr")
       ->capture_default_str();

@@ -44,6 +44,12 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitBadInput = 2;
 
+// --threads on any subcommand: 0 (the default) means the machine's, and a count is at most 65,536 (a
+// negative count meant the default, silently).
+inline CLI::Option* add_threads_option(CLI::App& app, int& threads, const std::string& help) {
+  return app.add_option("--threads", threads, help)->check(CLI::Range(0, 1 << 16));
+}
+
 // add(root) creates the subcommand on `root` and returns what to run once it is chosen.
 using CommandFactory = std::function<std::function<int()>(CLI::App& root)>;
 
