@@ -480,7 +480,9 @@ std::function<int()> add_profile(CLI::App& root) {
   app->add_option("--format", flags->format, "printed output: table or json")->capture_default_str();
   app->add_option("--min-bytes", flags->min_bytes, "smallest collective message")->capture_default_str();
   app->add_option("--max-bytes", flags->max_bytes, "largest collective message")->capture_default_str();
-  app->add_option("--factor", flags->factor, "message size step")->capture_default_str();
+  app->add_option("--factor", flags->factor, "message size step (each size this many times the last)")
+      ->check(CLI::Range(2, 1 << 10))
+      ->capture_default_str();
   add_threads_option(*app, flags->threads, "threads per rank")->capture_default_str();
   app->add_option("--model", flags->model,
                   "also time this model's layers (preset name, JSON or Hugging Face config.json): its GEMMs at TP "
