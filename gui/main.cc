@@ -1,7 +1,8 @@
 // loom-gui: explore parallel training configurations visually. Takes the spec flags of
 // `loom plan` (and its restriction lists) as the starting inputs; `--screenshot FILE.png`
 // renders the main window for those inputs once the search and the best plan's simulation are
-// done, saves it, and exits (0: saved; 1: saved, but nothing fits or the search failed; 2: bad input).
+// done, saves it, and exits (0: saved; 1: saved, but nothing fits or the search failed; 2: bad input,
+// including restrictions the search finds no layout for, and nothing is written).
 #include <QApplication>
 #include <QImage>
 #include <QSaveFile>
@@ -96,6 +97,13 @@ int take_screenshot(loom::gui::MainWindow& window, const GuiFlags& flags) {
       &window, &loom::gui::MainWindow::idle, &window,
       [&] {
         const auto& outcome = window.outcome();
+        // Inputs the search finds no layout for (restrictions that leave none): bad input, as in `loom plan`,
+        // so nothing is written.
+        if (!outcome.ok() && outcome.bad_input) {
+          fmt::print(stderr, "loom-gui: {}\n", outcome.error);
+          QApplication::exit(kExitBadInput);
+          return;
+        }
         if (!outcome.ok() || outcome.result.plans.empty()) {
           fmt::print(stderr, "loom-gui: {}\n",
                      outcome.ok() ? fmt::format("no configuration of {} on {} GPUs fits", outcome.specs.model.name,

@@ -18,6 +18,7 @@ PlanOutcome run_plan_request(const PlanRequest& request, const ProgressFn& progr
     auto stacks = resolve_specs_per_framework(request.specs);
     if (!stacks) {
       out.error = stacks.error().message;
+      out.bad_input = !stacks.error().internal();
       return out;
     }
     out.stacks = std::move(*stacks);
@@ -25,6 +26,7 @@ PlanOutcome run_plan_request(const PlanRequest& request, const ProgressFn& progr
     auto space = parse_search_space(request.config);
     if (!space) {
       out.error = space.error().message;
+      out.bad_input = !space.error().internal();
       return out;
     }
     PlanOptions options;
@@ -33,6 +35,7 @@ PlanOutcome run_plan_request(const PlanRequest& request, const ProgressFn& progr
     auto result = search_stacks(out.stacks, *space, options);
     if (!result) {
       out.error = result.error().message;
+      out.bad_input = !result.error().internal();
       return out;
     }
     out.result = std::move(*result);

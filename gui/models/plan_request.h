@@ -28,6 +28,7 @@ struct PlanOutcome {
   std::vector<Specs> stacks;
   PlanResult result;
   std::string error;
+  bool bad_input = false;  // `error` is the input's fault (`loom plan` exits 2 for it), not Loom's
   bool ok() const { return error.empty(); }
   // The specs a row was searched under: its stack's (the first when it names none).
   const Specs& specs_for(const PlanRow& row) const;

@@ -53,6 +53,12 @@ TEST(GuiScreenshot, BadInputIsOneLineAndExitStatusTwo) {
   const GuiRun list = run_gui({"--screenshot", png, "--gpus", "16", "--global-batch", "64", "--tp", "2,x"});
   EXPECT_EQ(list.exit_code, 2);
   EXPECT_TRUE(list.stderr_text.contains("--tp")) << list.stderr_text.toStdString();
+  // Restrictions that leave no layout are found by the search, and are bad input too (`loom plan`: exit 2);
+  // they exited 1 and wrote the window.
+  const GuiRun none = run_gui({"--screenshot", png, "--gpus", "16", "--global-batch", "64", "--tp", "3"});
+  EXPECT_EQ(none.exit_code, 2) << none.stderr_text.toStdString();
+  EXPECT_TRUE(none.stderr_text.contains("no parallel layout of 16 GPUs")) << none.stderr_text.toStdString();
+  EXPECT_FALSE(QFile::exists(png));
 }
 
 }  // namespace
