@@ -139,8 +139,9 @@ void add_column_sums(float* out, float* out2, std::int64_t rows, std::int64_t co
     add_column_sums_kernel<<<dim3(col_blocks, 1), block, 0, stream>>>(out, out2, nullptr, rows, cols, chunk, f);
     return;
   }
-  // Scratch from the stream-ordered pool (at most 64 × cols float2: 1.5 MiB for 3072 columns), freed in
-  // stream order behind the kernels that use it; it is not counted by the backend's allocator.
+  // Scratch from the stream-ordered pool, parts × cols float2: about (512 + col_blocks) × 32 of them, at
+  // most 256 KiB (132 KiB for 768 columns), freed in stream order behind the kernels that use it; it is not
+  // counted by the backend's allocator.
   float2* partial = nullptr;
   CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), sizeof(float2) * parts * cols, stream));
   add_column_sums_kernel<<<dim3(col_blocks, static_cast<unsigned>(parts)), block, 0, stream>>>(out, out2, partial, rows,

@@ -122,9 +122,9 @@ TEST_F(ExecCheckpointDamage, CheckpointOfAnotherModelIsRefused) {
   expect_refused(r, {"step_00000004/manifest.json", "holds model 'micro'"});
 }
 
-// A hand-edited manifest whose counts are not whole numbers of their type (the fuzzer's 1e31 updates,
-// a fractional step, a sequence length past an int) is refused in one line: nlohmann's get<int>() would have cast them
-// unchecked.
+// A hand-edited manifest whose counts are not whole numbers of their type (the fuzzer's 1e31 updates, a
+// fractional step, a sequence length past an int) is refused in one line: nlohmann's get<int>() would have
+// cast them unchecked.
 TEST_F(ExecCheckpointDamage, ManifestCountsOutOfRangeAreRefused) {
   const std::string path = dir_ + "/step_00000004/manifest.json";
   const Json manifest = Json::parse(std::ifstream(path));
