@@ -27,6 +27,10 @@ std::string preset_text(const FrameworkPreset& p) {
   line("ZeRO-3 collective per", to_string(p.zero3_unit.value), p.zero3_unit.source);
   line("ZeRO-3 gathered through PP", p.zero3_pp_keep_gathered.value ? "yes" : "no", p.zero3_pp_keep_gathered.source);
   line("ZeRO-3 shards fp32 masters", p.zero3_fp32_shards.value ? "yes" : "no", p.zero3_fp32_shards.source);
+  line(
+      "ZeRO-3 prefetch",
+      p.zero3_prefetch_elements.value > 0 ? fmt::format("{:g}M elem", p.zero3_prefetch_elements.value / 1e6) : "1 unit",
+      p.zero3_prefetch_elements.source);
   line("host time per GPU op", fmt::format("{:g} us", p.host_op_s.value * 1e6), p.host_op_s.source);
   line("element-wise kernels", to_string(p.elementwise.value), p.elementwise.source);
   line("fused attention kernel", to_string(p.flash_kernel.value), p.flash_kernel.source);

@@ -76,6 +76,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {FlashKernel::kFused, "unused: the stack's attention is unfused (above)"},
         {CpAttention::kTe, "unused: the stack has no context parallelism (above)"},
         {false, "unused: the stack has no sequence parallelism (above)"},
+        {0, "unused: no ZeRO-3"},
     },
     {
         "megatron-core",
@@ -133,6 +134,9 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {false,
          "Megatron-core's activations are [s, b, h] (megatron/core/transformer): sequence parallelism gathers and "
          "scatters the first dimension, in place"},
+        {0,
+         "Loom's default, one layer ahead: how far Megatron-FSDP prefetches is not among Loom's sources (with "
+         "layers alike, one ahead already hides every gather that the compute can hide)"},
     },
     {
         "torchtitan",
@@ -212,6 +216,10 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "the scatter (torch/distributed/_functional_collectives.py all_gather_tensor, reduce_scatter_tensor); not "
          "under asynchronous TP, whose fused all-gather-matmul and matmul-reduce-scatter "
          "(torch/distributed/_symmetric_memory) move the dimension to the front as a view"},
+        {0,
+         "FSDP2's default overlap prefetches one module ahead; explicit lists of two or more modules "
+         "(set_modules_to_forward_prefetch, set_modules_to_backward_prefetch) prefetch more "
+         "(../shared/reference/collectives-at-scale.md section 4)"},
     },
     {
         "deepspeed",
@@ -259,6 +267,11 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {FlashKernel::kFused, "unused: the stack's attention is unfused (above)"},
         {CpAttention::kTe, "unused: the stack has no context parallelism (above)"},
         {false, "unused: the stack has no sequence parallelism (above)"},
+        {5e7,
+         "stage3_prefetch_bucket_size, 5e7 elements by default (runtime/zero/config.py): each module's hook "
+         "prefetches the modules after it in the trace of the first step up to that many elements, at least one "
+         "(runtime/zero/partitioned_param_coordinator.py; ../shared/reference/collectives-at-scale.md section 4); "
+         "the 1e9-element stage3_max_live_parameters cap is not modelled"},
     },
 }};
 
@@ -296,6 +309,7 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
   if (!keep.flash_kernel) t.flash_kernel = preset.flash_kernel.value;
   if (!keep.cp_attention) t.cp_attention = preset.cp_attention.value;
   t.sp_collective_copies = preset.sp_collective_copies.value;
+  t.zero3_prefetch_elements = preset.zero3_prefetch_elements.value;
   t.loss_bytes_per_logit = t.elementwise == Elementwise::kEager ? preset.loss_bytes_per_logit.value
                                                                 : preset.compiled_loss_bytes_per_logit.value;
 }

@@ -54,9 +54,10 @@ struct FrameworkPreset {
   // eager and fused (compiled).
   Sourced<double> loss_bytes_per_logit;
   Sourced<double> compiled_loss_bytes_per_logit;
-  Sourced<FlashKernel> flash_kernel;   // the kernel fused attention runs (TrainingSpec::flash_kernel)
-  Sourced<CpAttention> cp_attention;   // what runs context-parallel attention (TrainingSpec::cp_attention)
-  Sourced<bool> sp_collective_copies;  // SP collectives copy their tensor (TrainingSpec::sp_collective_copies)
+  Sourced<FlashKernel> flash_kernel;        // the kernel fused attention runs (TrainingSpec::flash_kernel)
+  Sourced<CpAttention> cp_attention;        // what runs context-parallel attention (TrainingSpec::cp_attention)
+  Sourced<bool> sp_collective_copies;       // SP collectives copy their tensor (TrainingSpec::sp_collective_copies)
+  Sourced<double> zero3_prefetch_elements;  // ZeRO-3 prefetch depth (TrainingSpec::zero3_prefetch_elements)
 };
 
 // Every preset, in the order `--framework`'s help lists them.

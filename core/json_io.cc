@@ -249,6 +249,7 @@ Json to_json(const TrainingSpec& t) {
   j["zero3_unit"] = to_string(t.zero3_unit);
   if (t.zero3_pp_keep_gathered) j["zero3_pp_keep_gathered"] = true;
   if (t.zero3_fp32_shards) j["zero3_fp32_shards"] = true;
+  if (t.zero3_prefetch_elements > 0) j["zero3_prefetch_elements"] = t.zero3_prefetch_elements;
   if (t.sp_collective_copies) j["sp_collective_copies"] = true;
   if (!t.framework.empty()) j["framework"] = t.framework;
   if (t.moe_imbalance != 1.0) j["moe_imbalance"] = t.moe_imbalance;
@@ -291,6 +292,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.gpu_cv = r.number("gpu_cv", 0.0, 0.0, 1.0);
   t.host_op_s = r.number("host_op_s", 0.0, 0.0, 0.1);
   t.loss_bytes_per_logit = r.number("loss_bytes_per_logit", 4.0, 0.0, 64.0);
+  t.zero3_prefetch_elements = r.number("zero3_prefetch_elements", 0.0, 0.0, 1e15);
   const std::string unit = r.string("zero3_unit", std::string(to_string(Zero3Unit::kLayer)));
   if (!r.ok()) return make_error(r.error());
   const auto zero3_unit = parse_zero3_unit(unit);

@@ -66,6 +66,12 @@ struct TrainingSpec {
   bool zero3_fp32_shards = false;
   // What one ZeRO-3 gather and reduce-scatter covers (core/names.h; the --framework's, core/framework.h).
   Zero3Unit zero3_unit = Zero3Unit::kLayer;
+  // ZeRO-3's prefetch: as a unit's compute starts, its hook issues the gathers of the units after it
+  // until this many parameter elements are newly in flight, at least one unit. 0: one unit ahead, as
+  // FSDP1 (backward prefetch, rate limiter), FSDP2 (implicit prefetch) and Loom's executor do; DeepSpeed:
+  // its stage3_prefetch_bucket_size, 5e7 (../shared/reference/collectives-at-scale.md §4). A unit whose
+  // gather outlasts the compute of the unit before it stalls the compute stream (CostModel::zero3_prefetch_wait_s).
+  double zero3_prefetch_elements = 0;
   // The software stack the run is described by (core/framework.h; empty: none named, the
   // behaviours above as set). A named one also limits the configurations to those it can run.
   std::string framework = "";

@@ -33,6 +33,7 @@ void PassCost::append(const PassCost& other, int times) {
   tp_comm_exposed_s += other.tp_comm_exposed_s * times;
   cp_comm_exposed_s += other.cp_comm_exposed_s * times;
   ep_comm_exposed_s += other.ep_comm_exposed_s * times;
+  dp_comm_exposed_s += other.dp_comm_exposed_s * times;
   sm_shared_s += other.sm_shared_s * times;
   flops += other.flops * times;
   compute_sq_s2 += other.compute_sq_s2 * times;
@@ -302,32 +303,108 @@ double CostModel::grad_norm_reduce_s() const {
   return group.size > 1 ? collectives_.time_s(Collective::kAllReduce, 4.0, group) : 0.0;
 }
 
+CostModel::Zero3Modules CostModel::zero3_modules() const {
+  const LayerDims d = dims();
+  Zero3Modules m{{d.hidden * (d.q_width + 2.0 * d.kv_width) / d.tp, d.q_width * d.hidden / d.tp,
+                  d.hidden * d.mlp_up_width / d.tp, d.ffn * d.hidden / d.tp},
+                 0.0};
+  // The rest (norms, biases) is partitioned parameter by parameter: one below DeepSpeed's
+  // stage3_param_persistence_threshold (1e5 elements, runtime/zero/config.py) is never partitioned.
+  // Where the largest is above it, the rest is charged as one gather more.
+  constexpr double kPersistenceThreshold = 1e5;
+  double largest = d.hidden;  // a norm's weight
+  if (model_.linear_bias || model_.qkv_bias) largest = std::max(largest, (d.q_width + 2.0 * d.kv_width) / d.tp);
+  if (model_.linear_bias) largest = std::max(largest, d.mlp_up_width / d.tp);
+  const double rest =
+      layer_params_per_tp_rank(model_, config_.tp) - m.linear[0] - m.linear[1] - m.linear[2] - m.linear[3];
+  if (largest > kPersistenceThreshold && rest > 0) m.rest = rest;
+  return m;
+}
+
 double CostModel::zero3_collective_s(Collective c, int stage, int chunk) const {
   const double element_bytes = c == Collective::kAllGather ? training_.param_bytes : training_.grad_bytes;
   auto one = [&](double params) { return params > 0 ? shard_collective_s(c, params * element_bytes) : 0.0; };
-  const double layer = layer_params_per_tp_rank(model_, config_.tp);
-  // A layer's linear modules as DeepSpeed hooks them (Megatron's fused QKV and fc1); its norms and
-  // any smaller parameters below DeepSpeed's stage3_param_persistence_threshold (1e5 elements,
-  // runtime/zero/config.py) are never partitioned. MoE and latent-attention layers: per layer.
-  double layer_s = one(layer);
+  // A layer's linear modules as DeepSpeed hooks them; MoE and latent-attention layers: per layer.
+  double layer_s = one(layer_params_per_tp_rank(model_, config_.tp));
   if (training_.zero3_unit == Zero3Unit::kModule && !model_.moe.active() && !model_.mla.active()) {
-    const LayerDims d = dims();
-    const double modules[4] = {d.hidden * (d.q_width + 2.0 * d.kv_width) / d.tp, d.q_width * d.hidden / d.tp,
-                               d.hidden * d.mlp_up_width / d.tp, d.ffn * d.hidden / d.tp};
-    constexpr double kPersistenceThreshold = 1e5;
-    double rest = layer;
-    layer_s = 0;
-    for (double m : modules) {
-      layer_s += one(m);
-      rest -= m;
-    }
-    if (rest > kPersistenceThreshold) layer_s += one(rest);
+    const Zero3Modules m = zero3_modules();
+    layer_s = one(m.rest);
+    for (double p : m.linear) layer_s += one(p);
   }
   const StageParams p = loom::stage_params(model_, config_, stage);
   double seconds = layer_s * chunk_layers(model_.layers, config_, stage, chunk);
   if (chunk == 0) seconds += one(p.embedding);
   if (chunk == config_.vpp - 1) seconds += one(p.head);
   return seconds;
+}
+
+std::vector<Zero3Step> CostModel::zero3_layer_steps(bool backward, const PassCost& layer) const {
+  const double bytes = training_.param_bytes;
+  if (training_.zero3_unit != Zero3Unit::kModule || model_.moe.active() || model_.mla.active()) {
+    // One unit a layer: its pass and its gather.
+    const double params = layer_params_per_tp_rank(model_, config_.tp);
+    return {{layer.seconds, shard_collective_s(Collective::kAllGather, params * bytes), params}};
+  }
+  // The modules' hooks split the layer's pass: its kernels are needed, recorded where the planner
+  // keeps only totals.
+  PassCost recorded;
+  if (!layer.record) {
+    CostModel recording = *this;
+    recording.record_segments_ = true;
+    recorded = recording.new_pass();
+    if (backward)
+      recording.layer_backward(recorded, recorded);
+    else
+      recorded = recording.layer_forward(true);
+  }
+  const PassCost& pass = layer.record ? layer : recorded;
+  // Where each module's hook fires: its forward GEMM (in the backward, its recomputed forward where
+  // full recompute runs one, else its input-gradient GEMM, last module first).
+  const bool recomputed = backward && config_.recompute == Recompute::kFull;
+  static constexpr const char* kForward[4] = {"qkv", "attn_out", "mlp_up", "mlp_down"};
+  static constexpr const char* kRecompute[4] = {"recompute qkv", "recompute attn_out", "recompute mlp_up",
+                                                "recompute mlp_down"};
+  static constexpr const char* kBackward[4] = {"mlp_down_bwd", "mlp_up_bwd", "attn_out_bwd", "qkv_bwd"};
+  const char* const* names = !backward ? kForward : recomputed ? kRecompute : kBackward;
+  const int module_of[4] = {0, 1, 2, 3};
+  const int reversed[4] = {3, 2, 1, 0};
+  const int* order = backward && !recomputed ? reversed : module_of;
+
+  const Zero3Modules m = zero3_modules();
+  std::vector<Zero3Step> steps(4, Zero3Step{0, 0, 0});
+  for (int u = 0; u < 4; ++u) {
+    const double elements = m.linear[order[u]] + (order[u] == 0 ? m.rest : 0.0);  // the rest: with the QKV
+    steps[u].elements = elements;
+    steps[u].gather_s = shard_collective_s(Collective::kAllGather, elements * bytes);
+  }
+  // Each segment's time goes to the unit whose hook last fired; what runs before the first hook is the
+  // tail of the layer before (the layers repeat), so it goes to the last unit.
+  int unit = 3;
+  int next = 0;
+  for (const Segment& seg : pass.segments) {
+    if (seg.beside) continue;
+    if (next < 4 && seg.name == names[next]) unit = next++;
+    steps[unit].compute_s += seg.seconds;
+  }
+  if (next < 4) return {};
+  return steps;
+}
+
+double CostModel::zero3_prefetch_wait_s(int stage, int chunk, bool backward) const {
+  if (!zero3_gathers_every_pass(config_, training_)) return 0.0;
+  PassCost layer = new_pass();
+  if (backward)
+    layer_backward(layer, layer);
+  else
+    layer = layer_forward(true);
+  return zero3_prefetch_wait_s(stage, chunk, backward, layer);
+}
+
+double CostModel::zero3_prefetch_wait_s(int stage, int chunk, bool backward, const PassCost& layer) const {
+  if (!zero3_gathers_every_pass(config_, training_)) return 0.0;
+  return sim::zero3_prefetch_wait_s(zero3_layer_steps(backward, layer),
+                                    chunk_layers(model_.layers, config_, stage, chunk),
+                                    training_.zero3_prefetch_elements);
 }
 
 double CostModel::stage_params(int stage) const { return loom::stage_params(model_, config_, stage).total(); }
@@ -1044,6 +1121,9 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
   c.backward.append(layer_in, layers);
   if (split_weight_grad) c.weight.append(layer_w, layers);
   if (first) add_memory(c.backward, "embedding_bwd", tokens_ * h * (ab + 4.0));
+  // ZeRO-3's gathers that a limited prefetch leaves the compute waiting for.
+  c.forward.add_dp_wait("wait all_gather dp", zero3_prefetch_wait_s(stage, chunk, false, fwd));
+  c.backward.add_dp_wait("wait all_gather dp", zero3_prefetch_wait_s(stage, chunk, true, layer_in));
   if (training_.host_op_s > 0)
     for (PassCost* p : {&c.forward, &c.backward, &c.weight}) p->floor_at_host_dispatch(training_.host_op_s);
   return c;

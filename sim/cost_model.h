@@ -15,6 +15,7 @@
 #include "core/parallel_config.h"
 #include "core/training_spec.h"
 #include "sim/collectives.h"
+#include "sim/zero3_prefetch.h"
 
 namespace loom::sim {
 
@@ -40,6 +41,7 @@ struct PassCost {
   double tp_comm_exposed_s = 0;
   double cp_comm_exposed_s = 0;  // context-parallel KV exchange not hidden behind attention tiles
   double ep_comm_exposed_s = 0;  // expert-parallel token dispatch and combine (all-to-all)
+  double dp_comm_exposed_s = 0;  // ZeRO-3 gathers a limited prefetch leaves the compute stream waiting for
   double sm_shared_s = 0;        // of `seconds`: GEMM time added by the SMs collectives beside it held
   double flops = 0;              // hardware FLOPs executed (recompute included)
   double compute_sq_s2 = 0;      // Σ t² over its compute segments (kernel jitter's variance, sim/jitter.h)
@@ -81,6 +83,13 @@ struct PassCost {
     ep_comm_exposed_s += s;
     if (record) segments.push_back({name, s, true, Lane::kEpComm, false});
   }
+  // ZeRO-3 parameter gathers the compute stream waits for (exposed).
+  void add_dp_wait(const char* name, double s) {
+    if (s <= 0) return;
+    seconds += s;
+    dp_comm_exposed_s += s;
+    if (record) segments.push_back({name, s, true, Lane::kCompute, false});
+  }
   // A context-parallel transfer running beside the next segment: shown, not charged.
   void add_cp_beside(const std::string& name, double s) {
     if (record) segments.push_back({name, s, true, Lane::kCpComm, true});
@@ -104,6 +113,12 @@ struct LayerForwardParts {
   bool attention_core = true;
   bool reduce_scatter = true;  // the row-parallel outputs' reduce-scatter under SP
 };
+
+// ZeRO-3 gathers the parameters in every pass: ZeRO-3 over more than one rank, not kept gathered
+// through a pipeline.
+inline bool zero3_gathers_every_pass(const ParallelConfig& c, const TrainingSpec& t) {
+  return c.zero >= 3 && c.grad_ranks() > 1 && !c.zero3_gathered_through_pipeline(t.zero3_pp_keep_gathered);
+}
 
 // Which of the cost file's kernel timings a plan of `world_size` ranks reads: those taken with
 // this many ranks of a node running at once (0: the file's timings carry no such tag).
@@ -186,6 +201,12 @@ class CostModel {
   // `chunk` of `stage` runs: one collective per unit (a layer, or each linear module of it under
   // Zero3Unit::kModule; the embedding and the LM head their own), each paying its latency.
   double zero3_collective_s(Collective c, int stage, int chunk) const;
+  // ZeRO-3: what one pass over local chunk `chunk` of `stage` waits for its gathers under a limited
+  // prefetch (sim/zero3_prefetch.h; TrainingSpec::zero3_prefetch_elements): DeepSpeed's module units,
+  // whose gathers and compute differ, where the compute would hide the gathers; layer units only where
+  // the gathers outlast the compute (the last layer computes after its gather). 0 without ZeRO-3 gathers
+  // in every pass. The embedding and the head are left out.
+  double zero3_prefetch_wait_s(int stage, int chunk, bool backward) const;
   double replica_collective_s(Collective c, double bytes) const {
     return collectives_.time_s(c, bytes, replica_group());
   }
@@ -256,6 +277,21 @@ class CostModel {
   double flash_bytes() const;
   double unfused_matmul_bytes() const;
   double flash_efficiency(double forward_flops) const;
+  // ZeRO-3: one layer's units in the order a pass's hooks reach them, each with the compute from its
+  // hook to the next and its gather (zero3_prefetch_wait_s): the layer itself (`layer`, its pass), or
+  // under Zero3Unit::kModule its four linear modules. Empty where the pass's segments do not name every
+  // module.
+  std::vector<Zero3Step> zero3_layer_steps(bool backward, const PassCost& layer) const;
+  // The same, from the layer's pass (its forward, or its backward's input-gradient pass) as chunk() has it.
+  double zero3_prefetch_wait_s(int stage, int chunk, bool backward, const PassCost& layer) const;
+  // The parameters of one layer's four linear modules on one TP rank (Megatron's fused QKV and fc1),
+  // in forward order, and those of the rest that DeepSpeed partitions (0 where every one of them is
+  // below its persistence threshold).
+  struct Zero3Modules {
+    double linear[4];
+    double rest;
+  };
+  Zero3Modules zero3_modules() const;
   PassCost attention_core_forward() const;
   PassCost attention_core_backward() const;
   // Context parallelism's attention (cp > 1) on this rank's s/cp query tokens, by kind.

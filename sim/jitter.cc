@@ -25,7 +25,8 @@ double integrate_expected_max(double n) {
 
 // A pass's compute: its time less the communication it waited for.
 double compute_s(const PassCost& p) {
-  return p.seconds - p.tp_comm_exposed_s - p.cp_comm_exposed_s - p.ep_comm_exposed_s - p.host_bound_s;
+  return p.seconds - p.tp_comm_exposed_s - p.cp_comm_exposed_s - p.ep_comm_exposed_s - p.dp_comm_exposed_s -
+         p.host_bound_s;
 }
 
 // A stage's compute over its m micro-batches, and Σ t² over its kernels.

@@ -24,9 +24,11 @@ namespace {
 // its compute and hold `fraction` of the SMs while they do (CostModel::overlapped does the same
 // for the TP collectives inside a pass): each pass is lengthened by `fraction` of the time a DP
 // collective ran beside it in `t`, and lists the passes it lengthened; the caller updates the
-// timeline for them (one correction: the lengthening moves the collectives little).
-void share_sms_with_dp_collectives(StepGraph& g, const Timeline& t, double fraction,
-                                   std::vector<std::int32_t>& lengthened) {
+// timeline for them (one correction: the lengthening moves the collectives little). A pass's wait for
+// its ZeRO-3 gathers (PassCost::dp_comm_exposed_s) runs beside the gather it waits for but computes
+// nothing, so it is not lengthened.
+void share_sms_with_dp_collectives(StepGraph& g, const Timeline& t, const std::vector<std::vector<ChunkCost>>& chunks,
+                                   double fraction, std::vector<std::int32_t>& lengthened) {
   struct Interval {
     TimeNs begin, end;
     std::int32_t op;
@@ -52,6 +54,12 @@ void share_sms_with_dp_collectives(StepGraph& g, const Timeline& t, double fract
       TimeNs beside = 0;
       for (std::size_t j = k; j < collectives[s].size() && collectives[s][j].begin < pass.end; ++j)
         beside += std::min(pass.end, collectives[s][j].end) - std::max(pass.begin, collectives[s][j].begin);
+      const Op& op = g.op(pass.op);
+      const ChunkCost& cost = chunks[op.stage][op.local_chunk];
+      const double waiting = op.kind == OpKind::kForward    ? cost.forward.dp_comm_exposed_s
+                             : op.kind == OpKind::kBackward ? cost.backward.dp_comm_exposed_s
+                                                            : cost.weight.dp_comm_exposed_s;
+      beside -= std::min(beside, s_to_ns(waiting));
       if (beside <= 0) continue;
       g.op(pass.op).duration += static_cast<TimeNs>(std::llround(fraction * static_cast<double>(beside)));
       lengthened.push_back(pass.op);
@@ -86,14 +94,14 @@ NicCrossings nic_crossings(const CostModel& cost, const ClusterSpec& cluster, co
 
 // Runs the engine on the step; where DP collectives hold SMs, lengthens the passes beside them;
 // where pipeline sends and DP collectives meet on a NIC, lengthens both; and updates the timeline.
-Result<Timeline> run_step(StepGraph& graph, const CostModel& cost, const ClusterSpec& cluster,
-                          const ParallelConfig& config, bool share_nic) {
+Result<Timeline> run_step(StepGraph& graph, const CostModel& cost, const std::vector<std::vector<ChunkCost>>& chunks,
+                          const ClusterSpec& cluster, const ParallelConfig& config, bool share_nic) {
   auto timeline = run_engine(graph);
   if (!timeline) return timeline.error();
   const double sm_fraction = cluster.compute.collective_sm_fraction;
   if (sm_fraction > 0 && config.grad_ranks() > 1) {
     thread_local std::vector<std::int32_t> lengthened;
-    share_sms_with_dp_collectives(graph, *timeline, sm_fraction, lengthened);
+    share_sms_with_dp_collectives(graph, *timeline, chunks, sm_fraction, lengthened);
     run_engine_again(graph, *timeline, lengthened);
   }
   if (share_nic && config.pp > 1 && config.grad_ranks() > 1)
@@ -139,7 +147,7 @@ Result<SimResult> simulate(const ModelSpec& model, const TrainingSpec& training,
   StepGraph kept(config.pp);
   StepBuilder builder(model, training, config, cost, *programs, m, options.keep_graph ? kept : reused);
   builder.build(chunks);
-  auto timeline = run_step(builder.graph(), cost, cluster, config, options.share_nics);
+  auto timeline = run_step(builder.graph(), cost, chunks, cluster, config, options.share_nics);
   if (!timeline) return timeline.error();
 
   SimResult r;

@@ -27,7 +27,8 @@ ChunkCost StepBound::chunk(const CostModel& cost, const ParallelConfig& c, int s
                 chunk_layers(model_.layers, c, stage, chunk),
                 stage == 0 && chunk == 0,
                 stage == c.pp - 1 && chunk == c.vpp - 1,
-                split};
+                split,
+                zero3_gathers_every_pass(c, training_) ? c.zero_shards() : 0};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = chunks_.find(key); it != chunks_.end()) return it->second;

@@ -36,11 +36,13 @@ class StepBound {
 
   // CostModel::chunk for `config`, memoised across configurations: a chunk's passes depend only on
   // the key's fields (the split of the layers, the micro-batch, and the TP, CP and EP layout), not on
-  // pp, dp, ZeRO or the schedule, so a search's thousands of configurations share a few hundred.
+  // pp, dp, ZeRO or the schedule, so a search's thousands of configurations share a few hundred. Where
+  // ZeRO-3 gathers in every pass, the wait a limited prefetch leaves (CostModel::zero3_prefetch_wait_s)
+  // also depends on the group the gathers span: its size is in the key then.
   ChunkCost chunk(const CostModel& cost, const ParallelConfig& config, int stage, int chunk) const;
 
  private:
-  using Key = std::tuple<int, int, int, int, bool, int, int, int, int, bool, bool, bool>;
+  using Key = std::tuple<int, int, int, int, bool, int, int, int, int, bool, bool, bool, int>;
   const ModelSpec& model_;
   const TrainingSpec& training_;
   const ClusterSpec& cluster_;

@@ -99,7 +99,10 @@ StepStats step_stats(const StepGraph& g, const Timeline& t, const std::vector<st
         st.exposed.tp_s += pass.tp_comm_exposed_s * share;
         st.exposed.cp_s += pass.cp_comm_exposed_s * share;
         st.exposed.ep_s += pass.ep_comm_exposed_s * share;
-        compute_s += contribution - (pass.tp_comm_exposed_s + pass.cp_comm_exposed_s + pass.ep_comm_exposed_s) * share;
+        st.exposed.dp_s += pass.dp_comm_exposed_s * share;
+        compute_s +=
+            contribution -
+            (pass.tp_comm_exposed_s + pass.cp_comm_exposed_s + pass.ep_comm_exposed_s + pass.dp_comm_exposed_s) * share;
         sm_shared_s += (pass.sm_shared_s + std::max(0.0, op_s - pass.seconds)) * share;
         break;
       }

@@ -89,6 +89,7 @@ void write_segments(TraceWriter& w, const PassCost& pass, int stage, TimeNs star
     const char* cat = seg.lane == Lane::kEpComm   ? "ep"
                       : seg.lane == Lane::kCpComm ? "cp"
                       : seg.lane == Lane::kTpComm ? "tp"
+                      : seg.communication         ? "dp"
                                                   : "kernel";
     w.event(fmt::format(R"({{"ph": "X", "pid": {}, "tid": {}, "ts": {}, "dur": {}, "name": "{}", "cat": "{}"}})", stage,
                         tid, us(begin), us(end - begin), escape(seg.name), cat));
