@@ -74,13 +74,18 @@ void write_metadata(TraceWriter& w, int stages, bool cp, bool ep) {
 // pass's time.
 void write_segments(TraceWriter& w, const PassCost& pass, int stage, TimeNs start, TimeNs duration) {
   if (pass.segments.empty() || pass.seconds <= 0) return;
-  const double scale = static_cast<double>(duration) / (pass.seconds * kNsPerS);
-  double offset = 0;
+  // A pass lengthened beside DP collectives (the SMs they hold) is lengthened in its kernels, not in its
+  // waits for ZeRO-3 gathers (PassCost::dp_comm_exposed_s), which keep their length.
+  const double waits = pass.dp_comm_exposed_s;
+  const double scale =
+      pass.seconds > waits ? (static_cast<double>(duration) / kNsPerS - waits) / (pass.seconds - waits) : 1.0;
+  double offset = 0;  // seconds into the op
   for (const Segment& seg : pass.segments) {
-    const TimeNs begin = start + static_cast<TimeNs>(offset * kNsPerS * scale);
-    const TimeNs end =
-        std::min(start + duration, start + static_cast<TimeNs>((offset + seg.seconds) * kNsPerS * scale));
-    if (!seg.beside) offset += seg.seconds;
+    const bool wait = seg.communication && seg.lane == Lane::kCompute;
+    const double length = wait ? seg.seconds : seg.seconds * scale;
+    const TimeNs begin = start + static_cast<TimeNs>(offset * kNsPerS);
+    const TimeNs end = std::min(start + duration, start + static_cast<TimeNs>((offset + length) * kNsPerS));
+    if (!seg.beside) offset += length;
     if (end <= begin) continue;
     const int tid = seg.lane == Lane::kEpComm   ? kEpComm
                     : seg.lane == Lane::kCpComm ? kCpComm

@@ -105,6 +105,8 @@ std::string slice_tooltip(const PlanDetail& detail, std::int32_t index) {
       text += fmt::format("\nexposed TP communication {}", duration_text(pass.tp_comm_exposed_s));
     if (pass.cp_comm_exposed_s > 0)
       text += fmt::format("\nexposed CP communication {}", duration_text(pass.cp_comm_exposed_s));
+    if (pass.dp_comm_exposed_s > 0)
+      text += fmt::format("\nwaiting for ZeRO-3 gathers {}", duration_text(pass.dp_comm_exposed_s));
     // The largest kernels, merged by name (a chunk repeats each layer's kernels).
     std::vector<std::pair<std::string, double>> by_name;
     for (const auto& seg : pass.segments) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/framework.h"
 #include "core/presets.h"
 #include "sim/trace.h"
 
@@ -52,6 +53,43 @@ TEST(Trace, IsPerfettoJsonWithNamedSlicesFlowsAndMemory) {
   EXPECT_EQ(flows_start, 48);
   EXPECT_EQ(flows_end, 48);
   EXPECT_EQ(counters, 4 * (1 + 2 * 8));
+}
+
+// DeepSpeed's ZeRO-3 over 1,536 A100s: the passes wait for gathers (CostModel::zero3_prefetch_wait_s) and are
+// lengthened by the SMs the gathers hold. In the trace the waits keep their length, in the "dp" category,
+// and the kernels take the lengthening: the segments still fill each pass.
+TEST(Trace, ZeroThreeWaitsKeepTheirLengthWhileTheKernelsShareSms) {
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  const ModelSpec m = *model_preset("gpt3-175b");
+  TrainingSpec t{.gpus = 1536, .global_batch = 1536, .seq_len = 2048};
+  apply_framework(**find_framework("deepspeed"), t);
+  const ParallelConfig c{.tp = 1, .pp = 1, .dp = 1536, .zero = 3, .micro_batch = 1, .recompute = Recompute::kFull};
+  auto r = simulate(m, t, c, cluster, SimOptions{.record_segments = true, .keep_graph = true});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const ChunkCost& cost = r->chunk_costs[0][0];
+  ASSERT_GT(cost.forward.dp_comm_exposed_s, 0.1);
+  const auto j = nlohmann::json::parse(chrome_trace_json(*r, "test"));
+  double waits_us = 0, forward_ts = -1, forward_us = 0, forward_kernels_us = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const std::string name = e["name"];
+    const double dur = e["dur"].get<double>();
+    if (name == "wait all_gather dp") {
+      EXPECT_EQ(e["cat"], "dp");
+      waits_us += dur;
+    }
+    if (name == "F0 mb0") forward_ts = e["ts"].get<double>(), forward_us = dur;
+  }
+  ASSERT_GE(forward_ts, 0);
+  EXPECT_NEAR(waits_us, 1e6 * (cost.forward.dp_comm_exposed_s + cost.backward.dp_comm_exposed_s), 1.0);
+  // The forward was lengthened (its slice outlasts its cost), all of it in its kernels.
+  EXPECT_GT(forward_us, 1e6 * cost.forward.seconds * 1.05);
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X" || e["cat"] != "kernel") continue;
+    const double ts = e["ts"].get<double>();
+    if (ts >= forward_ts && ts < forward_ts + forward_us) forward_kernels_us += e["dur"].get<double>();
+  }
+  EXPECT_NEAR(forward_kernels_us + 1e6 * cost.forward.dp_comm_exposed_s, forward_us, 0.001 * forward_us);
 }
 
 TEST(Trace, SameInputSameBytes) {
