@@ -48,16 +48,23 @@ TEST(Zero3Prefetch, UnitsAlikeWaitOnlyForTheLastUnitWhenTheGathersPaceThePass) {
   EXPECT_DOUBLE_EQ(zero3_prefetch_wait_s(std::vector<Zero3Step>{{3, 5, 1}}, 48, 0), 3.0);
 }
 
+// GPT-3 175B with ZeRO-3 and no TP over 1,536 A100s, full recompute, as DeepSpeed runs it (Narayanan et al.'s
+// ZeRO-3 comparison).
+struct Gpt3UnderDeepSpeed {
+  Gpt3UnderDeepSpeed() { apply_framework(**find_framework("deepspeed"), training); }
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  const ModelSpec m = *model_preset("gpt3-175b");
+  const CollectiveModel collectives{cluster};
+  const ParallelConfig c{.tp = 1, .pp = 1, .dp = 1536, .zero = 3, .micro_batch = 1, .recompute = Recompute::kFull};
+  TrainingSpec training{.gpus = 1536, .global_batch = 1536, .seq_len = 2048};
+};
+
 // GPT-3 175B without TP over 1,536 A100s, full recompute (Narayanan et al.'s ZeRO-3 comparison): DeepSpeed's
 // hooks gather each linear module one ahead, and the attention projection's compute (a twelfth of the
 // layer's GEMMs) cannot hide fc1's gather. The same run with FSDP's layer units waits for nothing more.
 TEST(Zero3Prefetch, DeepSpeedsModulesStallTheComputeWhereFsdpsLayersDoNot) {
-  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
-  const ModelSpec m = *model_preset("gpt3-175b");
-  const CollectiveModel collectives(cluster);
-  const ParallelConfig c{.tp = 1, .pp = 1, .dp = 1536, .zero = 3, .micro_batch = 1, .recompute = Recompute::kFull};
-  TrainingSpec t{.gpus = 1536, .global_batch = 1536, .seq_len = 2048};
-  apply_framework(**find_framework("deepspeed"), t);
+  const Gpt3UnderDeepSpeed run;
+  const auto& [cluster, m, collectives, c, t] = run;
   ASSERT_EQ(t.zero3_unit, Zero3Unit::kModule);
   ASSERT_EQ(t.zero3_prefetch_elements, 5e7);
   const CostModel deepspeed(m, t, c, cluster, collectives);
@@ -103,13 +110,10 @@ TEST(Zero3Prefetch, DeepSpeedsModulesStallTheComputeWhereFsdpsLayersDoNot) {
 // beside all of it (3.3 s against 3.1 s of compute), so without that distinction it would be lengthened by
 // the fraction of its waits as well.
 TEST(Zero3Prefetch, AWaitForAGatherIsNotSlowedByTheSmsTheGatherHolds) {
-  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  const Gpt3UnderDeepSpeed run;
+  const auto& [cluster, m, collectives, c, t] = run;
   const double fraction = cluster.compute.collective_sm_fraction;
   ASSERT_GT(fraction, 0.1);
-  const ModelSpec m = *model_preset("gpt3-175b");
-  const ParallelConfig c{.tp = 1, .pp = 1, .dp = 1536, .zero = 3, .micro_batch = 1, .recompute = Recompute::kFull};
-  TrainingSpec t{.gpus = 1536, .global_batch = 1536, .seq_len = 2048};
-  apply_framework(**find_framework("deepspeed"), t);
   const auto r = simulate(m, t, c, cluster, SimOptions{.keep_graph = true});
   ASSERT_TRUE(r.ok()) << r.error().message;
   int passes = 0;
@@ -131,12 +135,8 @@ TEST(Zero3Prefetch, AWaitForAGatherIsNotSlowedByTheSmsTheGatherHolds) {
 // and biases (at most 49,152 elements each) are gathered by no one, so its layer gathers just the four
 // linear modules' weights.
 TEST(Zero3Prefetch, ParametersBelowThePersistenceThresholdAreNeverGathered) {
-  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
-  const ModelSpec m = *model_preset("gpt3-175b");
-  const CollectiveModel collectives(cluster);
-  const ParallelConfig c{.tp = 1, .pp = 1, .dp = 1536, .zero = 3, .micro_batch = 1, .recompute = Recompute::kFull};
-  TrainingSpec t{.gpus = 1536, .global_batch = 1536, .seq_len = 2048};
-  t.zero3_unit = Zero3Unit::kModule;
+  const Gpt3UnderDeepSpeed run;
+  const auto& [cluster, m, collectives, c, t] = run;
   const CostModel cost(m, t, c, cluster, collectives);
   const double h = m.hidden;
   double modules = 0;
