@@ -140,6 +140,14 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   TrainingSpec ds{.gpus = 8, .global_batch = 8};
   apply_framework(*find_framework("deepspeed").value(), ds);
   EXPECT_EQ(training_from_json(to_json(ds))->zero3_unit, Zero3Unit::kModule);
+  EXPECT_EQ(training_from_json(to_json(ds))->zero3_prefetch_elements, 5e7);
+  EXPECT_EQ(back->zero3_prefetch_elements, 0.0);  // one unit ahead
+  Json negative = to_json(ds);
+  negative["zero3_prefetch_elements"] = -1;
+  auto no_prefetch = training_from_json(negative);
+  ASSERT_FALSE(no_prefetch.ok());
+  EXPECT_NE(no_prefetch.error().message.find("zero3_prefetch_elements"), std::string::npos)
+      << no_prefetch.error().message;
   Json bad = to_json(t);
   bad["framework"] = "jax";
   auto refused = training_from_json(bad);
