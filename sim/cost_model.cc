@@ -310,7 +310,8 @@ CostModel::Zero3Modules CostModel::zero3_modules() const {
                  0.0};
   // The rest (norms, biases) is partitioned parameter by parameter: one below DeepSpeed's
   // stage3_param_persistence_threshold (1e5 elements, runtime/zero/config.py) is never partitioned.
-  // Where the largest is above it, the rest is charged as one gather more.
+  // Where the largest is above it, the rest is gathered with the QKV (an approximation: a bias goes
+  // with its own module, coalesced, and a norm that large would be a module of its own).
   constexpr double kPersistenceThreshold = 1e5;
   double largest = d.hidden;  // a norm's weight
   if (model_.linear_bias || model_.qkv_bias) largest = std::max(largest, (d.q_width + 2.0 * d.kv_width) / d.tp);
@@ -328,8 +329,7 @@ double CostModel::zero3_collective_s(Collective c, int stage, int chunk) const {
   double layer_s = one(layer_params_per_tp_rank(model_, config_.tp));
   if (training_.zero3_unit == Zero3Unit::kModule && !model_.moe.active() && !model_.mla.active()) {
     const Zero3Modules m = zero3_modules();
-    layer_s = one(m.rest);
-    for (double p : m.linear) layer_s += one(p);
+    layer_s = one(m.linear[0] + m.rest) + one(m.linear[1]) + one(m.linear[2]) + one(m.linear[3]);
   }
   const StageParams p = loom::stage_params(model_, config_, stage);
   double seconds = layer_s * chunk_layers(model_.layers, config_, stage, chunk);
@@ -373,7 +373,7 @@ std::vector<Zero3Step> CostModel::zero3_layer_steps(bool backward, const PassCos
   const Zero3Modules m = zero3_modules();
   std::vector<Zero3Step> steps(4, Zero3Step{0, 0, 0});
   for (int u = 0; u < 4; ++u) {
-    const double elements = m.linear[order[u]] + (order[u] == 0 ? m.rest : 0.0);  // the rest: with the QKV
+    const double elements = m.linear[order[u]] + (order[u] == 0 ? m.rest : 0.0);
     steps[u].elements = elements;
     steps[u].gather_s = shard_collective_s(Collective::kAllGather, elements * bytes);
   }

@@ -286,7 +286,7 @@ class CostModel {
   double zero3_prefetch_wait_s(int stage, int chunk, bool backward, const PassCost& layer) const;
   // The parameters of one layer's four linear modules on one TP rank (Megatron's fused QKV and fc1),
   // in forward order, and those of the rest that DeepSpeed partitions (0 where every one of them is
-  // below its persistence threshold).
+  // below its persistence threshold), gathered with the QKV.
   struct Zero3Modules {
     double linear[4];
     double rest;
