@@ -309,7 +309,7 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
   if (!keep.flash_kernel) t.flash_kernel = preset.flash_kernel.value;
   if (!keep.cp_attention) t.cp_attention = preset.cp_attention.value;
   t.sp_collective_copies = preset.sp_collective_copies.value;
-  t.zero3_prefetch_elements = preset.zero3_prefetch_elements.value;
+  if (!keep.zero3_prefetch_elements) t.zero3_prefetch_elements = preset.zero3_prefetch_elements.value;
   t.loss_bytes_per_logit = t.elementwise == Elementwise::kEager ? preset.loss_bytes_per_logit.value
                                                                 : preset.compiled_loss_bytes_per_logit.value;
 }

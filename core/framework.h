@@ -77,6 +77,7 @@ struct ExplicitTraining {
   bool elementwise = false;
   bool flash_kernel = false;
   bool cp_attention = false;
+  bool zero3_prefetch_elements = false;
 };
 void apply_framework(const FrameworkPreset& preset, TrainingSpec& training, ExplicitTraining keep = {});
 

@@ -33,6 +33,9 @@ Status check_sizes(const SpecInputs& in, const ClusterSpec& cluster) {
     return make_error(fmt::format("--gpu-cv: {} must be between 0 and 1 (a coefficient of variation)", in.gpu_cv));
   if (in.host_op_us != -1.0 && (!(in.host_op_us >= 0.0) || in.host_op_us > 1e5))
     return make_error(fmt::format("--host-op-us: {} must be between 0 and 100000 microseconds", in.host_op_us));
+  if (in.zero3_prefetch != -1.0 && (!(in.zero3_prefetch >= 0.0) || in.zero3_prefetch > 1e15))
+    return make_error(fmt::format("--zero3-prefetch: {} must be between 0 (one unit ahead) and 1e15 parameter elements",
+                                  in.zero3_prefetch));
   if (!(in.moe_imbalance >= 1.0) || in.moe_imbalance > 1e3)
     return make_error(fmt::format("--moe-imbalance: {} must be between 1 (balanced) and 1000", in.moe_imbalance));
   if (in.framework.find(',') != std::string::npos)
@@ -100,6 +103,7 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
   t.kernel_cv = in.kernel_cv;
   t.gpu_cv = in.gpu_cv;
   if (in.host_op_us >= 0) t.host_op_s = in.host_op_us * 1e-6;
+  if (in.zero3_prefetch >= 0) t.zero3_prefetch_elements = in.zero3_prefetch;
   if (in.grad_bytes != 0) t.grad_bytes = in.grad_bytes;
   if (!in.attention.empty()) t.attention = *parse_attention_kernel(in.attention);
   if (!in.elementwise.empty()) t.elementwise = *parse_elementwise(in.elementwise);
@@ -107,9 +111,10 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
   if (!in.cp_attention.empty()) t.cp_attention = *parse_cp_attention(in.cp_attention);
   // The stack's behaviours where no flag set them: a flag given wins over its framework.
   if (!in.framework.empty())
-    apply_framework(*find_framework(in.framework).value(), t,
-                    {!in.attention.empty(), in.grad_bytes != 0, in.sync_pipeline_sends, in.host_op_us >= 0,
-                     !in.elementwise.empty(), !in.flash_kernel.empty(), !in.cp_attention.empty()});
+    apply_framework(
+        *find_framework(in.framework).value(), t,
+        {!in.attention.empty(), in.grad_bytes != 0, in.sync_pipeline_sends, in.host_op_us >= 0, !in.elementwise.empty(),
+         !in.flash_kernel.empty(), !in.cp_attention.empty(), in.zero3_prefetch >= 0});
   t.precision = *parse_precision(in.precision);
   if (!in.fp8_recipe.empty()) t.fp8_recipe = *parse_fp8_recipe(in.fp8_recipe);
   return specs;

@@ -34,7 +34,8 @@ struct SpecInputs {
   bool moe_shared_expert_overlap = false;
   double kernel_cv = 0.0;
   double gpu_cv = 0.0;
-  double host_op_us = -1.0;  // negative: the --framework's, else 0
+  double host_op_us = -1.0;      // negative: the --framework's, else 0
+  double zero3_prefetch = -1.0;  // negative: the --framework's, else 0 (one unit ahead)
 };
 
 struct Specs {
@@ -107,6 +108,10 @@ void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
   visit("--host-op-us", in.host_op_us,
         "host time to issue one GPU op, in microseconds; a pass is never shorter than its ops times this (default: "
         "the --framework's, else 0)",
+        false);
+  visit("--zero3-prefetch", in.zero3_prefetch,
+        "ZeRO-3: parameter elements each unit's hook prefetches beyond the unit computing, at least one unit (0: one "
+        "unit ahead, as FSDP; DeepSpeed's stage3_prefetch_bucket_size) (default: the --framework's, else 0)",
         false);
 }
 

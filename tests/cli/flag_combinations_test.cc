@@ -57,6 +57,7 @@ const std::vector<Choice>& choices() {
       {"--seq", {"512", "4096", "32768"}},
       {"--grad-bytes", {"2", "4"}},
       {"--host-op-us", {"0", "8", "100"}},
+      {"--zero3-prefetch", {"0", "5e7", "1e12"}},
       {"--flash-kernel", {"fused", "fa2"}},
   };
   return c;

@@ -77,6 +77,14 @@ TEST(Framework, ThePresetSetsTheBehavioursAFlagDidNotGive) {
   EXPECT_EQ(kept->training.host_op_s, 0.0);
   EXPECT_FALSE(kept->training.overlap_grad_reduce);  // no flag for it: the preset's
 
+  // DeepSpeed prefetches its 5e7-element bucket; --zero3-prefetch states another depth and wins.
+  EXPECT_EQ(resolve_specs(gpt_on_a100s("deepspeed"))->training.zero3_prefetch_elements, 5e7);
+  SpecInputs deeper = gpt_on_a100s("deepspeed");
+  deeper.zero3_prefetch = 2e8;
+  EXPECT_EQ(resolve_specs(deeper)->training.zero3_prefetch_elements, 2e8);
+  deeper.zero3_prefetch = 0;
+  EXPECT_EQ(resolve_specs(deeper)->training.zero3_prefetch_elements, 0.0);
+
   // No framework: Loom's own defaults, flash attention among them.
   auto plain = resolve_specs(gpt_on_a100s(""));
   ASSERT_TRUE(plain) << plain.error().message;

@@ -89,6 +89,8 @@ TEST(ResolveSpecs, BadInputNamesTheFlagOnOneLine) {
        "--kernel-cv: -0.1 must be between 0 and 1 (a coefficient of variation)"},
       {[](SpecInputs& in) { in.gpu_cv = 1.5; }, "--gpu-cv: 1.5 must be between 0 and 1 (a coefficient of variation)"},
       {[](SpecInputs& in) { in.host_op_us = -3; }, "--host-op-us: -3 must be between 0 and 100000 microseconds"},
+      {[](SpecInputs& in) { in.zero3_prefetch = -2; },
+       "--zero3-prefetch: -2 must be between 0 (one unit ahead) and 1e15 parameter elements"},
       {[](SpecInputs& in) { in.elementwise = "compiled"; }, "--elementwise: unknown kind 'compiled' (fused or eager)"},
       {[](SpecInputs& in) { in.flash_kernel = "fa3"; }, "--flash-kernel: unknown kernel 'fa3' (fused or fa2)"},
       {[](SpecInputs& in) { in.cp_attention = "ring"; }, "--cp-attention: unknown library 'ring' (te or pytorch)"},
@@ -111,9 +113,9 @@ TEST(SpecFlagTable, NamesEveryInputOnceAndMarksTheThreeACommandCannotDefault) {
     flags.push_back(flag);
     if (needed) required.push_back(flag);
   });
-  EXPECT_EQ(flags.size(), 21u);  // ... --framework, --elementwise, --flash-kernel, --cp-attention, --precision,
+  EXPECT_EQ(flags.size(), 22u);  // ... --framework, --elementwise, --flash-kernel, --cp-attention, --precision,
                                  // --fp8-recipe, --moe-imbalance, --moe-shared-expert-overlap, --kernel-cv,
-                                 // --gpu-cv and --host-op-us among them
+                                 // --gpu-cv, --host-op-us and --zero3-prefetch among them
   EXPECT_EQ(required, (std::vector<std::string>{"--model", "--gpus", "--global-batch"}));
 }
 
