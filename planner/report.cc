@@ -71,6 +71,16 @@ std::string ep_label(const ParallelConfig& c) {
 // The ranks ZeRO-3 shards over ("8 of 64" reads as HSDP); "-" for the other stages.
 std::string shard_label(const ParallelConfig& c) { return c.zero >= 3 ? fmt::format("{}", c.zero_shards()) : "-"; }
 
+// ZeRO-3 where it differs from Loom's default (a layer per gather, one layer prefetched ahead).
+std::string zero3_text(const TrainingSpec& t) {
+  std::string text;
+  if (t.zero3_unit == Zero3Unit::kModule) text += "; ZeRO-3 gathers each linear module";
+  if (t.zero3_prefetch_elements > 0)
+    text += fmt::format("{}, prefetching {:g} parameter elements ahead (--zero3-prefetch)",
+                        text.empty() ? "; ZeRO-3 gathers" : "", t.zero3_prefetch_elements);
+  return text;
+}
+
 std::vector<std::string> cells(const PlanRow& r, std::size_t rank, const Optional& o) {
   const ParallelConfig& c = r.config;
   const MemoryBreakdownGiB& m = r.metrics.memory_gib;
@@ -179,7 +189,7 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
   for (const TrainingSpec* s : stacks)
     lines.push_back(fmt::format(
         "software: {}; gradients reduced {}; TP input-gradient reduction {} the weight-gradient GEMM; pipeline "
-        "sends {}{}{}{}",
+        "sends {}{}{}{}{}",
         s->framework.empty() ? "no --framework named" : "--framework " + s->framework,
         s->overlap_grad_reduce ? "in buckets during the last backward" : "after the backward",
         s->tp_comm_overlap ? "beside" : "after", s->pipeline_sends_block ? "block the next pass" : "run beside compute",
@@ -189,7 +199,7 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
             ? "; context parallelism as PyTorch's ring attention, fp32 merges and key/value gradients "
               "(--cp-attention pytorch)"
             : "",
-        s->framework.empty() ? "" : " (`loom frameworks` gives each behaviour's source)"));
+        zero3_text(*s), s->framework.empty() ? "" : " (`loom frameworks` gives each behaviour's source)"));
   if (m.moe.active())
     lines.push_back(fmt::format(
         "experts: EP splits each MoE layer's routed experts over ep ranks of the dp·cp group (expert TP = TP, or 1 "

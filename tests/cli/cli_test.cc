@@ -258,9 +258,21 @@ TEST(Cli, FrameworkAppliesItsBehavioursAndLimits) {
                         "input-gradient reduction after the weight-gradient GEMM; pipeline sends block the next pass",
                         "unfused attention", "4-byte grads", "not run by the --framework"})
     EXPECT_NE(r.out.find(k), std::string::npos) << k << "\n" << r.out;
+  // DeepSpeed's ZeRO-3 differs from Loom's default in its unit and its prefetch, and says so; a flag wins.
+  const auto ds = run_loom(std::string("plan ") + kSpec + " --framework deepspeed --top 1");
+  ASSERT_EQ(ds.status, 0) << ds.err;
+  EXPECT_NE(ds.out.find("; ZeRO-3 gathers each linear module, prefetching 5e+07 parameter elements ahead "
+                        "(--zero3-prefetch)"),
+            std::string::npos)
+      << ds.out;
+  const auto deeper = run_loom(std::string("plan ") + kSpec + " --framework deepspeed --zero3-prefetch 2e8 --top 1");
+  ASSERT_EQ(deeper.status, 0) << deeper.err;
+  EXPECT_NE(deeper.out.find("prefetching 2e+08 parameter elements ahead"), std::string::npos) << deeper.out;
+  EXPECT_EQ(r.out.find("ZeRO-3 gathers"), std::string::npos) << r.out;  // Megatron-LM 2021: no ZeRO-3 to describe
   const auto list = run_loom("frameworks");
   ASSERT_EQ(list.status, 0) << list.err;
-  for (const char* k : {"megatron-lm-2021", "megatron-core", "torchtitan", "megatron/training.py train_step", "FSDP2"})
+  for (const char* k : {"megatron-lm-2021", "megatron-core", "torchtitan", "megatron/training.py train_step", "FSDP2",
+                        "stage3_prefetch_bucket_size"})
     EXPECT_NE(list.out.find(k), std::string::npos) << k;
 }
 
