@@ -19,11 +19,12 @@ struct DataPrepareOptions {
 };
 
 int run_data_prepare(const DataPrepareOptions& o) {
-  auto read = read_text_file(o.input);  // a directory is refused by name, not read as a stream that fails
+  // A directory is refused by name, not read as a stream that fails; the token file's reader takes
+  // fewer than 2^31 tokens, so a larger input (or a stream that never ends) stops there.
+  auto read = read_text_file(o.input, 0x7fffffffULL);
   if (!read) throw InputError(fmt::format("--input: {}", read.error().message));
   const std::string& text = *read;
   if (text.size() < 2) throw InputError(fmt::format("--input: '{}' has fewer than 2 bytes", o.input));
-  if (text.size() > 0x7fffffffULL) throw InputError(fmt::format("--input: '{}' is over 2^31 bytes", o.input));
   std::vector<std::uint16_t> tokens(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) tokens[i] = static_cast<unsigned char>(text[i]);
   if (const Status s = exec::write_token_file(o.out, tokens); !s) fail(prefix_error("--out: ", s.error()));

@@ -99,6 +99,28 @@ void check_model_states_fit(const exec::TrainerOptions& t, const exec::Runtime& 
                     t.model.name, describe(t.config), bytes / (1 << 30), per_rank / (1 << 30)));
 }
 
+std::string rank_path(const std::string& path, int rank, int world) {
+  if (world == 1) return path;
+  const auto dot = path.find_last_of('.');
+  const auto slash = path.find_last_of('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    return fmt::format("{}.rank{}", path, rank);
+  return fmt::format("{}.rank{}{}", path.substr(0, dot), rank, path.substr(dot));
+}
+
+// A file the run writes (its --log, its --trace) must have a directory it can be written into before the
+// first step trains, not be found wanting after the last: the trace is written once, at the end.
+void check_writable(const char* flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw InputError(fmt::format("{}: '{}' is a directory, not a file", flag, path));
+  const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  if (!fs::is_directory(parent, ec))
+    throw InputError(fmt::format("{}: cannot write '{}': no directory '{}'", flag, path, parent.string()));
+  if (::access(parent.c_str(), W_OK) != 0)
+    throw InputError(fmt::format("{}: cannot write '{}': directory '{}' is not writable", flag, path, parent.string()));
+}
+
 void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   exec::TrainerOptions& t = r.trainer;
   if (!o.plan.empty()) {
@@ -161,6 +183,8 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
       throw InputError(fmt::format("--checkpoint-dir: '{}' is not a directory Loom can create or write into{}",
                                    o.checkpoint_dir, ec ? fmt::format(" ({})", ec.message()) : std::string()));
   }
+  if (!o.log.empty() && runtime.world_rank() == 0) check_writable("--log", o.log);  // rank 0 writes it
+  if (!o.trace.empty()) check_writable("--trace", rank_path(o.trace, runtime.world_rank(), runtime.world_size()));
   if (o.on_nan != "stop" && o.on_nan != "skip")
     throw InputError(fmt::format("--on-nan: '{}' is neither 'stop' nor 'skip'", o.on_nan));
   if (!(o.comm_timeout_s >= 0) || o.comm_timeout_s > 1e6)
@@ -189,15 +213,6 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
     const auto point = value_or_exit(exec::find_resumable_checkpoint(o.checkpoint_dir, exec::run_identity(t, *r.data)));
     if (!point.note.empty() && runtime.world_rank() == 0) std::fprintf(stderr, "loom: %s\n", point.note.c_str());
   }
-}
-
-std::string rank_path(const std::string& path, int rank, int world) {
-  if (world == 1) return path;
-  const auto dot = path.find_last_of('.');
-  const auto slash = path.find_last_of('/');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
-    return fmt::format("{}.rank{}", path, rank);
-  return fmt::format("{}.rank{}{}", path.substr(0, dot), rank, path.substr(dot));
 }
 
 int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {

@@ -1,6 +1,7 @@
 #include "core/json_io.h"
 
 #include <unistd.h>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -450,14 +451,22 @@ Result<Json> parse_json(const std::string& text, const std::string& what) {
   return json;
 }
 
-Result<std::string> read_text_file(const std::string& path) {
+Result<std::string> read_text_file(const std::string& path, std::size_t max_bytes) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return make_error(fmt::format("{}: is a directory, not a file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error(fmt::format("{}: cannot open file", path));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  // Read in blocks, so that a device or a pipe that never ends stops at the limit.
+  std::string text;
+  std::array<char, 1 << 16> block{};
+  while (in.read(block.data(), block.size()) || in.gcount() > 0) {
+    const auto got = static_cast<std::size_t>(in.gcount());
+    if (text.size() + got > max_bytes)
+      return make_error(fmt::format("{}: over {} MiB, more than Loom reads for this input", path, max_bytes >> 20));
+    text.append(block.data(), got);
+  }
+  if (in.bad()) return make_error(fmt::format("{}: read failed", path));
+  return text;
 }
 
 Result<Json> read_json_file(const std::string& path) {

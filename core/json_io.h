@@ -2,6 +2,7 @@
 // naming the file and field ("model JSON: 'layers' must be a positive integer").
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -38,8 +39,12 @@ Result<ClusterSpec> cluster_from_json(const Json& json);
 
 // Parse text as JSON; `what` names the source in the error ("plan.json").
 Result<Json> parse_json(const std::string& text, const std::string& what);
+// Loom's inputs (model, cluster, plan, trace and validation files) are far smaller than this: a
+// larger one, or a stream that never ends (`--model /dev/zero`), is refused by name, not read on.
+inline constexpr std::size_t kMaxInputFileBytes = std::size_t{256} << 20;
 Result<Json> read_json_file(const std::string& path);
-Result<std::string> read_text_file(const std::string& path);
+// The whole file, refused by name when it holds more than max_bytes.
+Result<std::string> read_text_file(const std::string& path, std::size_t max_bytes = kMaxInputFileBytes);
 // Writes to a temporary file beside `path` and renames it into place: never a half-written file.
 Status write_text_file_atomic(const std::string& path, const std::string& text);
 

@@ -1,6 +1,7 @@
 #include "core/spec_inputs.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -20,7 +21,8 @@ Status check_sizes(const SpecInputs& in, const ClusterSpec& cluster) {
     return make_error(fmt::format("--global-batch: {} is absurdly large", in.global_batch));
   if (in.seq < 0) return make_error(fmt::format("--seq: {} must be positive", in.seq));
   if (in.seq > (1LL << 24)) return make_error(fmt::format("--seq: {} is absurdly long", in.seq));
-  if (in.tokens < 0) return make_error(fmt::format("--tokens: {} must not be negative", in.tokens));
+  if (!(in.tokens >= 0) || !std::isfinite(in.tokens))
+    return make_error(fmt::format("--tokens: {} must be a finite number, not negative", in.tokens));
   const long long nodes = (in.gpus + cluster.gpus_per_node - 1) / cluster.gpus_per_node;
   if (cluster.max_nodes > 0 && nodes > cluster.max_nodes)
     return make_error(fmt::format("--gpus: {} GPUs need {} nodes but cluster '{}' has {}", in.gpus, nodes, cluster.name,

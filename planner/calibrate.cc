@@ -88,8 +88,10 @@ Result<MeasuredRun> vtrain_run(const std::vector<double>& v, const std::string& 
 }  // namespace
 
 Result<std::vector<MeasuredRun>> read_vtrain_csv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return make_error(fmt::format("{}: cannot open file", path));
+  // Read whole and bounded: a line that never ends (`--vtrain /dev/zero`) is refused, not read on.
+  auto text = read_text_file(path);
+  if (!text) return text.error();
+  std::istringstream in(*text);
   std::vector<MeasuredRun> runs;
   std::string line;
   int line_no = 0;

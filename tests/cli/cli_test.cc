@@ -70,6 +70,13 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
                    "--framework: 'megatron-core,torchtitan' names several stacks");
   expect_bad_input(std::string("sim ") + kSpec + " --tp 8 --zero 1 --framework megatron-lm-2021",
                    "megatron-lm-2021: ZeRO-1 (no distributed optimizer");
+  // A NaN passed every comparison and planned days of "nan"; infinity planned "inf" days.
+  expect_bad_input(std::string("plan ") + kSpec + " --tokens nan", "--tokens: nan must be a finite number");
+  expect_bad_input(std::string("plan ") + kSpec + " --tokens inf", "--tokens: inf must be a finite number");
+  expect_bad_input(std::string("plan ") + kSpec + " --tokens -5", "--tokens: -5 must be a finite number, not negative");
+  // A stream that never ends is refused at the input limit, not read until memory runs out.
+  expect_bad_input("plan --model /dev/zero --gpus 8 --global-batch 8", "/dev/zero: over 256 MiB");
+  expect_bad_input("plan --model llama2-7b --cluster /dev/zero --gpus 8 --global-batch 8", "/dev/zero: over 256 MiB");
   expect_bad_input("frobnicate", "unknown command 'frobnicate'");
   expect_bad_input("plna", "did you mean 'plan'");
 }

@@ -154,6 +154,30 @@ TEST_F(ExecBadInput, CheckpointDirThatIsAFile) {
   EXPECT_EQ(r.out.find("step "), std::string::npos) << "no step may run: " << r.out;
 }
 
+// A --log or --trace that cannot be written is refused before the first step: the trace is written once,
+// after the last step, and was lost there with exit 0. Two ranks: each checks its own trace file.
+TEST_F(ExecBadInput, LogOrTraceThatCannotBeWritten) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"--log " + dir_ + "/missing/run.jsonl", "--log: cannot write '" + dir_ + "/missing/run.jsonl': no directory"},
+      {"--trace " + dir_ + "/missing/t.json",
+       "--trace: cannot write '" + dir_ + "/missing/t.rank0.json': no directory"},
+      {"--trace " + dir_, "--trace: '" + dir_ + ".rank0' is a directory"},
+  };
+  for (const auto& [flag, expected] : cases) {
+    if (flag == "--trace " + dir_) std::filesystem::create_directories(dir_ + ".rank0");
+    const ProcessResult r =
+        run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1 {}", loom_run(2), data_, flag), 60);
+    expect_one_clear_error(r, expected);
+  }
+}
+
+// A directory given as the token file is named as one (it read as "shorter than the header").
+TEST_F(ExecBadInput, DataThatIsADirectory) {
+  const ProcessResult r =
+      run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1", loom_run(1), dir_), 60);
+  expect_one_clear_error(r, "data file '" + dir_ + "': is a directory");
+}
+
 TEST_F(ExecBadInput, ResumeWithoutCheckpoint) {
   const ProcessResult r =
       run_shell(fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 1 --checkpoint-dir {}/empty --resume",
