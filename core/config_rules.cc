@@ -178,6 +178,16 @@ RuleStatus check_micro_batch(const TrainingSpec& training, const ParallelConfig&
   if (training.global_batch % per_step != 0)
     return broken(rule::kBatchMicroBatch, fmt::format("global batch {} not divisible by dp {} × micro-batch {}",
                                                       training.global_batch, c.dp, c.micro_batch));
+  // The step graph holds each micro-batch's passes through each model chunk of each stage: about 300 bytes
+  // an op, so 2^21 forward passes take about 1.3 GB and 2 s to simulate. The largest published runs need
+  // tens of thousands (1T parameters over 64 stages: 32,768); a global batch of 2^30 on one GPU asked for
+  // 2^30 and ran the machine out of memory.
+  const std::int64_t passes = training.global_batch / per_step * c.pp * c.vpp;
+  if (passes > kMaxSimulatedPasses)
+    return broken(rule::kTooManyPasses,
+                  fmt::format("{} micro-batches × pp {} × vpp {} = {} forward passes a step, more than the {} Loom "
+                              "simulates (a larger micro-batch or dp has fewer)",
+                              training.global_batch / per_step, c.pp, c.vpp, passes, kMaxSimulatedPasses));
   return {};
 }
 

@@ -33,6 +33,7 @@ inline constexpr std::string_view kLayersPp = "layers not divisible by pp";
 inline constexpr std::string_view kStagesExceedLayers = "more pipeline stages than layers";
 inline constexpr std::string_view kBatchDp = "global batch not divisible by dp";
 inline constexpr std::string_view kBatchMicroBatch = "global batch not divisible by dp·micro-batch";
+inline constexpr std::string_view kTooManyPasses = "more micro-batch passes in a step than Loom simulates";
 inline constexpr std::string_view kVppNeedsInterleaved = "vpp needs the interleaved schedule";
 inline constexpr std::string_view kInterleavedNeedsPp = "interleaving needs pp > 1";
 inline constexpr std::string_view kLayersPpVpp = "layers not divisible by pp·vpp";
@@ -99,6 +100,8 @@ RuleStatus check_tp_placement(const ClusterSpec& cluster, const TrainingSpec& tr
 RuleStatus check_layout(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
                         StageSplit split = StageSplit::kEven);
 // Each replica's batch over micro-batches.
+// Forward passes a step may hold (micro-batches × pp × vpp): the step graph's size.
+inline constexpr std::int64_t kMaxSimulatedPasses = std::int64_t{1} << 21;
 RuleStatus check_micro_batch(const TrainingSpec& training, const ParallelConfig& config);
 // Schedule and vpp against pp, the layers (the split's chunk-level rules) and the micro-batches per step.
 RuleStatus check_schedule(const ModelSpec& model, const ParallelConfig& config, std::int64_t micro_batches,

@@ -184,6 +184,15 @@ TEST(ConfigRules, LayersAndBatchSplitOverStagesReplicasAndMicroBatches) {
   c.training.global_batch = 48;
   c.config.micro_batch = 2;
   expect_broken(c.check(), rule::kBatchMicroBatch, "global batch 48 not divisible by dp 16 × micro-batch 2");
+  // The step graph's size: 2^21 forward passes are simulated, one more micro-batch's are not.
+  c.training.gpus = 4;
+  c.config = {.pp = 4, .dp = 1, .micro_batch = 1};
+  c.training.global_batch = kMaxSimulatedPasses / 4;
+  EXPECT_TRUE(c.check().ok());
+  c.training.global_batch += 1;
+  expect_broken(c.check(), rule::kTooManyPasses,
+                "524289 micro-batches × pp 4 × vpp 1 = 2097156 forward passes a step, more than the 2097152 Loom "
+                "simulates (a larger micro-batch or dp has fewer)");
 }
 
 TEST(ConfigRules, SchedulesAndInterleaving) {
