@@ -71,7 +71,13 @@ std::function<int()> add_plan(CLI::App& root) {
   flags->config.add_to(*app, true);
   app->add_option("--top", flags->top,
                   "show the K fastest, simulating only configurations that could be among them (default: all that fit, "
-                  "all simulated)");
+                  "all simulated)")
+      // A size_t: "-1" wrapped round to "all" before.
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            return v.find('-') != std::string::npos ? v + " must be at least 0 (0: all)" : std::string();
+          },
+          ""));
   add_output_flags(*app, flags->format, flags->out, "table, csv, json or md");
   app->add_flag("--explain", flags->explain, "list rejected configurations grouped by reason");
   app->add_option("--emit-plan", flags->emit_plan, "write the fastest configuration as a plan file for `loom run`");

@@ -52,6 +52,7 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   expect_bad_input("plan --model gpt3-175b --gpus 97 --global-batch 1536", "no parallel layout of 97 GPUs");
   expect_bad_input("plan --model /nonexistent/model.json --gpus 8 --global-batch 8", "cannot open file");
   expect_bad_input(std::string("plan ") + kSpec + " --format xml", "--format: unknown format 'xml'");
+  expect_bad_input(std::string("plan ") + kSpec + " --top -1", "--top: -1 must be at least 0");
   expect_bad_input(std::string("plan ") + kSpec + " --zero 5", "ZeRO stage 5 does not exist");
   expect_bad_input(std::string("plan ") + kSpec + " --schedule pipedream", "unknown schedule 'pipedream'");
   expect_bad_input(std::string("sim ") + kSpec + " --tp 3",
