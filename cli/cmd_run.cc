@@ -253,6 +253,13 @@ int train(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
         r.backend->name() == "cuda" ? "cuBLASLt" : exec::cpu_gemm_library(),
         r.backend->device() >= 0 ? fmt::format(", rank 0 on device {}", r.backend->device()) : "",
         world > 1 && r.comm != exec::CommPath::kDirect ? " | " + exec::describe(r.comm) : "");
+  // A finished run resumed again (a requeued job): nothing to train, said, and no empty memory record logged.
+  if (trainer.completed_steps() >= o.steps) {
+    if (rank == 0)
+      fmt::print(stderr, "loom: the checkpoint is at step {}, --steps is {}: nothing left to train\n",
+                 trainer.completed_steps(), o.steps);
+    return kExitOk;
+  }
   exec::StepMetrics last;
   // Beside the step lines only when those go to a file or a pipe.
   ProgressBar bar("training", rank == 0 && isatty(STDOUT_FILENO) == 0);

@@ -90,6 +90,20 @@ TEST_F(ExecCheckpointDamage, IntactCheckpointResumes) {  // the control: the dam
   EXPECT_EQ(losses(dir_ + "/resumed.jsonl").size(), 2u);
 }
 
+// A finished run resumed again (a requeued job, --steps already reached): exit 0 saying so, no step run and
+// no record logged. It had appended a memory record of zeros to the log.
+TEST_F(ExecCheckpointDamage, FinishedRunResumedAgainTrainsNothing) {
+  const ProcessResult r = run_shell(fmt::format("{} {} --steps 4 --checkpoint-dir {} --resume --log {}/again.jsonl",
+                                                loom_run(2), common(data_), dir_, dir_),
+                                    60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("loom: the checkpoint is at step 4, --steps is 4: nothing left to train"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("step "), std::string::npos) << r.out;
+  std::ifstream log(dir_ + "/again.jsonl");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(log), {}), "");
+}
+
 TEST_F(ExecCheckpointDamage, FlippedByteInAShardIsRefusedByChecksum) {
   {
     std::fstream f(shard(1), std::ios::in | std::ios::out | std::ios::binary);
