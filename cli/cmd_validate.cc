@@ -57,24 +57,49 @@ ErrorSummary summarize(const std::vector<PublishedRow>& rows) {
 
 Json published_json(const std::vector<PublishedRow>& rows) {
   Json list = Json::array();
-  for (const auto& r : rows)
-    list.push_back({{"model", r.model},
-                    {"setting", r.setting},
-                    {"config", to_json(r.config)},
-                    {"published_s", r.published_s},
-                    {"predicted_s", r.predicted_s},
-                    {"error", r.error()}});
+  for (const auto& r : rows) {
+    Json row = {{"model", r.model},
+                {"setting", r.setting},
+                {"config", to_json(r.config)},
+                {"published_s", r.published_s},
+                {"predicted_s", r.predicted_s},
+                {"error", r.error()}};
+    if (r.slowest_s > 0) {
+      row["slowest_s"] = r.slowest_s;
+      row["slowest_setting"] = r.slowest_setting;
+    }
+    list.push_back(row);
+  }
   return list;
 }
 
 std::string published_table(const std::vector<PublishedRow>& rows, const ErrorSummary& e, const char* setting) {
-  std::string text = fmt::format("{:<7} {:<34} {:>5} {:>4} {:>5} {:>5} {:>4} {:>12} {:>12} {:>8}\n", "model", setting,
-                                 "GPUs", "TP", "PP", "DP", "VPP", "published_s", "predicted_s", "error%");
-  for (const auto& r : rows)
-    text += fmt::format("{:<7} {:<34} {:>5} {:>4} {:>5} {:>5} {:>4} {:>12.2f} {:>12.2f} {:>+8.2f}\n", r.model,
-                        r.setting, r.gpus, r.config.tp, r.config.pp, r.config.dp, r.config.vpp, r.published_s,
-                        r.predicted_s, 100.0 * r.error());
+  const bool span = !rows.empty() && rows.front().slowest_s > 0;  // rows with unpublished settings
+  std::string text = fmt::format("{:<7} {:<34} {:>5} {:>4} {:>5} {:>5} {:>4} {:>12} {:>12} {:>8}{}\n", "model", setting,
+                                 "GPUs", "TP", "PP", "DP", "VPP", "published_s", "predicted_s", "error%",
+                                 span ? fmt::format(" {:>10}  {}", "slowest_s", "slowest setting") : "");
+  int inside = 0;
+  std::string above;
+  for (const auto& r : rows) {
+    text += fmt::format("{:<7} {:<34} {:>5} {:>4} {:>5} {:>5} {:>4} {:>12.2f} {:>12.2f} {:>+8.2f}", r.model, r.setting,
+                        r.gpus, r.config.tp, r.config.pp, r.config.dp, r.config.vpp, r.published_s, r.predicted_s,
+                        100.0 * r.error());
+    if (span) {
+      text += fmt::format(" {:>10.2f}  {}", r.slowest_s, r.slowest_setting);
+      if (r.published_s <= r.slowest_s)
+        ++inside;
+      else
+        above += fmt::format("{}{} ({:+.1f} %)", above.empty() ? "" : ", ", r.model,
+                             100.0 * (r.published_s / r.slowest_s - 1.0));
+    }
+    text += "\n";
+  }
   text += fmt::format("# mean |error| {:.2f} %, max |error| {:.2f} %\n", 100.0 * e.mean, 100.0 * e.worst);
+  if (span)
+    text += fmt::format(
+        "# published time within Loom's span over the unpublished settings (fastest to slowest that fits): {} of {} "
+        "rows{}\n",
+        inside, rows.size(), above.empty() ? "" : "; slower than Loom's slowest: " + above);
   return text;
 }
 

@@ -51,6 +51,18 @@ TEST(Published, NarayananTable1UnderTheSoftwareThatRanIt) {
     EXPECT_TRUE(r.config.schedule == Schedule::k1F1B || r.config.schedule == Schedule::kInterleaved) << r.model;
     EXPECT_EQ(r.config.recompute, Recompute::kFull) << r.model;
   }
+  // The unpublished settings span more than the error: with the published TP and PP, the slowest
+  // configuration that fits is slower than the published time for 9 of the 10 rows. The 1T model
+  // (pp 64) ran 2.4 % slower than any setting Loom costs, so some cost is missing there whatever was run.
+  int inside = 0;
+  for (const auto& r : *rows) {
+    EXPECT_LE(r.predicted_s, r.slowest_s) << r.model;
+    EXPECT_FALSE(r.slowest_setting.empty()) << r.model;
+    inside += r.published_s <= r.slowest_s;
+    EXPECT_LE(r.published_s, 1.03 * r.slowest_s) << r.model << ": slowest " << r.slowest_setting;
+  }
+  EXPECT_GE(inside, 9);
+  EXPECT_NEAR(rows->back().published_s / rows->back().slowest_s, 1.024, 0.005) << rows->back().model;
   const double mean = sum / rows->size();
   RecordProperty("mean_abs_error_percent", std::to_string(100 * mean));
   RecordProperty("max_abs_error_percent", std::to_string(100 * worst));
