@@ -99,9 +99,9 @@ RuleStatus check_tp_placement(const ClusterSpec& cluster, const TrainingSpec& tr
 // Layers over pp stages (the split's stage-level rules); the global batch over dp replicas.
 RuleStatus check_layout(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
                         StageSplit split = StageSplit::kEven);
-// Each replica's batch over micro-batches.
 // Forward passes a step may hold (micro-batches × pp × vpp): the step graph's size.
 inline constexpr std::int64_t kMaxSimulatedPasses = std::int64_t{1} << 21;
+// Each replica's batch over micro-batches, and the step's passes within kMaxSimulatedPasses.
 RuleStatus check_micro_batch(const TrainingSpec& training, const ParallelConfig& config);
 // Schedule and vpp against pp, the layers (the split's chunk-level rules) and the micro-batches per step.
 RuleStatus check_schedule(const ModelSpec& model, const ParallelConfig& config, std::int64_t micro_batches,

@@ -34,10 +34,11 @@ Result<TokenFile> TokenFile::open(const std::string& path, int vocab, int seq) {
   TokenFile file(fd, 0);
   struct stat st {};
   std::int32_t header[kTokenFileHeaderInts] = {};
-  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+  const bool stat_ok = fstat(fd, &st) == 0;
+  if (stat_ok && S_ISDIR(st.st_mode))
     return make_error(
         fmt::format("data file '{}': is a directory (give the .bin file `loom data prepare` wrote)", path));
-  if (fstat(fd, &st) != 0 || pread(fd, header, sizeof(header), 0) != static_cast<ssize_t>(sizeof(header)))
+  if (!stat_ok || pread(fd, header, sizeof(header), 0) != static_cast<ssize_t>(sizeof(header)))
     return make_error(fmt::format("data file '{}': shorter than the 1024-byte header", path));
   if (header[0] != kTokenFileMagic)
     return make_error(

@@ -78,6 +78,7 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   // A stream that never ends is refused at the input limit, not read until memory runs out.
   expect_bad_input("plan --model /dev/zero --gpus 8 --global-batch 8", "/dev/zero: over 256 MiB");
   expect_bad_input("plan --model llama2-7b --cluster /dev/zero --gpus 8 --global-batch 8", "/dev/zero: over 256 MiB");
+  expect_bad_input("calibrate --vtrain /dev/zero --check", "/dev/zero: over 256 MiB");
   // 2^30 micro-batches on one GPU: the step graph ran the machine out of memory (killed after 24 GB).
   expect_bad_input("plan --model gpt2-small --gpus 1 --global-batch 1073741824",
                    "1073741824 forward passes a step, more than the 2097152 Loom simulates");
