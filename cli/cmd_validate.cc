@@ -548,6 +548,15 @@ std::function<int()> add_validate(CLI::App& root) {
       ->capture_default_str();
   return [flags]() -> int {
     check(check_format(flags->format, {"table", "json"}));
+    if (flags->published && flags->public_runs)
+      throw InputError("validate: --published and --public-runs are two reports; give one");
+    // The default is relative to the checkout's root, where `loom validate` usually runs: elsewhere the
+    // folder is missing, said once instead of as the first file that cannot be opened.
+    if ((flags->published || flags->public_runs) && !std::filesystem::is_directory(flags->validation_dir))
+      throw InputError(fmt::format(
+          "--validation-dir: no folder '{}' (the published measurements, ../shared/validation beside the checkout "
+          "when run from its root)",
+          flags->validation_dir));
     if (flags->published) return run_published(*flags);
     if (flags->public_runs) return run_public_runs(*flags);
     if (!flags->profile.empty()) return run_matrix(*flags);

@@ -79,6 +79,9 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   expect_bad_input("plan --model /dev/zero --gpus 8 --global-batch 8", "/dev/zero: over 256 MiB");
   expect_bad_input("plan --model llama2-7b --cluster /dev/zero --gpus 8 --global-batch 8", "/dev/zero: over 256 MiB");
   expect_bad_input("calibrate --vtrain /dev/zero --check", "/dev/zero: over 256 MiB");
+  expect_bad_input("validate --published --validation-dir /nonexistent",
+                   "--validation-dir: no folder '/nonexistent' (the published measurements");
+  expect_bad_input("validate --published --public-runs", "--published and --public-runs are two reports");
   // 2^30 micro-batches on one GPU: the step graph ran the machine out of memory (killed after 24 GB).
   expect_bad_input("plan --model gpt2-small --gpus 1 --global-batch 1073741824",
                    "1073741824 forward passes a step, more than the 2097152 Loom simulates");
