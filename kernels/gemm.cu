@@ -73,12 +73,30 @@ cublasLtMatmulAlgo_t pick_algorithm(cublasLtHandle_t handle, const MatmulDesc& o
 }
 }  // namespace
 
+// Everything one GEMM shape needs from cuBLASLt, made at its first call: the layouts, the operation
+// and the heuristic's algorithm. Rebuilding the four descriptors per call cost host time on every
+// GEMM of every micro-batch.
+struct Gemm::Plan {
+  Layout first, second, out;
+  MatmulDesc op;
+  cublasLtMatmulAlgo_t algorithm{};
+  Plan(cublasLtHandle_t handle, const GemmShape& s, const Matrix& a, const Matrix& b, const OutMatrix& c,
+       const std::uint32_t (&align)[3])
+      // Column-major view: first = our B (n×k after op), second = our A (k×m after op), out = Cᵀ (n×m).
+      : first(b.type, s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, b.ld, s.batch, b.batch_stride),
+        second(a.type, s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, a.ld, s.batch, a.batch_stride),
+        out(c.type, s.n, s.m, c.ld, s.batch, c.batch_stride),
+        op(s.trans_b, s.trans_a),
+        algorithm(pick_algorithm(handle, op, first, second, out, align)) {}
+};
+
 Gemm::Gemm() {
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
 }
 
 Gemm::~Gemm() {
+  plans_.clear();  // the descriptors go before the handle
   cudaFree(workspace_);
   cublasLtDestroy(handle_);
 }
@@ -86,11 +104,6 @@ Gemm::~Gemm() {
 void Gemm::run(const GemmShape& s, float alpha, const Matrix& a, const Matrix& b, float beta, const OutMatrix& c,
                cudaStream_t stream) {
   if (s.m == 0 || s.n == 0 || s.batch == 0) return;
-  // Column-major view: first = our B (n×k after op), second = our A (k×m after op), out = Cᵀ (n×m).
-  const Layout first(b.type, s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, b.ld, s.batch, b.batch_stride);
-  const Layout second(a.type, s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, a.ld, s.batch, a.batch_stride);
-  const Layout out(c.type, s.n, s.m, c.ld, s.batch, c.batch_stride);
-  const MatmulDesc op(s.trans_b, s.trans_a);
   // Alignments of cuBLASLt's A (our B), B (our A) and C/D.
   const std::uint32_t align[3] = {alignment(b.data, b.type, b.batch_stride), alignment(a.data, a.type, a.batch_stride),
                                   alignment(c.data, c.type, c.batch_stride)};
@@ -109,11 +122,11 @@ void Gemm::run(const GemmShape& s, float alpha, const Matrix& a, const Matrix& b
                 static_cast<int>(a.type),
                 static_cast<int>(c.type),
                 align[0] | align[1] << 9 | align[2] << 18};
-  auto it = algorithms_.find(key);
-  if (it == algorithms_.end())
-    it = algorithms_.emplace(key, pick_algorithm(handle_, op, first, second, out, align)).first;
-  CUBLAS_CHECK(cublasLtMatmul(handle_, op.desc, &alpha, b.data, first.desc, a.data, second.desc, &beta, c.data,
-                              out.desc, c.data, out.desc, &it->second, workspace_, kWorkspaceBytes, stream));
+  auto it = plans_.find(key);
+  if (it == plans_.end()) it = plans_.emplace(key, std::make_unique<Plan>(handle_, s, a, b, c, align)).first;
+  const Plan& p = *it->second;
+  CUBLAS_CHECK(cublasLtMatmul(handle_, p.op.desc, &alpha, b.data, p.first.desc, a.data, p.second.desc, &beta, c.data,
+                              p.out.desc, c.data, p.out.desc, &p.algorithm, workspace_, kWorkspaceBytes, stream));
 }
 
 }  // namespace loom::kernels

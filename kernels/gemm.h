@@ -1,7 +1,8 @@
 // GEMM through cuBLASLt with exec/backend.h's row-major interface: C = alpha·op(A)·op(B) + beta·C,
 // op(A) m×k, op(B) k×n, leading dimensions in elements. A and B share a type (bf16 or fp32), C may be
 // bf16 or fp32 (weight gradients accumulate into fp32 main grads with beta 1); compute is fp32. One
-// 32 MiB workspace; the heuristic's algorithm is cached per shape, types and pointer alignment.
+// 32 MiB workspace; the descriptors and the heuristic's algorithm are cached per shape, types and pointer
+// alignment.
 #pragma once
 
 #include <cublasLt.h>
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <tuple>
 
 namespace loom::kernels {
@@ -55,7 +57,7 @@ class Gemm {
     run(GemmShape{trans_a, trans_b, m, n, k, 1}, alpha, Matrix{a, ab_type, lda, 0}, Matrix{b, ab_type, ldb, 0}, beta,
         OutMatrix{c, c_type, ldc, 0}, stream);
   }
-  std::size_t cached_algorithms() const { return algorithms_.size(); }
+  std::size_t cached_algorithms() const { return plans_.size(); }
 
  private:
   // Everything the heuristic's answer depends on.
@@ -63,7 +65,8 @@ class Gemm {
                          std::int64_t, std::int64_t, int, int, unsigned>;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
-  std::map<Key, cublasLtMatmulAlgo_t> algorithms_;
+  struct Plan;  // descriptors and algorithm of one key, built at its first call
+  std::map<Key, std::unique_ptr<Plan>> plans_;
 };
 
 }  // namespace loom::kernels
