@@ -176,7 +176,7 @@ void Enumerator::for_micro_batch(ParallelConfig c, long long m) {
     }
     // ZeRO-3 keeps every expert on every rank (check_ep): only when --ep allows 1.
     if (!space_.ep.empty() && !allowed(space_.ep, 1)) continue;
-    if (!space_.etp.empty() && !allowed(space_.etp, c.tp)) continue;
+    if (!space_.etp.empty() && !allowed(space_.etp, c.tp) && !allowed(space_.etp, 0)) continue;  // 0: "tp"
     for (int g : shard_group_candidates(c)) {
       c.shard_group = g;
       if (passes(c, check_zero(c))) for_zero(c, schedules);
@@ -217,7 +217,7 @@ std::vector<int> Enumerator::ep_candidates(const ParallelConfig& c) const {
   return out;
 }
 
-// Expert TP: --etp's list (a value equal to tp is the default, 0), else tp and, for an MoE model split
+// Expert TP: --etp's list ("tp" or a value equal to tp is the default, 0), else tp and, for an MoE model split
 // over TP, 1: Megatron-core's guidance prefers EP to TP for experts (moe/README.md).
 std::vector<int> Enumerator::etp_candidates(const ParallelConfig& c) const {
   std::vector<int> out;

@@ -33,6 +33,12 @@ Result<int> parse_zero(const std::string& item, const char* flag) {
   return value;
 }
 
+// Expert TP: "tp" (the experts split like the MLP, the default; kept as 0) or a size.
+Result<int> parse_etp_item(const std::string& item, const char* flag) {
+  if (item == "tp") return 0;
+  return parse_positive(item, flag);
+}
+
 Result<Recompute> parse_recompute_item(const std::string& item, const char* flag) {
   if (auto r = parse_recompute(item)) return *r;
   return make_error(fmt::format("{}: unknown value '{}' ({})", flag, item, recompute_names()));
@@ -118,7 +124,7 @@ Result<SearchSpace> parse_search_space(const ConfigText& c) {
         split_list<Schedule>(c.schedule, "--schedule", parse_schedule_item, s.schedule),
         split_list<int>(c.shard_group, "--shard-group", parse_int, s.shard_group),
         split_list<int>(c.cp, "--cp", parse_positive, s.cp), split_list<int>(c.ep, "--ep", parse_positive, s.ep),
-        split_list<int>(c.etp, "--etp", parse_positive, s.etp),
+        split_list<int>(c.etp, "--etp", parse_etp_item, s.etp),
         split_list<CpComm>(c.cp_comm, "--cp-comm", parse_cp_comm_item, s.cp_comm), parse_split(c, s.split)})
     if (!status) return status.error();
   return s;

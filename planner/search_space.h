@@ -16,7 +16,7 @@ struct ConfigText {
   std::string shard_group;  // ZeRO-3's shard group (HSDP); empty: all dp ranks and one node's
   std::string cp, cp_comm;  // context parallelism and how its ranks exchange keys and values
   std::string ep;           // expert parallelism (MoE models)
-  std::string etp;          // expert tensor parallelism: tp (the default) or 1
+  std::string etp;          // expert tensor parallelism: "tp" (the default) or a size, e.g. 1
   // The pipeline split (one value each; any of them set fixes the split the search uses):
   // Megatron-LM's first/last stage layer counts, and "on" to count the embedding/loss as a layer.
   std::string first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss;

@@ -8,6 +8,7 @@
 #include "core/pipeline_split.h"
 #include "core/presets.h"
 #include "planner/enumerate.h"
+#include "planner/search_space.h"
 
 namespace loom {
 namespace {
@@ -191,6 +192,20 @@ TEST(Enumerate, ExpertTensorParallelOneFoldsEpOverTpRanks) {
   for (const auto& [etp, ep] : layouts(space)) EXPECT_EQ(etp, 1);
   space.etp = {2};  // = tp: the default
   for (const auto& [etp, ep] : layouts(space)) EXPECT_EQ(etp, 2);
+  // As typed: "tp" names the default whatever the TP size (its help says so).
+  ConfigText text;
+  text.tp = "2";
+  text.pp = "1";
+  text.etp = "tp";
+  auto typed = parse_search_space(text);
+  ASSERT_TRUE(typed.ok()) << typed.error().message;
+  EXPECT_EQ(layouts(*typed), layouts(space));
+  text.etp = "tp,1";
+  typed = parse_search_space(text);
+  ASSERT_TRUE(typed.ok()) << typed.error().message;
+  EXPECT_EQ(layouts(*typed), both);
+  text.etp = "0";
+  EXPECT_FALSE(parse_search_space(text).ok());
 }
 
 TEST(Enumerate, NoUsableLayoutIsAnError) {
