@@ -120,6 +120,10 @@ void MainWindow::on_search_finished() {
   rejected_model_->set_rejections(outcome_.ok() ? outcome_.result.rejected : std::vector<Rejection>{});
   pinned_plan_.reset();
   refresh_compare();
+  // The EP column says something only for a mixture-of-experts model, as in `loom plan`'s table.
+  const bool moe = outcome_.ok() && outcome_.specs.model.moe.active();
+  plans_view_->setColumnHidden(PlanTableModel::kEp, !moe);
+  rejected_view_->setColumnHidden(RejectedTableModel::kEp, !moe);
   plans_view_->resizeColumnsToContents();
   rejected_view_->resizeColumnsToContents();
   table_tabs_->setTabText(0, tr("Plans (%1)").arg(plans_model_->rowCount()));

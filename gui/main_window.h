@@ -69,6 +69,7 @@ class MainWindow : public QMainWindow {
   PlanTableModel* plans_model() const { return plans_model_; }
   PlanFilterProxy* plans_proxy() const { return plans_proxy_; }
   RejectedTableModel* rejected_model() const { return rejected_model_; }
+  QTableView* rejected_view() const { return rejected_view_; }
   GanttView* gantt() const { return gantt_; }
   MemoryChart* memory_chart() const { return memory_chart_; }
   ParetoChart* pareto_chart() const { return pareto_; }

@@ -25,6 +25,9 @@ constexpr std::array<ColumnInfo, PlanTableModel::kColumnCount> kColumns = {{
     {"CP", "context-parallel size: ranks each sequence is split over (a2a/all_gather named; else the ring)"},
     {"PP", "pipeline-parallel size"},
     {"DP", "data-parallel size"},
+    {"EP",
+     "expert-parallel size: an MoE layer's experts split over this many ranks of the dp·cp group (etp1: each "
+     "expert whole on its rank under TP)"},
     {"ZeRO", "ZeRO stage"},
     {"shard", "ranks ZeRO-3 shards over, dp·cp or fewer (fewer: HSDP, replicated across groups)"},
     {"MB", "sequences per micro-batch"},

@@ -22,6 +22,7 @@ class PlanTableModel : public QAbstractTableModel {
     kCp,
     kPp,
     kDp,
+    kEp,
     kZero,
     kShardGroup,
     kMicroBatch,

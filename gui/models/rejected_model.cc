@@ -7,7 +7,7 @@
 
 static_assert(loom::gui::RejectedTableModel::kSchedule - loom::gui::RejectedTableModel::kTp + 1 ==
                   loom::gui::kConfigCellCount,
-              "the configuration columns are the ten of config_cell, in its order");
+              "the configuration columns are those of config_cell, in its order");
 
 namespace loom::gui {
 
@@ -41,8 +41,8 @@ QVariant RejectedTableModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant RejectedTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  static const char* kHeaders[kColumnCount] = {"TP",  "CP",        "PP", "DP",       "ZeRO",   "shard", "MB",
-                                               "VPP", "recompute", "SP", "schedule", "reason", "rule"};
+  static const char* kHeaders[kColumnCount] = {"TP", "CP",  "PP",        "DP", "EP",       "ZeRO",   "shard",
+                                               "MB", "VPP", "recompute", "SP", "schedule", "reason", "rule"};
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole || section < 0 || section >= kColumnCount) return {};
   return QString(kHeaders[section]);
 }

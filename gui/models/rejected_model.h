@@ -19,6 +19,7 @@ class RejectedTableModel : public QAbstractTableModel {
     kCp,
     kPp,
     kDp,
+    kEp,
     kZero,
     kShardGroup,
     kMicroBatch,

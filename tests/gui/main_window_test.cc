@@ -33,6 +33,7 @@
 #include "gui/memory_chart.h"
 #include "gui/models/plan_summary.h"
 #include "gui/models/plan_table_model.h"
+#include "gui/models/rejected_model.h"
 #include "gui/pareto_chart.h"
 #include "qt_app.h"
 #include "sim/step_metrics.h"
@@ -115,6 +116,44 @@ TEST_F(GuiMainWindow, MoeImbalanceReachesTheSearch) {
   EXPECT_EQ(w().outcome().specs.training.moe_imbalance, 1.0);
   w().inputs()->moe_imbalance_box()->setValue(1.5);
   ASSERT_TRUE(wait_until([&] { return w().outcome().specs.training.moe_imbalance == 1.5 && !w().busy(); }));
+}
+
+// The EP column, as in `loom plan`'s table, is shown for a mixture-of-experts model only; "8 etp1" where
+// each expert is whole on its rank.
+TEST_F(GuiMainWindow, TheExpertParallelColumnShowsForAMixtureOfExpertsModel) {
+  EXPECT_TRUE(w().plans_view()->isColumnHidden(PlanTableModel::kEp));  // llama2-7b: dense
+  EXPECT_TRUE(w().rejected_view()->isColumnHidden(RejectedTableModel::kEp));
+  PlanRequest moe;
+  moe.specs.model = std::string(LOOM_VALIDATION_DIR) + "/hf_configs/mixtral-8x7b/config.json";
+  moe.specs.cluster = "dgx-h100";
+  moe.specs.gpus = 64;
+  moe.specs.global_batch = 256;
+  moe.specs.seq = 4096;
+  moe.config.tp = "2";
+  moe.config.pp = "1";
+  moe.config.ep = "1,8";
+  moe.config.etp = "tp,1";
+  moe.config.micro_batch = "1";
+  moe.config.sp = "on";
+  w().set_request(moe);
+  ASSERT_TRUE(wait_until([&] { return w().outcome().specs.model.moe.active() && !w().busy(); }));
+  ASSERT_TRUE(w().outcome().ok()) << w().outcome().error;
+  EXPECT_FALSE(w().plans_view()->isColumnHidden(PlanTableModel::kEp));
+  EXPECT_FALSE(w().rejected_view()->isColumnHidden(RejectedTableModel::kEp));
+  std::set<QString> shown;
+  for (int r = 0; r < w().plans_model()->rowCount(); ++r) {
+    const ParallelConfig& c = w().plans_model()->row(r)->config;
+    const QModelIndex ep = w().plans_model()->index(r, PlanTableModel::kEp);
+    EXPECT_EQ(w().plans_model()->data(ep, PlanTableModel::kSortRole).toInt(), c.ep);
+    const QString text = w().plans_model()->data(ep).toString();
+    EXPECT_EQ(text, c.expert_tp() == c.tp ? QString::number(c.ep) : QString("%1 etp1").arg(c.ep));
+    shown.insert(text);
+  }
+  EXPECT_TRUE(shown.count("1") && shown.count("8") && shown.count("8 etp1")) << shown.size();
+
+  w().set_request(testing::small_request());
+  ASSERT_TRUE(wait_until([&] { return !w().outcome().specs.model.moe.active() && !w().busy(); }));
+  EXPECT_TRUE(w().plans_view()->isColumnHidden(PlanTableModel::kEp));
 }
 
 TEST_F(GuiMainWindow, AFrameworkReachesTheSearchAndLimitsItsPlans) {
