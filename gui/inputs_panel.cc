@@ -33,6 +33,29 @@ QComboBox* framework_choice(const char* object_name, std::initializer_list<E> va
   return box;
 }
 
+// A number the --framework sets unless one is given: its minimum, -1, reads "framework's" (the
+// command line's negative default).
+QDoubleSpinBox* framework_number(const char* object_name, double max, int decimals, const QString& tip) {
+  auto* box = new QDoubleSpinBox;
+  box->setObjectName(object_name);
+  box->setRange(-1.0, max);
+  box->setDecimals(decimals);
+  box->setSpecialValueText(QObject::tr("framework's"));
+  box->setValue(-1.0);
+  box->setToolTip(tip);
+  return box;
+}
+
+QDoubleSpinBox* variation_box(const char* object_name, const QString& tip) {
+  auto* box = new QDoubleSpinBox;
+  box->setObjectName(object_name);
+  box->setRange(0.0, 1.0);  // the command line's bounds
+  box->setDecimals(4);
+  box->setSingleStep(0.01);
+  box->setToolTip(tip);
+  return box;
+}
+
 QComboBox* preset_box(const std::vector<std::string>& names, const QString& object_name) {
   auto* box = new QComboBox;
   box->setEditable(true);
@@ -90,13 +113,15 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   global_batch_->setKeyboardTracking(false);
   form->addRow(tr("Global batch"), global_batch_);
   seq_ = new QSpinBox;
+  seq_->setObjectName("seq");
   seq_->setRange(0, 1 << 24);
   seq_->setSpecialValueText(tr("model's"));
   seq_->setKeyboardTracking(false);
   form->addRow(tr("Sequence"), seq_);
   tokens_b_ = new QDoubleSpinBox;
+  tokens_b_->setObjectName("tokens");
   tokens_b_->setRange(0, 1e6);
-  tokens_b_->setDecimals(0);
+  tokens_b_->setDecimals(3);  // a budget given in millions of tokens keeps them
   tokens_b_->setSuffix(tr(" B tokens"));
   tokens_b_->setSpecialValueText(tr("none"));
   tokens_b_->setKeyboardTracking(false);
@@ -152,8 +177,10 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
          "or rowwise (torchao's rowwise recipe, where the cost file has its measured GEMM figure)"));
   form->addRow(tr("FP8 recipe"), fp8_recipe_);
   cross_node_tp_ = new QCheckBox(tr("allow TP across nodes"));
+  cross_node_tp_->setObjectName("allow_cross_node_tp");
   form->addRow(QString(), cross_node_tp_);
   sync_sends_ = new QCheckBox(tr("synchronous pipeline sends"));
+  sync_sends_->setObjectName("sync_pipeline_sends");
   sync_sends_->setToolTip(
       tr("a stage waits for its pipeline send before its next pass, as Megatron-LM does by "
          "default (batch_p2p_sync); `loom plan --sync-pipeline-sends`"));
@@ -161,7 +188,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   moe_imbalance_ = new QDoubleSpinBox;
   moe_imbalance_->setObjectName("moe_imbalance");
   moe_imbalance_->setRange(1.0, 1000.0);
-  moe_imbalance_->setDecimals(2);
+  moe_imbalance_->setDecimals(3);
   moe_imbalance_->setSingleStep(0.05);
   moe_imbalance_->setValue(1.0);
   moe_imbalance_->setToolTip(
@@ -169,10 +196,34 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
          "logs the measured one); `loom plan --moe-imbalance`"));
   form->addRow(tr("MoE imbalance"), moe_imbalance_);
   shared_overlap_ = new QCheckBox(tr("shared expert beside the all-to-alls"));
+  shared_overlap_->setObjectName("moe_shared_expert_overlap");
   shared_overlap_->setToolTip(
       tr("an MoE layer's shared expert runs while the EP dispatch and combine are in flight (Megatron-core's "
          "--moe-shared-expert-overlap); `loom plan --moe-shared-expert-overlap`"));
   form->addRow(QString(), shared_overlap_);
+  grad_bytes_ = new QComboBox;
+  grad_bytes_->setObjectName("grad_bytes");
+  grad_bytes_->addItem(tr("framework's"), 0);
+  grad_bytes_->addItem(tr("2 (bf16)"), 2);
+  grad_bytes_->addItem(tr("4 (fp32 main grads)"), 4);
+  grad_bytes_->setToolTip(tr("bytes per gradient element; `loom plan --grad-bytes`"));
+  form->addRow(tr("Gradient bytes"), grad_bytes_);
+  kernel_cv_ = variation_box("kernel_cv", tr("each kernel's time varies by this σ/μ from rank to rank; every "
+                                             "synchronisation waits for the slowest; `loom plan --kernel-cv`"));
+  form->addRow(tr("Kernel σ/μ"), kernel_cv_);
+  gpu_cv_ = variation_box("gpu_cv", tr("each GPU's speed differs persistently by this σ/μ; the step waits for the "
+                                       "slowest GPU of the world; `loom plan --gpu-cv`"));
+  form->addRow(tr("GPU σ/μ"), gpu_cv_);
+  host_op_us_ = framework_number(
+      "host_op_us", 1e5, 3,
+      tr("host time to issue one GPU op, µs: a pass is never shorter than its ops times this; `loom plan "
+         "--host-op-us`"));
+  form->addRow(tr("Host µs per op"), host_op_us_);
+  zero3_prefetch_ = framework_number(
+      "zero3_prefetch", 1e15, 0,
+      tr("ZeRO-3: parameter elements each unit's hook prefetches beyond the unit computing (0: one unit ahead, as "
+         "FSDP; DeepSpeed's stage3_prefetch_bucket_size); `loom plan --zero3-prefetch`"));
+  form->addRow(tr("ZeRO-3 prefetch"), zero3_prefetch_);
   outer->addWidget(specs);
 
   auto* limits = new QGroupBox(tr("Restrict the search"));
@@ -193,6 +244,22 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   lform->addRow(tr("Recompute"), recompute_ = restriction("recompute", any + " (none,selective,full,op)"));
   lform->addRow("SP", sp_ = restriction("sp", any + " (on,off)"));
   lform->addRow(tr("Schedule"), schedule_ = restriction("schedule", any + " (gpipe,1f1b,interleaved,zb)"));
+  lform->addRow(tr("First stage layers"), first_stage_ = restriction("first_stage_layers", tr("even split")));
+  lform->addRow(tr("Last stage layers"), last_stage_ = restriction("last_stage_layers", tr("even split")));
+  first_stage_->setToolTip(
+      tr("layers of the first pipeline stage, one value (Megatron-LM's "
+         "--decoder-first-pipeline-num-layers); `loom plan --first-stage-layers`"));
+  last_stage_->setToolTip(
+      tr("layers of the last pipeline stage, one value (Megatron-LM's "
+         "--decoder-last-pipeline-num-layers); `loom plan --last-stage-layers`"));
+  account_embedding_ = new QCheckBox(tr("embedding counts as a layer"));
+  account_embedding_->setObjectName("account_for_embedding");
+  account_embedding_->setToolTip(tr("in the pipeline split (Megatron-LM); `loom plan --account-for-embedding`"));
+  lform->addRow(QString(), account_embedding_);
+  account_loss_ = new QCheckBox(tr("loss counts as a layer"));
+  account_loss_->setObjectName("account_for_loss");
+  account_loss_->setToolTip(tr("in the pipeline split (Megatron-LM); `loom plan --account-for-loss`"));
+  lform->addRow(QString(), account_loss_);
   outer->addWidget(limits);
 
   error_ = new QLabel;
@@ -225,8 +292,12 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   connect(sync_sends_, &QCheckBox::toggled, this, emit_changed);
   connect(moe_imbalance_, &QDoubleSpinBox::valueChanged, this, emit_changed);
   connect(shared_overlap_, &QCheckBox::toggled, this, emit_changed);
-  for (QLineEdit* e :
-       {tp_, cp_, cp_comm_, ep_, etp_, pp_, dp_, zero_, shard_group_, micro_batch_, vpp_, recompute_, sp_, schedule_})
+  connect(grad_bytes_, &QComboBox::currentIndexChanged, this, emit_changed);
+  for (QDoubleSpinBox* box : {kernel_cv_, gpu_cv_, host_op_us_, zero3_prefetch_})
+    connect(box, &QDoubleSpinBox::valueChanged, this, emit_changed);
+  for (QCheckBox* box : {account_embedding_, account_loss_}) connect(box, &QCheckBox::toggled, this, emit_changed);
+  for (QLineEdit* e : {tp_, cp_, cp_comm_, ep_, etp_, pp_, dp_, zero_, shard_group_, micro_batch_, vpp_, recompute_,
+                       sp_, schedule_, first_stage_, last_stage_})
     connect(e, &QLineEdit::editingFinished, this, emit_changed);
 }
 
@@ -240,7 +311,7 @@ QLineEdit* InputsPanel::restriction(const QString& name, const QString& placehol
 }
 
 PlanRequest InputsPanel::request() const {
-  PlanRequest r;
+  PlanRequest r = base_;
   r.specs.model = model_->currentText().trimmed().toStdString();
   r.specs.cluster = cluster_->currentText().trimmed().toStdString();
   r.specs.gpus = gpus_->value();
@@ -260,6 +331,12 @@ PlanRequest InputsPanel::request() const {
   r.specs.sync_pipeline_sends = sync_sends_->isChecked();
   r.specs.moe_imbalance = moe_imbalance_->value();
   r.specs.moe_shared_expert_overlap = shared_overlap_->isChecked();
+  r.specs.grad_bytes = grad_bytes_->currentData().toInt();
+  r.specs.kernel_cv = kernel_cv_->value();
+  r.specs.gpu_cv = gpu_cv_->value();
+  // Below zero (typed between -1 and 0) is the framework's, as -1 is.
+  r.specs.host_op_us = host_op_us_->value() < 0 ? -1.0 : host_op_us_->value();
+  r.specs.zero3_prefetch = zero3_prefetch_->value() < 0 ? -1.0 : zero3_prefetch_->value();
   auto text = [](const QLineEdit* e) { return e->text().remove(' ').toStdString(); };
   r.config.tp = text(tp_);
   r.config.cp = text(cp_);
@@ -275,11 +352,16 @@ PlanRequest InputsPanel::request() const {
   r.config.recompute = text(recompute_);
   r.config.sp = text(sp_);
   r.config.schedule = text(schedule_);
+  r.config.first_stage_layers = text(first_stage_);
+  r.config.last_stage_layers = text(last_stage_);
+  r.config.account_for_embedding = account_embedding_->isChecked() ? "on" : "";
+  r.config.account_for_loss = account_loss_->isChecked() ? "on" : "";
   return r;
 }
 
 void InputsPanel::set_request(const PlanRequest& r) {
   loading_ = true;
+  base_ = r;
   model_->setCurrentText(QString::fromStdString(r.specs.model));
   cluster_->setCurrentText(QString::fromStdString(r.specs.cluster));
   gpus_->setValue(static_cast<int>(r.specs.gpus));
@@ -302,6 +384,16 @@ void InputsPanel::set_request(const PlanRequest& r) {
   sync_sends_->setChecked(r.specs.sync_pipeline_sends);
   moe_imbalance_->setValue(r.specs.moe_imbalance);
   shared_overlap_->setChecked(r.specs.moe_shared_expert_overlap);
+  grad_bytes_->setCurrentIndex(std::max(0, grad_bytes_->findData(r.specs.grad_bytes)));
+  kernel_cv_->setValue(r.specs.kernel_cv);
+  gpu_cv_->setValue(r.specs.gpu_cv);
+  host_op_us_->setValue(r.specs.host_op_us < 0 ? -1.0 : r.specs.host_op_us);
+  zero3_prefetch_->setValue(r.specs.zero3_prefetch < 0 ? -1.0 : r.specs.zero3_prefetch);
+  first_stage_->setText(QString::fromStdString(r.config.first_stage_layers));
+  last_stage_->setText(QString::fromStdString(r.config.last_stage_layers));
+  auto on = [](const std::string& v) { return v == "on" || v == "true" || v == "1"; };  // as --sp reads them
+  account_embedding_->setChecked(on(r.config.account_for_embedding));
+  account_loss_->setChecked(on(r.config.account_for_loss));
   tp_->setText(QString::fromStdString(r.config.tp));
   cp_->setText(QString::fromStdString(r.config.cp));
   cp_comm_->setText(QString::fromStdString(r.config.cp_comm));

@@ -1,7 +1,8 @@
-// The inputs of a search, as widgets: model and cluster (preset or file), GPUs, global batch,
-// sequence length, token budget, attention kernel, synchronous pipeline sends, and the
-// restriction lists of `loom plan`.
-// Emits changed() on every edit; request() reads the widgets back as a PlanRequest.
+// The inputs of a search, as widgets: every input `loom plan` takes (model and cluster, preset or
+// file; GPUs, batch, sequence, token budget; the software stack and its behaviours; precision;
+// jitter and host overheads) and its restriction lists and pipeline split.
+// Emits changed() on every edit; request() reads the widgets back as a PlanRequest, over the request
+// last set, so an input without a widget is kept rather than reset.
 #pragma once
 
 #include <QWidget>
@@ -33,6 +34,15 @@ class InputsPanel : public QWidget {
   QSpinBox* global_batch_box() const { return global_batch_; }
   QCheckBox* sync_pipeline_sends_box() const { return sync_sends_; }
   QDoubleSpinBox* moe_imbalance_box() const { return moe_imbalance_; }
+  QComboBox* grad_bytes_box() const { return grad_bytes_; }
+  QDoubleSpinBox* kernel_cv_box() const { return kernel_cv_; }
+  QDoubleSpinBox* gpu_cv_box() const { return gpu_cv_; }
+  QDoubleSpinBox* host_op_us_box() const { return host_op_us_; }
+  QDoubleSpinBox* zero3_prefetch_box() const { return zero3_prefetch_; }
+  QLineEdit* first_stage_layers_box() const { return first_stage_; }
+  QLineEdit* last_stage_layers_box() const { return last_stage_; }
+  QCheckBox* account_for_embedding_box() const { return account_embedding_; }
+  QCheckBox* account_for_loss_box() const { return account_loss_; }
 
  public slots:
   void open_model_file();
@@ -61,6 +71,14 @@ class InputsPanel : public QWidget {
   QCheckBox* sync_sends_;
   QDoubleSpinBox* moe_imbalance_;
   QCheckBox* shared_overlap_;
+  QComboBox* grad_bytes_;           // "framework's" (0), 2 or 4
+  QDoubleSpinBox* kernel_cv_;       // σ/μ per kernel, rank to rank
+  QDoubleSpinBox* gpu_cv_;          // σ/μ per GPU, persistent
+  QDoubleSpinBox* host_op_us_;      // at its minimum, -1: "framework's"
+  QDoubleSpinBox* zero3_prefetch_;  // elements; at its minimum, -1: "framework's"
+  QLineEdit *first_stage_, *last_stage_;
+  QCheckBox *account_embedding_, *account_loss_;
+  PlanRequest base_;  // the request last set: what request() starts from
   QLineEdit *tp_, *cp_, *cp_comm_, *ep_, *etp_, *pp_, *dp_, *zero_, *shard_group_, *micro_batch_, *vpp_, *recompute_,
       *sp_, *schedule_;
   QLabel* error_;

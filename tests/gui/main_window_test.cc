@@ -156,6 +156,88 @@ TEST_F(GuiMainWindow, TheExpertParallelColumnShowsForAMixtureOfExpertsModel) {
   EXPECT_TRUE(w().plans_view()->isColumnHidden(PlanTableModel::kEp));
 }
 
+// Every flag of `loom plan`'s inputs, restrictions and split has a widget named after it ("--grad-bytes":
+// "grad_bytes"), so a flag added to the command line without one fails here.
+TEST(GuiInputsPanel, EveryFlagOfLoomPlanHasAWidgetNamedAfterIt) {
+  testing::qt_app();
+  InputsPanel panel;
+  SpecInputs in;
+  ConfigText config;
+  std::vector<std::string> flags;
+  for_each_spec_flag(in, [&](const char* flag, auto&&...) { flags.emplace_back(flag); });
+  for_each_config_flag(config, true, [&](const char* flag, auto&&...) { flags.emplace_back(flag); });
+  for_each_split_switch(config, [&](const char* flag, auto&&...) { flags.emplace_back(flag); });
+  ASSERT_GE(flags.size(), 40u);  // 40 when this was written
+  for (const std::string& flag : flags) {
+    QString name = QString::fromStdString(flag.substr(2));
+    name.replace('-', '_');
+    EXPECT_NE(panel.findChild<QWidget*>(name), nullptr) << flag;
+  }
+}
+
+// Every input `loom plan` takes has a widget, and what the command line set survives an edit of another
+// input: before, the panel rebuilt the request from its widgets alone, and the inputs without one
+// (gradient bytes, jitter, host time per op, ZeRO-3 prefetch, the pipeline split) fell back to their
+// defaults at the first edit.
+TEST_F(GuiMainWindow, EveryCommandLineInputSurvivesAnEditOfAnother) {
+  PlanRequest r = testing::small_request();
+  r.specs.grad_bytes = 4;
+  r.specs.kernel_cv = 0.05;
+  r.specs.gpu_cv = 0.02;
+  r.specs.host_op_us = 8;
+  r.specs.zero3_prefetch = 5e7;
+  r.config.pp = "2";
+  r.config.first_stage_layers = "14";
+  w().set_request(r);
+  ASSERT_TRUE(wait_until([&] { return w().outcome().specs.training.grad_bytes == 4 && !w().busy(); }));
+  InputsPanel* in = w().inputs();
+  EXPECT_EQ(in->grad_bytes_box()->currentData().toInt(), 4);
+  EXPECT_DOUBLE_EQ(in->kernel_cv_box()->value(), 0.05);
+  EXPECT_DOUBLE_EQ(in->gpu_cv_box()->value(), 0.02);
+  EXPECT_DOUBLE_EQ(in->host_op_us_box()->value(), 8.0);
+  EXPECT_DOUBLE_EQ(in->zero3_prefetch_box()->value(), 5e7);
+  EXPECT_EQ(in->first_stage_layers_box()->text(), "14");
+
+  QSpinBox* gpus = in->gpus_box();  // an edit of another input, as a person makes it
+  gpus->setFocus();
+  gpus->selectAll();
+  QTest::keyClicks(gpus, "8");
+  QTest::keyClick(gpus, Qt::Key_Enter);
+  ASSERT_TRUE(wait_until([&] { return w().outcome().specs.training.gpus == 8 && !w().busy(); }));
+  ASSERT_TRUE(w().outcome().ok()) << w().outcome().error;
+  const TrainingSpec& t = w().outcome().specs.training;
+  EXPECT_EQ(t.grad_bytes, 4);
+  EXPECT_DOUBLE_EQ(t.kernel_cv, 0.05);
+  EXPECT_DOUBLE_EQ(t.gpu_cv, 0.02);
+  EXPECT_DOUBLE_EQ(t.host_op_s, 8e-6);
+  EXPECT_DOUBLE_EQ(t.zero3_prefetch_elements, 5e7);
+  ASSERT_GT(w().plans_model()->rowCount(), 0);
+  for (int i = 0; i < w().plans_model()->rowCount(); ++i) {
+    const PlanRow* row = w().plans_model()->row(i);
+    ASSERT_EQ(row->stage_layers.size(), 2u);
+    EXPECT_EQ(row->stage_layers.front(), 14) << describe(row->config);
+  }
+
+  // The widgets drive the search too: the split's switch instead of a pinned first stage, the
+  // framework's gradient bytes again.
+  // (32 layers + the embedding alone do not split over pp 2: the loss counts too.)
+  in->first_stage_layers_box()->clear();
+  in->account_for_embedding_box()->click();
+  in->account_for_loss_box()->click();
+  ASSERT_TRUE(wait_until([&] {
+    return w().outcome().ok() && !w().busy() && w().plans_model()->rowCount() > 0 &&
+           w().plans_model()->row(0)->config.split.account_for_embedding &&
+           w().plans_model()->row(0)->config.split.account_for_loss;
+  }));
+  EXPECT_EQ(w().plans_model()->row(0)->stage_layers, (std::vector<int>{16, 16}));
+  EXPECT_EQ(in->request().config.account_for_embedding, "on");
+  EXPECT_EQ(in->request().config.account_for_loss, "on");
+  EXPECT_TRUE(in->request().config.first_stage_layers.empty());
+  in->grad_bytes_box()->setCurrentIndex(in->grad_bytes_box()->findData(0));
+  ASSERT_TRUE(wait_until([&] { return w().outcome().specs.training.grad_bytes == 2 && !w().busy(); }));
+  EXPECT_EQ(in->request().specs.grad_bytes, 0);
+}
+
 TEST_F(GuiMainWindow, AFrameworkReachesTheSearchAndLimitsItsPlans) {
   EXPECT_TRUE(w().outcome().specs.training.framework.empty());
   auto* framework = w().inputs()->findChild<QComboBox*>("framework");
