@@ -36,7 +36,10 @@ Result<int> parse_zero(const std::string& item, const char* flag) {
 // Expert TP: "tp" (the experts split like the MLP, the default; kept as 0) or a size.
 Result<int> parse_etp_item(const std::string& item, const char* flag) {
   if (item == "tp") return 0;
-  return parse_positive(item, flag);
+  auto value = parse_positive(item, flag);
+  if (!value && item.find_first_not_of("0123456789") != std::string::npos)
+    return make_error(fmt::format("{}: '{}' is neither tp nor a size", flag, item));
+  return value;
 }
 
 Result<Recompute> parse_recompute_item(const std::string& item, const char* flag) {
