@@ -27,8 +27,8 @@ struct SimOptions {
   bool share_nics = true;
   // Optional memory inputs (from the planner's memory model) for the trace's memory counter:
   // bytes held all step per stage, and activation bytes one forward of a chunk adds per stage.
-  std::vector<double> static_bytes_per_stage;
-  std::vector<double> activation_bytes_per_forward;
+  std::vector<double> static_bytes_per_stage{};
+  std::vector<double> activation_bytes_per_forward{};
 };
 
 // The step's stats (StepStats: per-stage timings, bubble, exposed communication, critical path)

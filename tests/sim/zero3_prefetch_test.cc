@@ -125,7 +125,9 @@ TEST(Zero3Prefetch, AWaitForAGatherIsNotSlowedByTheSmsTheGatherHolds) {
     ASSERT_GT(pass.dp_comm_exposed_s, 0.01 * compute);
     const double lengthened = ns_to_s(op.duration) - pass.seconds;
     EXPECT_LE(lengthened, fraction * compute + 1e-6) << (op.kind == OpKind::kForward ? "forward" : "backward");
-    if (op.kind == OpKind::kForward) EXPECT_GT(lengthened, 0.95 * fraction * compute);
+    if (op.kind == OpKind::kForward) {
+      EXPECT_GT(lengthened, 0.95 * fraction * compute);
+    }
     ++passes;
   }
   EXPECT_EQ(passes, 2);
