@@ -181,8 +181,40 @@ Json to_json(const ParallelConfig& c) {
   j["cp_comm"] = to_string(c.cp_comm);
   j["ep"] = c.ep;
   if (c.expert_tp() != c.tp) j["etp"] = c.etp;  // absent: expert TP = TP
+  if (c.split.listed()) j["stage_layers"] = c.split.stage_layers;
   return j;
 }
+
+namespace {
+
+// "stage_layers": every pipeline stage's layers. Plans write them for every split; the first/last and
+// embedding/loss settings, where given, must give the same counts. Without those settings a list
+// other than the even split's is the split itself (a `--stage-layers` plan, or one edited by hand).
+Status stage_layers_from_json(const Json& json, ParallelConfig& c) {
+  if (!json.contains("stage_layers") || json["stage_layers"].is_null()) return {};
+  const Json& v = json["stage_layers"];
+  std::vector<int> list;
+  bool ok = v.is_array() && !v.empty() && v.size() <= (1u << 20);
+  for (std::size_t i = 0; ok && i < v.size(); ++i) {
+    ok = v[i].is_number_integer() && v[i].get<long long>() >= 1 && v[i].get<long long>() <= (1 << 20);
+    if (ok) list.push_back(v[i].get<int>());
+  }
+  if (!ok)
+    return make_error("config: 'stage_layers' must be a list of layer counts, one per pipeline stage, each 1 or more");
+  if (static_cast<int>(list.size()) != c.pp)
+    return make_error(fmt::format("config: 'stage_layers' names {} stages but pp is {}", list.size(), c.pp));
+  long long total = 0;
+  for (int n : list) total += n;
+  if (total > (1 << 20)) return make_error(fmt::format("config: 'stage_layers' add up to {} layers", total));
+  if (list == stage_layer_counts(static_cast<int>(total), c)) return {};
+  if (!c.split.even())
+    return make_error(fmt::format("config: 'stage_layers' {} disagree with the split's settings ({})",
+                                  stage_layers_label(list), describe(c.split)));
+  c.split.stage_layers = std::move(list);
+  return {};
+}
+
+}  // namespace
 
 Result<ParallelConfig> config_from_json(const Json& json) {
   FieldReader r(json, "config");
@@ -223,6 +255,7 @@ Result<ParallelConfig> config_from_json(const Json& json) {
   c.cp_comm = *comm;
   c.recompute = *recompute;
   c.schedule = *schedule;
+  if (auto listed = stage_layers_from_json(json, c); !listed) return listed.error();
   return c;
 }
 

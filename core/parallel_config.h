@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace loom {
 
@@ -21,16 +22,19 @@ enum class CpComm { kP2P, kA2A, kAllGather };
 // Megatron-LM's pipeline split settings (transformer_block.py get_num_layers_to_build): the layer
 // count of the first and/or last pipeline stage pinned (--decoder-first/last-pipeline-num-layers),
 // or the embedding and/or the loss counted as one layer each
-// (--account-for-embedding/loss-in-pipeline-split). All unset: the even split. core/pipeline_split.h
-// turns them into layers per model chunk.
+// (--account-for-embedding/loss-in-pipeline-split); or every pipeline stage's layers listed
+// (`--stage-layers a,b,...`: torchtitan's split points, Megatron-core's pipeline layout). All unset:
+// the even split. core/pipeline_split.h turns them into layers per model chunk.
 struct PipelineSplit {
   int first_stage_layers = 0;  // 0: not pinned
   int last_stage_layers = 0;   // 0: not pinned
   bool account_for_embedding = false;
   bool account_for_loss = false;
+  std::vector<int> stage_layers{};  // empty: not listed; else the layers of each pipeline rank, in order
   bool pinned() const { return first_stage_layers != 0 || last_stage_layers != 0; }
   bool accounted() const { return account_for_embedding || account_for_loss; }
-  bool even() const { return !pinned() && !accounted(); }
+  bool listed() const { return !stage_layers.empty(); }
+  bool even() const { return !pinned() && !accounted() && !listed(); }
   bool operator==(const PipelineSplit&) const = default;
 };
 

@@ -54,7 +54,31 @@ RuleStatus check_accounted(const ModelSpec& m, const ParallelConfig& c, int vpp)
   return {};
 }
 
+// Every stage's layers listed: one count per pipeline rank, at least one layer each, the model's
+// layers in all.
+RuleStatus check_listed(const ModelSpec& m, const ParallelConfig& c) {
+  const std::vector<int>& list = c.split.stage_layers;
+  if (static_cast<int>(list.size()) != c.pp)
+    return broken(rule::kListedStages, fmt::format("stage layers {} name {} stages but pp is {}",
+                                                   stage_layers_label(list), list.size(), c.pp));
+  long long total = 0;
+  for (int n : list) {
+    if (n < 1)
+      return broken(rule::kEmptyChunk,
+                    fmt::format("stage layers {} leave a stage without a layer", stage_layers_label(list)));
+    total += n;
+  }
+  if (total != m.layers)
+    return broken(rule::kListedLayers, fmt::format("stage layers {} add up to {} but {} has {} layers",
+                                                   stage_layers_label(list), total, m.name, m.layers));
+  return {};
+}
+
 RuleStatus check_exclusive(const ParallelConfig& c) {
+  if (c.split.listed() && (c.split.pinned() || c.split.accounted()))
+    return broken(rule::kListedExclusive,
+                  "stage layers listed cannot be combined with first/last stage layers or counting the embedding or "
+                  "loss as a layer");
   if (c.split.pinned() && c.split.accounted())
     return broken(rule::kSplitExclusive,
                   "first/last stage layers cannot be combined with counting the embedding or loss as a layer");
@@ -75,6 +99,7 @@ RuleStatus check_split_stages(const ModelSpec& m, const ParallelConfig& c, Stage
     return {};
   }
   if (auto s = check_exclusive(c); !s) return s;
+  if (c.split.listed()) return check_listed(m, c);
   return c.split.pinned() ? check_middle(m, c, 1) : check_accounted(m, c, 1);
 }
 
@@ -91,6 +116,15 @@ RuleStatus check_split_chunks(const ModelSpec& m, const ParallelConfig& c, Stage
   }
   if (auto s = check_exclusive(c); !s) return s;
   if (c.split.accounted()) return check_accounted(m, c, c.vpp);
+  if (c.split.listed()) {
+    if (auto s = check_listed(m, c); !s) return s;
+    // Each stage's layers split evenly over its model chunks, as a pinned stage's do.
+    for (std::size_t stage = 0; stage < c.split.stage_layers.size(); ++stage)
+      if (c.split.stage_layers[stage] % c.vpp != 0)
+        return broken(rule::kPinnedVpp, fmt::format("stage {}'s {} layers not divisible by vpp {}", stage,
+                                                    c.split.stage_layers[stage], c.vpp));
+    return {};
+  }
   // Megatron-LM splits a pinned stage's layers evenly over its model chunks.
   for (int pinned : {c.split.first_stage_layers, c.split.last_stage_layers})
     if (pinned % c.vpp != 0)
@@ -107,6 +141,7 @@ int virtual_stage_layer_count(int layers, const ParallelConfig& c, int v) {
     if (s.account_for_loss && v == n - 1) count -= 1;
     return count;
   }
+  if (s.listed()) return s.stage_layers[static_cast<std::size_t>(rank)] / c.vpp;
   if (s.pinned()) {
     if (rank == 0 && s.first_stage_layers > 0) return s.first_stage_layers / c.vpp;
     if (rank == c.pp - 1 && s.last_stage_layers > 0) return s.last_stage_layers / c.vpp;
@@ -163,6 +198,7 @@ std::string stage_layers_label(const std::vector<int>& counts) {
 }
 
 std::string describe(const PipelineSplit& s) {
+  if (s.listed()) return "stages" + stage_layers_label(s.stage_layers);
   if (s.accounted())
     return s.account_for_embedding && s.account_for_loss ? "embedding+loss"
            : s.account_for_embedding                     ? "embedding"

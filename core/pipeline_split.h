@@ -36,7 +36,7 @@ int first_layer_of(int layers, const ParallelConfig& config, int v);
 // of equal counts folded (no commas or spaces, so one cell in every output format).
 std::string stage_layers_label(const std::vector<int>& counts);
 
-// The settings in a word ("first7,last7", "embedding+loss"), "even" when none.
+// The settings in a word ("first7,last7", "embedding+loss", "stages7/9x2/7" for a list), "even" when none.
 std::string describe(const PipelineSplit& split);
 
 // The splits the planner tries for `pp` stages: the even one first, the embedding and/or loss

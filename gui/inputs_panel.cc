@@ -252,6 +252,10 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   last_stage_->setToolTip(
       tr("layers of the last pipeline stage, one value (Megatron-LM's "
          "--decoder-last-pipeline-num-layers); `loom plan --last-stage-layers`"));
+  lform->addRow(tr("Stage layers"), stage_layers_ = restriction("stage_layers", tr("even split (e.g. 7,9,9,7)")));
+  stage_layers_->setToolTip(
+      tr("the layers of every pipeline stage, one comma list in stage order; pp is its "
+         "length; `loom plan --stage-layers`"));
   account_embedding_ = new QCheckBox(tr("embedding counts as a layer"));
   account_embedding_->setObjectName("account_for_embedding");
   account_embedding_->setToolTip(tr("in the pipeline split (Megatron-LM); `loom plan --account-for-embedding`"));
@@ -297,7 +301,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
     connect(box, &QDoubleSpinBox::valueChanged, this, emit_changed);
   for (QCheckBox* box : {account_embedding_, account_loss_}) connect(box, &QCheckBox::toggled, this, emit_changed);
   for (QLineEdit* e : {tp_, cp_, cp_comm_, ep_, etp_, pp_, dp_, zero_, shard_group_, micro_batch_, vpp_, recompute_,
-                       sp_, schedule_, first_stage_, last_stage_})
+                       sp_, schedule_, first_stage_, last_stage_, stage_layers_})
     connect(e, &QLineEdit::editingFinished, this, emit_changed);
 }
 
@@ -354,6 +358,7 @@ PlanRequest InputsPanel::request() const {
   r.config.schedule = text(schedule_);
   r.config.first_stage_layers = text(first_stage_);
   r.config.last_stage_layers = text(last_stage_);
+  r.config.stage_layers = text(stage_layers_);
   r.config.account_for_embedding = account_embedding_->isChecked() ? "on" : "";
   r.config.account_for_loss = account_loss_->isChecked() ? "on" : "";
   return r;
@@ -391,6 +396,7 @@ void InputsPanel::set_request(const PlanRequest& r) {
   zero3_prefetch_->setValue(r.specs.zero3_prefetch < 0 ? -1.0 : r.specs.zero3_prefetch);
   first_stage_->setText(QString::fromStdString(r.config.first_stage_layers));
   last_stage_->setText(QString::fromStdString(r.config.last_stage_layers));
+  stage_layers_->setText(QString::fromStdString(r.config.stage_layers));
   auto on = [](const std::string& v) { return v == "on" || v == "true" || v == "1"; };  // as --sp reads them
   account_embedding_->setChecked(on(r.config.account_for_embedding));
   account_loss_->setChecked(on(r.config.account_for_loss));

@@ -41,6 +41,7 @@ class InputsPanel : public QWidget {
   QDoubleSpinBox* zero3_prefetch_box() const { return zero3_prefetch_; }
   QLineEdit* first_stage_layers_box() const { return first_stage_; }
   QLineEdit* last_stage_layers_box() const { return last_stage_; }
+  QLineEdit* stage_layers_box() const { return stage_layers_; }
   QCheckBox* account_for_embedding_box() const { return account_embedding_; }
   QCheckBox* account_for_loss_box() const { return account_loss_; }
 
@@ -76,7 +77,7 @@ class InputsPanel : public QWidget {
   QDoubleSpinBox* gpu_cv_;          // σ/μ per GPU, persistent
   QDoubleSpinBox* host_op_us_;      // at its minimum, -1: "framework's"
   QDoubleSpinBox* zero3_prefetch_;  // elements; at its minimum, -1: "framework's"
-  QLineEdit *first_stage_, *last_stage_;
+  QLineEdit *first_stage_, *last_stage_, *stage_layers_;
   QCheckBox *account_embedding_, *account_loss_;
   PlanRequest base_;  // the request last set: what request() starts from
   QLineEdit *tp_, *cp_, *cp_comm_, *ep_, *etp_, *pp_, *dp_, *zero_, *shard_group_, *micro_batch_, *vpp_, *recompute_,

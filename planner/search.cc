@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <tuple>
 
@@ -18,8 +19,8 @@ bool config_less(const ParallelConfig& a, const ParallelConfig& b) {
   auto key = [](const ParallelConfig& c) {
     return std::make_tuple(c.tp, c.pp, c.dp, c.zero, c.shard_group, c.micro_batch, c.vpp, static_cast<int>(c.recompute),
                            c.sequence_parallel, static_cast<int>(c.schedule), c.split.first_stage_layers,
-                           c.split.last_stage_layers, c.split.account_for_embedding, c.split.account_for_loss, c.cp,
-                           static_cast<int>(c.cp_comm), c.ep);
+                           c.split.last_stage_layers, c.split.account_for_embedding, c.split.account_for_loss,
+                           std::cref(c.split.stage_layers), c.cp, static_cast<int>(c.cp_comm), c.ep, c.etp);
   };
   return key(a) < key(b);
 }

@@ -91,15 +91,25 @@ Status single_value(const std::vector<T>& values, const char* flag, T fallback, 
 
 // The split flags into one PipelineSplit, or none when no split flag is given.
 Status parse_split(const ConfigText& c, std::optional<PipelineSplit>& out) {
-  std::vector<int> first, last;
+  std::vector<int> first, last, listed;
   std::vector<bool> embedding, loss;
-  for (Status status : {split_list<int>(c.first_stage_layers, "--first-stage-layers", parse_positive, first),
+  for (Status status : {split_list<int>(c.stage_layers, "--stage-layers", parse_positive, listed),
+                        split_list<int>(c.first_stage_layers, "--first-stage-layers", parse_positive, first),
                         split_list<int>(c.last_stage_layers, "--last-stage-layers", parse_positive, last),
                         split_list<bool>(c.account_for_embedding, "--account-for-embedding", parse_sp_item, embedding),
                         split_list<bool>(c.account_for_loss, "--account-for-loss", parse_sp_item, loss)})
     if (!status) return status;
-  if (first.empty() && last.empty() && embedding.empty() && loss.empty()) return {};
+  if (first.empty() && last.empty() && embedding.empty() && loss.empty() && listed.empty()) return {};
   PipelineSplit s;
+  if (!listed.empty()) {
+    if (!first.empty() || !last.empty() || !embedding.empty() || !loss.empty())
+      return make_error(
+          "--stage-layers lists every stage: it cannot be combined with --first/--last-stage-layers or "
+          "--account-for-embedding/--account-for-loss");
+    s.stage_layers = listed;
+    out = s;
+    return {};
+  }
   for (Status status : {single_value(first, "--first-stage-layers", 0, s.first_stage_layers),
                         single_value(last, "--last-stage-layers", 0, s.last_stage_layers),
                         single_value(embedding, "--account-for-embedding", false, s.account_for_embedding),
@@ -130,6 +140,9 @@ Result<SearchSpace> parse_search_space(const ConfigText& c) {
         split_list<int>(c.etp, "--etp", parse_etp_item, s.etp),
         split_list<CpComm>(c.cp_comm, "--cp-comm", parse_cp_comm_item, s.cp_comm), parse_split(c, s.split)})
     if (!status) return status.error();
+  // A listed split names the pipeline depth: pp is its length unless --pp says otherwise (then the
+  // rules refuse the mismatch, naming both).
+  if (s.split && s.split->listed() && s.pp.empty()) s.pp = {static_cast<int>(s.split->stage_layers.size())};
   return s;
 }
 

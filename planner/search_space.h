@@ -18,8 +18,10 @@ struct ConfigText {
   std::string ep;           // expert parallelism (MoE models)
   std::string etp;          // expert tensor parallelism: "tp" (the default) or a size, e.g. 1
   // The pipeline split (one value each; any of them set fixes the split the search uses):
-  // Megatron-LM's first/last stage layer counts, and "on" to count the embedding/loss as a layer.
+  // Megatron-LM's first/last stage layer counts, and "on" to count the embedding/loss as a layer;
+  // or every stage's layers as one comma list ("7,9,9,7", which also fixes pp to its length).
   std::string first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss;
+  std::string stage_layers;
 };
 
 Result<SearchSpace> parse_search_space(const ConfigText& text);
@@ -61,6 +63,10 @@ void for_each_config_flag(ConfigText& c, bool lists, Visit&& visit) {
         std::string("layers of the first pipeline stage (Megatron-LM's --decoder-first-pipeline-num-layers)"));
   visit("--last-stage-layers", c.last_stage_layers,
         std::string("layers of the last pipeline stage (Megatron-LM's --decoder-last-pipeline-num-layers)"));
+  visit("--stage-layers", c.stage_layers,
+        std::string("the layers of every pipeline stage, one comma list in stage order (e.g. 7,9,9,7: uneven "
+                    "stages as torchtitan's split points or Megatron-core's pipeline layout set them); pp is its "
+                    "length"));
 }
 
 // The split's switches, bare flags on the command line: visit(flag, field, help); a given switch

@@ -27,6 +27,39 @@ TEST(SplitFlags, BadSplitFlagsAreOneLineAndExitTwo) {
   expect_bad_input(sim + " --pp 16 --account-for-embedding", "layers 40 + embedding = 41 not divisible by pp 16");
   expect_bad_input(sim + " --first-stage-layers 8", "first/last stage layers need pp of at least 2");
   expect_bad_input(std::string("plan ") + kSpec + " --first-stage-layers 8,9", "--first-stage-layers takes one value");
+  expect_bad_input(sim + " --stage-layers 10,10,10,9", "stage layers 10x3/9 add up to 39 but llama2-13b has 40 layers");
+  expect_bad_input(sim + " --stage-layers 20,20 --pp 4", "stage layers 20x2 name 2 stages but pp is 4");
+  expect_bad_input(sim + " --stage-layers 20,20 --first-stage-layers 20",
+                   "--stage-layers lists every stage: it cannot be combined with --first/--last-stage-layers");
+  expect_bad_input(sim + " --stage-layers 20,x", "--stage-layers: 'x' is not an integer");
+  expect_bad_input(sim + " --stage-layers 9,11,11,9 --vpp 2", "stage 0's 9 layers not divisible by vpp 2");
+}
+
+// DESIGN.md's `--stage-layers a,b,...`: every stage's layers, middle stages unlike each other too; pp is
+// the list's length unless given. `plan` searches that split alone and its plan file keeps it.
+TEST(SplitFlags, StageLayersListEveryStageAndFixThePipelineDepth) {
+  const auto r = run_loom(std::string("sim ") + kSpec + " --tp 4 --stage-layers 9,11,12,8 --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["config"]["pp"], 4);
+  EXPECT_EQ(j["config"]["stage_layers"], nlohmann::json({9, 11, 12, 8}));
+  EXPECT_EQ(j["memory_per_stage_gib"][2]["layers"], 12);
+  const auto even = run_loom(std::string("sim ") + kSpec + " --tp 4 --pp 4 --format json");
+  ASSERT_EQ(even.status, 0) << even.err;
+  // The 12-layer stage paces the pipeline: slower than 10 on every stage.
+  EXPECT_GT(j["step_time_s"].get<double>(), nlohmann::json::parse(even.out)["step_time_s"].get<double>());
+
+  const auto path = scratch_dir() / "listed_plan.json";
+  const auto plan =
+      run_loom(std::string("plan ") + kSpec + " --stage-layers 9,11,12,8 --format csv --emit-plan " + path.string());
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  EXPECT_NE(plan.out.find(",9/11/12/8,"), std::string::npos) << plan.out;
+  auto file = read_json_file(path.string());
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  auto p = plan_from_json(*file);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->config.pp, 4);
+  EXPECT_EQ(p->config.split.stage_layers, (std::vector<int>{9, 11, 12, 8}));
 }
 
 TEST(SplitFlags, SimCostsTheSplitAndShowsEachStagesLayers) {

@@ -106,6 +106,50 @@ TEST(JsonIo, PlanRoundTripAndWorldSizeCheck) {
   EXPECT_NE(bad.error().message.find("tp·cp·pp·dp = 8"), std::string::npos) << bad.error().message;
 }
 
+// A plan writes every stage's layers. A listed split is read back as the list; an even or pinned split
+// stays itself where the list agrees with it, and a list that disagrees with the settings is one line.
+TEST(JsonIo, StageLayersRoundTripAndAgreeWithTheSplitSettings) {
+  Plan plan;
+  plan.model = *model_preset("gpt-tiny");  // 4 layers
+  plan.cluster = "local-cpu";
+  plan.training.gpus = 2;
+  plan.training.global_batch = 8;
+  plan.config = {.pp = 2, .split = {.stage_layers = {1, 3}}};
+  EXPECT_EQ(to_json(plan)["config"]["stage_layers"], Json::parse("[1, 3]"));
+  auto back = plan_from_json(to_json(plan));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->config.split.stage_layers, (std::vector<int>{1, 3}));
+
+  for (const PipelineSplit& split : {PipelineSplit{}, PipelineSplit{.first_stage_layers = 1}}) {
+    Plan other = plan;
+    other.config.split = split;
+    EXPECT_EQ(to_json(other)["config"]["stage_layers"],
+              Json(split.even() ? std::vector<int>{2, 2} : std::vector<int>{1, 3}));
+    auto again = plan_from_json(to_json(other));
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ(again->config.split, split);
+  }
+  Json edited = to_json(Plan{plan.model, plan.cluster, plan.training, {.pp = 2}, {}});
+  edited["config"]["stage_layers"] = Json::parse("[3, 1]");  // an even plan edited by hand: the list is the split
+  auto listed = plan_from_json(edited);
+  ASSERT_TRUE(listed.ok()) << listed.error().message;
+  EXPECT_EQ(listed->config.split.stage_layers, (std::vector<int>{3, 1}));
+  Json pinned =
+      to_json(Plan{plan.model, plan.cluster, plan.training, {.pp = 2, .split = {.first_stage_layers = 1}}, {}});
+  pinned["config"]["stage_layers"] = Json::parse("[2, 2]");
+  auto disagree = plan_from_json(pinned);
+  ASSERT_FALSE(disagree.ok());
+  EXPECT_EQ(disagree.error().message, "config: 'stage_layers' 2x2 disagree with the split's settings (first1)");
+  for (const char* bad : {"[1]", "[0, 4]", "\"1,3\"", "[1.5, 2.5]", "[]"}) {
+    Json j = to_json(plan);
+    j["config"]["stage_layers"] = Json::parse(bad);
+    auto r = plan_from_json(j);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().message.find('\n'), std::string::npos);
+    EXPECT_EQ(r.error().message.rfind("config: 'stage_layers' ", 0), 0u) << r.error().message;
+  }
+}
+
 TEST(JsonIo, BadInputGivesOneClearLine) {
   auto malformed = parse_json("{\"layers\": 2,", "model.json");
   ASSERT_FALSE(malformed.ok());

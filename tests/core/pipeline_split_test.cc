@@ -1,5 +1,5 @@
 // The one definition of a pipeline split: layers per pipeline rank and model chunk under Megatron-LM's
-// settings (pinned first/last stage, embedding and loss as layers), the rule each impossible split
+// settings (pinned first/last stage, embedding and loss as layers) or a list, the rule each impossible split
 // breaks, and the candidates the planner tries.
 #include <gtest/gtest.h>
 
@@ -102,6 +102,37 @@ TEST(PipelineSplit, EachImpossibleSplitNamesTheRuleItBreaks) {
               rule::kEmptyChunk,
               "counting the embedding/loss as a layer leaves the first model chunk without a layer (1 per chunk)");
   expect_rule(m, pipeline(16, 1, {}), rule::kLayersPp, "layers 126 not divisible by pp 16");
+}
+
+// Every stage's layers listed (`--stage-layers`, torchtitan's split points): each rank gets its count,
+// split evenly over its chunks; middle stages need not be alike.
+TEST(PipelineSplit, AListedSplitGivesEachStageItsCount) {
+  const ParallelConfig c = pipeline(4, 1, {.stage_layers = {8, 9, 8, 7}});
+  EXPECT_EQ(stage_layer_counts(32, c), (std::vector<int>{8, 9, 8, 7}));
+  EXPECT_EQ(first_layer_of(32, c, 2), 17);
+  EXPECT_EQ(max_stage_layers(32, c), 9);
+  EXPECT_TRUE(check_split_stages(with_layers(32), c, StageSplit::kEven).ok());
+  EXPECT_TRUE(check_split_chunks(with_layers(32), c, StageSplit::kEven).ok());
+  EXPECT_EQ(describe(c.split), "stages8/9/8/7");
+  const ParallelConfig v = pipeline(4, 2, {.stage_layers = {6, 10, 10, 6}});
+  EXPECT_EQ(virtual_stage_layers(32, v), (std::vector<int>{3, 5, 5, 3, 3, 5, 5, 3}));
+  EXPECT_EQ(chunk_layers(32, v, 1, 1), 5);
+  EXPECT_TRUE(check_split_chunks(with_layers(32), v, StageSplit::kEven).ok());
+}
+
+TEST(PipelineSplit, EachImpossibleListNamesTheRuleItBreaks) {
+  const ModelSpec m = with_layers(32);
+  expect_rule(m, pipeline(2, 1, {.stage_layers = {14, 17}}), rule::kListedLayers,
+              "stage layers 14/17 add up to 31 but gpt-tiny has 32 layers");
+  expect_rule(m, pipeline(4, 1, {.stage_layers = {14, 18}}), rule::kListedStages,
+              "stage layers 14/18 name 2 stages but pp is 4");
+  expect_rule(m, pipeline(2, 1, {.stage_layers = {0, 32}}), rule::kEmptyChunk,
+              "stage layers 0/32 leave a stage without a layer");
+  expect_rule(m, pipeline(2, 1, {.first_stage_layers = 14, .stage_layers = {14, 18}}), rule::kListedExclusive,
+              "stage layers listed cannot be combined with first/last stage layers or counting the embedding or loss "
+              "as a layer");
+  expect_rule(m, pipeline(4, 2, {.stage_layers = {7, 9, 9, 7}}), rule::kPinnedVpp,
+              "stage 0's 7 layers not divisible by vpp 2");
 }
 
 TEST(PipelineSplit, ThePlannerTriesTheEvenSplitAccountingAndLighterEnds) {

@@ -100,8 +100,9 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 // Uneven pipeline splits (core/pipeline_split.h) of the 4-layer model: a lighter first or last stage
-// (1 and 3 layers, 3 and 1), the embedding and loss counted as layers over 3 stages (1, 2, 1), and the
-// default split of layers that do not divide (2, 1, 1).
+// (1 and 3 layers, 3 and 1), the embedding and loss counted as layers over 3 stages (1, 2, 1), the
+// default split of layers that do not divide (2, 1, 1), and a listed split with the heavy stage last
+// (1, 1, 2).
 class ExecUnevenLayouts : public ::testing::TestWithParam<Layout> {};
 TEST_P(ExecUnevenLayouts, MatchSingleRankLoss) { expect_same_curve("micro", GetParam()); }
 
@@ -111,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"PP2_LastStage1", 2, "--pp 2 --last-stage-layers 1 --schedule gpipe"},
                       Layout{"PP3_EmbeddingLoss", 3, "--pp 3 --account-for-embedding --account-for-loss"},
                       Layout{"TP2xPP2_LastStage1_ZeRO1", 4, "--tp 2 --pp 2 --last-stage-layers 1 --zero 1"},
-                      Layout{"PP3_Default", 3, "--pp 3"}),
+                      Layout{"PP3_Default", 3, "--pp 3"}, Layout{"PP3_Listed112", 3, "--stage-layers 1,1,2"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // The uneven layouts above do run their split: each rank's chunks hold the split's layers.
@@ -135,6 +136,9 @@ TEST(ExecUnevenLayouts, EachRankBuildsItsSplitsLayers) {
       .pp = 2, .vpp = 2, .schedule = Schedule::kInterleaved, .split = {.first_stage_layers = 2}};
   EXPECT_EQ(layers_of(interleaved, 0), (std::vector<int>{1, 1}));
   EXPECT_EQ(make_rank_layout(m, interleaved, 0, 1).chunks[1].first_layer, 3);
+  const ParallelConfig listed{.pp = 3, .split = {.stage_layers = {1, 1, 2}}};
+  EXPECT_EQ(layers_of(listed, 2), std::vector<int>{2});
+  EXPECT_EQ(make_rank_layout(m, listed, 0, 2).combined.first_layer, 2);
 }
 
 // LLaMA-shaped: RMSNorm, SwiGLU, grouped-query attention, rotary positions, untied head.
