@@ -50,6 +50,7 @@ const std::vector<Choice>& choices() {
       {"--shard-group", {"0", "2", "8"}},
       {"--first-stage-layers", {"1", "5"}},
       {"--last-stage-layers", {"1", "3"}},
+      {"--stage-layers", {"10,22", "8,8,8,8", "1,2,1"}},
       {"--etp", {"tp", "1"}},
       {"--kernel-cv", {"0", "0.05"}},
       {"--gpu-cv", {"0", "0.02"}},
