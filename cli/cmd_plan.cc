@@ -47,7 +47,7 @@ int run_plan(const PlanFlags& f) {
   else if (f.format == "md")
     text = format_markdown(ctx, result, f.top);
   else
-    text = format_json(result, f.top).dump(2) + "\n";
+    text = format_json(specs.model, result, f.top).dump(2) + "\n";
   if (f.explain && f.format != "json") text += format_rejections(result, 3);
 
   if (!f.emit_plan.empty()) {

@@ -106,7 +106,8 @@ int run_sim(const SimFlags& f) {
     write_output(f.trace, sim::chrome_trace_json(result, specs.model.name + " " + describe(config)));
 
   if (f.format == "json") {
-    Json j = plan_row_json(plan_row(result, memory, specs.training), 1);
+    Json j = {{"model", model_summary_json(specs.model)}};
+    j.update(plan_row_json(plan_row(result, memory, specs.training), 1));
     j.erase("rank");
     Json stages = Json::array();
     for (const auto& s : memory.stages)

@@ -324,13 +324,21 @@ Json plan_row_json(const PlanRow& row, std::size_t rank) {
   return j;
 }
 
-Json format_json(const PlanResult& result, std::size_t top) {
+Json model_summary_json(const ModelSpec& model) {
+  Json j = to_json(model);
+  j["parameters"] = model.total_params();
+  j["active_parameters"] = model.active_params();
+  return j;
+}
+
+Json format_json(const ModelSpec& model, const PlanResult& result, std::size_t top) {
   Json plans = Json::array();
   for (std::size_t i = 0; i < shown(result, top); ++i) plans.push_back(plan_row_json(result.plans[i], i + 1));
   Json rejected = Json::array();
   for (const auto& r : result.rejected)
     rejected.push_back({{"config", to_json(r.config)}, {"reason", r.reason}, {"framework", r.framework}});
   Json j;
+  j["model"] = model_summary_json(model);
   j["plans"] = plans;
   j["rejected"] = rejected;
   return j;

@@ -1,5 +1,5 @@
 // Renders planner results: the aligned table with '#' lines stating every assumption, CSV,
-// markdown, and the JSON of DESIGN.md ({"plans": [...], "rejected": [...]}). Shared by
+// markdown, and the JSON of DESIGN.md ({"model": {...}, "plans": [...], "rejected": [...]}). Shared by
 // `loom plan` and the GUI's CSV export.
 #pragma once
 
@@ -32,7 +32,10 @@ std::string format_table(const ReportContext& ctx, const PlanResult& result, std
 std::string format_csv(const ReportContext& ctx, const PlanResult& result, std::size_t top);
 std::string format_markdown(const ReportContext& ctx, const PlanResult& result, std::size_t top);
 Json plan_row_json(const PlanRow& row, std::size_t rank);
-Json format_json(const PlanResult& result, std::size_t top);
+// DESIGN.md's top-level `model` of plan and sim JSON: the model JSON's fields with `parameters` (total,
+// as papers report sizes) and `active_parameters` (what one token uses; the total for a dense model).
+Json model_summary_json(const ModelSpec& model);
+Json format_json(const ModelSpec& model, const PlanResult& result, std::size_t top);
 
 // `--explain`: rejected configurations grouped by rule, with counts and examples.
 std::string format_rejections(const PlanResult& result, std::size_t examples_per_rule);

@@ -43,6 +43,8 @@ TEST(SplitFlags, StageLayersListEveryStageAndFixThePipelineDepth) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["config"]["pp"], 4);
   EXPECT_EQ(j["config"]["stage_layers"], nlohmann::json({9, 11, 12, 8}));
+  EXPECT_EQ(j["model"]["name"], "llama2-13b");  // DESIGN.md's top-level model, in sim's JSON too
+  EXPECT_GT(j["model"]["parameters"].get<double>(), 13e9);
   EXPECT_EQ(j["memory_per_stage_gib"][2]["layers"], 12);
   const auto even = run_loom(std::string("sim ") + kSpec + " --tp 4 --pp 4 --format json");
   ASSERT_EQ(even.status, 0) << even.err;

@@ -119,7 +119,7 @@ TEST(ContextParallelPlan, A1MTokenSequenceFitsOnlyWithCp) {
     EXPECT_EQ(row.config.world_size(), 64);
     EXPECT_TRUE(row.metrics.fits);
   }
-  const Json j = format_json(*r, 1);
+  const Json j = format_json(m, *r, 1);
   EXPECT_EQ(j["plans"][0]["config"]["cp"].get<int>(), r->plans[0].config.cp);
   EXPECT_TRUE(j["plans"][0]["config"].contains("cp_comm"));
   EXPECT_TRUE(j["plans"][0]["exposed_comm"].contains("cp_s"));

@@ -72,7 +72,7 @@ TEST(Search, JsonHasTheDesignFields) {
   TrainingSpec t{.gpus = 8, .global_batch = 32, .seq_len = 4096};
   auto r = search_plans(m, t, cluster, {});
   ASSERT_TRUE(r.ok());
-  const Json j = format_json(*r, 3);
+  const Json j = format_json(m, *r, 3);
   ASSERT_EQ(j["plans"].size(), 3u);
   for (const char* key : {"config", "step_time_s", "tokens_per_s", "tflops_per_gpu", "hw_tflops_per_gpu", "mfu",
                           "bubble_fraction", "exposed_comm_s", "fits", "memory_gib"})
@@ -82,6 +82,18 @@ TEST(Search, JsonHasTheDesignFields) {
   for (const char* key : {"tp", "pp", "dp", "zero", "micro_batch", "vpp", "recompute", "sequence_parallel", "schedule"})
     EXPECT_TRUE(j["plans"][0]["config"].contains(key)) << key;
   EXPECT_TRUE(j["rejected"].is_array());
+  // DESIGN.md: the model at the top level, with its total and active parameters.
+  EXPECT_EQ(j["model"]["name"], "llama2-7b");
+  EXPECT_EQ(j["model"]["parameters"].get<std::int64_t>(), m.total_params());
+  EXPECT_EQ(j["model"]["active_parameters"].get<std::int64_t>(), m.total_params());  // dense: every parameter
+  EXPECT_EQ(j["model"]["layers"], 32);
+  ModelSpec moe = m;
+  moe.moe.experts = 8;
+  moe.moe.experts_per_token = 2;
+  moe.moe.expert_ffn = m.ffn_hidden;
+  const Json mj = model_summary_json(moe);
+  EXPECT_LT(mj["active_parameters"].get<std::int64_t>(), mj["parameters"].get<std::int64_t>());
+  EXPECT_EQ(mj["active_parameters"].get<std::int64_t>(), moe.active_params());
 }
 
 }  // namespace
