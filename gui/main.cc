@@ -104,12 +104,15 @@ int take_screenshot(loom::gui::MainWindow& window, const GuiFlags& flags) {
           QApplication::exit(kExitBadInput);
           return;
         }
-        if (!outcome.ok() || outcome.result.plans.empty()) {
-          fmt::print(stderr, "loom-gui: {}\n",
-                     outcome.ok() ? fmt::format("no configuration of {} on {} GPUs fits", outcome.specs.model.name,
-                                                outcome.specs.training.gpus)
-                                  : outcome.error);
+        if (!outcome.ok()) {
+          fmt::print(stderr, "loom-gui: {}\n", outcome.error);
           status = kExitFailure;
+          finish();
+          return;
+        }
+        if (outcome.result.plans.empty()) {  // an answer, as in `loom plan`: the window shows why; exit 0
+          fmt::print(stderr, "loom-gui: no configuration of {} on {} GPUs fits\n", outcome.specs.model.name,
+                     outcome.specs.training.gpus);
           finish();
           return;
         }

@@ -61,4 +61,16 @@ TEST(GuiScreenshot, BadInputIsOneLineAndExitStatusTwo) {
   EXPECT_FALSE(QFile::exists(png));
 }
 
+// Nothing fits is an answer (DESIGN.md): the window, with its rejections, is written and the exit is 0 with
+// one line saying so; it exited 1, the status of Loom's own failures.
+TEST(GuiScreenshot, NothingFitsIsAnAnswer) {
+  loom::gui::testing::qt_app();
+  QTemporaryDir dir;
+  const QString png = dir.filePath("window.png");
+  const GuiRun r = run_gui({"--screenshot", png, "--model", "gpt3-175b", "--gpus", "8", "--global-batch", "64"});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text.toStdString();
+  EXPECT_TRUE(r.stderr_text.contains("no configuration of gpt3-175b on 8 GPUs fits")) << r.stderr_text.toStdString();
+  EXPECT_FALSE(QImage(png).isNull());
+}
+
 }  // namespace
