@@ -19,20 +19,24 @@ const char* kSpec = "--model llama2-13b --gpus 16 --global-batch 64";
 
 TEST(SplitFlags, BadSplitFlagsAreOneLineAndExitTwo) {
   const std::string sim = std::string("sim ") + kSpec;
-  expect_bad_input(sim + " --pp 4 --first-stage-layers 0", "--first-stage-layers: 0 must be at least 1");
-  expect_bad_input(sim + " --pp 4 --first-stage-layers x", "--first-stage-layers: 'x' is not an integer");
-  expect_bad_input(sim + " --pp 4 --first-stage-layers 9 --account-for-loss",
-                   "cannot be combined with --account-for-embedding/--account-for-loss");
-  expect_bad_input(sim + " --pp 4 --first-stage-layers 9", "layers 40 − first stage 9 − last stage 0 = 31");
-  expect_bad_input(sim + " --pp 16 --account-for-embedding", "layers 40 + embedding = 41 not divisible by pp 16");
-  expect_bad_input(sim + " --first-stage-layers 8", "first/last stage layers need pp of at least 2");
+  // (flags after `loom sim` and the spec, what the one line says)
+  const std::pair<const char*, const char*> cases[] = {
+      {" --pp 4 --first-stage-layers 0", "--first-stage-layers: 0 must be at least 1"},
+      {" --pp 4 --first-stage-layers x", "--first-stage-layers: 'x' is not an integer"},
+      {" --pp 4 --first-stage-layers 9 --account-for-loss",
+       "cannot be combined with --account-for-embedding/--account-for-loss"},
+      {" --pp 4 --first-stage-layers 9", "layers 40 − first stage 9 − last stage 0 = 31"},
+      {" --pp 16 --account-for-embedding", "layers 40 + embedding = 41 not divisible by pp 16"},
+      {" --first-stage-layers 8", "first/last stage layers need pp of at least 2"},
+      {" --stage-layers 10,10,10,9", "stage layers 10x3/9 add up to 39 but llama2-13b has 40 layers"},
+      {" --stage-layers 20,20 --pp 4", "stage layers 20x2 name 2 stages but pp is 4"},
+      {" --stage-layers 20,20 --first-stage-layers 20",
+       "--stage-layers lists every stage: it cannot be combined with --first/--last-stage-layers"},
+      {" --stage-layers 20,x", "--stage-layers: 'x' is not an integer"},
+      {" --stage-layers 9,11,11,9 --vpp 2", "stage 0's 9 layers not divisible by vpp 2"},
+  };
+  for (const auto& [flags, message] : cases) expect_bad_input(sim + flags, message);
   expect_bad_input(std::string("plan ") + kSpec + " --first-stage-layers 8,9", "--first-stage-layers takes one value");
-  expect_bad_input(sim + " --stage-layers 10,10,10,9", "stage layers 10x3/9 add up to 39 but llama2-13b has 40 layers");
-  expect_bad_input(sim + " --stage-layers 20,20 --pp 4", "stage layers 20x2 name 2 stages but pp is 4");
-  expect_bad_input(sim + " --stage-layers 20,20 --first-stage-layers 20",
-                   "--stage-layers lists every stage: it cannot be combined with --first/--last-stage-layers");
-  expect_bad_input(sim + " --stage-layers 20,x", "--stage-layers: 'x' is not an integer");
-  expect_bad_input(sim + " --stage-layers 9,11,11,9 --vpp 2", "stage 0's 9 layers not divisible by vpp 2");
 }
 
 // DESIGN.md's `--stage-layers a,b,...`: every stage's layers, middle stages unlike each other too; pp is
