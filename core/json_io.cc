@@ -206,6 +206,11 @@ Status stage_layers_from_json(const Json& json, ParallelConfig& c) {
   long long total = 0;
   for (int n : list) total += n;
   if (total > (1 << 20)) return make_error(fmt::format("config: 'stage_layers' add up to {} layers", total));
+  // Every model chunk holds a layer; checked before the counts below are computed, chunk by chunk.
+  if (static_cast<long long>(c.pp) * c.vpp > total)
+    return make_error(
+        fmt::format("config: 'stage_layers' add up to {} layers, fewer than the pp × vpp = {} model chunks", total,
+                    static_cast<long long>(c.pp) * c.vpp));
   if (list == stage_layer_counts(static_cast<int>(total), c)) return {};
   if (!c.split.even())
     return make_error(fmt::format("config: 'stage_layers' {} disagree with the split's settings ({})",

@@ -140,6 +140,13 @@ TEST(JsonIo, StageLayersRoundTripAndAgreeWithTheSplitSettings) {
   auto disagree = plan_from_json(pinned);
   ASSERT_FALSE(disagree.ok());
   EXPECT_EQ(disagree.error().message, "config: 'stage_layers' 2x2 disagree with the split's settings (first1)");
+  Json chunks = to_json(plan);
+  chunks["config"]["vpp"] = 4096;  // 8192 chunks for 4 layers: refused before any count is made
+  chunks["config"]["schedule"] = "interleaved";
+  auto too_many = plan_from_json(chunks);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.error().message,
+            "config: 'stage_layers' add up to 4 layers, fewer than the pp × vpp = 8192 model chunks");
   for (const char* bad : {"[1]", "[0, 4]", "\"1,3\"", "[1.5, 2.5]", "[]"}) {
     Json j = to_json(plan);
     j["config"]["stage_layers"] = Json::parse(bad);
