@@ -39,6 +39,7 @@ struct RunOptions {
   std::string plan;
   SpecFlags spec;
   ConfigFlags config;
+  std::vector<CLI::Option*> spec_and_config;  // what a plan file names: refused beside --plan
   std::string data;
   int steps = 0;
   std::string backend = "cpu";
@@ -124,6 +125,13 @@ void check_writable(const char* flag, const std::string& path) {
 void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   exec::TrainerOptions& t = r.trainer;
   if (!o.plan.empty()) {
+    // Given beside a plan they were ignored without a word.
+    for (const CLI::Option* option : o.spec_and_config)
+      if (option->count() > 0)
+        throw InputError(
+            fmt::format("{}: the plan file names the model, the training and the layout; give --plan or "
+                        "the spec and config flags, not both",
+                        option->get_name()));
     const Json json = value_or_exit(read_json_file(o.plan));
     auto plan = plan_from_json(json);
     if (!plan) fail(prefix_error(o.plan + ": ", plan.error()));
@@ -366,9 +374,11 @@ int run_command(RunOptions& o) {
 std::function<int()> add_run_command(CLI::App& root) {
   auto* cmd = root.add_subcommand("run", "train a plan for real (launch with mpirun -np N or srun -n N)");
   auto o = std::make_shared<RunOptions>();
-  cmd->add_option("--plan", o->plan, "plan JSON written by `loom plan --emit-plan`");
-  o->spec.add_to(*cmd, "gpt-tiny", "local-cpu", false);
-  o->config.add_to(*cmd, false);
+  cmd->add_option("--plan", o->plan,
+                  "plan JSON written by `loom plan --emit-plan`: it names the model, the training and the layout, so "
+                  "the spec and config flags below are for runs without one");
+  o->spec_and_config = o->spec.add_to(*cmd, "gpt-tiny", "local-cpu", false);
+  for (CLI::Option* option : o->config.add_to(*cmd, false)) o->spec_and_config.push_back(option);
   cmd->add_option("--data", o->data, "token file (.bin, llm.c format; see `loom data prepare`)")->required();
   cmd->add_option("--steps", o->steps, "optimizer steps to run (in total, when resuming)")->required();
   cmd->add_option("--backend", o->backend,

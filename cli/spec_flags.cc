@@ -24,12 +24,14 @@ CLI::Option* bind_flag(CLI::App& app, const std::string& flag, T& value, const s
 
 }  // namespace
 
-void SpecFlags::add_to(CLI::App& app, const std::string& default_model, const std::string& default_cluster,
-                       bool required) {
+std::vector<CLI::Option*> SpecFlags::add_to(CLI::App& app, const std::string& default_model,
+                                            const std::string& default_cluster, bool required) {
+  std::vector<CLI::Option*> options;
   inputs.model = default_model;
   inputs.cluster = default_cluster;
   for_each_spec_flag(inputs, [&](const char* flag, auto& value, const char* help, bool needed) {
     CLI::Option* option = bind_flag(app, flag, value, help);
+    options.push_back(option);
     if (required && needed) option->required();
     // An integer input left at 0 means "the default" (--seq: the model's; --grad-bytes: the training's):
     // given as 0 on the command line it would silently mean that too.
@@ -44,18 +46,21 @@ void SpecFlags::add_to(CLI::App& app, const std::string& default_model, const st
             },
             "", "not zero"));
   });
+  return options;
 }
 
 Specs SpecFlags::resolve() const { return value_or_exit(resolve_specs(inputs)); }
 
-void ConfigFlags::add_to(CLI::App& app, bool lists) {
+std::vector<CLI::Option*> ConfigFlags::add_to(CLI::App& app, bool lists) {
+  std::vector<CLI::Option*> options;
   for_each_config_flag(text, lists, [&](const char* flag, std::string& value, const std::string& help) {
-    app.add_option(flag, value, help);
+    options.push_back(app.add_option(flag, value, help));
   });
   for_each_split_switch(text, [&](const char* flag, std::string& value, const std::string& help) {
-    app.add_flag_callback(
-        flag, [&value] { value = "on"; }, help);
+    options.push_back(app.add_flag_callback(
+        flag, [&value] { value = "on"; }, help));
   });
+  return options;
 }
 
 SearchSpace ConfigFlags::search_space() const { return value_or_exit(parse_search_space(text)); }

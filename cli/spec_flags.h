@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -15,17 +16,18 @@ namespace loom::cli {
 struct SpecFlags {
   SpecInputs inputs;
 
-  // `required` makes --model/--gpus/--global-batch mandatory; defaults fill the rest.
-  void add_to(CLI::App& app, const std::string& default_model, const std::string& default_cluster, bool required);
+  // `required` makes --model/--gpus/--global-batch mandatory; defaults fill the rest. Returns the options.
+  std::vector<CLI::Option*> add_to(CLI::App& app, const std::string& default_model, const std::string& default_cluster,
+                                   bool required);
   Specs resolve() const;  // throws InputError with one clear line
 };
 
 struct ConfigFlags {
   ConfigText text;
 
-  void add_to(CLI::App& app, bool lists);
-  SearchSpace search_space() const;       // throws InputError
-  ParallelConfig single(int gpus) const;  // throws InputError
+  std::vector<CLI::Option*> add_to(CLI::App& app, bool lists);  // returns the options
+  SearchSpace search_space() const;                             // throws InputError
+  ParallelConfig single(int gpus) const;                        // throws InputError
 };
 
 }  // namespace loom::cli

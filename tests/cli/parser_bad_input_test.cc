@@ -58,6 +58,11 @@ TEST(CliParsers, PlanFileContent) {
                                                              kModel + R"(}, "training": {"gpus": 1, "global_batch": 1},
       "config": {}, "cluster": 5})");
   expect_bad_input("run --plan " + cluster + " --data /nonexistent.bin --steps 1", "'cluster' must be");
+  // A plan file names the model, training and layout: a spec or config flag beside it was ignored without a word.
+  for (const char* flag : {"--tp 2", "--model gpt2-small", "--global-batch 4", "--precision fp8", "--account-for-loss"})
+    expect_bad_input("run --plan " + cluster + " --data /nonexistent.bin --steps 1 " + flag,
+                     std::string(flag).substr(0, std::string(flag).find(' ')) +
+                         ": the plan file names the model, the training and the layout");
 }
 
 TEST(CliParsers, VtrainCsvContent) {
