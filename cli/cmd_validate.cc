@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <memory>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -528,28 +530,53 @@ std::function<int()> add_validate(CLI::App& root) {
                 "reproduce published measurements (Korthikanti et al. 2022, Table 5; Narayanan et al. 2021, Table 1)");
   app->add_flag("--public-runs", flags->public_runs,
                 "simulate the published H100/H200/B200 runs (h100_public.json: NeMo, Megatron-Bridge, torchtitan)");
-  app->add_option("--validation-dir", flags->validation_dir, "folder with the published numbers")
+  // Each report's own flags (published: 1, public runs: 2, the on-machine matrix: 4); given to another
+  // report they were ignored without a word.
+  std::vector<std::pair<CLI::Option*, int>> own;
+  auto only = [&own](CLI::Option* option, int reports) {
+    own.emplace_back(option, reports);
+    return option;
+  };
+  only(app->add_option("--validation-dir", flags->validation_dir, "folder with the published numbers"), 1 | 2)
       ->capture_default_str();
-  app->add_option("--cluster", flags->cluster, "cluster preset or cost file for --published")->capture_default_str();
+  only(app->add_option("--cluster", flags->cluster, "cluster preset or cost file for --published"), 1)
+      ->capture_default_str();
   app->add_option("--profile", flags->profile, "cost file measured on this machine (runs the on-machine matrix)");
-  app->add_option("--backend", flags->backend,
-                  "with --profile: cpu (fp32, the CPU matrix) or cuda (bf16 on this machine's GPUs, the GPU matrix)")
+  only(app->add_option("--backend", flags->backend,
+                       "with --profile: cpu (fp32, the CPU matrix) or cuda (bf16 on this machine's GPUs, the GPU "
+                       "matrix)"),
+       4)
       ->capture_default_str();
-  app->add_flag("--dry-run", flags->dry_run,
-                "with --profile: print the matrix's configurations, predicted step time and memory, without running");
+  only(app->add_flag("--dry-run", flags->dry_run,
+                     "with --profile: print the matrix's configurations, predicted step time and memory, without "
+                     "running"),
+       4);
   app->add_option("--format", flags->format, "table or json")->capture_default_str();
-  app->add_option("--configs", flags->configs, "comma list of matrix configurations (default: all)");
-  app->add_option("--work-dir", flags->work_dir, "where the model, tokens and run logs go (default: a temp dir)");
-  app->add_option("--mpirun", flags->mpirun, "MPI launcher")->capture_default_str();
-  app->add_option("--steps", flags->steps, "steps per run")->capture_default_str();
-  app->add_option("--warmup", flags->warmup, "steps dropped before the median")->capture_default_str();
-  app->add_option("--rounds", flags->rounds,
-                  "run the matrix this many times, interleaved; keep each configuration's fastest")
+  only(app->add_option("--configs", flags->configs, "comma list of matrix configurations (default: all)"), 4);
+  only(app->add_option("--work-dir", flags->work_dir, "where the model, tokens and run logs go (default: a temp dir)"),
+       4);
+  only(app->add_option("--mpirun", flags->mpirun, "MPI launcher"), 4)->capture_default_str();
+  only(app->add_option("--steps", flags->steps, "steps per run"), 4)->capture_default_str();
+  only(app->add_option("--warmup", flags->warmup, "steps dropped before the median"), 4)->capture_default_str();
+  only(app->add_option("--rounds", flags->rounds,
+                       "run the matrix this many times, interleaved; keep each configuration's fastest"),
+       4)
       ->capture_default_str();
-  return [flags]() -> int {
+  return [flags, own]() -> int {
     check(check_format(flags->format, {"table", "json"}));
     if (flags->published && flags->public_runs)
       throw InputError("validate: --published and --public-runs are two reports; give one");
+    if ((flags->published || flags->public_runs) && !flags->profile.empty())
+      throw InputError(fmt::format("validate: {} and --profile are two reports; give one",
+                                   flags->published ? "--published" : "--public-runs"));
+    const int report = flags->published ? 1 : flags->public_runs ? 2 : !flags->profile.empty() ? 4 : 0;
+    const char* names[] = {"", "--published", "--public-runs", "", "--profile (the on-machine matrix)"};
+    for (const auto& [option, reports] : own)
+      if (report != 0 && option->count() > 0 && (reports & report) == 0)
+        throw InputError(fmt::format("{}: does not apply to {}; it is for {}", option->get_name(), names[report],
+                                     reports == 4   ? "--profile (the on-machine matrix)"
+                                     : reports == 1 ? "--published (each public run uses its GPU's preset)"
+                                                    : "--published and --public-runs"));
     // The default is relative to the checkout's root, where `loom validate` usually runs: elsewhere the
     // folder is missing, said once instead of as the first file that cannot be opened.
     if ((flags->published || flags->public_runs) && !std::filesystem::is_directory(flags->validation_dir))

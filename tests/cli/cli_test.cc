@@ -82,6 +82,15 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   expect_bad_input("validate --published --validation-dir /nonexistent",
                    "--validation-dir: no folder '/nonexistent' (the published measurements");
   expect_bad_input("validate --published --public-runs", "--published and --public-runs are two reports");
+  expect_bad_input("validate --public-runs --profile local-cpu", "--public-runs and --profile are two reports");
+  // Each report's own flags, given to another, were ignored without a word.
+  expect_bad_input("validate --public-runs --cluster dgx-a100-80gb",
+                   "--cluster: does not apply to --public-runs; it is for --published");
+  expect_bad_input("validate --published --steps 3", "--steps: does not apply to --published");
+  expect_bad_input("validate --profile local-cpu --dry-run --cluster dgx-h100",
+                   "--cluster: does not apply to --profile (the on-machine matrix)");
+  expect_bad_input("validate --profile local-cpu --dry-run --validation-dir /tmp",
+                   "--validation-dir: does not apply to --profile");
   // 2^30 micro-batches on one GPU: the step graph ran the machine out of memory (killed after 24 GB).
   expect_bad_input("plan --model gpt2-small --gpus 1 --global-batch 1073741824",
                    "1073741824 forward passes a step, more than the 2097152 Loom simulates");
