@@ -183,6 +183,12 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
   if ((o.save_every > 0 || o.resume) && o.checkpoint_dir.empty())
     throw InputError("--save-every and --resume need --checkpoint-dir");
   if (o.keep_checkpoints < 0) throw InputError("--keep-checkpoints must not be negative (0 keeps all)");
+  // Neither did anything alone, without a word: nothing was saved, and nothing pruned.
+  if (o.keep_checkpoints > 0 && o.save_every == 0)
+    throw InputError("--keep-checkpoints prunes after each save: it needs --save-every K");
+  if (!o.checkpoint_dir.empty() && o.save_every == 0 && !o.resume)
+    throw InputError(
+        "--checkpoint-dir: nothing would be saved to it or resumed from it; add --save-every K or --resume");
   // Where saves go must be a directory before the first step trains, not found wanting at the first save.
   if (o.save_every > 0) {
     std::error_code ec;

@@ -142,6 +142,15 @@ TEST_F(ExecBadInput, OptimizerSettingsOutOfRange) {
   }
 }
 
+// Checkpoint flags that would do nothing alone are refused: the run trained and saved nothing.
+TEST_F(ExecBadInput, CheckpointFlagsThatWouldDoNothing) {
+  const std::string run = fmt::format("{} --seq 32 --global-batch 2 --data {} --steps 2", loom_run(1), data_);
+  expect_one_clear_error(run_shell(run + " --checkpoint-dir " + dir_ + "/ck --keep-checkpoints 2", 60),
+                         "--keep-checkpoints prunes after each save: it needs --save-every K");
+  expect_one_clear_error(run_shell(run + " --checkpoint-dir " + dir_ + "/ck", 60),
+                         "--checkpoint-dir: nothing would be saved to it or resumed from it");
+}
+
 // A --checkpoint-dir that is a file is refused before the first step, not at the first save.
 TEST_F(ExecBadInput, CheckpointDirThatIsAFile) {
   const std::string file = dir_ + "/not_a_dir";
