@@ -8,6 +8,7 @@
 #include "cli/output.h"
 #include "cli/spec_flags.h"
 #include "core/json_io.h"
+#include "exec/model/gpt_layout.h"
 #include "planner/report.h"
 #include "planner/search.h"
 
@@ -53,7 +54,16 @@ int run_plan(const PlanFlags& f) {
   if (!f.emit_plan.empty()) {
     if (result.plans.empty()) throw InputError("--emit-plan: no configuration fits, so there is no plan to write");
     const PlanRow& best = result.plans.front();
-    check(write_text_file_atomic(f.emit_plan, plan_file_text(stack_of(stacks, best), best)));
+    const Specs& stack = stack_of(stacks, best);
+    check(write_text_file_atomic(f.emit_plan, plan_file_text(stack, best)));
+    // The planner ranks what the executor does not run yet (zero-bubble, op-level recompute, FP8): the plan
+    // is written all the same, and `loom run --plan` would refuse it in one line. Said here, where the search
+    // can still be restricted.
+    if (Status runnable = exec::check_runnable(stack.model, stack.training, best.config); !runnable)
+      fmt::print(stderr,
+                 "loom: note: {} holds a plan loom run cannot run yet ({}); restrict the search (--schedule, "
+                 "--recompute, --precision) for one it runs\n",
+                 f.emit_plan, runnable.error().message);
   }
   write_output(f.out, text);
   // Nothing fits is an answer, not an error (DESIGN.md): the table's `#` lines and the JSON's rejections

@@ -235,6 +235,23 @@ TEST(Cli, EmitPlanWritesWhatRunReads) {
   EXPECT_GT(plan->predicted->step_time_s, 0.0);
 }
 
+// The planner ranks what `loom run` does not run yet (here the zero-bubble schedule wins on two stages):
+// the plan is written, and stderr says so where the search can still be restricted.
+TEST(Cli, EmitPlanSaysWhenRunCannotRunIt) {
+  const auto path = scratch_dir() / "zb.json";
+  const std::string spec = "plan --model gpt-tiny --cluster local-cpu --gpus 2 --global-batch 8 --pp 2 --top 1 ";
+  const auto zb = run_loom(spec + "--emit-plan " + path.string());
+  ASSERT_EQ(zb.status, 0) << zb.err;
+  ASSERT_EQ(plan_from_json(*read_json_file(path.string()))->config.schedule, Schedule::kZeroBubble);
+  EXPECT_EQ(zb.err,
+            "loom: note: " + path.string() +
+                " holds a plan loom run cannot run yet (the executor runs gpipe, 1f1b and interleaved, not zb); "
+                "restrict the search (--schedule, --recompute, --precision) for one it runs\n");
+  const auto runnable = run_loom(spec + "--schedule 1f1b --emit-plan " + path.string());
+  ASSERT_EQ(runnable.status, 0) << runnable.err;
+  EXPECT_TRUE(runnable.err.empty()) << runnable.err;
+}
+
 TEST(Cli, SimJsonAndTrace) {
   const auto trace = scratch_dir() / "trace.json";
   const auto r =
