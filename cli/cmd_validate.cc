@@ -57,6 +57,15 @@ ErrorSummary summarize(const std::vector<PublishedRow>& rows) {
   return e;
 }
 
+// "--published", "--public-runs" or "--profile (the on-machine matrix)" for each bit of `reports` (1, 2, 4).
+std::string report_names(int reports) {
+  std::string out;
+  for (const auto& [bit, name] :
+       {std::pair{1, "--published"}, std::pair{2, "--public-runs"}, std::pair{4, "--profile (the on-machine matrix)"}})
+    if ((reports & bit) != 0) out += (out.empty() ? "" : " and ") + std::string(name);
+  return out;
+}
+
 Json published_json(const std::vector<PublishedRow>& rows) {
   Json list = Json::array();
   for (const auto& r : rows) {
@@ -539,7 +548,10 @@ std::function<int()> add_validate(CLI::App& root) {
   };
   only(app->add_option("--validation-dir", flags->validation_dir, "folder with the published numbers"), 1 | 2)
       ->capture_default_str();
-  only(app->add_option("--cluster", flags->cluster, "cluster preset or cost file for --published"), 1)
+  only(app->add_option(
+           "--cluster", flags->cluster,
+           "cluster preset or cost file for --published (--public-runs simulates each run on its own GPU's preset)"),
+       1)
       ->capture_default_str();
   app->add_option("--profile", flags->profile, "cost file measured on this machine (runs the on-machine matrix)");
   only(app->add_option("--backend", flags->backend,
@@ -566,17 +578,15 @@ std::function<int()> add_validate(CLI::App& root) {
     check(check_format(flags->format, {"table", "json"}));
     if (flags->published && flags->public_runs)
       throw InputError("validate: --published and --public-runs are two reports; give one");
-    if ((flags->published || flags->public_runs) && !flags->profile.empty())
+    // The reports as bits, as `own` names them; more than one given is refused, one given checks its flags.
+    const int given = (flags->published ? 1 : 0) | (flags->public_runs ? 2 : 0) | (flags->profile.empty() ? 0 : 4);
+    if ((given & (given - 1)) != 0)
       throw InputError(fmt::format("validate: {} and --profile are two reports; give one",
                                    flags->published ? "--published" : "--public-runs"));
-    const int report = flags->published ? 1 : flags->public_runs ? 2 : !flags->profile.empty() ? 4 : 0;
-    const char* names[] = {"", "--published", "--public-runs", "", "--profile (the on-machine matrix)"};
     for (const auto& [option, reports] : own)
-      if (report != 0 && option->count() > 0 && (reports & report) == 0)
-        throw InputError(fmt::format("{}: does not apply to {}; it is for {}", option->get_name(), names[report],
-                                     reports == 4   ? "--profile (the on-machine matrix)"
-                                     : reports == 1 ? "--published (each public run uses its GPU's preset)"
-                                                    : "--published and --public-runs"));
+      if (given != 0 && option->count() > 0 && (reports & given) == 0)
+        throw InputError(fmt::format("{}: does not apply to {}; it is for {}", option->get_name(), report_names(given),
+                                     report_names(reports)));
     // The default is relative to the checkout's root, where `loom validate` usually runs: elsewhere the
     // folder is missing, said once instead of as the first file that cannot be opened.
     if ((flags->published || flags->public_runs) && !std::filesystem::is_directory(flags->validation_dir))
