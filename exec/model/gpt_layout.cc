@@ -235,8 +235,6 @@ RuleStatus check_runnable(const ModelSpec& m, const TrainingSpec& t, const Paral
     return executor_limit(rule::kModelShape,
                           fmt::format("expert ffn {} must be a multiple of etp {} and shared expert ffn {} of tp {}",
                                       m.moe.expert_ffn, c.expert_tp(), m.moe.shared_ffn, c.tp));
-  if (c.schedule == Schedule::kZeroBubble)
-    return executor_limit(rule::kZeroBubbleSchedule, "the executor runs gpipe, 1f1b and interleaved, not zb");
   if (c.recompute == Recompute::kOp)
     return executor_limit(rule::kOpRecompute,
                           "the executor recomputes none, selective or full, not op (torchtitan's op-level "

@@ -101,7 +101,6 @@ RuleStatus check_runnable(const ModelSpec& model, const TrainingSpec& training, 
 namespace rule {
 inline constexpr std::string_view kModelShape = "executor: model shape";
 inline constexpr std::string_view kSeqLen = "executor: sequence beyond the model's";
-inline constexpr std::string_view kZeroBubbleSchedule = "executor: no zero-bubble schedule";
 inline constexpr std::string_view kExecutorPrecision = "executor: no fp8";
 inline constexpr std::string_view kOpRecompute = "executor: no op-level recompute";
 }  // namespace rule

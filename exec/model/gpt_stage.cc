@@ -26,7 +26,8 @@ GptStage::GptStage(const ModelSpec& model, const ParallelConfig& config, const S
       dropout_(dropout),
       layer_(model, layout.dims, config.micro_batch, seq, backend, tp, dropout, tracer, ep, cp, config.cp_comm,
              attention),
-      tracer_(tracer) {
+      tracer_(tracer),
+      wgrad_(params, backend, config.schedule == Schedule::kZeroBubble, tracer) {
   const int head = layout_.final_unit >= 0 ? head_unit() : -1;
   if (layout_.word_embedding_unit >= 0) forward_order_.push_back(layout_.word_embedding_unit);
   if (layout_.position_unit >= 0) forward_order_.push_back(layout_.position_unit);
@@ -53,6 +54,12 @@ TensorRef GptStage::acquire_next(int unit) {
   TensorRef p = params_.acquire(unit);
   if (++pass_next_ < pass_->size()) params_.prefetch((*pass_)[pass_next_]);
   return p;
+}
+
+float* GptStage::unit_gradients(int unit) {
+  float* g = params_.gradients(unit);
+  wgrad_.set_unit(unit, g, layout_.units[unit].padded);
+  return g;
 }
 
 int GptStage::head_unit() const {
@@ -130,7 +137,7 @@ void GptStage::embed_backward(const MicroBatch& mb, const Tensor& d_out, Cache& 
     for_each_position_run(first, dx.rows(), [&](std::int64_t i, std::int64_t n, std::int64_t position) {
       backend_.axpy(g + position * h, 1.0f, dx.ref() + i * h, n * h);
     });
-    params_.gradients_ready(layout_.position_unit);
+    wgrad_.ready(layout_.position_unit);
   }
   op.end();
   Tensor gathered;
@@ -138,7 +145,7 @@ void GptStage::embed_backward(const MicroBatch& mb, const Tensor& d_out, Cache& 
   float* g = params_.gradients(layout_.word_embedding_unit);
   op.next("embedding_bwd");
   backend_.embedding_backward(g, d_full, mb.tokens, T, h, d.vocab_start, d.vocab_local);
-  params_.gradients_ready(layout_.word_embedding_unit);
+  wgrad_.ready(layout_.word_embedding_unit);
 }
 
 Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float loss_scale) {
@@ -210,9 +217,9 @@ Tensor GptStage::head_backward(Cache& c) {
   const int hu = head_unit();
   const Unit& fu = layout_.units[layout_.final_unit];
   TensorRef fp = acquire_next(layout_.final_unit);
-  float* fg = params_.gradients(layout_.final_unit);
+  float* fg = unit_gradients(layout_.final_unit);
   TensorRef hp = hu == layout_.final_unit ? fp : acquire_next(hu);
-  float* hg = hu == layout_.final_unit ? fg : params_.gradients(hu);
+  float* hg = hu == layout_.final_unit ? fg : unit_gradients(hu);
   OpSlices op(tracer_, kComputeLane);
   op.next("lm_head_bwd");
   Tensor dxf = act(T, h, kWork);
@@ -228,14 +235,20 @@ Tensor GptStage::head_backward(Cache& c) {
     op.next("lm_head_bwd");
     backend_.gemm(false, false, static_cast<int>(T), h, d.vocab_local, 1.0f, c.dlogits.ref(), d.vocab_local,
                   hp + head_weight_offset(), h, 0.0f, dxf.ref(), h);
-    backend_.gemm(true, false, d.vocab_local, h, static_cast<int>(T), 1.0f, c.dlogits.ref(), d.vocab_local, xf, h, 1.0f,
-                  hg + head_weight_offset(), h);
+    wgrad_.put("lm_head_bwd", hg + head_weight_offset(),
+               [b = &backend_, v = d.vocab_local, h, rows = static_cast<int>(T), dl = c.dlogits.ref(), xf](float* dst) {
+                 b->gemm(true, false, v, h, rows, 1.0f, dl, v, xf, h, 1.0f, dst, h);
+               });
+    if (gathered.empty())
+      wgrad_.keep(std::move(c.final_norm));  // xf
+    else
+      wgrad_.keep(std::move(gathered));
   }
-  c.dlogits.reset();
+  wgrad_.keep(std::move(c.dlogits));
   op.end();
   if (hu != layout_.final_unit) {
     params_.release(hu);
-    if (hu == layout_.tied_head_unit) params_.gradients_ready(hu);  // the first stage's copy is separate
+    if (hu == layout_.tied_head_unit) wgrad_.ready(hu);  // the first stage's copy is separate
   }
   Tensor dxf_local = tp_.reduce_rows(std::move(dxf), kWork);
   op.next("final_norm_bwd");
@@ -249,7 +262,7 @@ Tensor GptStage::head_backward(Cache& c) {
     backend_.rmsnorm_backward(dx.ref(), gw, dxf_local.ref(), c.final_in.ref(), w, c.final_stats.data(),
                               c.final_in.rows(), h);
   params_.release(layout_.final_unit);
-  params_.gradients_ready(layout_.final_unit);
+  wgrad_.ready(layout_.final_unit);
   c.final_in.reset();
   c.final_norm.reset();
   c.final_stats.reset();
@@ -277,43 +290,46 @@ Tensor GptStage::forward(int micro_batch, const MicroBatch& mb, Tensor input, fl
   return x;
 }
 
-Tensor GptStage::backward(int micro_batch, const MicroBatch& mb, const Tensor& dout) {
+Tensor GptStage::backward(int micro_batch, const MicroBatch& mb, Tensor dout) {
   Cache& c = caches_.at(micro_batch);
   const bool first = layout_.word_embedding_unit >= 0, last = layout_.final_unit >= 0;
   pass_ = &backward_order_;
   pass_next_ = 0;
   Tensor holder;
-  if (last) holder = head_backward(c);
+  if (last) {
+    holder = head_backward(c);
+    wgrad_.settle();
+  }
   const Tensor* d = last ? &holder : &dout;
   for (std::size_t k = layout_.layer_units.size(); k-- > 0;) {
     const int u = layout_.layer_units[k], eu = expert_unit(k);
     const Unit& unit = layout_.units[u];
     TensorRef p = acquire_next(u);
-    float* g = params_.gradients(u);
+    float* g = unit_gradients(u);
     MoeWeights moe;
     MoeGrads moe_g;
     if (eu >= 0) {
       moe = moe_weights(unit, p, layout_.units[eu], acquire_next(eu));
-      moe_g = moe_grads(unit, g, layout_.units[eu], params_.gradients(eu));
+      moe_g = moe_grads(unit, g, layout_.units[eu], unit_gradients(eu));
     }
-    Tensor next = layer_.backward(layer_weights(unit, p), layer_grads(unit, g), c.layers[k], *d, config_.recompute,
-                                  layout_.first_layer + static_cast<int>(k), eu >= 0 ? &moe : nullptr,
-                                  eu >= 0 ? &moe_g : nullptr);
+    // The layer takes the gradient it is given (the stage's own, or the layer above's) and frees it.
+    Tensor dy = d == &dout ? std::move(dout) : std::move(holder);
+    holder = layer_.backward(layer_weights(unit, p), layer_grads(unit, g), c.layers[k], std::move(dy),
+                             config_.recompute, layout_.first_layer + static_cast<int>(k), wgrad_,
+                             eu >= 0 ? &moe : nullptr, eu >= 0 ? &moe_g : nullptr);
+    wgrad_.settle();
     params_.release(u);
-    params_.gradients_ready(u);
+    wgrad_.ready(u);
     if (eu >= 0) {
       params_.release(eu);
-      params_.gradients_ready(eu);
+      wgrad_.ready(eu);
     }
-    holder = std::move(next);
     d = &holder;
   }
-  if (first) {
-    embed_backward(mb, *d, c);
-    caches_.erase(micro_batch);
-    return {};
-  }
+  if (first) embed_backward(mb, *d, c);
   caches_.erase(micro_batch);
+  wgrad_.close(micro_batch);
+  if (first) return {};
   if (d == &dout) {  // a stage without layers passes the gradient through
     Tensor copy = act(dout.rows(), dout.cols(), kWork);
     backend_.copy(copy.ref(), dout.ref(), dout.numel());

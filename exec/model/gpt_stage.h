@@ -12,6 +12,7 @@
 #include "core/parallel_config.h"
 #include "exec/model/gpt_layout.h"
 #include "exec/model/transformer_layer.h"
+#include "exec/model/weight_grad_store.h"
 
 namespace loom::exec {
 
@@ -66,8 +67,12 @@ class GptStage {
   // loss_scale multiplies the loss gradient.
   Tensor forward(int micro_batch, const MicroBatch& mb, Tensor input, float loss_scale);
   // `dout`: gradient of this stage's output (ignored on the last stage). Returns the gradient of
-  // the stage input (empty on the first stage).
-  Tensor backward(int micro_batch, const MicroBatch& mb, const Tensor& dout);
+  // the stage input (empty on the first stage). Under the zero-bubble schedule this is its B pass: the
+  // linear layers' weight gradients, and each unit's gradients-ready hook, wait for weight_gradients.
+  Tensor backward(int micro_batch, const MicroBatch& mb, Tensor dout);
+  // Zero-bubble's W pass of the micro-batch (after its backward).
+  void weight_gradients(int micro_batch) { wgrad_.run(micro_batch); }
+  std::size_t pending_weight_gradients() const { return wgrad_.pending(); }
 
   std::int64_t tokens() const { return static_cast<std::int64_t>(config_.micro_batch) * seq_; }
   std::int64_t local_tokens() const { return tp_.local_tokens(tokens()); }
@@ -86,6 +91,8 @@ class GptStage {
   };
   Tensor embed(const MicroBatch& mb, Cache& cache);
   void embed_backward(const MicroBatch& mb, const Tensor& d, Cache& cache);
+  // The unit's gradients (what ParameterSource gives now), registered with the weight-gradient store.
+  float* unit_gradients(int unit);
   // Local rows [0, rows) of a micro-batch whose first row is local token `first`, in runs whose learned
   // positions are consecutive: f(first row, rows in the run, the run's first position). One op per run
   // instead of one per token: on a GPU each op is a launch of a few microseconds.
@@ -120,6 +127,7 @@ class GptStage {
   DropoutSettings dropout_;
   TransformerLayer layer_;
   Tracer* tracer_;  // the embedding's and the head's op slices; the layers trace their own
+  WeightGradStore wgrad_;
   std::map<int, Cache> caches_;
 };
 

@@ -9,6 +9,7 @@
 
 #include "core/model_spec.h"
 #include "exec/backend.h"
+#include "exec/model/weight_grad_store.h"
 #include "exec/trace.h"
 
 namespace loom::exec {
@@ -44,14 +45,16 @@ class Mlp {
   // From the output's gradient dy [rows, h] (all rows) through the down projection and the activation:
   // accumulates proj_w's gradient, writes dfc [rows, ffn_in] (dact [rows, ffn] is scratch) and, with
   // scales, the scales' gradients (partial over TP) into dscales, `scaled` [rows, ffn] being scratch too.
-  // Runs in the caller's current op slice, then the activation's.
-  void backward_down(OpSlices& op, const MlpWeights& w, const MlpGrads& g, ConstTensorRef dy, std::int64_t rows,
-                     const MlpActivations& a, const float* scales, float* dscales, TensorRef scaled, TensorRef dact,
-                     TensorRef dfc);
+  // Runs in the caller's current op slice, then the activation's. proj_w's gradient goes through `wg`
+  // (zero-bubble defers it: the caller keeps dy and the activation, or `scaled`, until it runs).
+  void backward_down(OpSlices& op, WeightGradStore& wg, const MlpWeights& w, const MlpGrads& g, ConstTensorRef dy,
+                     std::int64_t rows, const MlpActivations& a, const float* scales, float* dscales, TensorRef scaled,
+                     TensorRef dact, TensorRef dfc);
   // Through the up projection, opening "mlp_up_bwd": accumulates fc's gradients from x (the block's
-  // input, all rows) and writes dx [rows, h] (partial over TP).
-  void backward_up(OpSlices& op, const MlpWeights& w, const MlpGrads& g, ConstTensorRef dfc, ConstTensorRef x,
-                   std::int64_t rows, TensorRef dx);
+  // input, all rows) and writes dx [rows, h] (partial over TP). fc_w's gradient goes through `wg` (the
+  // caller keeps dfc and x until it runs).
+  void backward_up(OpSlices& op, WeightGradStore& wg, const MlpWeights& w, const MlpGrads& g, ConstTensorRef dfc,
+                   ConstTensorRef x, std::int64_t rows, TensorRef dx);
 
  private:
   Backend& backend_;

@@ -234,8 +234,8 @@ MoeOutput MoeMlp::forward(OpSlices& op, const MoeWeights& w, ConstTensorRef m_in
   return out;
 }
 
-MoeOutput MoeMlp::backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g, const Tensor& dy_local,
-                           const Tensor& ln2_local, std::int64_t T, MoeCache& c) {
+MoeOutput MoeMlp::backward(OpSlices& op, WeightGradStore& wg, const MoeWeights& w, const MoeGrads& g,
+                           const Tensor& dy_local, const Tensor& ln2_local, std::int64_t T, MoeCache& c) {
   const int h = dims_.hidden, E = dims_.experts, k = dims_.experts_per_token, L = dims_.local_experts;
   const std::int64_t R = dims_.experts_whole ? ln2_local.rows() : T, copies = R * k;
   // The combine's backward: each copy takes its token's output gradient, dispatched as the forward was.
@@ -258,16 +258,19 @@ MoeOutput MoeMlp::backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g,
         const bool gated = !c.shared_gate.empty();
         if (gated) gate_grad = backend_.empty(T, 1, kWork);
         Tensor dact = act(T, shared_.ffn(), kWork), scaled = gated ? act(T, shared_.ffn(), kWork) : Tensor();
-        shared_.backward_down(op, sw, sg, dy, T, {c.shared_fc.ref(), c.shared_act.ref()},
+        shared_.backward_down(op, wg, sw, sg, dy, T, {c.shared_fc.ref(), c.shared_act.ref()},
                               gated ? c.shared_gate.data() : nullptr, gated ? gate_grad.data() : nullptr, scaled.ref(),
                               dact.ref(), dfc.ref());
+        wg.keep(std::move(gated ? scaled : c.shared_act));  // what the down projection's weight gradient read
       }
       c.shared_act.reset();
       c.shared_fc.reset();
-      gathered.reset();
+      wg.keep(std::move(gathered));
       ConstTensorRef m_in = tp_.gather_rows(ln2_local, gathered);
       shared_dx = act(T, h, kWork);
-      shared_.backward_up(op, sw, sg, dfc.ref(), m_in, T, shared_dx.ref());
+      shared_.backward_up(op, wg, sw, sg, dfc.ref(), m_in, T, shared_dx.ref());
+      wg.keep(std::move(dfc));
+      wg.keep(std::move(gathered));
     }
   }
   op.end();
@@ -291,23 +294,24 @@ MoeOutput MoeMlp::backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g,
     Tensor dact = act(rows, f, kWork), scaled = act(rows, f, kWork);
     each_expert([&](std::int64_t first, std::int64_t n, const MlpWeights& ew, const MlpGrads& eg) {
       op.next("mlp_down_bwd");
-      experts_.backward_down(op, ew, eg, dy_e.ref() + first * h, n,
+      experts_.backward_down(op, wg, ew, eg, dy_e.ref() + first * h, n,
                              {c.fc.ref() + first * f_in, c.act.ref() + first * f}, c.probs.data() + first,
                              dprob.data() + first, scaled.ref() + first * f, dact.ref() + first * f,
                              dfc.ref() + first * f_in);
     });
+    wg.keep(std::move(scaled));  // the down projections' weight gradients read the scaled activations
   }
-  dy_e.reset();
+  wg.keep(std::move(dy_e));
   c.act.reset();
   c.fc.reset();
   c.probs.reset();
   Tensor dx_e = act(rows, h, kWork);
   each_expert([&](std::int64_t first, std::int64_t n, const MlpWeights& ew, const MlpGrads& eg) {
-    experts_.backward_up(op, ew, eg, dfc.ref() + first * f_in, c.x.ref() + first * h, n, dx_e.ref() + first * h);
+    experts_.backward_up(op, wg, ew, eg, dfc.ref() + first * f_in, c.x.ref() + first * h, n, dx_e.ref() + first * h);
   });
   op.end();
-  dfc.reset();
-  c.x.reset();
+  wg.keep(std::move(dfc));
+  wg.keep(std::move(c.x));
   if (tp_.size() > 1 && !dims_.experts_whole) {  // each TP rank's slice of the width gave part of every dot
     TraceScope scope(tracer_, trace_names::collective(Collective::kAllReduce, "tp"), "comm", kCommLane);
     tp_.comm().all_reduce(dprob.ref(), rows, ReduceOp::kSum);
@@ -353,9 +357,11 @@ MoeOutput MoeMlp::backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g,
   backend_.gemm(false, false, static_cast<int>(local), h, E, 1.0f, dl.ref() + first * E, E, w.router_w, h,
                 fresh ? 0.0f : 1.0f, out.local.ref(), h);
   // The weight's gradient from this rank's rows (under SP a partial sum the store adds over TP).
-  backend_.gemm(true, false, E, h, static_cast<int>(local), 1.0f, dl.ref() + first * E, E, ln2_local.ref(), h, 1.0f,
-                g.router_w, h);
-  if (!gate_grad.empty()) shared_gate_backward(op, w, g, gate_grad, ln2_local, T, c, out.local);
+  wg.put("router_bwd", g.router_w,
+         [b = &backend_, E, h, rows = static_cast<int>(local), dl = ConstTensorRef(dl.ref() + first * E),
+          x = ln2_local.ref()](float* dst) { b->gemm(true, false, E, h, rows, 1.0f, dl, E, x, h, 1.0f, dst, h); });
+  if (!gate_grad.empty()) shared_gate_backward(op, wg, w, g, gate_grad, ln2_local, T, c, out.local);
+  wg.keep(std::move(dl));
   op.end();
   return out;
 }
@@ -363,8 +369,9 @@ MoeOutput MoeMlp::backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g,
 // The shared expert's gate: d logit = d gate · g(1 − g), with d gate summed over TP (each rank's slice
 // of the shared expert's width gave part of it); its weight's gradient and its input's, this rank's rows
 // (as the router's).
-void MoeMlp::shared_gate_backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g, Tensor& gate_grad,
-                                  const Tensor& ln2_local, std::int64_t T, MoeCache& c, Tensor& local_dx) {
+void MoeMlp::shared_gate_backward(OpSlices& op, WeightGradStore& wg, const MoeWeights& w, const MoeGrads& g,
+                                  Tensor& gate_grad, const Tensor& ln2_local, std::int64_t T, MoeCache& c,
+                                  Tensor& local_dx) {
   const int h = dims_.hidden;
   op.next("shared_gate_bwd");
   if (tp_.size() > 1) {
@@ -381,8 +388,10 @@ void MoeMlp::shared_gate_backward(OpSlices& op, const MoeWeights& w, const MoeGr
   const std::int64_t first = tp_.first_local_token(T), local = ln2_local.rows();
   backend_.gemm(false, false, static_cast<int>(local), h, 1, 1.0f, dlogit.ref() + first, 1, w.shared_gate_w, h, 1.0f,
                 local_dx.ref(), h);
-  backend_.gemm(true, false, 1, h, static_cast<int>(local), 1.0f, dlogit.ref() + first, 1, ln2_local.ref(), h, 1.0f,
-                g.shared_gate_w, h);
+  wg.put("shared_gate_bwd", g.shared_gate_w,
+         [b = &backend_, h, rows = static_cast<int>(local), dl = ConstTensorRef(dlogit.ref() + first),
+          x = ln2_local.ref()](float* dst) { b->gemm(true, false, 1, h, rows, 1.0f, dl, 1, x, h, 1.0f, dst, h); });
+  wg.keep(std::move(dlogit));
 }
 
 }  // namespace loom::exec

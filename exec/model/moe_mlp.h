@@ -73,8 +73,9 @@ class MoeMlp {
   MoeOutput forward(OpSlices& op, const MoeWeights& w, ConstTensorRef m_in, const Tensor& ln2_local,
                     std::int64_t tokens, MoeCache& c);
   // dy_local: the output's gradient as this rank keeps it. Returns the input's gradient; its local part
-  // holds the router's share (the same on every TP rank).
-  MoeOutput backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g, const Tensor& dy_local,
+  // holds the router's share (the same on every TP rank). The weight gradients go through `wg`, which
+  // keeps what they read but dy_local and ln2_local (the caller keeps those).
+  MoeOutput backward(OpSlices& op, WeightGradStore& wg, const MoeWeights& w, const MoeGrads& g, const Tensor& dy_local,
                      const Tensor& ln2_local, std::int64_t tokens, MoeCache& c);
   // The most rows this rank's experts received in one dispatch over the mean, tokens·k (0: none yet).
   double max_imbalance() const { return max_imbalance_; }
@@ -83,8 +84,9 @@ class MoeMlp {
 
  private:
   void route(const std::vector<float>& logits, std::int64_t tokens, MoeCache& c);
-  void shared_gate_backward(OpSlices& op, const MoeWeights& w, const MoeGrads& g, Tensor& gate_grad,
-                            const Tensor& ln2_local, std::int64_t tokens, MoeCache& c, Tensor& local_dx);
+  void shared_gate_backward(OpSlices& op, WeightGradStore& wg, const MoeWeights& w, const MoeGrads& g,
+                            Tensor& gate_grad, const Tensor& ln2_local, std::int64_t tokens, MoeCache& c,
+                            Tensor& local_dx);
   // Rows of `send` to the EP ranks, `send_rows[p]` for rank p; returns what arrived (`send` itself in a
   // group of one).
   Tensor exchange(Tensor send, const std::vector<std::int64_t>& send_rows, const std::vector<std::int64_t>& recv_rows,

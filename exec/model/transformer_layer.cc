@@ -195,8 +195,9 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
   return y;
 }
 
-Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, LayerCache& c, const Tensor& dy_in,
-                                  Recompute recompute, int layer, const MoeWeights* moe, const MoeGrads* moe_grads) {
+Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, LayerCache& c, Tensor dy_in,
+                                  Recompute recompute, int layer, WeightGradStore& wg, const MoeWeights* moe,
+                                  const MoeGrads* moe_grads) {
   if (!c.complete()) {
     // Full recomputation: run the block forward again from its stored input.
     Tensor input = act(c.x.rows(), c.x.cols(), kAct);
@@ -212,6 +213,10 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
     backend_.apply_mask(dy_masked.ref(), dy_in.ref(), mask_data(c.mlp_mask), dy_in.numel(), dropout_.keep_scale());
   }
   const Tensor& dy = dropout ? dy_masked : dy_in;
+  // Whether a weight gradient reads dy, and the attention projection's output gradient, in place (not
+  // an all-gathered copy): zero-bubble then keeps them for the W pass.
+  bool reads_dy = moe != nullptr, reads_do = false;
+  bool reads_ln2 = moe != nullptr, reads_ln1 = false;  // the same for the MLP's and QKV's inputs
   // Under sequence parallelism a backward GEMM op's slice also holds the all-gather of its input
   // (between its bias gradient and its GEMMs); the all-gather has its own slice on the comm lane.
   OpSlices op(tracer_, kComputeLane);
@@ -226,7 +231,7 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
   {
     MoeOutput dm;  // a dense MLP's input gradient is all partial
     if (moe != nullptr) {
-      dm = moe_.backward(op, *moe, *moe_grads, dy, c.ln2, T, c.moe);
+      dm = moe_.backward(op, wg, *moe, *moe_grads, dy, c.ln2, T, c.moe);
     } else {
       const MlpWeights mw{w.fc_w, w.fc_b, w.fc2_w};
       const MlpGrads mg{g.fc_w, g.fc_b, g.fc2_w};
@@ -235,14 +240,18 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
         Tensor gathered;
         ConstTensorRef dy_full = tp_.gather_rows(dy, gathered);
         Tensor dact = act(T, dims_.ffn, kWork);
-        mlp_.backward_down(op, mw, mg, dy_full, T, {c.fc.ref(), c.act.ref()}, nullptr, nullptr, nullptr, dact.ref(),
+        mlp_.backward_down(op, wg, mw, mg, dy_full, T, {c.fc.ref(), c.act.ref()}, nullptr, nullptr, nullptr, dact.ref(),
                            dfc.ref());
+        reads_dy = gathered.empty();
+        wg.keep(std::move(gathered));  // dy_full (the all-gathered dy), or dy itself: kept below
       }
       Tensor gathered;
       ConstTensorRef m_in = tp_.gather_rows(c.ln2, gathered);
       dm.partial = act(T, h, kWork);
-      mlp_.backward_up(op, mw, mg, dfc.ref(), m_in, T, dm.partial.ref());
-      dfc.reset();
+      mlp_.backward_up(op, wg, mw, mg, dfc.ref(), m_in, T, dm.partial.ref());
+      wg.keep(std::move(dfc));
+      reads_ln2 = gathered.empty();
+      wg.keep(std::move(gathered));  // m_in (the all-gathered c.ln2), or c.ln2 itself
     }
     op.end();
     Tensor dm_local = combine_local(std::move(dm.partial), std::move(dm.local));
@@ -252,10 +261,13 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
     backend_.axpy(dx2.ref(), 1.0f, dy_in.ref(), dy_in.numel());
     op.end();
   }
-  c.act.reset();
+  wg.keep(std::move(c.act));
   c.fc.reset();
   c.moe = MoeCache{};
-  c.ln2.reset();
+  if (reads_ln2)
+    wg.keep(std::move(c.ln2));
+  else
+    c.ln2.reset();
   c.stats2.reset();
   c.x2.reset();
 
@@ -274,7 +286,10 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
     ConstTensorRef do_full = tp_.gather_rows(d_o, gathered);
     Tensor dctx = act(T, ctx_cols, kWork);
     backend_.gemm(false, false, Ti, ctx_cols, h, 1.0f, do_full, h, w.proj_w, ctx_cols, 0.0f, dctx.ref(), ctx_cols);
-    backend_.gemm(true, false, h, ctx_cols, Ti, 1.0f, do_full, h, c.ctx.ref(), ctx_cols, 1.0f, g.proj_w, ctx_cols);
+    wg.put("attn_out_bwd", g.proj_w, [b = &backend_, Ti, h, ctx_cols, do_full, ctx = c.ctx.ref()](float* dst) {
+      b->gemm(true, false, h, ctx_cols, Ti, 1.0f, do_full, h, ctx, ctx_cols, 1.0f, dst, ctx_cols);
+    });
+    reads_do = gathered.empty();
     if (fused()) {
       if (ring())
         op.end();
@@ -295,12 +310,13 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
                                   dropout ? mask_data(c.attn_mask) : nullptr, dropout_.keep_scale(), c.qkv.ref(),
                                   attention_shape());
     }
+    wg.keep(std::move(gathered));  // do_full (the all-gathered d_o), or d_o itself: kept below
   }
   c.lse.reset();
   c.probs.reset();
   c.dropped.reset();
   c.attn_mask.reset();
-  c.ctx.reset();
+  wg.keep(std::move(c.ctx));
   op.next("qkv_bwd");
   if (model_.position == PositionEmbedding::kRotary) backend_.rope(dqkv.ref(), attention_shape(), true);
   if (g.qkv_b != nullptr) backend_.bias_grad(g.qkv_b, dqkv.ref(), T, qkv_cols);
@@ -308,11 +324,15 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
   {
     Tensor gathered;
     ConstTensorRef a_in = tp_.gather_rows(c.ln1, gathered);
-    backend_.gemm(true, false, qkv_cols, h, Ti, 1.0f, dqkv.ref(), qkv_cols, a_in, h, 1.0f, g.qkv_w, h);
+    wg.put("qkv_bwd", g.qkv_w, [b = &backend_, Ti, h, qkv_cols, dq = dqkv.ref(), a_in](float* dst) {
+      b->gemm(true, false, qkv_cols, h, Ti, 1.0f, dq, qkv_cols, a_in, h, 1.0f, dst, h);
+    });
     da = act(T, h, kWork);
     backend_.gemm(false, false, Ti, h, qkv_cols, 1.0f, dqkv.ref(), qkv_cols, w.qkv_w, h, 0.0f, da.ref(), h);
+    reads_ln1 = gathered.empty();
+    wg.keep(std::move(gathered));  // a_in (the all-gathered c.ln1), or c.ln1 itself: kept below
   }
-  dqkv.reset();
+  wg.keep(std::move(dqkv));
   c.qkv.reset();
   op.end();
   Tensor da_local = tp_.reduce_rows(std::move(da), kWork);
@@ -322,6 +342,11 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
   op.next("residual_bwd");
   backend_.axpy(dx.ref(), 1.0f, dx2.ref(), dx.numel());
   op.end();
+  // What the deferred weight gradients read beyond their own buffers: the output gradient (the MLP's down
+  // projection), the attention projection's (dx2 or its masked copy) and the QKV input.
+  if (reads_dy) wg.keep(std::move(dropout ? dy_masked : dy_in));
+  if (reads_do) wg.keep(std::move(dropout ? do_masked : dx2));
+  if (reads_ln1) wg.keep(std::move(c.ln1));
   c = LayerCache{};
   (void)recompute;
   return dx;

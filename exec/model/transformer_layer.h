@@ -89,9 +89,11 @@ class TransformerLayer {
   // shared and routed experts (null for a dense layer, whose MLP is in w).
   Tensor forward(const LayerWeights& w, Tensor x, LayerCache& cache, Recompute recompute, int layer,
                  std::int64_t first_sequence, const MoeWeights* moe = nullptr);
-  // dy: gradient of the output; returns the gradient of the input. Accumulates into g (and moe_grads).
-  Tensor backward(const LayerWeights& w, const LayerGrads& g, LayerCache& cache, const Tensor& dy, Recompute recompute,
-                  int layer, const MoeWeights* moe = nullptr, const MoeGrads* moe_grads = nullptr);
+  // dy: gradient of the output; returns the gradient of the input. Accumulates into g (and moe_grads);
+  // the linear layers' weight gradients go through `wg`, which zero-bubble defers to the W pass (with
+  // the tensors they read).
+  Tensor backward(const LayerWeights& w, const LayerGrads& g, LayerCache& cache, Tensor dy, Recompute recompute,
+                  int layer, WeightGradStore& wg, const MoeWeights* moe = nullptr, const MoeGrads* moe_grads = nullptr);
   double moe_imbalance() const { return moe_.max_imbalance(); }
   double moe_imbalance_min() const { return moe_.min_imbalance(); }
 

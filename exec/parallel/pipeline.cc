@@ -59,7 +59,15 @@ double PipelineRunner::run(int micro_batches, float loss_scale, const std::funct
         before_backward(op.micro_batch);
         backward(op, mb);
         break;
-      case Pass::kW: throw std::logic_error("pipeline schedule: the executor has no separate weight-gradient pass");
+      case Pass::kW: {
+        // Zero-bubble's W pass: the weight gradients its B pass deferred, then their units' hooks (the
+        // DP reduction starts on the last micro-batch's, so the hook learns which micro-batch this is).
+        before_backward(op.micro_batch);
+        const int v = virtual_stage(op.chunk, groups_.coords.pp_rank, groups_.config.pp);
+        TraceScope scope(tracer_, trace_names::weight_grad(v, op.micro_batch), "compute", kComputeLane);
+        chunks_[op.chunk]->weight_gradients(op.micro_batch);
+        break;
+      }
     }
     reap_sends(false);
   }
@@ -95,7 +103,7 @@ void PipelineRunner::backward(const PipelineOp& op, const MicroBatch& mb) {
       dout = receive((stage + 1) % stages, gradient_tag(i, v, virtual_stages), trace_names::backward(v + 1, i),
                      MemoryCategory::kBuffers);
     TraceScope scope(tracer_, trace_names::backward(v, i), "compute", kComputeLane);
-    din = chunks_[op.chunk]->backward(i, mb, dout);
+    din = chunks_[op.chunk]->backward(i, mb, std::move(dout));
   }  // the received gradient is freed before the one this stage sends is charged as a buffer
   if (v > 0)
     send(std::move(din), (stage + stages - 1) % stages, gradient_tag(i, v - 1, virtual_stages),

@@ -131,6 +131,20 @@ void ParameterStore::gradients_ready(int u) {
     return;
   }
   Tensor& bucket = grad_bucket_[u];
+  // No bucket: nothing was accumulated since the last reduce-scatter (zero-bubble's W pass of a unit whose
+  // gradients its B pass made, where an earlier W already took them). Every rank of the group runs the
+  // same program, so all of them skip it alike.
+  if (!bucket.empty()) reduce_scatter_bucket(u);
+  // HSDP: the step's reduced shard is summed over the groups holding the same shard.
+  if (last_micro_batch_ && groups_.replica != nullptr) {
+    TraceScope scope(tracer_, trace_names::collective(Collective::kAllReduce, "dp"), "comm", kCommLane);
+    groups_.replica->all_reduce(grads_.data() + shard_offset_[u], shard(unit), ReduceOp::kSum);
+  }
+}
+
+void ParameterStore::reduce_scatter_bucket(int u) {
+  const Unit& unit = layout_.units[u];
+  Tensor& bucket = grad_bucket_[u];
   reduce_sequence_partial(u, bucket.data());
   // Reduce-scattered in place: this rank's sum lands in its own block of the bucket.
   float* mine = bucket.data() + rank_in(unit) * shard(unit);
@@ -140,11 +154,6 @@ void ParameterStore::gradients_ready(int u) {
   }
   backend_.axpy(grads_.data() + shard_offset_[u], 1.0f, mine, shard(unit));
   bucket.reset();
-  // HSDP: the step's reduced shard is summed over the groups holding the same shard.
-  if (last_micro_batch_ && groups_.replica != nullptr) {
-    TraceScope scope(tracer_, trace_names::collective(Collective::kAllReduce, "dp"), "comm", kCommLane);
-    groups_.replica->all_reduce(grads_.data() + shard_offset_[u], shard(unit), ReduceOp::kSum);
-  }
 }
 
 void ParameterStore::finish_gradients() {

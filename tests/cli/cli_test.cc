@@ -235,20 +235,22 @@ TEST(Cli, EmitPlanWritesWhatRunReads) {
   EXPECT_GT(plan->predicted->step_time_s, 0.0);
 }
 
-// The planner ranks what `loom run` does not run yet (here the zero-bubble schedule wins on two stages):
-// the plan is written, and stderr says so where the search can still be restricted.
+// The planner ranks what `loom run` does not run yet (here op-level recompute, asked for): the plan is
+// written, and stderr says so where the search can still be restricted. Zero-bubble, which wins on two
+// stages otherwise, runs: no note.
 TEST(Cli, EmitPlanSaysWhenRunCannotRunIt) {
-  const auto path = scratch_dir() / "zb.json";
+  const auto path = scratch_dir() / "op.json";
   const std::string spec = "plan --model gpt-tiny --cluster local-cpu --gpus 2 --global-batch 8 --pp 2 --top 1 ";
-  const auto zb = run_loom(spec + "--emit-plan " + path.string());
-  ASSERT_EQ(zb.status, 0) << zb.err;
-  ASSERT_EQ(plan_from_json(*read_json_file(path.string()))->config.schedule, Schedule::kZeroBubble);
-  EXPECT_EQ(zb.err,
-            "loom: note: " + path.string() +
-                " holds a plan loom run cannot run yet (the executor runs gpipe, 1f1b and interleaved, not zb); "
-                "restrict the search (--schedule, --recompute, --precision) for one it runs\n");
-  const auto runnable = run_loom(spec + "--schedule 1f1b --emit-plan " + path.string());
+  const auto op = run_loom(spec + "--recompute op --emit-plan " + path.string());
+  ASSERT_EQ(op.status, 0) << op.err;
+  ASSERT_EQ(plan_from_json(*read_json_file(path.string()))->config.recompute, Recompute::kOp);
+  EXPECT_EQ(op.err, "loom: note: " + path.string() +
+                        " holds a plan loom run cannot run yet (the executor recomputes none, selective or full, not "
+                        "op (torchtitan's op-level activation checkpointing is planned and simulated)); restrict the "
+                        "search (--schedule, --recompute, --precision) for one it runs\n");
+  const auto runnable = run_loom(spec + "--emit-plan " + path.string());
   ASSERT_EQ(runnable.status, 0) << runnable.err;
+  EXPECT_EQ(plan_from_json(*read_json_file(path.string()))->config.schedule, Schedule::kZeroBubble);
   EXPECT_TRUE(runnable.err.empty()) << runnable.err;
 }
 

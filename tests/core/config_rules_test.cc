@@ -247,9 +247,13 @@ TEST(ConfigRules, ExecutorAddsOnlyItsOwnLimits) {
   Case c;
   c.config = {.pp = 8, .dp = 2};  // 12 layers over 8 stages: uneven, which the executor runs
   EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());
-  c.config.schedule = Schedule::kZeroBubble;
-  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kZeroBubbleSchedule,
-                "the executor runs gpipe, 1f1b and interleaved, not zb");
+  c.config.schedule = Schedule::kZeroBubble;  // B and W passes apart, as the simulator's
+  EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());
+  c.config.recompute = Recompute::kOp;
+  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kOpRecompute,
+                "the executor recomputes none, selective or full, not op (torchtitan's op-level activation "
+                "checkpointing is planned and simulated)");
+  c.config.recompute = Recompute::kNone;
   c.training.seq_len = 65;
   expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kSeqLen,
                 "sequence length 65 must be between 1 and the model's 64");
@@ -304,14 +308,12 @@ void expect_agreement(const GridCase& g, const ClusterSpec& cluster, const Paral
   if (!sim && !core) {
     EXPECT_EQ(sim.error().message, core.violation().message) << label;
   }
-  // The executor: runs what is legal but zero-bubble; refuses the rest by the same rule, except
+  // The executor: runs what is legal (zero-bubble included); refuses the rest by the same rule, except
   // uneven stages, which it runs while every model chunk has a layer.
   const RuleStatus run = exec::check_runnable(g.model, g.training, c);
   if (core) {
     legal++;
-    EXPECT_TRUE(run.ok() ||
-                (c.schedule == Schedule::kZeroBubble && run.violation().rule == exec::rule::kZeroBubbleSchedule))
-        << label << ": " << run.violation().message;
+    EXPECT_TRUE(run.ok()) << label << ": " << run.violation().message;
   } else if (!is_even_split_rule(core.violation().rule)) {
     ASSERT_FALSE(run.ok()) << label;
     EXPECT_EQ(run.violation().rule, core.violation().rule) << label;

@@ -96,7 +96,14 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"TP2xPP2xDP2_VPP2_ZeRO3", 8, "--tp 2 --pp 2 --dp 2 --vpp 2 --schedule interleaved --zero 3"},
         // HSDP: ZeRO-3 inside groups of 2 dp ranks, the shards' gradients summed across the groups.
         Layout{"DP4_HSDP2", 4, "--dp 4 --zero 3 --shard-group 2"},
-        Layout{"PP2xDP4_HSDP2", 8, "--pp 2 --dp 4 --zero 3 --shard-group 2"}),
+        Layout{"PP2xDP4_HSDP2", 8, "--pp 2 --dp 4 --zero 3 --shard-group 2"},
+        // Zero-bubble (ZB-H1): weight gradients deferred to W passes, the units' DP hooks after them.
+        Layout{"PP2_ZB", 2, "--pp 2 --schedule zb"}, Layout{"PP4_ZB", 4, "--pp 4 --schedule zb"},
+        Layout{"PP2xDP2_ZB_ZeRO1", 4, "--pp 2 --dp 2 --zero 1 --schedule zb"},
+        Layout{"PP2xDP2_ZB_ZeRO2", 4, "--pp 2 --dp 2 --zero 2 --schedule zb"},
+        Layout{"TP2xPP2xDP2_ZB_ZeRO3_SP_Full", 8,
+               "--tp 2 --pp 2 --dp 2 --zero 3 --sp on --recompute full --schedule zb"},
+        Layout{"PP2xDP4_HSDP2_ZB", 8, "--pp 2 --dp 4 --zero 3 --shard-group 2 --schedule zb"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Uneven pipeline splits (core/pipeline_split.h) of the 4-layer model: a lighter first or last stage
@@ -112,7 +119,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"PP2_LastStage1", 2, "--pp 2 --last-stage-layers 1 --schedule gpipe"},
                       Layout{"PP3_EmbeddingLoss", 3, "--pp 3 --account-for-embedding --account-for-loss"},
                       Layout{"TP2xPP2_LastStage1_ZeRO1", 4, "--tp 2 --pp 2 --last-stage-layers 1 --zero 1"},
-                      Layout{"PP3_Default", 3, "--pp 3"}, Layout{"PP3_Listed112", 3, "--stage-layers 1,1,2"}),
+                      Layout{"PP3_Default", 3, "--pp 3"}, Layout{"PP3_Listed112", 3, "--stage-layers 1,1,2"},
+                      Layout{"PP3_Listed112_ZB", 3, "--stage-layers 1,1,2 --schedule zb"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // The uneven layouts above do run their split: each rank's chunks hold the split's layers.
@@ -145,12 +153,13 @@ TEST(ExecUnevenLayouts, EachRankBuildsItsSplitsLayers) {
 class ExecLlamaLayouts : public ::testing::TestWithParam<Layout> {};
 TEST_P(ExecLlamaLayouts, MatchSingleRankLoss) { expect_same_curve("micro_llama", GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, ExecLlamaLayouts,
-                         ::testing::Values(Layout{"TP2", 2, "--tp 2"}, Layout{"PP2", 2, "--pp 2"},
-                                           Layout{"TP2xDP2_ZeRO2_SP", 4, "--tp 2 --dp 2 --zero 2 --sp on"},
-                                           Layout{"TP2xPP2xDP2_ZeRO1_Full", 8,
-                                                  "--tp 2 --pp 2 --dp 2 --zero 1 --recompute full"}),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ExecLlamaLayouts,
+    ::testing::Values(Layout{"TP2", 2, "--tp 2"}, Layout{"PP2", 2, "--pp 2"},
+                      Layout{"TP2xDP2_ZeRO2_SP", 4, "--tp 2 --dp 2 --zero 2 --sp on"},
+                      Layout{"TP2xPP2xDP2_ZeRO1_Full", 8, "--tp 2 --pp 2 --dp 2 --zero 1 --recompute full"},
+                      Layout{"TP2xPP2_ZB_Selective", 4, "--tp 2 --pp 2 --recompute selective --schedule zb"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 // Heads 12 wide on hidden 32 (a head_dim apart from hidden/heads, as Qwen3, Gemma 2 and Mistral-Nemo
 // have): Q and the attention output are 48 wide, K and V 24.
@@ -185,7 +194,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"TP2_ETP1xEP2_SP", 2, "--tp 2 --sp on --etp 1 --ep 2"},
                       Layout{"TP2xDP2_ETP1xEP4_ZeRO1", 4, "--tp 2 --dp 2 --sp on --etp 1 --ep 4 --zero 1"},
                       Layout{"TP2xPP2_ETP1xEP2_Selective", 4,
-                             "--tp 2 --pp 2 --sp on --etp 1 --ep 2 --recompute selective"}),
+                             "--tp 2 --pp 2 --sp on --etp 1 --ep 2 --recompute selective"},
+                      Layout{"PP2xEP2_ZB_ZeRO2", 4, "--pp 2 --dp 2 --ep 2 --zero 2 --schedule zb"},
+                      Layout{"TP2xPP2_ZB_SP", 4, "--tp 2 --pp 2 --sp on --schedule zb"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Qwen2-MoE's shape (a sigmoid-gated shared expert, MoE on every other layer).
@@ -195,6 +206,7 @@ TEST_P(ExecGatedMoeLayouts, MatchSingleRankLoss) { expect_same_curve("micro_moe_
 INSTANTIATE_TEST_SUITE_P(Layouts, ExecGatedMoeLayouts,
                          ::testing::Values(Layout{"TP2_SP", 2, "--tp 2 --sp on"},
                                            Layout{"EP2xPP2", 4, "--pp 2 --dp 2 --ep 2"},
+                                           Layout{"EP2xPP2_ZB", 4, "--pp 2 --dp 2 --ep 2 --schedule zb"},
                                            Layout{"TP2_ETP1xEP2_SP", 2, "--tp 2 --sp on --etp 1 --ep 2"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
@@ -232,7 +244,8 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ExecDropoutLayouts,
                                            Layout{"TP2xPP2xDP2_Selective", 8,
                                                   "--tp 2 --pp 2 --dp 2 --recompute selective"},
                                            Layout{"RecomputeFull", 1, "--recompute full"},
-                                           Layout{"PP2_VPP2_Interleaved", 2, "--pp 2 --vpp 2 --schedule interleaved"}),
+                                           Layout{"PP2_VPP2_Interleaved", 2, "--pp 2 --vpp 2 --schedule interleaved"},
+                                           Layout{"TP2xPP2_ZB_SP", 4, "--tp 2 --pp 2 --sp on --schedule zb"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // --attention flash on one rank or several (the backend's block ops with the keys and values read in
@@ -248,6 +261,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Layout{"Flash", 1, "--attention flash"},
                       Layout{"Flash_TP2_SP", 2, "--attention flash --tp 2 --sp on"},
                       Layout{"Flash_PP2_Selective", 2, "--attention flash --pp 2 --recompute selective"},
+                      Layout{"Flash_PP2_ZB", 2, "--attention flash --pp 2 --schedule zb"},
                       Layout{"Llama_Flash", 1, "--attention flash", "micro_llama"},
                       Layout{"Llama_Flash_TP2xDP2_ZeRO3", 4, "--attention flash --tp 2 --dp 2 --zero 3", "micro_llama"},
                       Layout{"Dropout_Flash", 1, "--attention flash", "micro_dropout"},
@@ -269,8 +283,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Layout{"CP2", 2, "--cp 2"}, Layout{"CP4", 4, "--cp 4"}, Layout{"CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on"},
         Layout{"CP2xPP2_1F1B", 4, "--cp 2 --pp 2 --schedule 1f1b"},
-        Layout{"CP2xDP2_ZeRO1", 4, "--cp 2 --dp 2 --zero 1"}, Layout{"CP2xDP2_ZeRO3", 4, "--cp 2 --dp 2 --zero 3"},
-        Layout{"CP2_RecomputeFull", 2, "--cp 2 --recompute full"},
+        Layout{"CP2xPP2_ZB", 4, "--cp 2 --pp 2 --schedule zb"}, Layout{"CP2xDP2_ZeRO1", 4, "--cp 2 --dp 2 --zero 1"},
+        Layout{"CP2xDP2_ZeRO3", 4, "--cp 2 --dp 2 --zero 3"}, Layout{"CP2_RecomputeFull", 2, "--cp 2 --recompute full"},
         Layout{"CP2_RecomputeSelective", 2, "--cp 2 --recompute selective"},
         Layout{"Llama_CP2", 2, "--cp 2", "micro_llama"}, Layout{"Llama_CP4", 4, "--cp 4", "micro_llama"},
         Layout{"Llama_CP2xTP2_SP", 4, "--cp 2 --tp 2 --sp on", "micro_llama"},

@@ -1,10 +1,12 @@
 // The executor runs the simulator's schedule: under mpirun, each rank's Chrome trace lists its
-// forward and backward passes ("F<virtual stage> mb<i>", core/trace_names.h) in exactly the order
-// of make_schedule's program for its pipeline stage (core/schedule.h), for every schedule it runs.
+// forward and backward passes ("F<virtual stage> mb<i>", core/trace_names.h; zero-bubble's W passes
+// too) in exactly the order of make_schedule's program for its pipeline stage (core/schedule.h), for
+// every schedule it runs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <regex>
 
 #include <fmt/format.h>
@@ -85,7 +87,8 @@ TEST_P(ExecScheduleOrder, EveryRankRunsItsStageProgramInOrder) {
     auto trace = read_json_file(fmt::format("{}/trace.rank{}.json", dir, rank));
     ASSERT_TRUE(trace.ok()) << trace.error().message;
     const std::vector<std::string> expected = scheduled_passes((*programs)[stage], stage, l.pp);
-    ASSERT_EQ(expected.size(), static_cast<std::size_t>(2 * l.micro_batches * l.vpp));
+    const int passes = l.schedule == Schedule::kZeroBubble ? 3 : 2;
+    ASSERT_EQ(expected.size(), static_cast<std::size_t>(passes * l.micro_batches * l.vpp));
     EXPECT_EQ(fmt::format("{}", fmt::join(traced_passes(*trace), " ")), fmt::format("{}", fmt::join(expected, " ")))
         << "rank " << rank << ", stage " << stage;
   }
@@ -98,8 +101,46 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ExecScheduleOrder,
                                            Layout{"PP4_GPipe", Schedule::kGPipe, 4, 1, 1, 2},
                                            Layout{"PP2xDP2_1F1B", Schedule::k1F1B, 2, 1, 2, 3},
                                            Layout{"PP2_VPP2_Interleaved", Schedule::kInterleaved, 2, 2, 1, 4},
-                                           Layout{"PP4_VPP2_Interleaved", Schedule::kInterleaved, 4, 2, 1, 8}),
+                                           Layout{"PP4_VPP2_Interleaved", Schedule::kInterleaved, 4, 2, 1, 8},
+                                           Layout{"PP2_ZB", Schedule::kZeroBubble, 2, 1, 1, 4},
+                                           Layout{"PP4_ZB", Schedule::kZeroBubble, 4, 1, 1, 6},
+                                           Layout{"PP2xDP2_ZB", Schedule::kZeroBubble, 2, 1, 2, 3}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Zero-bubble's W passes hold the weight gradients B deferred: within each W slice of a rank's trace, the
+// weight-gradient GEMM of every linear layer of its stage (2 layers here) and, on the last stage, the LM
+// head's; nothing else.
+TEST(ExecZeroBubble, EachWPassRunsItsStagesWeightGradients) {
+  if (!have_mpirun()) GTEST_SKIP() << "built without MPI: multi-rank layouts not run";
+  const std::string dir = scratch_dir("zero_bubble_w");
+  const std::string data = make_token_file(dir, 20000);
+  const ProcessResult r = run_shell(
+      fmt::format("{} --model {} --data {} --steps 1 --global-batch 3 --micro-batch 1 --pp 2 --schedule zb --threads 1 "
+                  "--trace {}/trace.json",
+                  loom_run(2), model_with_layers(dir, 4), data, dir));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  static const std::regex w_pass(R"(W\d+ mb\d+)");
+  for (int stage = 0; stage < 2; ++stage) {
+    auto trace = read_json_file(fmt::format("{}/trace.rank{}.json", dir, stage));
+    ASSERT_TRUE(trace.ok()) << trace.error().message;
+    std::vector<std::pair<double, double>> passes;  // [begin, end] of each W slice
+    for (const Json& e : (*trace)["traceEvents"])
+      if (e["ph"] == "X" && e["cat"] == "compute" && std::regex_match(e["name"].get<std::string>(), w_pass))
+        passes.emplace_back(e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
+    ASSERT_EQ(passes.size(), 3u) << "stage " << stage;
+    for (const auto& [begin, end] : passes) {
+      std::map<std::string, int> ops;
+      for (const Json& e : (*trace)["traceEvents"]) {
+        if (e["ph"] != "X" || e["cat"] != "op") continue;
+        const double ts = e["ts"].get<double>();
+        if (ts >= begin && ts + e["dur"].get<double>() <= end) ops[e["name"].get<std::string>()]++;
+      }
+      std::map<std::string, int> expected{{"qkv_bwd", 2}, {"attn_out_bwd", 2}, {"mlp_up_bwd", 2}, {"mlp_down_bwd", 2}};
+      if (stage == 1) expected["lm_head_bwd"] = 1;
+      EXPECT_EQ(ops, expected) << "stage " << stage << ", W pass at " << begin;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace loom::exec::testing
