@@ -236,10 +236,65 @@ double moe_workspace(const ModelSpec& m, const TrainingSpec& t, const ParallelCo
   const bool gated = m.moe.shared_gate && m.moe.shared_ffn > 0;
   const double shared =
       m.moe.shared_ffn > 0 ? K * h + sf_in + std::max((gated ? 2.0 : 1.0) * sf + (gated ? 4.0 / ab : 0.0), h) : 0.0;
-  const double backward = around + std::max({first_pass + probs + shared_dx, second_pass + probs + shared_dx,
-                                             moved + probs + shared_dx, shared});
+  // Zero-bubble keeps for the W pass the shared expert's up-projection gradient (and scaled activation),
+  // the copies' output gradients and scaled activations through the second pass, and after it their up
+  // projections' gradients too.
+  const bool zb = c.schedule == Schedule::kZeroBubble;
+  const double kept_shared = zb && m.moe.shared_ffn > 0 ? sf_in + (gated ? sf : 0.0) : 0.0;
+  const double kept_first = zb ? K * (h + ef) + kept_shared : 0.0, kept_second = zb ? K * ef_in : 0.0;
+  const double backward =
+      around + std::max({first_pass + probs + shared_dx + kept_shared, second_pass + kept_first + probs + shared_dx,
+                         moved + kept_first + kept_second + probs + shared_dx, shared});
   const double forward = std::max({K * (h + ef), K * h + 2.0 * shared_dx + (gated ? sf : 0.0), moved});
   return std::max(backward, forward);
+}
+
+double zero_bubble_pending_w(const ParallelConfig& c, int stage, long long micro_batches) {
+  if (c.schedule != Schedule::kZeroBubble) return 0.0;
+  // Stage s warms up with p − s − 1 forwards, then F, B and (once s are pending) the oldest W; the
+  // peak follows the last steady forward, with min(i, s) W passes pending at its i-th.
+  return std::max(0.0, std::min<double>(stage, static_cast<double>(micro_batches) - (c.pp - stage)));
+}
+
+double zero_bubble_kept_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, int stage) {
+  const ZeroBubbleKept k = zero_bubble_kept(m, t, c, stage);
+  return k.layers + k.head;
+}
+
+ZeroBubbleKept zero_bubble_kept(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, int stage) {
+  if (c.schedule != Schedule::kZeroBubble) return {};
+  // Per token of the micro-batch: each linear layer's input and output gradient, all tokens (under
+  // SP the all-gathered copies the B pass made; exec/model/transformer_layer.cc keeps exactly these).
+  const double tokens = (t.seq_len > 0 ? t.seq_len : m.seq_len) * static_cast<double>(c.micro_batch) / c.cp;
+  const double ab = t.activation_bytes, h = m.hidden, tp = c.tp;
+  const double local_h = c.sequence_parallel ? h / tp : h;
+  const double q = static_cast<double>(m.q_dim()) / tp;
+  const double qkv = q + 2.0 * static_cast<double>(m.kv_dim()) / tp;
+  const bool gated = m.activation == Activation::kSwiGLU;
+  // Attention: QKV's input and gradient, the projection's input (the context) and output gradient.
+  const double attention = h + qkv + q + h;
+  // A dense MLP: the up projection's input and gradient, the down projection's input (the activation)
+  // and output gradient.
+  const double f = m.ffn_hidden / tp, f_in = gated ? 2.0 * f : f;
+  const double dense = h + f_in + f + h;
+  // An MoE layer: the router's input (the rank's rows) and fp32 logit gradients, the output gradient as
+  // the rank holds it; per routed copy the expert's input, output gradient, scaled activation and up
+  // projection's gradient; the shared expert like a dense MLP (its input all-gathered under SP).
+  double moe = 0;
+  if (m.moe.active()) {
+    const double K = m.moe.experts_per_token * (c.ep > 1 ? t.moe_imbalance : 1.0) * c.expert_tp() / tp;
+    const double ef = m.moe.expert_ffn / c.expert_tp(), ef_in = gated ? 2.0 * ef : ef;
+    const double sf = m.moe.shared_ffn / tp, sf_in = gated ? 2.0 * sf : sf;
+    const double shared = m.moe.shared_ffn > 0 ? (c.sequence_parallel ? 2.0 * h : 0.0) + sf_in + sf : 0.0;
+    moe = 2.0 * local_h + 4.0 * m.moe.experts / ab + K * (2.0 * h + ef + ef_in) + shared;
+  }
+  const double layers = stage_layer_count(m.layers, c, stage);
+  const double fraction = m.moe.active() ? m.moe_layer_fraction() : 0.0;
+  ZeroBubbleKept k;
+  k.layers = ab * tokens * layers * (attention + (1.0 - fraction) * dense + fraction * moe);
+  // The LM head's input and its logits' gradient.
+  if (stage == c.pp - 1) k.head = ab * tokens * (h + padded_vocab(m.vocab, c.tp) / tp);
+  return k;
 }
 
 double workspace_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, int stage) {
@@ -271,7 +326,14 @@ double workspace_bytes(const ModelSpec& m, const TrainingSpec& t, const Parallel
     const double scores = m.heads / tp * (t.seq_len > 0 ? t.seq_len : m.seq_len);  // per token
     core = scores * (m.dropout ? 2.0 + 1.0 / ab : 1.0);
   }
-  const double attention = dy + masked + local_h + masked + qkv + std::max(q / tp + core, h);
+  double attention = dy + masked + local_h + masked + qkv + std::max(q / tp + core, h);
+  if (c.schedule == Schedule::kZeroBubble) {
+    // Zero-bubble keeps the MLP's up-projection gradient and Q/K/V's gradient for the W pass: both are
+    // still there when the input's gradient is reduce-scattered (all tokens beside the rank's share)
+    // and when the norm's backward writes the layer's input gradient beside it.
+    const double sp_share = c.sequence_parallel ? local_h : 0.0;
+    attention = dy + masked + local_h + masked + qkv + f_in + std::max({q / tp + core, h + sp_share, 2.0 * local_h});
+  }
   // A row-parallel GEMM's output of all tokens beside its reduce-scattered share (forward), and the
   // head's backward on the last stage: the final norm's output gradient beside its input gradient.
   const double forward = h + (c.sequence_parallel ? local_h : 0.0);
@@ -331,12 +393,12 @@ double activation_bytes_per_layer(const ModelSpec& m, const TrainingSpec& t, con
 double micro_batches_in_flight(const ParallelConfig& c, int stage, long long micro_batches) {
   const double m = static_cast<double>(micro_batches);
   switch (c.schedule) {
-    case Schedule::kGPipe: return m;  // every forward finishes before the first backward
-    case Schedule::k1F1B: return std::min<double>(c.pp - stage, m);
-    case Schedule::kZeroBubble:
-      // ZB-H1 defers up to s weight-gradient passes on stage s, whose inputs stay alive: every
-      // stage holds p micro-batches, the first stage's 1F1B peak (Qi et al. 2024, §3.1).
-      return std::min<double>(c.pp, m);
+    case Schedule::kGPipe:
+      return m;  // every forward finishes before the first backward
+    // ZB-H1 runs 1F1B's forwards and B passes: what its pending W passes keep besides is counted apart
+    // (zero_bubble_pending_w, zero_bubble_kept_bytes).
+    case Schedule::k1F1B:
+    case Schedule::kZeroBubble: return std::min<double>(c.pp - stage, m);
     case Schedule::kInterleaved: {
       // Megatron's warm-up: (p − i − 1)·2 + (v − 1)·p forwards of model chunks, plus the one in
       // progress; each chunk holds 1/v of the stage's layers. Stage 0: p + (p − 1)/v, which is
@@ -398,8 +460,13 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     sm.activation_bytes_per_layer = per_layer;
     sm.micro_batches_in_flight = micro_batches_in_flight(c, stage, micro_batches);
     double activations = per_layer * sm.layers * sm.micro_batches_in_flight;
+    // One micro-batch's activations on this stage at the peak after its forward (zero-bubble swaps them).
+    double micro_batch_activations = per_layer * sm.layers;
     // Korthikanti et al. §4.3: the embedding's dropout mask on the first stage.
-    if (stage == 0 && m.dropout) activations += sbh / sp_divisor * sm.micro_batches_in_flight;
+    if (stage == 0 && m.dropout) {
+      activations += sbh / sp_divisor * sm.micro_batches_in_flight;
+      micro_batch_activations += sbh / sp_divisor;
+    }
     // Full recompute rebuilds one layer's activations at a time during the backward.
     // (Op-level SAC likewise re-runs one layer's forward at a time; what it keeps is counted above too.)
     const double recompute_working_set =
@@ -416,8 +483,25 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
       const double head = kept_head + (std::max(t.loss_bytes_per_logit, 4.0) - 4.0) * logits;
       const double heads_alive = c.schedule == Schedule::kGPipe ? static_cast<double>(micro_batches) : 1.0;
       activations += (heads_alive - 1.0) * kept_head + std::max(head, recompute_working_set);
+      micro_batch_activations += std::max(head, recompute_working_set);
     } else {
       activations += recompute_working_set;
+      micro_batch_activations += recompute_working_set;
+    }
+    // Zero-bubble: what each pending W pass reads, kept as activations from its layer's B pass on. A B
+    // pass swaps the micro-batch's activations, layer by layer, for what its W keeps. Where that is more
+    // (sequence parallelism keeps all-gathered copies, full recomputation only the layer inputs) the
+    // peak moves into the B pass: at its end, or, recomputing, at its last layer, whose rebuilt working
+    // set meets what the layers before it keep.
+    if (c.schedule == Schedule::kZeroBubble && sm.layers > 0) {
+      const ZeroBubbleKept kept = zero_bubble_kept(m, t, c, stage);
+      sm.weight_pass_kept_bytes = kept.layers + kept.head;
+      double during_b = kept.layers + kept.head;
+      if (recompute_working_set > 0)
+        during_b = std::max(
+            during_b, kept.head + kept.layers * (sm.layers - 1.0) / sm.layers + recompute_working_set + per_layer);
+      activations += zero_bubble_pending_w(c, stage, micro_batches) * (kept.layers + kept.head) +
+                     std::max(0.0, during_b - micro_batch_activations) * std::min(1.0, sm.micro_batches_in_flight);
     }
     sm.activations_bytes = activations;
 
@@ -431,8 +515,10 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
                                     : zero_buffer_bytes(m, t, c, stage);
     double buffers =
         zero_buffers + sm.p2p_bytes + cp_buffer_bytes(m, t, c, s * b) + fp8_amax_history_bytes(t, sm.layers);
-    // The all-gathered input of a column-parallel GEMM (Megatron-LM's global memory buffer).
-    if (c.tp > 1 && c.sequence_parallel) buffers += ab * sbh;
+    // The all-gathered input of a column-parallel GEMM (Megatron-LM's global memory buffer). Zero-bubble
+    // keeps a layer's four (the MLP's output gradient and input, the projection's output gradient, QKV's
+    // input) for its W pass: by the end of the layer's B pass all are alive.
+    if (c.tp > 1 && c.sequence_parallel) buffers += (c.schedule == Schedule::kZeroBubble ? 4.0 : 1.0) * ab * sbh;
     sm.buffers_bytes = buffers;
     sm.workspace_bytes = workspace_bytes(m, t, c, stage);
     sm.reserve_bytes = cluster.framework_reserve_bytes + sm.workspace_bytes;

@@ -29,6 +29,7 @@ struct StageMemory {
   double reserve_bytes = 0;               // framework reserve plus the workspace (inside buffers in the GiB view)
   double activation_bytes_per_layer = 0;  // one micro-batch, one layer
   double micro_batches_in_flight = 0;     // in units of the stage's full set of layers
+  double weight_pass_kept_bytes = 0;      // zero-bubble: what one micro-batch's W pass reads, kept from its B
   double total_bytes() const {
     return params_bytes + grads_bytes + optimizer_bytes + activations_bytes + buffers_bytes + reserve_bytes;
   }
@@ -65,6 +66,18 @@ double workspace_bytes(const ModelSpec& model, const TrainingSpec& training, con
 
 // How many micro-batches' worth of a stage's activations are alive at the peak on `stage`.
 double micro_batches_in_flight(const ParallelConfig& config, int stage, long long micro_batches);
+
+// Zero-bubble (ZB-H1) splits each backward into B and W: W reads each linear layer's input and output
+// gradient, kept from B (Qi et al. 2024, §2). At a stage's peak, after its last steady forward, this many
+// W passes are pending (0 for other schedules), each keeping zero_bubble_kept_bytes.
+double zero_bubble_pending_w(const ParallelConfig& config, int stage, long long micro_batches);
+double zero_bubble_kept_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                              int stage);
+struct ZeroBubbleKept {
+  double layers = 0, head = 0;  // the stage's transformer layers', and on the last stage the LM head's
+};
+ZeroBubbleKept zero_bubble_kept(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                                int stage);
 
 MemoryReport estimate_memory(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
                              const ClusterSpec& cluster);

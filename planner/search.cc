@@ -83,6 +83,7 @@ sim::SimOptions detailed_sim_options(const MemoryReport& memory, const ParallelC
   for (const auto& s : memory.stages) {
     options.static_bytes_per_stage.push_back(s.total_bytes() - s.activations_bytes);
     options.activation_bytes_per_forward.push_back(s.activation_bytes_per_layer * s.layers / config.vpp);
+    options.weight_pass_bytes.push_back(s.weight_pass_kept_bytes);
   }
   return options;
 }

@@ -26,9 +26,11 @@ struct SimOptions {
   // (sim/nic_sharing.h); false gives each its own channel, as if they never met (for comparison).
   bool share_nics = true;
   // Optional memory inputs (from the planner's memory model) for the trace's memory counter:
-  // bytes held all step per stage, and activation bytes one forward of a chunk adds per stage.
+  // bytes held all step per stage, activation bytes one forward of a chunk adds per stage, and
+  // (zero-bubble) what of them, or in their place, one W pass reads until it ends.
   std::vector<double> static_bytes_per_stage{};
   std::vector<double> activation_bytes_per_forward{};
+  std::vector<double> weight_pass_bytes{};
 };
 
 // The step's stats (StepStats: per-stage timings, bubble, exposed communication, critical path)

@@ -149,17 +149,20 @@ std::string chrome_trace_json(const SimResult& r, const std::string& title) {
   }
 
   // Memory in use per stage: what the stage holds all step, plus the activations of each forward
-  // from its start until the backward (or, zero-bubble, the weight pass) that frees them.
+  // from its start until the backward that frees them; zero-bubble's B pass swaps them for what its
+  // W pass reads, freed when that ends.
   const auto& fixed = r.options.static_bytes_per_stage;
   const auto& per_forward = r.options.activation_bytes_per_forward;
+  const auto& per_w = r.options.weight_pass_bytes;
   if (fixed.size() == static_cast<std::size_t>(g.stages()) && per_forward.size() == fixed.size()) {
-    const bool split = r.config.schedule == Schedule::kZeroBubble;
+    const bool split = r.config.schedule == Schedule::kZeroBubble && per_w.size() == fixed.size();
     std::vector<std::vector<std::pair<TimeNs, double>>> changes(g.stages());
     for (std::int32_t i = 0; i < static_cast<std::int32_t>(g.size()); ++i) {
       const Op& op = g.op(i);
+      const double kept = split ? per_w[op.stage] : 0.0;
       if (op.kind == OpKind::kForward) changes[op.stage].push_back({t.start[i], per_forward[op.stage]});
-      const bool frees = split ? op.kind == OpKind::kWeightGrad : op.kind == OpKind::kBackward;
-      if (frees) changes[op.stage].push_back({t.end(g, i), -per_forward[op.stage]});
+      if (op.kind == OpKind::kBackward) changes[op.stage].push_back({t.end(g, i), kept - per_forward[op.stage]});
+      if (op.kind == OpKind::kWeightGrad) changes[op.stage].push_back({t.end(g, i), -kept});
     }
     for (int s = 0; s < g.stages(); ++s) {
       std::stable_sort(changes[s].begin(), changes[s].end(),

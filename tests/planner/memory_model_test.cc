@@ -9,6 +9,7 @@
 #include "core/json_io.h"
 #include "core/partition.h"
 #include "core/presets.h"
+#include "core/schedule.h"
 #include "core/units.h"
 #include "planner/memory_model.h"
 
@@ -162,10 +163,64 @@ TEST(MemoryModel, MicroBatchesInFlightPerSchedule) {
   EXPECT_DOUBLE_EQ(micro_batches_in_flight(c, 0, 16), 4);
   EXPECT_DOUBLE_EQ(micro_batches_in_flight(c, 3, 16), 1);
   EXPECT_DOUBLE_EQ(micro_batches_in_flight(c, 0, 2), 2);
+  c.schedule = Schedule::kZeroBubble;  // its forwards and B passes are 1F1B's
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(c, 0, 16), 4);
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(c, 3, 16), 1);
   c.schedule = Schedule::kInterleaved;
   c.vpp = 3;
   // Korthikanti et al.: p·(1 + (p − 1)/(p·v)).
   EXPECT_DOUBLE_EQ(micro_batches_in_flight(c, 0, 16), 4 * (1 + 3.0 / 12));
+}
+
+// Zero-bubble's pending W passes at a stage's peak, counted from the schedule's own program: after each
+// forward, the micro-batches whose B has run and whose W has not.
+TEST(MemoryModel, PendingWeightPassesAreTheSchedulesOwn) {
+  for (int pp : {1, 2, 4, 8})
+    for (int m : {1, 2, 3, 4, 7, 8, 16}) {
+      const ParallelConfig c{.pp = pp, .schedule = Schedule::kZeroBubble};
+      const std::vector<StageProgram> programs = zero_bubble_h1_schedule(pp, m);
+      for (int s = 0; s < pp; ++s) {
+        int pending = 0, in_flight = 0, most = 0, most_in_flight = 0;
+        for (const PipelineOp& op : programs[s]) {
+          if (op.pass == Pass::kF) {
+            ++in_flight;
+            if (in_flight > most_in_flight || (in_flight == most_in_flight && pending > most)) {
+              most_in_flight = in_flight;
+              most = pending;
+            }
+          }
+          if (op.pass == Pass::kB) --in_flight, ++pending;
+          if (op.pass == Pass::kW) --pending;
+        }
+        EXPECT_EQ(zero_bubble_pending_w(c, s, m), most) << "pp " << pp << " m " << m << " stage " << s;
+        EXPECT_EQ(micro_batches_in_flight(c, s, m), most_in_flight) << "pp " << pp << " m " << m << " stage " << s;
+      }
+      EXPECT_EQ(zero_bubble_pending_w(ParallelConfig{.pp = pp}, pp - 1, m), 0);  // 1F1B has none
+    }
+}
+
+// What a W pass keeps: each linear layer's input and output gradient, per token h + (q+2kv)/t + q/t + h for
+// attention and h + ffn_in/t + ffn/t + h for a dense MLP; on the last stage the head's input and logits'
+// gradient. Zero-bubble's stages hold 1F1B's activations plus that for each pending W pass.
+TEST(MemoryModel, ZeroBubbleAddsWhatItsPendingWeightPassesKeep) {
+  const ModelSpec m = *model_preset("llama2-7b");
+  const ClusterSpec cluster = *cluster_preset("dgx-a100-80gb");
+  const TrainingSpec t{.gpus = 16, .global_batch = 64, .seq_len = 4096};
+  ParallelConfig c{.tp = 4, .pp = 4, .micro_batch = 1};
+  const MemoryReport one_f_one_b = estimate_memory(m, t, c, cluster);
+  c.schedule = Schedule::kZeroBubble;
+  const MemoryReport zb = estimate_memory(m, t, c, cluster);
+  const double tokens = 4096, h = 4096, ab = 2;
+  const double per_layer = h + (4096 + 2 * 4096) / 4.0 + 4096 / 4.0 + h + h + 2 * 11008 / 4.0 + 11008 / 4.0 + h;
+  for (int s = 0; s < 4; ++s) {
+    double kept = ab * tokens * 8 * per_layer;
+    if (s == 3) kept += ab * tokens * (h + padded_vocab(32000, 4) / 4.0);  // 32,256: 128·tp divides it
+    EXPECT_NEAR(zero_bubble_kept_bytes(m, t, c, s), kept, 1.0) << s;
+    EXPECT_NEAR(zb.stages[s].weight_pass_kept_bytes, kept, 1.0) << s;
+    // Recomputing nothing, a micro-batch's activations are more than its W keeps: the peak follows a forward.
+    EXPECT_GT(one_f_one_b.stages[s].activation_bytes_per_layer * 8, zero_bubble_kept(m, t, c, s).layers) << s;
+    EXPECT_NEAR(zb.stages[s].activations_bytes, one_f_one_b.stages[s].activations_bytes + s * kept, 1.0) << s;
+  }
 }
 
 TEST(MemoryModel, ZeroStagesShardWhatTheySay) {
