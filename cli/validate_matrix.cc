@@ -130,6 +130,7 @@ std::vector<MatrixConfig> validation_matrix(MatrixBackend backend) {
           make("pp2-gpipe-m8", 1, 2, 1, 0, 1, Schedule::kGPipe),
           make("pp2-1f1b-m4", 1, 2, 1, 0, 2, Schedule::k1F1B),
           make("pp2-1f1b-m8", 1, 2, 1, 0, 1, Schedule::k1F1B),
+          make("pp2-zb-m8", 1, 2, 1, 0, 1, Schedule::kZeroBubble),
           make("full-recompute", 1, 1, 1, 0, 8, Schedule::k1F1B, Recompute::kFull),
           make("grad-accum-4", 1, 1, 1, 0, 2),
           make("dp2-grad-accum-2", 1, 1, 2, 1, 2)};
