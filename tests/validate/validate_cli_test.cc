@@ -349,10 +349,15 @@ TEST(ValidateGpuMatrix, DryRunSpansTheDimensionsAndFitsAnH100) {
   ASSERT_TRUE(simulated.ok()) << sim.out;
   EXPECT_DOUBLE_EQ((*simulated)["step_time_s"].get<double>(), (*gpt13)["predicted_step_time_s"].get<double>());
 
-  // The CPU matrix lists its 13 configurations the same way.
+  // The CPU matrix lists its 14 configurations the same way, the pipelines under GPipe, 1F1B and zero-bubble.
   const ProcessResult cpu = run_shell(loom_binary() + " validate --profile local-cpu --dry-run --format json");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
-  EXPECT_EQ((*parse_json(cpu.out, "cpu dry run"))["rows"].size(), 13u);
+  const Json cpu_rows = (*parse_json(cpu.out, "cpu dry run"))["rows"];
+  EXPECT_EQ(cpu_rows.size(), 14u);
+  std::set<std::string> pipeline_schedules;
+  for (const Json& row : cpu_rows)
+    if (row["config"]["pp"].get<int>() > 1) pipeline_schedules.insert(row["config"]["schedule"].get<std::string>());
+  EXPECT_EQ(pipeline_schedules, (std::set<std::string>{"gpipe", "1f1b", "zb"}));
 }
 
 // An unknown matrix backend, and the GPU matrix on a machine without a GPU (or a build without CUDA),
