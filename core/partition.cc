@@ -4,7 +4,34 @@
 
 namespace loom {
 
-double layer_params_per_tp_rank(const ModelSpec& m, int tp) {
+LayerMix chunk_layer_mix(const ModelSpec& m, const ParallelConfig& c, int stage, int chunk) {
+  const int v = chunk * c.pp + stage;  // the virtual stage (core/schedule.h)
+  const int count = virtual_stage_layer_count(m.layers, c, v);
+  if (!m.moe.active()) return {count, 0};
+  LayerMix mix;
+  for (int l = first_layer_of(m.layers, c, v), end = l + count; l < end; ++l)
+    (m.is_moe_layer(l) ? mix.moe : mix.dense)++;
+  return mix;
+}
+
+LayerMix stage_layer_mix(const ModelSpec& m, const ParallelConfig& c, int stage) {
+  LayerMix mix;
+  for (int chunk = 0; chunk < c.vpp; ++chunk) {
+    const LayerMix part = chunk_layer_mix(m, c, stage, chunk);
+    mix.dense += part.dense;
+    mix.moe += part.moe;
+  }
+  return mix;
+}
+
+namespace {
+
+// One dense layer's and one MoE layer's parameters on a TP rank, and of the MoE layer's, its routed experts.
+struct KindParams {
+  double dense = 0, moe = 0, routed = 0;
+};
+
+KindParams kind_params_per_tp_rank(const ModelSpec& m, int tp) {
   const double h = m.hidden;
   // Replicated on every TP rank: the norms, row-parallel biases (attention output; dense MLP down,
   // each expert's down), the router and the shared expert's gate, MLA's latent norms and its
@@ -13,23 +40,32 @@ double layer_params_per_tp_rank(const ModelSpec& m, int tp) {
   if (m.mla.active())
     replicated += (m.mla.q_lora_rank > 0 ? h * m.mla.q_lora_rank + m.mla.q_lora_rank : 0.0) +
                   h * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) + m.mla.kv_lora_rank;
-  const double moe_layers = m.moe_layers(), dense_layers = m.layers - moe_layers;
-  const double dense_down_bias = m.linear_bias ? h : 0.0;
-  const double moe_replicated = m.moe.active()
-                                    ? h * m.moe.experts + (m.moe.expert_bias ? m.moe.experts : 0.0) +
-                                          (m.moe.shared_gate ? h : 0.0) + (m.moe.expert_bias ? h * m.moe.experts : 0.0)
-                                    : 0.0;
-  replicated += (dense_layers * dense_down_bias + moe_layers * moe_replicated) / m.layers;
-  const double mean = static_cast<double>(m.layers_params()) / m.layers;
-  return (mean - replicated) / tp + replicated;
+  const double common = static_cast<double>(m.attention_params()) + 2.0 * static_cast<double>(m.norm_params());
+  KindParams k;
+  const double dense_replicated = replicated + (m.linear_bias ? h : 0.0);  // the MLP down projection's bias
+  k.dense = (common + static_cast<double>(m.mlp_params()) - dense_replicated) / tp + dense_replicated;
+  if (m.moe.active()) {
+    const double moe_replicated = replicated + h * m.moe.experts + (m.moe.expert_bias ? m.moe.experts : 0.0) +
+                                  (m.moe.shared_gate ? h : 0.0) + (m.moe.expert_bias ? h * m.moe.experts : 0.0);
+    k.moe = (common + static_cast<double>(m.moe_params(false)) - moe_replicated) / tp + moe_replicated;
+    // Each expert's down bias is replicated over TP (row-parallel), the rest split t ways.
+    const double down_biases = m.moe.expert_bias ? h * m.moe.experts : 0.0;
+    k.routed = (static_cast<double>(m.routed_expert_params()) - down_biases) / tp + down_biases;
+  }
+  return k;
+}
+
+}  // namespace
+
+double layer_params_per_tp_rank(const ModelSpec& m, int tp) {
+  const KindParams k = kind_params_per_tp_rank(m, tp);
+  const double moe = m.moe_layers();
+  return ((m.layers - moe) * k.dense + moe * k.moe) / m.layers;
 }
 
 double routed_expert_params_per_tp_rank(const ModelSpec& m, int tp) {
   if (!m.moe.active()) return 0.0;
-  // Each expert's down bias is replicated over TP (row-parallel), the rest split t ways.
-  const double down_biases = m.moe.expert_bias ? static_cast<double>(m.hidden) * m.moe.experts : 0.0;
-  const double per_layer = (static_cast<double>(m.routed_expert_params()) - down_biases) / tp + down_biases;
-  return per_layer * m.moe_layers() / m.layers;
+  return kind_params_per_tp_rank(m, tp).routed * m.moe_layers() / m.layers;
 }
 
 double layer_params_per_rank(const ModelSpec& m, int tp, int ep, int etp) {
@@ -41,13 +77,22 @@ double routed_expert_params_per_rank(const ModelSpec& m, const ParallelConfig& c
   return routed_expert_params_per_tp_rank(m, c.expert_tp()) / c.ep;
 }
 
+double routed_expert_params_per_rank(const ModelSpec& m, const ParallelConfig& c, const LayerMix& mix) {
+  return mix.moe > 0 ? mix.moe * kind_params_per_tp_rank(m, c.expert_tp()).routed / c.ep : 0.0;
+}
+
+double layers_params_per_rank(const ModelSpec& m, const ParallelConfig& c, const LayerMix& mix) {
+  const KindParams k = kind_params_per_tp_rank(m, c.tp);
+  return mix.dense * k.dense + mix.moe * (k.moe - k.routed) + routed_expert_params_per_rank(m, c, mix);
+}
+
 StageParams stage_params(const ModelSpec& m, const ParallelConfig& c, int stage) {
   const int vocab = padded_vocab(m.vocab, c.tp);
   const double word_embedding = static_cast<double>(vocab) * m.hidden / c.tp;
   StageParams p;
-  const int layers = stage_layer_count(m.layers, c, stage);
-  p.layers = layer_params_per_rank(m, c.tp, c.ep, c.etp) * layers;
-  p.experts = routed_expert_params_per_rank(m, c) * layers;
+  const LayerMix mix = stage_layer_mix(m, c, stage);
+  p.layers = layers_params_per_rank(m, c, mix);
+  p.experts = routed_expert_params_per_rank(m, c, mix);
   if (stage == 0) {
     p.embedding = word_embedding;
     if (m.position == PositionEmbedding::kLearned) p.embedding += static_cast<double>(m.seq_len) * m.hidden;

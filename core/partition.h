@@ -13,6 +13,17 @@ namespace loom {
 // and an MoE layer's router replicated. With MoE layers among dense ones: the mean over the layers.
 double layer_params_per_tp_rank(const ModelSpec& model, int tp);
 
+// The dense and MoE layers among a pipeline stage's (all its chunks) or one model chunk's, by the
+// model's pattern (MoeSpec::first_dense_layers, layer_freq): where the pattern is uneven (DeepSeek's
+// leading dense layers) stages hold different mixes, and their parameters, activations and compute differ.
+struct LayerMix {
+  int dense = 0, moe = 0;
+  int total() const { return dense + moe; }
+  double moe_fraction() const { return total() > 0 ? static_cast<double>(moe) / total() : 0.0; }
+};
+LayerMix chunk_layer_mix(const ModelSpec& model, const ParallelConfig& config, int stage, int chunk);
+LayerMix stage_layer_mix(const ModelSpec& model, const ParallelConfig& config, int stage);
+
 struct StageParams {
   double layers = 0;     // transformer layers on the stage (all its chunks)
   double experts = 0;    // of `layers`: the routed experts this rank holds (1/ep of the stage's)
@@ -27,6 +38,10 @@ double routed_expert_params_per_tp_rank(const ModelSpec& model, int tp);
 double layer_params_per_rank(const ModelSpec& model, int tp, int ep, int etp = 0);
 // The routed experts one rank holds per layer: 1/ep of them, each split over expert TP.
 double routed_expert_params_per_rank(const ModelSpec& model, const ParallelConfig& config);
+// The same for the layers of a mix (a stage's or a chunk's), counted layer by layer: the parameters of
+// those layers on a rank, and of them the routed experts.
+double layers_params_per_rank(const ModelSpec& model, const ParallelConfig& config, const LayerMix& mix);
+double routed_expert_params_per_rank(const ModelSpec& model, const ParallelConfig& config, const LayerMix& mix);
 
 // Parameters one TP rank of `stage` holds (its own layers, core/pipeline_split.h).
 StageParams stage_params(const ModelSpec& model, const ParallelConfig& config, int stage);

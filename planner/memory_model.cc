@@ -24,18 +24,19 @@ int largest_chunk(const ModelSpec& m, const ParallelConfig& c, int stage) {
 // reads), not the bf16 tensor (TransformerEngine docs, performance_considerations.rst).
 double linear_input_bytes(const TrainingSpec& t) { return t.precision == Precision::kFp8 ? 1.0 : t.activation_bytes; }
 
+// `f`, below: the share of MoE layers among the layers averaged over (a stage's, or the model's).
+
 // Routed copies of each token an MoE layer's experts on this rank process, averaged over the layers:
 // k on a balanced rank; under expert parallelism the busiest rank's --moe-imbalance times that.
-double routed_copies(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
-  return m.mean_dispatched_copies() * (c.ep > 1 ? t.moe_imbalance : 1.0);
+double routed_copies(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, double f) {
+  return (m.moe.active() ? f * m.moe.experts_per_token : 0.0) * (c.ep > 1 ? t.moe_imbalance : 1.0);
 }
 
 // The MLP's inner width per token (the mean over the layers): a dense layer's ffn, an MoE layer's
 // routed copies' expert ffn and the shared expert's.
-double mlp_width(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
+double mlp_width(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, double f) {
   if (!m.moe.active()) return m.ffn_hidden;
-  const double f = m.moe_layer_fraction();
-  return (1.0 - f) * m.ffn_hidden + routed_copies(m, t, c) * m.moe.expert_ffn + f * m.moe.shared_ffn;
+  return (1.0 - f) * m.ffn_hidden + routed_copies(m, t, c, f) * m.moe.expert_ffn + f * m.moe.shared_ffn;
 }
 
 // Activation bytes of the parts of a layer outside the tensor-parallel regions (norm inputs and
@@ -55,18 +56,18 @@ double replicated_activation_bytes(const ModelSpec& m, double sbh, double ab, do
 // the executor routes every token on every TP rank. With etp 1 each TP rank routes its own s/tp tokens.
 // A gated shared expert (Qwen2-MoE) keeps its gate, one fp32 value per token on every TP rank.
 double dispatched_activation_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, double sb,
-                                   double lb) {
+                                   double lb, double f) {
   const double rows = static_cast<double>(c.expert_tp()) / c.tp;
-  const double gate = m.moe.shared_gate && m.moe.shared_ffn > 0 ? 4.0 * m.moe_layer_fraction() : 0.0;
-  return routed_copies(m, t, c) * rows * sb * (lb * m.hidden + 4.0) + gate * sb;
+  const double gate = m.moe.shared_gate && m.moe.shared_ffn > 0 ? 4.0 * f : 0.0;
+  return routed_copies(m, t, c, f) * rows * sb * (lb * m.hidden + 4.0) + gate * sb;
 }
 
 // Activation bytes inside the TP regions, before dividing by t: Q, K, V, projection input, MLP.
 double tensor_parallel_activation_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, double sb,
-                                        double ab, double lb) {
+                                        double ab, double lb, double moe_fraction) {
   const double q = static_cast<double>(m.q_dim());
   const double kv = static_cast<double>(m.kv_dim());
-  const double f = mlp_width(m, t, c);  // MoE: the experts a token visits (and the shared one)
+  const double f = mlp_width(m, t, c, moe_fraction);  // MoE: the experts a token visits (and the shared one)
   const double attention = ab * sb * (q + 2.0 * kv) + lb * sb * q;  // Q, K, V; attention output (projection input)
   // The activation function's input (gate and up for SwiGLU) and its output, the down projection's input.
   const double mlp = (m.activation == Activation::kSwiGLU ? 2.0 : 1.0) * ab * sb * f + lb * sb * f;
@@ -249,6 +250,44 @@ double moe_workspace(const ModelSpec& m, const TrainingSpec& t, const ParallelCo
   return std::max(backward, forward);
 }
 
+// What an MoE layer's backward keeps for zero-bubble's W pass in workspace until the layer's B pass ends
+// (moe_workspace's kept_first and kept_second, and the router's fp32 logit gradients), per token.
+double moe_zero_bubble_kept_work(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
+  if (c.schedule != Schedule::kZeroBubble || !m.moe.active()) return 0.0;
+  const double h = m.hidden, tp = c.tp, ab = t.activation_bytes;
+  const double K = m.moe.experts_per_token * (c.ep > 1 ? t.moe_imbalance : 1.0) * c.expert_tp() / tp;
+  const double ef = m.moe.expert_ffn / c.expert_tp(), ef_in = m.activation == Activation::kSwiGLU ? 2.0 * ef : ef;
+  const double sf = m.moe.shared_ffn / tp, sf_in = m.activation == Activation::kSwiGLU ? 2.0 * sf : sf;
+  const bool gated = m.moe.shared_gate && m.moe.shared_ffn > 0;
+  const double shared = m.moe.shared_ffn > 0 ? sf_in + (gated ? sf : 0.0) : 0.0;
+  return K * (h + ef + ef_in) + shared + 4.0 * m.moe.experts / ab;
+}
+
+// The kinds of layer a stage holds, and whether a layer of that kind gets its output's gradient as a
+// temporary (the layer above's input gradient, or the head's) rather than in the pipeline's receive
+// buffer: every layer but a model chunk's last, and every layer of the last stage.
+struct StageKinds {
+  bool dense = false, moe = false, dense_dy = false, moe_dy = false;
+};
+StageKinds stage_kinds(const ModelSpec& m, const ParallelConfig& c, int stage) {
+  StageKinds k;
+  for (int chunk = 0; chunk < c.vpp; ++chunk) {
+    const int v = chunk * c.pp + stage, first = first_layer_of(m.layers, c, v);
+    const int end = first + virtual_stage_layer_count(m.layers, c, v);
+    for (int l = first; l < end; ++l) {
+      const bool dy = l + 1 < end || stage == c.pp - 1;
+      if (m.is_moe_layer(l)) {
+        k.moe = true;
+        k.moe_dy = k.moe_dy || dy;
+      } else {
+        k.dense = true;
+        k.dense_dy = k.dense_dy || dy;
+      }
+    }
+  }
+  return k;
+}
+
 double zero_bubble_pending_w(const ParallelConfig& c, int stage, long long micro_batches) {
   if (c.schedule != Schedule::kZeroBubble) return 0.0;
   // Stage s warms up with p − s − 1 forwards, then F, B and (once s are pending) the oldest W; the
@@ -288,10 +327,9 @@ ZeroBubbleKept zero_bubble_kept(const ModelSpec& m, const TrainingSpec& t, const
     const double shared = m.moe.shared_ffn > 0 ? (c.sequence_parallel ? 2.0 * h : 0.0) + sf_in + sf : 0.0;
     moe = 2.0 * local_h + 4.0 * m.moe.experts / ab + K * (2.0 * h + ef + ef_in) + shared;
   }
-  const double layers = stage_layer_count(m.layers, c, stage);
-  const double fraction = m.moe.active() ? m.moe_layer_fraction() : 0.0;
+  const LayerMix mix = stage_layer_mix(m, c, stage);
   ZeroBubbleKept k;
-  k.layers = ab * tokens * layers * (attention + (1.0 - fraction) * dense + fraction * moe);
+  k.layers = ab * tokens * (mix.total() * attention + mix.dense * dense + mix.moe * moe);
   // The LM head's input and its logits' gradient.
   if (stage == c.pp - 1) k.head = ab * tokens * (h + padded_vocab(m.vocab, c.tp) / tp);
   return k;
@@ -305,41 +343,45 @@ double workspace_bytes(const ModelSpec& m, const TrainingSpec& t, const Parallel
   const double h = m.hidden, tp = c.tp;
   const double local_h = c.sequence_parallel ? h / tp : h;  // a [local tokens, h] tensor, per token
   const bool gated = m.activation == Activation::kSwiGLU;
-  const bool dense_layers = !m.moe.active() || m.moe_layer_fraction() < 1.0;  // (MoE layers: moe_workspace)
-  const double f = (dense_layers ? m.ffn_hidden : 0.0) / tp;
+  const double f = m.ffn_hidden / tp;  // a dense layer's
   const double f_in = gated ? 2.0 * f : f;
   const double q = static_cast<double>(m.q_dim());
   const double qkv = (q + 2.0 * static_cast<double>(m.kv_dim())) / tp;
   const double masked = m.dropout ? local_h : 0.0;  // a dropout's masked gradient
-  // The gradient arriving at a layer is the previous layer's (or the head's) input gradient, a
-  // temporary; at the last layer of a model chunk elsewhere it is the received buffer.
-  const bool chunk_has_two = largest_chunk(m, c, stage) >= 2;
-  const double dy = chunk_has_two || stage == c.pp - 1 ? local_h : 0.0;
-  // MLP backward: the output's gradient (and its masked copy), the residual's, the activation
-  // function's input gradient beside its output gradient or the next projection's.
-  const double mlp = dy + masked + local_h + f_in + std::max(f, h);
-  // Attention backward: the same residual gradients, the projection's masked gradient, Q/K/V's
-  // gradient beside the context's gradient (and, with selective recomputation, the softmax output
-  // rebuilt for this backward with its dropout mask and output) or the input's gradient.
+  const bool zb = c.schedule == Schedule::kZeroBubble;
+  // Attention backward: the residual gradients, the projection's masked gradient, Q/K/V's gradient
+  // beside the context's gradient (and, with selective recomputation, the softmax output rebuilt for
+  // this backward with its dropout mask and output) or the input's gradient. `dy`: the output's
+  // gradient, where it is a temporary (StageKinds).
   double core = 0;
   if (c.recompute == Recompute::kSelective && t.attention == AttentionKernel::kUnfused) {
     const double scores = m.heads / tp * (t.seq_len > 0 ? t.seq_len : m.seq_len);  // per token
     core = scores * (m.dropout ? 2.0 + 1.0 / ab : 1.0);
   }
-  double attention = dy + masked + local_h + masked + qkv + std::max(q / tp + core, h);
-  if (c.schedule == Schedule::kZeroBubble) {
-    // Zero-bubble keeps the MLP's up-projection gradient and Q/K/V's gradient for the W pass: both are
-    // still there when the input's gradient is reduce-scattered (all tokens beside the rank's share)
-    // and when the norm's backward writes the layer's input gradient beside it.
+  auto attention = [&](double dy, double kept_by_mlp) {
+    if (!zb) return dy + masked + local_h + masked + qkv + std::max(q / tp + core, h);
+    // Zero-bubble keeps what the MLP's W pass reads and Q/K/V's gradient: both are still there when the
+    // input's gradient is reduce-scattered (all tokens beside the rank's share) and when the norm's
+    // backward writes the layer's input gradient beside it.
     const double sp_share = c.sequence_parallel ? local_h : 0.0;
-    attention = dy + masked + local_h + masked + qkv + f_in + std::max({q / tp + core, h + sp_share, 2.0 * local_h});
-  }
+    return dy + masked + local_h + masked + qkv + kept_by_mlp + std::max({q / tp + core, h + sp_share, 2.0 * local_h});
+  };
   // A row-parallel GEMM's output of all tokens beside its reduce-scattered share (forward), and the
   // head's backward on the last stage: the final norm's output gradient beside its input gradient.
-  const double forward = h + (c.sequence_parallel ? local_h : 0.0);
-  const double head = stage == c.pp - 1 ? h + local_h : 0.0;
-  const double moe = m.moe.active() ? moe_workspace(m, t, c, dy + masked + local_h) : 0.0;
-  return ab * tokens * std::max({mlp, attention, forward, head, moe});
+  double worst = std::max(h + (c.sequence_parallel ? local_h : 0.0), stage == c.pp - 1 ? h + local_h : 0.0);
+  const StageKinds kinds = stage_kinds(m, c, stage);
+  if (kinds.dense) {
+    // MLP backward: the output's gradient (and its masked copy), the residual's, the activation
+    // function's input gradient beside its output gradient or the next projection's.
+    const double dy = kinds.dense_dy ? local_h : 0.0;
+    worst = std::max({worst, dy + masked + local_h + f_in + std::max(f, h), attention(dy, zb ? f_in : 0.0)});
+  }
+  if (kinds.moe) {
+    const double dy = kinds.moe_dy ? local_h : 0.0;
+    worst = std::max(
+        {worst, moe_workspace(m, t, c, dy + masked + local_h), attention(dy, moe_zero_bubble_kept_work(m, t, c))});
+  }
+  return ab * tokens * worst;
 }
 
 ModelStateBytes model_state_bytes(double params, const TrainingSpec& t, int zero, int dp) {
@@ -371,6 +413,11 @@ static double op_recompute_activation_bytes(const ModelSpec& m, const TrainingSp
 }
 
 double activation_bytes_per_layer(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
+  return activation_bytes_per_layer_of(m, t, c, m.moe.active() ? m.moe_layer_fraction() : 0.0);
+}
+
+double activation_bytes_per_layer_of(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c,
+                                     double moe_fraction) {
   // Context parallelism splits every activation along the sequence: a rank keeps its s/cp tokens'
   // (and flash attention's statistics of its s/cp query rows), Megatron-LM context_parallel.md.
   const double s = (t.seq_len > 0 ? t.seq_len : m.seq_len) / static_cast<double>(c.cp);
@@ -383,8 +430,8 @@ double activation_bytes_per_layer(const ModelSpec& m, const TrainingSpec& t, con
   if (c.recompute == Recompute::kOp) return op_recompute_activation_bytes(m, t, c, s * b);
   const double lb = linear_input_bytes(t);
   double bytes = replicated_activation_bytes(m, sbh, ab, lb) / replicated_divisor +
-                 dispatched_activation_bytes(m, t, c, s * b, lb) +
-                 tensor_parallel_activation_bytes(m, t, c, s * b, ab, lb) / tp;
+                 dispatched_activation_bytes(m, t, c, s * b, lb, moe_fraction) +
+                 tensor_parallel_activation_bytes(m, t, c, s * b, ab, lb, moe_fraction) / tp;
   const bool keep_core = c.recompute == Recompute::kNone || t.attention == AttentionKernel::kFlash;
   if (keep_core) bytes += attention_core_bytes(m, t, s, b, ab) / tp;
   return bytes;
@@ -432,16 +479,21 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
   const double ab = t.activation_bytes;
   const double sbh = s * b * m.hidden;
   const double sp_divisor = c.sequence_parallel ? c.tp : 1.0;
-  const double per_layer = activation_bytes_per_layer(m, t, c);
-
   ParallelConfig no_recompute = c;
   no_recompute.recompute = Recompute::kNone;
-  const double layer_working_set = activation_bytes_per_layer(m, t, no_recompute);
 
   for (int stage = 0; stage < c.pp; ++stage) {
     StageMemory sm;
     sm.stage = stage;
     sm.layers = stage_layer_count(m.layers, c, stage);
+    // Each stage's own layers: where MoE layers follow dense ones (DeepSeek's first_dense_layers) or
+    // alternate with them, stages hold different mixes.
+    const LayerMix mix = stage_layer_mix(m, c, stage);
+    const double per_layer = activation_bytes_per_layer_of(m, t, c, mix.moe_fraction());
+    // The largest layer's whole activations, which full recomputation rebuilds one layer at a time.
+    const double layer_working_set =
+        std::max(mix.dense > 0 ? activation_bytes_per_layer_of(m, t, no_recompute, 0.0) : 0.0,
+                 mix.moe > 0 ? activation_bytes_per_layer_of(m, t, no_recompute, 1.0) : 0.0);
     const StageParams params = stage_params(m, c, stage);
     sm.param_count = params.total();
     const double n = sm.param_count;

@@ -59,6 +59,9 @@ ModelStateBytes model_state_bytes(double params, const TrainingSpec& training, i
 // Bytes of activations one transformer layer keeps for the backward pass, for one micro-batch
 // (Korthikanti et al. 2022, §4: sbh(34 + 5as/h) and its TP/SP/recompute variants).
 double activation_bytes_per_layer(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
+// The same averaged over layers of which `moe_fraction` are MoE layers (a stage's own mix, core/partition.h).
+double activation_bytes_per_layer_of(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                                     double moe_fraction);
 
 // The largest set of temporaries one layer's backward (or the head's) holds at once on `stage`:
 // gradients of the layer's intermediate tensors, which live only until the next op consumes them.

@@ -410,15 +410,14 @@ double CostModel::zero3_prefetch_wait_s(int stage, int chunk, bool backward, con
 double CostModel::stage_params(int stage) const { return loom::stage_params(model_, config_, stage).total(); }
 
 double CostModel::chunk_expert_params(int stage, int chunk) const {
-  return routed_expert_params_per_rank(model_, config_) * chunk_layers(model_.layers, config_, stage, chunk);
+  return routed_expert_params_per_rank(model_, config_, chunk_layer_mix(model_, config_, stage, chunk));
 }
 
 double CostModel::stage_expert_params(int stage) const { return loom::stage_params(model_, config_, stage).experts; }
 
 double CostModel::chunk_params(int stage, int chunk) const {
   const StageParams p = loom::stage_params(model_, config_, stage);
-  double params = layer_params_per_rank(model_, config_.tp, config_.ep, config_.etp) *
-                  chunk_layers(model_.layers, config_, stage, chunk);
+  double params = layers_params_per_rank(model_, config_, chunk_layer_mix(model_, config_, stage, chunk));
   if (chunk == 0) params += p.embedding;
   if (chunk == config_.vpp - 1) params += p.head;
   return params;

@@ -164,6 +164,10 @@ INSTANTIATE_TEST_SUITE_P(
              "micro_dropout"},
         Case{"PP2_ZB_Llama", 2, "--pp 2 --schedule zb", ParallelConfig{.pp = 2, .schedule = Schedule::kZeroBubble},
              "micro_llama"},
+        // A dense first layer among MoE ones: each stage's own mix of layers.
+        Case{"Moe_PP2", 2, "--pp 2", ParallelConfig{.pp = 2}, "micro_moe"},
+        Case{"Moe_PP2_ZB", 2, "--pp 2 --schedule zb", ParallelConfig{.pp = 2, .schedule = Schedule::kZeroBubble},
+             "micro_moe"},
         Case{"CP2xPP2_ZB", 4, "--cp 2 --pp 2 --schedule zb",
              ParallelConfig{.pp = 2, .schedule = Schedule::kZeroBubble, .cp = 2}},
         Case{"Selective", 1, "--recompute selective", ParallelConfig{.recompute = Recompute::kSelective}},
