@@ -692,16 +692,16 @@ double CostModel::routed_rows() const { return static_cast<double>(config_.exper
 
 // The share of layers whose MLP runs TP collectives: with etp 1 an MoE layer's routed experts are
 // whole on each rank and need none; a shared expert still splits over TP.
-double CostModel::mlp_tp_comm_share() const {
+double CostModel::mlp_tp_comm_share(const LayerDims& d) const {
   if (config_.expert_tp() == config_.tp || model_.moe.shared_ffn > 0) return 1.0;
-  return 1.0 - model_.moe_layer_fraction();
+  return 1.0 - d.moe_fraction;
 }
 
 // An MoE layer's router (a replicated hidden × experts GEMM on every token, softmax and top-k) and the
 // permutation that copies each token to its k experts (read once, k copies written). Scaled by the
 // share of layers that are MoE, as the rest of a layer's cost is the mean over its layers.
 void CostModel::moe_routing_forward(PassCost& p, const LayerDims& d) const {
-  const double f = model_.moe_layer_fraction() * routed_rows();
+  const double f = d.moe_fraction * routed_rows();
   if (f <= 0) return;
   const double e = model_.moe.experts, k = model_.moe.experts_per_token;
   p.add("router", f * gemm_s(tokens_, e, d.hidden), f * 2.0 * tokens_ * d.hidden * e);
@@ -711,7 +711,7 @@ void CostModel::moe_routing_forward(PassCost& p, const LayerDims& d) const {
 
 // Each token's k expert outputs weighted by the router and summed back (k read, one written).
 void CostModel::moe_unpermute(PassCost& p, const LayerDims& d, const char* name) const {
-  const double f = model_.moe_layer_fraction() * routed_rows();
+  const double f = d.moe_fraction * routed_rows();
   if (f <= 0) return;
   add_ep_all_to_all(p, d, std::string_view(name).ends_with("_bwd") ? "combine_bwd" : "combine");
   add_memory(p, name, f * d.element_bytes * tokens_ * d.hidden * (model_.moe.experts_per_token + 1.0));
@@ -733,7 +733,7 @@ void CostModel::add_ep_all_to_all(PassCost& p, const LayerDims& d, const char* w
   const double bytes =
       d.element_bytes * d.rank_tokens * d.hidden * model_.moe.experts_per_token * training_.moe_imbalance;
   static const std::string name = trace_names::collective("all_to_all", "ep");
-  const double f = model_.moe_layer_fraction();
+  const double f = d.moe_fraction;
   const double a2a = collectives_.time_s(Collective::kAllGather, bytes, ep_group());
   const double beside = shared_expert_beside_s(what);
   if (beside <= 0) {
@@ -764,7 +764,7 @@ double CostModel::shared_expert_beside_s(std::string_view what) const {
 // Backward of the permutation (k gradients summed into one) and of the router: its input gradient
 // and its weight gradient, each a GEMM of the forward's size.
 void CostModel::moe_routing_backward(PassCost& in, PassCost& w, const LayerDims& d) const {
-  const double f = model_.moe_layer_fraction() * routed_rows();
+  const double f = d.moe_fraction * routed_rows();
   if (f <= 0) return;
   const double e = model_.moe.experts, k = model_.moe.experts_per_token;
   add_ep_all_to_all(in, d, "dispatch_bwd");
@@ -773,19 +773,22 @@ void CostModel::moe_routing_backward(PassCost& in, PassCost& w, const LayerDims&
   w.add("router_bwd", f * wgrad_s(e, d.hidden, tokens_, false), f * 2.0 * tokens_ * d.hidden * e);
 }
 
-CostModel::LayerDims CostModel::dims() const {
+CostModel::LayerDims CostModel::dims(double moe_fraction) const {
   LayerDims d;
+  d.moe_fraction = !model_.moe.active() ? 0.0 : moe_fraction < 0 ? model_.moe_layer_fraction() : moe_fraction;
+  const double f = d.moe_fraction;
   d.tp = config_.tp;
   d.hidden = model_.hidden;
   d.q_width = static_cast<double>(model_.q_dim());
   d.kv_width = static_cast<double>(model_.kv_dim());
   // MoE layers: the experts a token visits run as one grouped GEMM (Megatron-core --moe-grouped-gemm) of
   // k · expert_ffn (+ the shared expert) per token; the mean over dense and MoE layers.
-  d.ffn = model_.mean_mlp_ffn();
+  d.ffn = !model_.moe.active() ? model_.ffn_hidden
+                               : (1.0 - f) * model_.ffn_hidden +
+                                     f * (model_.moe.experts_per_token * model_.moe.expert_ffn + model_.moe.shared_ffn);
   // Expert parallelism: the busiest rank's routed tokens are moe_imbalance times the mean.
   if (config_.ep > 1)
-    d.ffn += model_.moe_layer_fraction() * (training_.moe_imbalance - 1.0) * model_.moe.experts_per_token *
-             model_.moe.expert_ffn;
+    d.ffn += f * (training_.moe_imbalance - 1.0) * model_.moe.experts_per_token * model_.moe.expert_ffn;
   d.mlp_up_width = model_.activation == Activation::kSwiGLU ? 2.0 * d.ffn : d.ffn;
   d.element_bytes = training_.activation_bytes;
   d.sp = config_.sequence_parallel && config_.tp > 1;
@@ -913,9 +916,9 @@ void CostModel::add_sp_copy(PassCost& pass, const LayerDims& d, double share) co
   add_memory(pass, "sp_collective_copy", share * 2.0 * d.activation_bytes);  // read and written once
 }
 
-PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& parts) const {
+PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& parts, double moe_fraction) const {
   PassCost p = new_pass();
-  const LayerDims d = dims();
+  const LayerDims d = dims(moe_fraction);
   const bool comm = with_tp_comm && config_.tp > 1;
   const double residual_bytes = (3.0 * d.element_bytes + (model_.dropout ? 1.0 : 0.0)) * d.rank_tokens * d.hidden;
   // A linear layer's GEMM, or the share of its columns this pass runs.
@@ -952,7 +955,7 @@ PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& pa
          2.0 * tokens_ * d.hidden * d.q_width / d.tp);
   reduce_output_into_residual(1.0);
   add_norm(p, "norm", d.rank_tokens * d.hidden, false);
-  const double mlp_comm = mlp_tp_comm_share();
+  const double mlp_comm = mlp_tp_comm_share(d);
   if (comm && d.sp) {
     p.add_comm(tp_name(Collective::kAllGather), mlp_comm * tp_comm_s(Collective::kAllGather, d.activation_bytes));
     add_sp_copy(p, d, mlp_comm);
@@ -972,8 +975,8 @@ PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& pa
   return p;
 }
 
-void CostModel::layer_backward(PassCost& in, PassCost& w) const {
-  const LayerDims d = dims();
+void CostModel::layer_backward(PassCost& in, PassCost& w, double moe_fraction) const {
+  const LayerDims d = dims(moe_fraction);
   const bool comm = config_.tp > 1;
   const bool split = &in != &w;  // zero-bubble: weight gradients run later, nothing to hide comm behind
   // Each residual connection in the backward: the branch's gradient through its dropout (read
@@ -986,8 +989,8 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
 
   // Recompute first: the backward of a layer starts by rebuilding what was dropped.
   if (config_.recompute == Recompute::kFull || config_.recompute == Recompute::kOp) {
-    PassCost again =
-        config_.recompute == Recompute::kFull ? layer_forward(true) : layer_forward(true, op_recompute_parts());
+    PassCost again = config_.recompute == Recompute::kFull ? layer_forward(true, {}, moe_fraction)
+                                                           : layer_forward(true, op_recompute_parts(), moe_fraction);
     for (auto& s : again.segments) s.name = "recompute " + s.name;
     in.append(again);
   } else if (config_.recompute == Recompute::kSelective && training_.attention == AttentionKernel::kUnfused) {
@@ -1039,9 +1042,9 @@ void CostModel::layer_backward(PassCost& in, PassCost& w) const {
 
   residual_backward(in);
   moe_unpermute(in, d, "moe_unpermute_bwd");
-  row_parallel("mlp_down_bwd", d.ffn, mlp_tp_comm_share());
+  row_parallel("mlp_down_bwd", d.ffn, mlp_tp_comm_share(d));
   add_activation(in, d, true);
-  column_parallel("mlp_up_bwd", d.mlp_up_width, mlp_tp_comm_share());
+  column_parallel("mlp_up_bwd", d.mlp_up_width, mlp_tp_comm_share(d));
   moe_routing_backward(in, w, d);
   add_norm(in, "norm_bwd", d.rank_tokens * d.hidden, true);
   residual_backward(in);
@@ -1082,8 +1085,13 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     c.forward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
   if (gather_received && !last)
     c.backward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
-  const PassCost fwd = layer_forward(true);
-  c.forward.append(fwd, layers);
+  // The chunk's dense and MoE layers, each kind costed as itself (core/partition.h LayerMix); `fwd` and
+  // `layer_in` below stand for the chunk's mean layer where one layer's pass is wanted (ZeRO-3's gathers).
+  const LayerMix mix = chunk_layer_mix(model_, config_, stage, chunk);
+  const std::pair<int, double> kinds[] = {{mix.dense, 0.0}, {mix.moe, 1.0}};
+  const PassCost fwd = layer_forward(true, {}, mix.moe_fraction());
+  for (const auto& [count, fraction] : kinds)
+    if (count > 0) c.forward.append(count == layers ? fwd : layer_forward(true, {}, fraction), count);
 
   PassCost* weight = split_weight_grad ? &c.weight : &c.backward;
   if (last) {
@@ -1112,13 +1120,26 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     if (config_.tp > 1) add_sp_copy(c.backward, d, 1.0);
     add_norm(c.backward, "final_norm_bwd", tokens_sp * h, true);
   }
+  auto backward_of = [&](double fraction, PassCost& in, PassCost& w) {
+    if (split_weight_grad)
+      layer_backward(in, w, fraction);
+    else
+      layer_backward(in, in, fraction);
+  };
   PassCost layer_in = new_pass(), layer_w = new_pass();
-  if (split_weight_grad)
-    layer_backward(layer_in, layer_w);
-  else
-    layer_backward(layer_in, layer_in);
-  c.backward.append(layer_in, layers);
-  if (split_weight_grad) c.weight.append(layer_w, layers);
+  backward_of(mix.moe_fraction(), layer_in, layer_w);
+  for (const auto& [count, fraction] : kinds) {
+    if (count == 0) continue;
+    PassCost in = new_pass(), w = new_pass();
+    if (count == layers) {
+      in = layer_in;
+      w = layer_w;
+    } else {
+      backward_of(fraction, in, w);
+    }
+    c.backward.append(in, count);
+    if (split_weight_grad) c.weight.append(w, count);
+  }
   if (first) add_memory(c.backward, "embedding_bwd", tokens_ * h * (ab + 4.0));
   // ZeRO-3's gathers that a limited prefetch leaves the compute waiting for.
   c.forward.add_dp_wait("wait all_gather dp", zero3_prefetch_wait_s(stage, chunk, false, fwd));

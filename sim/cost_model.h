@@ -243,15 +243,18 @@ class CostModel {
     bool sp = false;              // sequence parallelism in effect (SP on and tp > 1)
     double rank_tokens = 0;       // tokens this rank's norms, dropouts and residuals see: b·s, or b·s/tp under SP
     double activation_bytes = 0;  // one b·s·h activation: the payload of the TP collectives
+    double moe_fraction = 0;      // of the layers this one stands for, the share that are MoE layers
   };
   double routed_rows() const;
-  double mlp_tp_comm_share() const;
+  double mlp_tp_comm_share(const LayerDims& d) const;
   void moe_routing_forward(PassCost& p, const LayerDims& d) const;
   void moe_unpermute(PassCost& p, const LayerDims& d, const char* name) const;
   void add_ep_all_to_all(PassCost& p, const LayerDims& d, const char* what) const;
   double shared_expert_beside_s(std::string_view what) const;
   void moe_routing_backward(PassCost& in, PassCost& w, const LayerDims& d) const;
-  LayerDims dims() const;
+  // A layer standing for layers of which `moe_fraction` are MoE layers (negative: the model's share,
+  // the mean layer); a chunk costs its dense and MoE layers apart (core/partition.h LayerMix).
+  LayerDims dims(double moe_fraction = -1) const;
   PassCost new_pass() const {
     PassCost p;
     p.record = record_segments_;
@@ -272,8 +275,8 @@ class CostModel {
     if (fp8_) pass.add(op, fp8_cast_s(op, elements));
   }
   LayerForwardParts op_recompute_parts() const;
-  PassCost layer_forward(bool with_tp_comm, const LayerForwardParts& parts = {}) const;
-  void layer_backward(PassCost& input_grad, PassCost& weight_grad) const;
+  PassCost layer_forward(bool with_tp_comm, const LayerForwardParts& parts = {}, double moe_fraction = -1) const;
+  void layer_backward(PassCost& input_grad, PassCost& weight_grad, double moe_fraction = -1) const;
   double flash_bytes() const;
   double unfused_matmul_bytes() const;
   double flash_efficiency(double forward_flops) const;

@@ -779,6 +779,37 @@ TEST(CostModel, SharedExpertOverlapHidesPartOfTheAllToAlls) {
   EXPECT_DOUBLE_EQ(no_shared.chunk(0, 0, false).forward.seconds, no_shared_flag.chunk(0, 0, false).forward.seconds);
 }
 
+// Each chunk costs its own layers: with DeepSeek's leading dense layers (8 of 32 here) the first stage of
+// four holds only dense ones, which dispatch nothing, and costs exactly the dense model's stage; the
+// other stages hold only MoE layers and cost exactly the all-MoE model's. A stage of both (PP 2) costs
+// the sum of its layers, not its layer count times the mean layer.
+TEST(CostModel, EachChunkCostsItsOwnDenseAndMoeLayers) {
+  MoeLlama setup(4096);
+  ModelSpec mixed = setup.model;
+  mixed.moe.first_dense_layers = 8;
+  ModelSpec dense = mixed, all_moe = mixed;
+  dense.moe = MoeSpec{};
+  all_moe.moe.first_dense_layers = 0;
+  const ParallelConfig c{.pp = 4, .dp = 4, .zero = 1, .ep = 4};
+  auto forward = [&](const ModelSpec& m, const ParallelConfig& config, int stage) {
+    return CostModel(m, setup.training, config, setup.cluster, setup.collectives).chunk(stage, 0, false);
+  };
+  const ChunkCost first = forward(mixed, c, 0), second = forward(mixed, c, 1);
+  EXPECT_DOUBLE_EQ(first.forward.seconds, forward(dense, c, 0).forward.seconds);
+  EXPECT_DOUBLE_EQ(first.backward.seconds, forward(dense, c, 0).backward.seconds);
+  EXPECT_DOUBLE_EQ(first.forward.ep_comm_exposed_s, 0.0);
+  EXPECT_DOUBLE_EQ(second.forward.seconds, forward(all_moe, c, 1).forward.seconds);
+  EXPECT_GT(second.forward.ep_comm_exposed_s, 0.0);
+  // PP 2: stage 0 holds the 8 dense layers and 8 MoE ones, half of each other model's stage 0 (whose
+  // embedding they share).
+  const ParallelConfig pp2{.pp = 2, .dp = 8, .zero = 1, .ep = 8};
+  const ChunkCost half = forward(mixed, pp2, 0);
+  const ChunkCost dense_half = forward(dense, pp2, 0), moe_half = forward(all_moe, pp2, 0);
+  EXPECT_NEAR(half.forward.seconds, (dense_half.forward.seconds + moe_half.forward.seconds) / 2, 1e-12);
+  EXPECT_NEAR(half.backward.seconds, (dense_half.backward.seconds + moe_half.backward.seconds) / 2, 1e-12);
+  EXPECT_NEAR(half.forward.ep_comm_exposed_s, forward(all_moe, pp2, 0).forward.ep_comm_exposed_s / 2, 1e-12);
+}
+
 // Expert TP 1 (whole experts, SP): each TP rank dispatches its own s/tp tokens, the EP ranks are
 // consecutive (8 of them inside a node even under TP 2), and an MoE layer without a shared expert runs
 // no TP collective around its MLP; the attention's stay.
