@@ -271,6 +271,11 @@ struct StageKinds {
 };
 StageKinds stage_kinds(const ModelSpec& m, const ParallelConfig& c, int stage) {
   StageKinds k;
+  if (!m.moe.active()) {  // one kind: no need to walk the layers
+    k.dense = stage_layer_count(m.layers, c, stage) > 0;
+    k.dense_dy = k.dense && (largest_chunk(m, c, stage) >= 2 || stage == c.pp - 1);
+    return k;
+  }
   for (int chunk = 0; chunk < c.vpp; ++chunk) {
     const int v = chunk * c.pp + stage, first = first_layer_of(m.layers, c, v);
     const int end = first + virtual_stage_layer_count(m.layers, c, v);
