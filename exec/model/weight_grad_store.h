@@ -55,7 +55,7 @@ class WeightGradStore {
   void close(int micro_batch);
   // The W pass of `micro_batch`: runs its work and hooks in order, then frees what they read.
   void run(int micro_batch);
-  // Micro-batches whose W pass has not run (tests; 0 at the end of every step).
+  // Micro-batches whose W pass has not run (0 at the end of every step: the pipeline runner checks).
   std::size_t pending() const { return pending_.size(); }
 
  private:

@@ -71,6 +71,9 @@ double PipelineRunner::run(int micro_batches, float loss_scale, const std::funct
     }
     reap_sends(false);
   }
+  for (const GptStage* chunk : chunks_)
+    if (chunk->pending_weight_gradients() > 0)
+      throw std::logic_error("pipeline schedule: a B pass without its W pass in the step");
   reap_sends(true);
   return backend_.loss_result();  // 0 but on the last stage
 }
