@@ -247,7 +247,7 @@ TEST(Cli, EmitPlanSaysWhenRunCannotRunIt) {
   EXPECT_EQ(op.err, "loom: note: " + path.string() +
                         " holds a plan loom run cannot run yet (the executor recomputes none, selective or full, not "
                         "op (torchtitan's op-level activation checkpointing is planned and simulated)); restrict the "
-                        "search (--schedule, --recompute, --precision) for one it runs\n");
+                        "search (--recompute, --precision) for one it runs\n");
   const auto runnable = run_loom(spec + "--emit-plan " + path.string());
   ASSERT_EQ(runnable.status, 0) << runnable.err;
   EXPECT_EQ(plan_from_json(*read_json_file(path.string()))->config.schedule, Schedule::kZeroBubble);
