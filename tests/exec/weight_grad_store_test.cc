@@ -44,13 +44,23 @@ WeightGradStore::Work add(float value, std::vector<std::string>& log, const char
   };
 }
 
-TEST(WeightGradStore, DeferredWorkAndHooksRunInTheWPassIntoTheGradientsOfThen) {
+// A store over BucketParams on the CPU backend, with unit `unit` registered and one piece of work put
+// into its second value.
+struct StoreWithWork {
   CpuBackend backend;
   BucketParams params;
-  WeightGradStore store(params, backend, /*deferred=*/true, nullptr);
-  float* g = params.gradients(0);
-  store.set_unit(0, g, 4);
-  store.put("qkv_bwd", g + 1, add(2.0f, params.log, "work mb0"));
+  WeightGradStore store;
+  StoreWithWork(bool deferred, int unit, float value, const char* what) : store(params, backend, deferred, nullptr) {
+    float* g = params.gradients(unit);
+    store.set_unit(unit, g, 4);
+    store.put("qkv_bwd", g + 1, add(value, params.log, what));
+  }
+};
+
+TEST(WeightGradStore, DeferredWorkAndHooksRunInTheWPassIntoTheGradientsOfThen) {
+  StoreWithWork s(/*deferred=*/true, 0, 2.0f, "work mb0");
+  BucketParams& params = s.params;
+  WeightGradStore& store = s.store;
   store.ready(0);
   store.close(0);
   EXPECT_TRUE(params.log.empty());  // nothing ran in the B pass
@@ -66,12 +76,10 @@ TEST(WeightGradStore, DeferredWorkAndHooksRunInTheWPassIntoTheGradientsOfThen) {
 }
 
 TEST(WeightGradStore, NotDeferringEachRunsWhereItIsPut) {
-  CpuBackend backend;
-  BucketParams params;
-  WeightGradStore store(params, backend, /*deferred=*/false, nullptr);
-  float* g = params.gradients(3);
-  store.set_unit(3, g, 4);
-  store.put("qkv_bwd", g + 1, add(5.0f, params.log, "work"));
+  StoreWithWork s(/*deferred=*/false, 3, 5.0f, "work");
+  BucketParams& params = s.params;
+  WeightGradStore& store = s.store;
+  CpuBackend& backend = s.backend;
   EXPECT_EQ(params.log, std::vector<std::string>{"work"});
   store.ready(3);
   EXPECT_EQ(params.log.back(), "ready 3: 5.000000");
