@@ -213,6 +213,40 @@ double fp8_amax_history_bytes(const TrainingSpec& t, int layers) {
 
 }  // namespace
 
+// An MoE layer's widths on one rank, per token of the micro-batch in activation values: K routed copies
+// (the busiest EP rank's; with etp 1 a rank's copies come from its own s/tp tokens), one expert's inner
+// and up-projection widths, and the shared expert's, split over TP.
+struct MoeRankWidths {
+  double K = 0, ef = 0, ef_in = 0, sf = 0, sf_in = 0;
+};
+MoeRankWidths moe_rank_widths(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
+  const bool swiglu = m.activation == Activation::kSwiGLU;
+  MoeRankWidths w;
+  w.K = m.moe.experts_per_token * (c.ep > 1 ? t.moe_imbalance : 1.0) * c.expert_tp() / c.tp;
+  w.ef = m.moe.expert_ffn / c.expert_tp();
+  w.ef_in = swiglu ? 2.0 * w.ef : w.ef;
+  w.sf = m.moe.shared_ffn / c.tp;
+  w.sf_in = swiglu ? 2.0 * w.sf : w.sf;
+  return w;
+}
+
+// Zero-bubble: what an MoE layer's backward keeps for the W pass in workspace until its B pass ends. The
+// shared expert's up-projection gradient (and a gated one's scaled activation) from its backward on; the
+// copies' output gradients and scaled activations from the experts' first pass; their up projections'
+// gradients from the second. None under other schedules.
+struct MoeKeptWork {
+  double shared = 0, first = 0, second = 0;
+};
+MoeKeptWork moe_kept_work(const ModelSpec& m, const ParallelConfig& c, const MoeRankWidths& w) {
+  if (c.schedule != Schedule::kZeroBubble) return {};
+  const bool gated = m.moe.shared_gate && m.moe.shared_ffn > 0;
+  MoeKeptWork k;
+  k.shared = m.moe.shared_ffn > 0 ? w.sf_in + (gated ? w.sf : 0.0) : 0.0;
+  k.first = w.K * (m.hidden + w.ef);
+  k.second = w.K * w.ef_in;
+  return k;
+}
+
 // An MoE layer's transient values per token (in units of one activation value), the executor's
 // (exec/model/moe_mlp.cc) beside `around` (the layer's output and residual gradients) in its backward:
 // the experts' two passes over buffers for all K routed copies (a grouped GEMM's), first the copies'
@@ -224,10 +258,9 @@ double fp8_amax_history_bytes(const TrainingSpec& t, int layers) {
 // output beside the shared expert's.
 // With etp 1 a rank's copies come from its own s/tp tokens: K counts them per token of the micro-batch.
 double moe_workspace(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c, double around) {
-  const double h = m.hidden, tp = c.tp, ab = t.activation_bytes;
-  const double K = m.moe.experts_per_token * (c.ep > 1 ? t.moe_imbalance : 1.0) * c.expert_tp() / tp;
-  const double ef = m.moe.expert_ffn / c.expert_tp(), ef_in = m.activation == Activation::kSwiGLU ? 2.0 * ef : ef;
-  const double sf = m.moe.shared_ffn / tp, sf_in = m.activation == Activation::kSwiGLU ? 2.0 * sf : sf;
+  const double h = m.hidden, ab = t.activation_bytes;
+  const MoeRankWidths w = moe_rank_widths(m, t, c);
+  const double K = w.K, ef = w.ef, ef_in = w.ef_in, sf = w.sf, sf_in = w.sf_in;
   const double probs = K * 4.0 / ab;
   const double shared_dx = m.moe.shared_ffn > 0 ? h : 0.0;
   const double first_pass = K * (h + ef_in + 2.0 * ef), second_pass = K * (ef_in + h);
@@ -237,12 +270,8 @@ double moe_workspace(const ModelSpec& m, const TrainingSpec& t, const ParallelCo
   const bool gated = m.moe.shared_gate && m.moe.shared_ffn > 0;
   const double shared =
       m.moe.shared_ffn > 0 ? K * h + sf_in + std::max((gated ? 2.0 : 1.0) * sf + (gated ? 4.0 / ab : 0.0), h) : 0.0;
-  // Zero-bubble keeps for the W pass the shared expert's up-projection gradient (and scaled activation),
-  // the copies' output gradients and scaled activations through the second pass, and after it their up
-  // projections' gradients too.
-  const bool zb = c.schedule == Schedule::kZeroBubble;
-  const double kept_shared = zb && m.moe.shared_ffn > 0 ? sf_in + (gated ? sf : 0.0) : 0.0;
-  const double kept_first = zb ? K * (h + ef) + kept_shared : 0.0, kept_second = zb ? K * ef_in : 0.0;
+  const MoeKeptWork kept = moe_kept_work(m, c, w);
+  const double kept_shared = kept.shared, kept_first = kept.first + kept.shared, kept_second = kept.second;
   const double backward =
       around + std::max({first_pass + probs + shared_dx + kept_shared, second_pass + kept_first + probs + shared_dx,
                          moved + kept_first + kept_second + probs + shared_dx, shared});
@@ -254,13 +283,8 @@ double moe_workspace(const ModelSpec& m, const TrainingSpec& t, const ParallelCo
 // (moe_workspace's kept_first and kept_second, and the router's fp32 logit gradients), per token.
 double moe_zero_bubble_kept_work(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
   if (c.schedule != Schedule::kZeroBubble || !m.moe.active()) return 0.0;
-  const double h = m.hidden, tp = c.tp, ab = t.activation_bytes;
-  const double K = m.moe.experts_per_token * (c.ep > 1 ? t.moe_imbalance : 1.0) * c.expert_tp() / tp;
-  const double ef = m.moe.expert_ffn / c.expert_tp(), ef_in = m.activation == Activation::kSwiGLU ? 2.0 * ef : ef;
-  const double sf = m.moe.shared_ffn / tp, sf_in = m.activation == Activation::kSwiGLU ? 2.0 * sf : sf;
-  const bool gated = m.moe.shared_gate && m.moe.shared_ffn > 0;
-  const double shared = m.moe.shared_ffn > 0 ? sf_in + (gated ? sf : 0.0) : 0.0;
-  return K * (h + ef + ef_in) + shared + 4.0 * m.moe.experts / ab;
+  const MoeKeptWork k = moe_kept_work(m, c, moe_rank_widths(m, t, c));
+  return k.shared + k.first + k.second + 4.0 * m.moe.experts / t.activation_bytes;
 }
 
 // The kinds of layer a stage holds, and whether a layer of that kind gets its output's gradient as a
@@ -326,11 +350,9 @@ ZeroBubbleKept zero_bubble_kept(const ModelSpec& m, const TrainingSpec& t, const
   // projection's gradient; the shared expert like a dense MLP (its input all-gathered under SP).
   double moe = 0;
   if (m.moe.active()) {
-    const double K = m.moe.experts_per_token * (c.ep > 1 ? t.moe_imbalance : 1.0) * c.expert_tp() / tp;
-    const double ef = m.moe.expert_ffn / c.expert_tp(), ef_in = gated ? 2.0 * ef : ef;
-    const double sf = m.moe.shared_ffn / tp, sf_in = gated ? 2.0 * sf : sf;
-    const double shared = m.moe.shared_ffn > 0 ? (c.sequence_parallel ? 2.0 * h : 0.0) + sf_in + sf : 0.0;
-    moe = 2.0 * local_h + 4.0 * m.moe.experts / ab + K * (2.0 * h + ef + ef_in) + shared;
+    const MoeRankWidths e = moe_rank_widths(m, t, c);
+    const double shared = m.moe.shared_ffn > 0 ? (c.sequence_parallel ? 2.0 * h : 0.0) + e.sf_in + e.sf : 0.0;
+    moe = 2.0 * local_h + 4.0 * m.moe.experts / ab + e.K * (2.0 * h + e.ef + e.ef_in) + shared;
   }
   const LayerMix mix = stage_layer_mix(m, c, stage);
   ZeroBubbleKept k;

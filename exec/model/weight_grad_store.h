@@ -36,7 +36,6 @@ class WeightGradStore {
 
   WeightGradStore(ParameterSource& params, Backend& backend, bool deferred, Tracer* tracer)
       : params_(params), backend_(backend), deferred_(deferred), tracer_(tracer) {}
-  bool deferred() const { return deferred_; }
 
   // A unit whose `elements` gradients start at `grads` now: a put() into them belongs to it. Under ZeRO 2
   // and 3 a unit's gradients are a bucket that its hook frees, so a deferred put keeps its offset inside
