@@ -70,7 +70,8 @@ void CpuBf16Backend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float
                           ConstTensorRef b, int ldb, float beta, TensorRef c, int ldc) {
   In a32(*this, a, trans_a ? extent(k, m, lda) : extent(m, k, lda));
   In b32(*this, b, trans_b ? extent(n, k, ldb) : extent(k, n, ldb));
-  Out c32(*this, c, extent(m, n, ldc), beta != 0.0f);
+  // A strided output (a column block of a wider tensor) is read too: the columns between its rows stay.
+  Out c32(*this, c, extent(m, n, ldc), beta != 0.0f || (m > 1 && ldc != n));
   CpuBackend::gemm(trans_a, trans_b, m, n, k, alpha, a32, lda, b32, ldb, beta, c32, ldc);
 }
 
