@@ -28,7 +28,7 @@ RuleStatus check_all(const ModelSpec& model, const TrainingSpec& training, const
   if (auto s = check_schedule(model, c, c.micro_batches(training.global_batch), split); !s) return s;
   if (auto s = check_zero(c); !s) return s;
   if (auto s = check_sequence_parallel(model, training, c); !s) return s;
-  if (auto s = check_recompute(model, c); !s) return s;
+  if (auto s = check_recompute(model, training, c); !s) return s;
   if (auto s = check_ep(model, c); !s) return s;
   return check_framework(training, c);
 }
@@ -43,12 +43,17 @@ RuleStatus check_framework(const TrainingSpec& training, const ParallelConfig& c
   return {};
 }
 
-RuleStatus check_recompute(const ModelSpec& model, const ParallelConfig& c) {
-  if (c.recompute == Recompute::kOp && (model.moe.active() || model.mla.active()))
+RuleStatus check_recompute(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& c) {
+  if (c.recompute != Recompute::kOp) return {};
+  if (model.moe.active() || model.mla.active())
     return broken(rule::kOpRecomputeDense,
                   fmt::format("--recompute op (torchtitan's op-level activation checkpointing) is modelled for dense "
                               "models with GPT/LLaMA attention, not {}'s {}",
                               model.name, model.moe.active() ? "mixture-of-experts layers" : "latent attention"));
+  if (training.attention == AttentionKernel::kUnfused)
+    return broken(rule::kOpRecomputeFlash,
+                  "--recompute op keeps scaled-dot-product attention's output and log-sum-exp (a flash kernel's), "
+                  "not --attention unfused's probabilities");
   return {};
 }
 

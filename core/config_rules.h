@@ -60,6 +60,7 @@ inline constexpr std::string_view kEpZero3 = "expert parallelism with ZeRO-3 or 
 inline constexpr std::string_view kEtp = "expert tensor parallelism neither tp nor 1";
 inline constexpr std::string_view kEtpNeedsSp = "expert tensor parallelism below tp needs sequence parallelism";
 inline constexpr std::string_view kOpRecomputeDense = "op-level recompute on a mixture-of-experts or MLA model";
+inline constexpr std::string_view kOpRecomputeFlash = "op-level recompute with unfused attention";
 }  // namespace rule
 
 struct RuleViolation {
@@ -113,8 +114,9 @@ RuleStatus check_zero(const ParallelConfig& config);
 RuleStatus check_sequence_parallel(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 // A configuration the named software stack (training.framework, core/framework.h) can run.
 RuleStatus check_framework(const TrainingSpec& training, const ParallelConfig& config);
-// --recompute op (core/op_recompute.h) is modelled for dense layers with GPT/LLaMA attention.
-RuleStatus check_recompute(const ModelSpec& model, const ParallelConfig& config);
+// --recompute op (core/op_recompute.h) is modelled for dense layers with GPT/LLaMA attention, and keeps
+// scaled-dot-product attention's output and log-sum-exp: a fused (flash) kernel's.
+RuleStatus check_recompute(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 // Expert parallelism: an MoE model whose routed experts divide by ep, and ep ranks inside the dp·cp
 // group (Megatron-core builds EP groups from it), or with etp 1 inside tp·dp·cp; expert TP either tp or 1;
 // not with ZeRO-3 or HSDP, which Loom does not model for experts (Megatron-core shards expert states with

@@ -16,6 +16,14 @@
 
 namespace loom {
 
+// Which of a layer's linear layers op-level SAC re-runs in the backward (true) or keeps the output of
+// (false), in torchtitan's order: wq, wk, wv, wo, then w1 (the gate, or the one up projection without
+// SwiGLU), w3 (SwiGLU's up projection; equal to gate without SwiGLU), w2.
+struct OpRerun {
+  bool q = true, k = true, v = true, attn_out = true, gate = true, up = true, down = true;
+};
+OpRerun op_rerun(const ModelSpec& model);
+
 // Of each of a layer's GEMMs as Loom fuses them — QKV, the attention output, MLP up (gate and up under
 // SwiGLU) and MLP down — the share of its output columns that op-level SAC re-runs in the backward; the
 // rest it keeps.

@@ -244,7 +244,7 @@ void Enumerator::for_zero(ParallelConfig c, const std::vector<Pipeline>& schedul
       space_.sequence_parallel.empty() ? std::vector<bool>{false, true} : space_.sequence_parallel;
   for (Recompute rc : recomputes) {
     c.recompute = rc;
-    if (!passes(c, check_recompute(model_, c))) continue;
+    if (!passes(c, check_recompute(model_, training_, c))) continue;
     // FlashAttention already recomputes the attention core in its backward: selective
     // recompute changes neither time nor memory, so it is the same configuration as none.
     if (rc == Recompute::kSelective && training_.attention == AttentionKernel::kFlash && space_.recompute.empty())

@@ -908,7 +908,7 @@ void CostModel::add_activation(PassCost& pass, const LayerDims& d, bool backward
 
 LayerForwardParts CostModel::op_recompute_parts() const {
   const OpRecompute r = op_recompute(model_);
-  return {r.qkv, r.attn_out, r.mlp_up, r.mlp_down, false, false};
+  return {r.qkv, r.attn_out, r.mlp_up, r.mlp_down, false, false, false};
 }
 
 void CostModel::add_sp_copy(PassCost& pass, const LayerDims& d, double share) const {
@@ -970,6 +970,7 @@ PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& pa
   add_fp8_cast(p, "fp8_cast", tokens_ * d.ffn / d.tp);
   linear("mlp_down", parts.mlp_down, linear_gemm_s(tokens_, d.hidden, d.ffn / d.tp),
          2.0 * tokens_ * d.hidden * d.ffn / d.tp);
+  if (!parts.output) return p;
   moe_unpermute(p, d, "moe_unpermute");
   reduce_output_into_residual(mlp_comm);
   return p;

@@ -112,6 +112,11 @@ struct LayerForwardParts {
   double qkv = 1, attn_out = 1, mlp_up = 1, mlp_down = 1;
   bool attention_core = true;
   bool reduce_scatter = true;  // the row-parallel outputs' reduce-scatter under SP
+  // What follows the MLP's down projection: its output's reduction and the residual add. Op-level SAC's
+  // recompute stops at the down projection: torch.utils.checkpoint (non-reentrant, early stop on by
+  // default) stops once every tensor the backward saved is rebuilt, the last being w2's input, saved
+  // when w2's autograd node is made.
+  bool output = true;
 };
 
 // ZeRO-3 gathers the parameters in every pass: ZeRO-3 over more than one rank, not kept gathered

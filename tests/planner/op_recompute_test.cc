@@ -33,6 +33,15 @@ TEST(OpRecompute, EverySecondMatmulOfTheBlockReRunsAndBiasedLinearsAlways) {
   EXPECT_EQ(l.attn_out, 1.0);
   EXPECT_EQ(l.mlp_up, 0.5);  // w3, not w1
   EXPECT_EQ(l.mlp_down, 0.0);
+  // The executor reads the same decisions per linear layer.
+  const OpRerun lr = op_rerun(llama);
+  EXPECT_FALSE(lr.q);
+  EXPECT_TRUE(lr.k);
+  EXPECT_FALSE(lr.v);
+  EXPECT_TRUE(lr.attn_out);
+  EXPECT_FALSE(lr.gate);
+  EXPECT_TRUE(lr.up);
+  EXPECT_FALSE(lr.down);
   // GPT-2: every linear has a bias (aten.addmm, not on the save list): all re-run.
   const OpRecompute g = op_recompute(*model_preset("gpt2-small"));
   EXPECT_EQ(g.qkv, 1.0);
@@ -139,9 +148,16 @@ TEST(OpRecompute, IsTorchtitansAndForDenseModels) {
   EXPECT_TRUE(check_framework(s.training, s.with(Recompute::kOp)).ok());
   // An MoE model's grouped expert GEMMs are outside the mm count: refused, named.
   ParallelConfig moe = s.with(Recompute::kOp);
-  const RuleStatus dense = check_recompute(hf_model("mixtral-8x7b"), moe);
+  const RuleStatus dense = check_recompute(hf_model("mixtral-8x7b"), s.training, moe);
   ASSERT_FALSE(dense.ok());
   EXPECT_EQ(dense.violation().rule, rule::kOpRecomputeDense);
+  // It keeps scaled-dot-product attention's output and log-sum-exp, not unfused attention's probabilities.
+  TrainingSpec unfused = s.training;
+  unfused.attention = AttentionKernel::kUnfused;
+  const RuleStatus flash = check_recompute(s.model, unfused, s.with(Recompute::kOp));
+  ASSERT_FALSE(flash.ok());
+  EXPECT_EQ(flash.violation().rule, rule::kOpRecomputeFlash);
+  EXPECT_TRUE(check_recompute(s.model, s.training, s.with(Recompute::kOp)).ok());
   // torchtitan's searches try it; a search without a framework does not.
   auto count_op = [&](const TrainingSpec& t) {
     auto e = enumerate_configs(s.model, t, s.cluster, {});

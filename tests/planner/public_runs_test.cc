@@ -111,6 +111,9 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   // points slower. DTensor's sequence-parallel collectives copying their [b, s, h] tensor, and async TP
   // read from the 2024-12 tables' "AsyncTP" too (it had been missed there: T4's async row and T5, T6 ran as
   // vanilla TP): all rows 9.5 %, max 23.2 %.
+  // Op-level SAC's recompute ending at w2 (torch.utils.checkpoint's early stop): its final residual add
+  // no longer charged again, the op-level rows up to 0.4 points faster (they were already too fast):
+  // all rows 9.5 %, max 23.4 %.
   std::vector<PublicRun> megatron;
   for (const PublicRun& r : all)
     if (r.source.find("torchtitan") == std::string::npos && r.source.find("AutoModel") == std::string::npos)
@@ -122,7 +125,7 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   EXPECT_LE(m.mean_abs_error, 0.08);
   EXPECT_LE(m.max_abs_error, 0.19);
   EXPECT_LE(overall.mean_abs_error, 0.096);
-  EXPECT_LE(overall.max_abs_error, 0.233);
+  EXPECT_LE(overall.max_abs_error, 0.235);
 }
 
 // torchtitan's benchmark measured the same runs eager and compiled (its Tables 1 and 3: FSDP on 8 and on
