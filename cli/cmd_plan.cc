@@ -56,13 +56,13 @@ int run_plan(const PlanFlags& f) {
     const PlanRow& best = result.plans.front();
     const Specs& stack = stack_of(stacks, best);
     check(write_text_file_atomic(f.emit_plan, plan_file_text(stack, best)));
-    // The planner ranks what the executor does not run yet (op-level recompute, FP8): the plan
+    // The planner ranks what the executor does not run yet (FP8): the plan
     // is written all the same, and `loom run --plan` would refuse it in one line. Said here, where the search
     // can still be restricted.
     if (Status runnable = exec::check_runnable(stack.model, stack.training, best.config); !runnable)
       fmt::print(stderr,
-                 "loom: note: {} holds a plan loom run cannot run yet ({}); restrict the search (--recompute, "
-                 "--precision) for one it runs\n",
+                 "loom: note: {} holds a plan loom run cannot run yet ({}); restrict the search (--precision) for "
+                 "one it runs\n",
                  f.emit_plan, runnable.error().message);
   }
   write_output(f.out, text);

@@ -151,8 +151,10 @@ void resolve(RunOptions& o, const exec::Runtime& runtime, Resolved& r) {
     if (!batch_given)
       t.training.global_batch = static_cast<std::int64_t>(t.config.dp) * t.config.micro_batch * t.config.pp;
     // The executor's attention is unfused unless --attention (or a --framework) names a kernel, or context
-    // parallelism needs flash: the fused GPU kernels are new.
-    const bool named = !o.spec.inputs.attention.empty() || !o.spec.inputs.framework.empty() || t.config.cp > 1;
+    // parallelism or op-level recompute (which keeps the output and log-sum-exp) needs flash: the fused GPU
+    // kernels are new.
+    const bool named = !o.spec.inputs.attention.empty() || !o.spec.inputs.framework.empty() || t.config.cp > 1 ||
+                       t.config.recompute == Recompute::kOp;
     t.attention = named ? t.training.attention : AttentionKernel::kUnfused;
     t.training.attention = t.attention;
   }

@@ -235,10 +235,6 @@ RuleStatus check_runnable(const ModelSpec& m, const TrainingSpec& t, const Paral
     return executor_limit(rule::kModelShape,
                           fmt::format("expert ffn {} must be a multiple of etp {} and shared expert ffn {} of tp {}",
                                       m.moe.expert_ffn, c.expert_tp(), m.moe.shared_ffn, c.tp));
-  if (c.recompute == Recompute::kOp)
-    return executor_limit(rule::kOpRecompute,
-                          "the executor recomputes none, selective or full, not op (torchtitan's op-level "
-                          "activation checkpointing is planned and simulated)");
   if (t.precision != Precision::kBf16)
     return executor_limit(rule::kExecutorPrecision,
                           "the executor does not run --precision fp8 yet (it is planned and simulated)");

@@ -102,7 +102,6 @@ namespace rule {
 inline constexpr std::string_view kModelShape = "executor: model shape";
 inline constexpr std::string_view kSeqLen = "executor: sequence beyond the model's";
 inline constexpr std::string_view kExecutorPrecision = "executor: no fp8";
-inline constexpr std::string_view kOpRecompute = "executor: no op-level recompute";
 }  // namespace rule
 
 // Model chunk `pp_rank` of the pp·vpp virtual stages (with vpp 1, pipeline rank `pp_rank`); `ep_rank`

@@ -8,15 +8,18 @@ void Mlp::forward(OpSlices& op, const MlpWeights& w, ConstTensorRef x, std::int6
   op.next("mlp_up");
   backend_.gemm(false, true, r, ffn_in_, h, 1.0f, x, h, w.fc_w, h, 0.0f, a.fc, ffn_in_);
   if (!w.fc_b.null()) backend_.add_bias(a.fc, w.fc_b, rows, ffn_in_);
-  const bool swiglu = activation_ == Activation::kSwiGLU;
-  op.next(swiglu ? "swiglu" : "gelu");
-  if (swiglu)
-    backend_.swiglu_forward(a.act, a.fc, rows, ffn_);
-  else
-    backend_.gelu_forward(a.act, a.fc, rows * ffn_in_);
+  op.next(activation_ == Activation::kSwiGLU ? "swiglu" : "gelu");
+  activation(a, rows);
   if (scales != nullptr) backend_.scale_rows(scaled, a.act, scales, rows, ffn_);
   op.next("mlp_down");
   backend_.gemm(false, true, r, h, ffn_, 1.0f, scales != nullptr ? scaled : a.act, ffn_, w.proj_w, ffn_, 0.0f, out, h);
+}
+
+void Mlp::activation(const MlpActivations& a, std::int64_t rows) {
+  if (activation_ == Activation::kSwiGLU)
+    backend_.swiglu_forward(a.act, a.fc, rows, ffn_);
+  else
+    backend_.gelu_forward(a.act, a.fc, rows * ffn_in_);
 }
 
 void Mlp::backward_down(OpSlices& op, WeightGradStore& wg, const MlpWeights& w, const MlpGrads& g, ConstTensorRef dy,

@@ -42,6 +42,8 @@ class Mlp {
   // `scaled` [rows, ffn] holds the scaled activation.
   void forward(OpSlices& op, const MlpWeights& w, ConstTensorRef x, std::int64_t rows, const MlpActivations& a,
                const float* scales, TensorRef scaled, TensorRef out);
+  // a.act ← act(a.fc), in the caller's op slice (op-level recompute rebuilds it alone).
+  void activation(const MlpActivations& a, std::int64_t rows);
   // From the output's gradient dy [rows, h] (all rows) through the down projection and the activation:
   // accumulates proj_w's gradient, writes dfc [rows, ffn_in] (dact [rows, ffn] is scratch) and, with
   // scales, the scales' gradients (partial over TP) into dscales, `scaled` [rows, ffn] being scratch too.

@@ -1,5 +1,7 @@
 #include "exec/model/transformer_layer.h"
 
+#include <stdexcept>
+
 namespace loom::exec {
 
 namespace {
@@ -93,6 +95,52 @@ Tensor TransformerLayer::combine_local(Tensor partial, Tensor whole) {
   return local;
 }
 
+std::vector<TransformerLayer::ColumnBlock> TransformerLayer::qkv_blocks() const {
+  const int q = dims_.heads * dims_.head_dim, kv = dims_.kv_heads * dims_.head_dim;
+  return {{0, q, rerun_.q}, {q, kv, rerun_.k}, {q + kv, kv, rerun_.v}};
+}
+
+std::vector<TransformerLayer::ColumnBlock> TransformerLayer::mlp_up_blocks() const {
+  if (model_.activation == Activation::kSwiGLU)
+    return {{0, dims_.ffn, rerun_.gate}, {dims_.ffn, dims_.ffn, rerun_.up}};  // [gate | up]
+  return {{0, dims_.ffn_in, rerun_.gate}};
+}
+
+Tensor TransformerLayer::kept_copy(const Tensor& t) {
+  Tensor kept = act(t.rows(), t.cols(), kAct);
+  backend_.copy(kept.ref(), t.ref(), t.numel());
+  return kept;
+}
+
+Tensor TransformerLayer::keep_columns(const Tensor& src, int ld, const std::vector<ColumnBlock>& blocks) {
+  int cols = 0;
+  for (const ColumnBlock& b : blocks) cols += b.rerun ? 0 : b.cols;
+  if (cols == 0) return {};
+  Tensor kept = act(src.rows(), cols, kAct);
+  int at = 0;
+  for (const ColumnBlock& b : blocks) {
+    if (b.rerun) continue;
+    backend_.copy_rows(kept.ref() + at, cols, src.ref() + b.first, ld, src.rows(), b.cols);
+    at += b.cols;
+  }
+  return kept;
+}
+
+void TransformerLayer::rebuild_columns(Tensor& dst, int ld, const std::vector<ColumnBlock>& blocks, const Tensor& kept,
+                                       ConstTensorRef x, int k, ConstTensorRef w) {
+  const int rows = static_cast<int>(dst.rows());
+  int at = 0;
+  for (const ColumnBlock& b : blocks) {
+    if (b.rerun) {
+      backend_.gemm(false, true, rows, b.cols, k, 1.0f, x, k, w + static_cast<std::int64_t>(b.first) * k, k, 0.0f,
+                    dst.ref() + b.first, ld);
+    } else {
+      backend_.copy_rows(dst.ref() + b.first, ld, kept.ref() + at, kept.cols(), rows, b.cols);
+      at += b.cols;
+    }
+  }
+}
+
 Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c, Recompute recompute, int layer,
                                  std::int64_t first_sequence, const MoeWeights* moe) {
   const std::int64_t T = tokens();
@@ -101,6 +149,9 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
   c.x = std::move(x);
   c.first_sequence = first_sequence;
   const bool dropout = dropout_.p > 0;
+  const bool sac = recompute == Recompute::kOp;
+  // check_recompute refuses op-level recompute without a fused kernel: its policy keeps SDPA's output.
+  if (sac && !fused()) throw std::logic_error("op-level recompute runs flash attention only");
   OpSlices op(tracer_, kComputeLane);
   op.next("norm");
   norm_forward(c.ln1, c.stats1, c.x, w.ln1_w, w.ln1_b);
@@ -114,6 +165,7 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
                   qkv_cols);
   }
   if (!w.qkv_b.null()) backend_.add_bias(c.qkv.ref(), w.qkv_b, T, qkv_cols);
+  if (sac) c.op.qkv = keep_columns(c.qkv, qkv_cols, qkv_blocks());
   if (model_.position == PositionEmbedding::kRotary) backend_.rope(c.qkv.ref(), attention_shape(), false);
   c.ctx = act(T, ctx_cols, kAct);
   if (fused()) {
@@ -146,7 +198,9 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
   backend_.gemm(false, true, static_cast<int>(T), h, ctx_cols, 1.0f, c.ctx.ref(), ctx_cols, w.proj_w, ctx_cols, 0.0f,
                 o.ref(), h);
   op.end();
+  if (sac && !rerun_.attn_out) c.op.attn_out = kept_copy(o);
   Tensor o_local = tp_.reduce_rows(std::move(o), kWork);
+  if (sac && sequence_parallel()) c.op.attn_rs = kept_copy(o_local);
   op.next("residual");
   if (!w.proj_b.null()) backend_.add_bias(o_local.ref(), w.proj_b, o_local.rows(), h);
   if (dropout) {
@@ -175,7 +229,10 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
     }
   }
   op.end();
+  if (sac && !rerun_.down) c.op.mlp_down = kept_copy(f2.partial);
+  if (sac) c.op.mlp_up = keep_columns(c.fc, dims_.ffn_in, mlp_up_blocks());
   Tensor f2_local = combine_local(std::move(f2.partial), std::move(f2.local));
+  if (sac && sequence_parallel()) c.op.mlp_rs = kept_copy(f2_local);
   op.next("residual");
   if (!w.fc2_b.null()) backend_.add_bias(f2_local.ref(), w.fc2_b, f2_local.rows(), h);
   if (dropout) {
@@ -191,6 +248,14 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
     c = LayerCache{};
     c.x = std::move(input);
     c.first_sequence = first_sequence;
+  } else if (sac) {
+    LayerCache kept;
+    kept.x = std::move(c.x);
+    kept.ctx = std::move(c.ctx);
+    kept.lse = std::move(c.lse);
+    kept.op = std::move(c.op);
+    kept.first_sequence = first_sequence;
+    c = std::move(kept);
   }
   return y;
 }
@@ -198,7 +263,9 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
 Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, LayerCache& c, Tensor dy_in,
                                   Recompute recompute, int layer, WeightGradStore& wg, const MoeWeights* moe,
                                   const MoeGrads* moe_grads) {
-  if (!c.complete()) {
+  if (!c.complete() && recompute == Recompute::kOp) {
+    rebuild(w, c, layer);
+  } else if (!c.complete()) {
     // Full recomputation: run the block forward again from its stored input.
     Tensor input = act(c.x.rows(), c.x.cols(), kAct);
     backend_.copy(input.ref(), c.x.ref(), c.x.numel());
@@ -348,8 +415,78 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
   if (reads_do) wg.keep(std::move(dropout ? do_masked : dx2));
   if (reads_ln1) wg.keep(std::move(c.ln1));
   c = LayerCache{};
-  (void)recompute;
   return dx;
+}
+
+void TransformerLayer::rebuild(const LayerWeights& w, LayerCache& c, int layer) {
+  const std::int64_t T = tokens();
+  const int h = dims_.hidden, qkv_cols = static_cast<int>(dims_.qkv_cols);
+  const int ctx_cols = dims_.heads * dims_.head_dim;
+  LayerCache::OpKept kept = std::move(c.op);
+  c.op = {};
+  OpSlices op(tracer_, kComputeLane);
+  op.next("recompute norm");
+  norm_forward(c.ln1, c.stats1, c.x, w.ln1_w, w.ln1_b);
+  {
+    Tensor gathered;
+    op.end();
+    ConstTensorRef a_in = tp_.gather_rows(c.ln1, gathered);
+    op.next("recompute qkv");
+    c.qkv = act(T, qkv_cols, kAct);
+    rebuild_columns(c.qkv, qkv_cols, qkv_blocks(), kept.qkv, a_in, h, w.qkv_w);
+  }
+  kept.qkv.reset();
+  // A bias makes its linear layer an aten.addmm, which the policy re-runs (all three, with a QKV bias).
+  if (!w.qkv_b.null()) backend_.add_bias(c.qkv.ref(), w.qkv_b, T, qkv_cols);
+  if (model_.position == PositionEmbedding::kRotary) backend_.rope(c.qkv.ref(), attention_shape(), false);
+  // Attention's output and log-sum-exp are kept (c.ctx, c.lse). The projection re-runs where the policy
+  // says so, even under SP, whose reduce-scatter output is kept: torchtitan's recompute runs it too.
+  Tensor o;
+  if (rerun_.attn_out) {
+    op.next("recompute attn_out");
+    o = act(T, h, kWork);
+    backend_.gemm(false, true, static_cast<int>(T), h, ctx_cols, 1.0f, c.ctx.ref(), ctx_cols, w.proj_w, ctx_cols, 0.0f,
+                  o.ref(), h);
+  } else {
+    o = std::move(kept.attn_out);
+  }
+  op.end();
+  Tensor o_local = sequence_parallel() ? std::move(kept.attn_rs) : tp_.reduce_rows(std::move(o), kWork);
+  o.reset();
+  op.next("recompute residual");
+  if (!w.proj_b.null()) backend_.add_bias(o_local.ref(), w.proj_b, o_local.rows(), h);
+  if (dropout_.p > 0) {
+    c.proj_mask = row_mask(o_local.rows(), h, layer, 1, c.first_sequence);
+    backend_.apply_mask(o_local.ref(), o_local.ref(), mask_data(c.proj_mask), o_local.numel(), dropout_.keep_scale());
+  }
+  c.x2 = act(c.x.rows(), h, kAct);
+  backend_.add(c.x2.ref(), c.x.ref(), o_local.ref(), c.x.numel());
+  o_local.reset();
+
+  op.next("recompute norm");
+  norm_forward(c.ln2, c.stats2, c.x2, w.ln2_w, w.ln2_b);
+  {
+    Tensor gathered;
+    op.end();
+    ConstTensorRef m_in = tp_.gather_rows(c.ln2, gathered);
+    op.next("recompute mlp_up");
+    c.fc = act(T, dims_.ffn_in, kAct);
+    rebuild_columns(c.fc, dims_.ffn_in, mlp_up_blocks(), kept.mlp_up, m_in, h, w.fc_w);
+    kept.mlp_up.reset();
+    if (!w.fc_b.null()) backend_.add_bias(c.fc.ref(), w.fc_b, T, dims_.ffn_in);
+    op.next(model_.activation == Activation::kSwiGLU ? "recompute swiglu" : "recompute gelu");
+    c.act = act(T, dims_.ffn, kAct);
+    mlp_.activation({c.fc.ref(), c.act.ref()}, T);
+  }
+  // The down projection re-runs where not kept (its output is not needed: the recompute then stops).
+  if (rerun_.down) {
+    op.next("recompute mlp_down");
+    Tensor out = act(T, h, kWork);
+    backend_.gemm(false, true, static_cast<int>(T), h, dims_.ffn, 1.0f, c.act.ref(), dims_.ffn, w.fc2_w, dims_.ffn,
+                  0.0f, out.ref(), h);
+  }
+  op.end();
+  if (dropout_.p > 0) c.mlp_mask = row_mask(c.x.rows(), h, layer, 2, c.first_sequence);
 }
 
 }  // namespace loom::exec

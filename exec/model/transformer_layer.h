@@ -1,11 +1,15 @@
 // One pre-norm transformer block, forward and backward written out, tensor-parallel in Megatron's
 // way (heads and MLP columns split; see parallel/tensor_parallel.h). It keeps exactly the
 // activations Korthikanti et al. 2022 count: both norm inputs, the QKV and MLP inputs, Q/K/V, the
-// softmax output, the projection input, and the activation function's input and output.
+// softmax output, the projection input, and the activation function's input and output. Recomputation:
+// none, selective (the attention core), full (the block from its input) or op, torchtitan's op-level
+// SAC (core/op_recompute.h): the outputs of the linear layers its policy saves, attention's output and
+// log-sum-exp and the TP reduce-scatters' outputs are kept; the backward re-runs the rest.
 #pragma once
 
 #include "core/model_spec.h"
 #include "core/names.h"
+#include "core/op_recompute.h"
 #include "core/parallel_config.h"
 #include "exec/backend.h"
 #include "exec/model/gpt_layout.h"
@@ -43,20 +47,26 @@ Tensor alloc_mask(Backend& backend, std::int64_t n);
 inline std::uint8_t* mask_data(Tensor& t) { return reinterpret_cast<std::uint8_t*>(t.data()); }
 
 struct LayerCache {
-  Tensor x;                         // block input = ln1 input [local tokens, h]
-  Tensor ln1, stats1;               // QKV input (local rows under SP) and its mean/rstd
-  Tensor qkv;                       // Q, K, V after RoPE [tokens, qkv_cols]
-  Tensor probs;                     // softmax output [batch·heads·seq·seq] (dropped by selective recomputation)
-  Tensor lse;                       // ring attention (cp > 1): log-sum-exp per (sequence, head, row), not probs
-  Tensor ctx;                       // projection input [tokens, heads·head_dim]
-  Tensor x2, ln2, stats2;           // ln2 input (residual), MLP input, stats
-  Tensor fc;                        // dense MLP: activation-function input [tokens, ffn_in]
-  Tensor act;                       // dense MLP: activation-function output [tokens, ffn]
-  MoeCache moe;                     // MoE layer: routing, dispatched rows, the experts' activations
-  Tensor attn_mask, dropped;        // attention dropout: mask and dropped softmax output (fed to V)
-  Tensor proj_mask, mlp_mask;       // hidden dropout after the attention and MLP blocks
-  std::int64_t first_sequence = 0;  // global index of the micro-batch's first sequence (masks)
-  bool complete() const { return !qkv.empty(); }
+  Tensor x;                // block input = ln1 input [local tokens, h]
+  Tensor ln1, stats1;      // QKV input (local rows under SP) and its mean/rstd
+  Tensor qkv;              // Q, K, V after RoPE [tokens, qkv_cols]
+  Tensor probs;            // softmax output [batch·heads·seq·seq] (dropped by selective recomputation)
+  Tensor lse;              // ring attention (cp > 1): log-sum-exp per (sequence, head, row), not probs
+  Tensor ctx;              // projection input [tokens, heads·head_dim]
+  Tensor x2, ln2, stats2;  // ln2 input (residual), MLP input, stats
+  Tensor fc;               // dense MLP: activation-function input [tokens, ffn_in]
+  Tensor act;              // dense MLP: activation-function output [tokens, ffn]
+  MoeCache moe;            // MoE layer: routing, dispatched rows, the experts' activations
+  // Op-level SAC: the kept column blocks of QKV (before RoPE, as wq/wk/wv return them) and of the MLP's
+  // up projection (before the activation), each [tokens, kept columns]; the kept row-parallel outputs
+  // (partial sums of all tokens) and, under SP, both reduce-scatters' outputs. Empty where not kept.
+  struct OpKept {
+    Tensor qkv, mlp_up, attn_out, mlp_down, attn_rs, mlp_rs;
+  } op;
+  Tensor attn_mask, dropped;                      // attention dropout: mask and dropped softmax output (fed to V)
+  Tensor proj_mask, mlp_mask;                     // hidden dropout after the attention and MLP blocks
+  std::int64_t first_sequence = 0;                // global index of the micro-batch's first sequence (masks)
+  bool complete() const { return !qkv.empty(); }  // else recomputed in the backward (full or op)
 };
 
 class TransformerLayer {
@@ -85,7 +95,8 @@ class TransformerLayer {
         moe_(model, dims, backend, tp, ep, tracer) {}
 
   // Takes the block input, returns its output [local tokens, h] (activations). With `recompute`
-  // kFull only the input is kept; kSelective drops the softmax output. `moe`: an MoE layer's router,
+  // kFull only the input is kept; kSelective drops the softmax output; kOp keeps the input and
+  // LayerCache::op, the attention output and its log-sum-exp (flash attention only). `moe`: an MoE layer's router,
   // shared and routed experts (null for a dense layer, whose MLP is in w).
   Tensor forward(const LayerWeights& w, Tensor x, LayerCache& cache, Recompute recompute, int layer,
                  std::int64_t first_sequence, const MoeWeights* moe = nullptr);
@@ -99,6 +110,24 @@ class TransformerLayer {
 
  private:
   std::int64_t tokens() const { return static_cast<std::int64_t>(batch_) * seq_; }
+  // A fused GEMM's output columns per linear layer: [first, first + cols), re-run by op-level SAC or kept.
+  struct ColumnBlock {
+    int first, cols;
+    bool rerun;
+  };
+  std::vector<ColumnBlock> qkv_blocks() const;
+  std::vector<ColumnBlock> mlp_up_blocks() const;
+  // The kept blocks of src [rows, ld], side by side (empty when every block re-runs).
+  Tensor keep_columns(const Tensor& src, int ld, const std::vector<ColumnBlock>& blocks);
+  // dst [rows, ld] ← the kept blocks from `kept`, the re-run ones as x [rows, k] · w's rowsᵀ (w [ld, k]).
+  void rebuild_columns(Tensor& dst, int ld, const std::vector<ColumnBlock>& blocks, const Tensor& kept,
+                       ConstTensorRef x, int k, ConstTensorRef w);
+  bool sequence_parallel() const { return tp_.size() > 1 && tp_.sequence_parallel(); }
+  // A copy of t in the activations (what op-level SAC keeps).
+  Tensor kept_copy(const Tensor& t);
+  // Op-level SAC's recompute: the block's cache rebuilt from its input and LayerCache::op, up to the MLP's
+  // down projection (torch.utils.checkpoint's early stop: w2's input is the last tensor the backward saved).
+  void rebuild(const LayerWeights& w, LayerCache& c, int layer);
   AttentionShape attention_shape() const;
   void norm_forward(Tensor& out, Tensor& stats, const Tensor& x, ConstTensorRef w, ConstTensorRef b);
   Tensor combine_local(Tensor partial, Tensor whole);
@@ -128,6 +157,7 @@ class TransformerLayer {
   Tracer* tracer_;
   Mlp mlp_;
   MoeMlp moe_;
+  OpRerun rerun_ = op_rerun(model_);
 };
 
 }  // namespace loom::exec

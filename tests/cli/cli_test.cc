@@ -235,23 +235,25 @@ TEST(Cli, EmitPlanWritesWhatRunReads) {
   EXPECT_GT(plan->predicted->step_time_s, 0.0);
 }
 
-// The planner ranks what `loom run` does not run yet (here op-level recompute, asked for): the plan is
-// written, and stderr says so where the search can still be restricted. Zero-bubble, which wins on two
-// stages otherwise, runs: no note.
+// The planner ranks what `loom run` does not run yet (FP8, asked for): the plan is written, and stderr
+// says so where the search can still be restricted. Zero-bubble, which wins on two stages otherwise, and
+// op-level recompute run: no note.
 TEST(Cli, EmitPlanSaysWhenRunCannotRunIt) {
-  const auto path = scratch_dir() / "op.json";
-  const std::string spec = "plan --model gpt-tiny --cluster local-cpu --gpus 2 --global-batch 8 --pp 2 --top 1 ";
-  const auto op = run_loom(spec + "--recompute op --emit-plan " + path.string());
-  ASSERT_EQ(op.status, 0) << op.err;
-  ASSERT_EQ(plan_from_json(*read_json_file(path.string()))->config.recompute, Recompute::kOp);
-  EXPECT_EQ(op.err, "loom: note: " + path.string() +
-                        " holds a plan loom run cannot run yet (the executor recomputes none, selective or full, not "
-                        "op (torchtitan's op-level activation checkpointing is planned and simulated)); restrict the "
-                        "search (--recompute, --precision) for one it runs\n");
-  const auto runnable = run_loom(spec + "--emit-plan " + path.string());
-  ASSERT_EQ(runnable.status, 0) << runnable.err;
-  EXPECT_EQ(plan_from_json(*read_json_file(path.string()))->config.schedule, Schedule::kZeroBubble);
-  EXPECT_TRUE(runnable.err.empty()) << runnable.err;
+  const auto path = scratch_dir() / "fp8.json";
+  const std::string spec = "plan --model gpt-tiny --cluster dgx-h100 --gpus 2 --global-batch 8 --pp 2 --top 1 ";
+  const auto fp8 = run_loom(spec + "--precision fp8 --emit-plan " + path.string());
+  ASSERT_EQ(fp8.status, 0) << fp8.err;
+  ASSERT_EQ(plan_from_json(*read_json_file(path.string()))->training.precision, Precision::kFp8);
+  EXPECT_EQ(fp8.err, "loom: note: " + path.string() +
+                         " holds a plan loom run cannot run yet (the executor does not run --precision fp8 yet (it "
+                         "is planned and simulated)); restrict the search (--precision) for one it runs\n");
+  for (const char* runs : {"", "--recompute op "}) {
+    const auto runnable = run_loom(spec + runs + "--emit-plan " + path.string());
+    ASSERT_EQ(runnable.status, 0) << runnable.err;
+    const auto plan = plan_from_json(*read_json_file(path.string()));
+    EXPECT_EQ(plan->config.schedule, Schedule::kZeroBubble) << runs;
+    EXPECT_TRUE(runnable.err.empty()) << runs << runnable.err;
+  }
 }
 
 TEST(Cli, SimJsonAndTrace) {

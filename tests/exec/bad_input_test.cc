@@ -105,11 +105,14 @@ TEST_F(ExecBadInput, MixtureOfExpertsPartsTheExecutorDoesNotRunYet) {
   expect_one_clear_error(r, "expert and router biases");
 }
 
-// Planned and simulated, not run: torchtitan's op-level activation checkpointing.
-TEST_F(ExecBadInput, OpLevelRecomputeIsPlannedNotRun) {
+// torchtitan's op-level activation checkpointing keeps scaled-dot-product attention's output and
+// log-sum-exp: not with the unfused kernel's probabilities.
+TEST_F(ExecBadInput, OpLevelRecomputeWithUnfusedAttention) {
   const ProcessResult r =
-      run_shell(fmt::format("{} --seq 32 --global-batch 2 --recompute op --data {} --steps 1", loom_run(1), data_), 60);
-  expect_one_clear_error(r, "not op (torchtitan's op-level activation checkpointing is planned and simulated)");
+      run_shell(fmt::format("{} --seq 32 --global-batch 2 --recompute op --attention unfused --data {} --steps 1",
+                            loom_run(1), data_),
+                60);
+  expect_one_clear_error(r, "not --attention unfused's probabilities");
 }
 
 // Context parallelism the layout cannot take, refused by every rank before any collective.

@@ -269,6 +269,26 @@ INSTANTIATE_TEST_SUITE_P(
                              "micro_dropout"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// torchtitan's op-level SAC (--recompute op, which runs flash attention): the backward rebuilds each
+// block from its input and the outputs the policy kept. LLaMA keeps wq, wv, w1 and w2 and re-runs wk, wo
+// and w3; with a QKV bias (micro_qwen) wq, wk and wv re-run, wo and w3 are kept; GPT's biased linears
+// all re-run. Under TP with SP the reduce-scatters' outputs are kept; without SP the all-reduce re-runs.
+class ExecOpRecomputeLayouts : public ::testing::TestWithParam<Layout> {};
+TEST_P(ExecOpRecomputeLayouts, MatchSingleRankLoss) { expect_same_curve(GetParam().model, GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ExecOpRecomputeLayouts,
+    ::testing::Values(Layout{"Llama_Op", 1, "--recompute op", "micro_llama"},
+                      Layout{"Llama_Op_TP2_SP", 2, "--recompute op --tp 2 --sp on", "micro_llama"},
+                      Layout{"Llama_Op_TP2", 2, "--recompute op --tp 2", "micro_llama"},
+                      Layout{"Llama_Op_PP2_ZB", 2, "--recompute op --pp 2 --schedule zb", "micro_llama"},
+                      Layout{"Llama_Op_CP2xDP2_ZeRO3", 4, "--recompute op --cp 2 --dp 2 --zero 3", "micro_llama"},
+                      Layout{"QkvBias_Op", 1, "--recompute op", "micro_qwen"},
+                      Layout{"QkvBias_Op_TP2_SP", 2, "--recompute op --tp 2 --sp on", "micro_qwen"},
+                      Layout{"Op_TP2_SP", 2, "--recompute op --tp 2 --sp on"},
+                      Layout{"Dropout_Op_TP2xPP2_SP", 4, "--recompute op --tp 2 --pp 2 --sp on", "micro_dropout"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 // Context parallelism (cp_comm p2p): each sequence in 2·cp chunks, rank r keeping chunks r and 2·cp−1−r,
 // attention a ring of key/value blocks merged by log-sum-exp, gradients over dp·cp. The loss is the
 // mean over every token, so each layout gives the single-rank curve: with grouped-query attention and

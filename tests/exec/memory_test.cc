@@ -239,5 +239,25 @@ INSTANTIATE_TEST_SUITE_P(
                            ParallelConfig{.pp = 2, .recompute = Recompute::kFull, .schedule = Schedule::kZeroBubble}}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Op-level SAC (torchtitan): each layer keeps its input, the outputs of the linear layers the policy saves
+// (LLaMA: wq, wv, w1 and w2's partial sums; with a QKV bias wo and w3; GPT: none), attention's output and
+// log-sum-exp, and under SP both reduce-scatters' outputs; the backward rebuilds one layer at a time.
+class ExecMemoryModelOpRecompute : public ::testing::TestWithParam<Case> {};
+TEST_P(ExecMemoryModelOpRecompute, MeasuredPeaksMatchEstimate) { check_against_memory_model(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Configs, ExecMemoryModelOpRecompute,
+    ::testing::Values(Case{"Op_Llama", 1, "--attention flash --recompute op",
+                           ParallelConfig{.recompute = Recompute::kOp}, "micro_llama"},
+                      Case{"Op_Llama_TP2_SP", 2, "--attention flash --recompute op --tp 2 --sp on",
+                           ParallelConfig{.tp = 2, .recompute = Recompute::kOp, .sequence_parallel = true},
+                           "micro_llama"},
+                      Case{"Op_Llama_PP2", 2, "--attention flash --recompute op --pp 2",
+                           ParallelConfig{.pp = 2, .recompute = Recompute::kOp}, "micro_llama"},
+                      Case{"Op_QkvBias", 1, "--attention flash --recompute op",
+                           ParallelConfig{.recompute = Recompute::kOp}, "micro_qwen"},
+                      Case{"Op_TP2_SP", 2, "--attention flash --recompute op --tp 2 --sp on",
+                           ParallelConfig{.tp = 2, .recompute = Recompute::kOp, .sequence_parallel = true}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 }  // namespace
 }  // namespace loom::exec::testing
