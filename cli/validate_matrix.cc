@@ -114,6 +114,8 @@ std::vector<MatrixConfig> validation_matrix(MatrixBackend backend) {
             gpu("small-flash-mb8", "gpt2-small", 0, 16, 8, Recompute::kNone, 1, 1, 1, 0, flash),
             gpu("1.3b-flash-mb4", "gpt-1.3b", 0, 8, 4, Recompute::kNone, 1, 1, 1, 0, flash),
             gpu("llama1b-flash-mb8", "llama-1b", 0, 8, 8, Recompute::kNone, 1, 1, 1, 0, flash),
+            // torchtitan's op-level SAC (wk, wo and w3 re-run), which runs flash attention.
+            gpu("llama1b-op-mb8", "llama-1b", 0, 8, 8, Recompute::kOp, 1, 1, 1, 0, flash),
             // Two GPUs, one rank each (NCCL): run where the machine has them.
             gpu("350m-dp2-zero1", "gpt-350m", 0, 16, 4, Recompute::kNone, 1, 1, 2, 1),
             gpu("350m-tp2-sp", "gpt-350m", 0, 16, 4, Recompute::kNone, 2),

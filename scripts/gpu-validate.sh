@@ -42,7 +42,7 @@ echo "profile: exit $? in $(($(date +%s) - t0)) s" >"$logs/summary.txt"
 batches=("small-mb8,small-mb2-accum8,small-seq512-mb16,small-selective,small-full,350m-mb4,350m-full-mb16"
   "1.3b-mb2,1.3b-mb1-accum8,1.3b-selective-mb4,1.3b-full-mb8,1.3b-seq1024-mb4"
   "llama1b-mb2,llama1b-selective-mb4"
-  "small-flash-mb8,1.3b-flash-mb4,llama1b-flash-mb8"
+  "small-flash-mb8,1.3b-flash-mb4,llama1b-flash-mb8,llama1b-op-mb8"
   "350m-dp2-zero1,350m-tp2-sp,1.3b-pp2-1f1b-m16,1.3b-dp2-zero3")
 [[ -n ${CONFIGS:-} ]] && batches=("$CONFIGS")
 for i in "${!batches[@]}"; do
