@@ -323,7 +323,7 @@ TEST(ValidateGpuMatrix, DryRunSpansTheDimensionsAndFitsAnH100) {
   EXPECT_GE(single, 12);
   EXPECT_GE(multi, 3);
   EXPECT_GE(models.size(), 3u);
-  EXPECT_EQ(recomputes, (std::set<std::string>{"none", "selective", "full"}));
+  EXPECT_EQ(recomputes, (std::set<std::string>{"none", "selective", "full", "op"}));
   EXPECT_EQ(attentions, (std::set<std::string>{"flash", "unfused"}));
   EXPECT_GE(accumulating, 2);
   int models_at_two_lengths = 0;
