@@ -55,7 +55,8 @@ ModelSpec gpt_model(std::string name, int layers, int hidden, int heads, int seq
 ModelSpec llama_model() { return llama_shape("llama-1b", 16, 2048, 32, 8, 8192, 32000, 2048); }
 
 MatrixConfig make(std::string name, int tp, int pp, int dp, int zero, int micro_batch,
-                  Schedule schedule = Schedule::k1F1B, Recompute recompute = Recompute::kNone) {
+                  Schedule schedule = Schedule::k1F1B, Recompute recompute = Recompute::kNone,
+                  AttentionKernel attention = AttentionKernel::kUnfused) {
   MatrixConfig c;
   c.name = std::move(name);
   c.config.tp = tp;
@@ -65,6 +66,7 @@ MatrixConfig make(std::string name, int tp, int pp, int dp, int zero, int micro_
   c.config.micro_batch = micro_batch;
   c.config.schedule = schedule;
   c.config.recompute = recompute;
+  c.attention = attention;
   c.global_batch = 8;  // 1280 tokens a step: ~0.5 s on one core for this model
   c.seq_len = validation_model().seq_len;
   return c;
@@ -75,12 +77,11 @@ MatrixConfig make(std::string name, int tp, int pp, int dp, int zero, int micro_
 MatrixConfig gpu(std::string name, std::string model, int seq, std::int64_t global_batch, int micro_batch,
                  Recompute recompute = Recompute::kNone, int tp = 1, int pp = 1, int dp = 1, int zero = 0,
                  AttentionKernel attention = AttentionKernel::kUnfused) {
-  MatrixConfig c = make(std::move(name), tp, pp, dp, zero, micro_batch, Schedule::k1F1B, recompute);
+  MatrixConfig c = make(std::move(name), tp, pp, dp, zero, micro_batch, Schedule::k1F1B, recompute, attention);
   c.seq_len = seq > 0 ? seq : matrix_model(MatrixBackend::kCuda, model).seq_len;
   c.model = std::move(model);
   c.global_batch = global_batch;
   c.config.sequence_parallel = tp > 1;
-  c.attention = attention;
   return c;
 }
 
@@ -134,6 +135,8 @@ std::vector<MatrixConfig> validation_matrix(MatrixBackend backend) {
           make("pp2-1f1b-m8", 1, 2, 1, 0, 1, Schedule::k1F1B),
           make("pp2-zb-m8", 1, 2, 1, 0, 1, Schedule::kZeroBubble),
           make("full-recompute", 1, 1, 1, 0, 8, Schedule::k1F1B, Recompute::kFull),
+          // torchtitan's op-level SAC (flash attention; this GPT's biased linears all re-run).
+          make("op-recompute", 1, 1, 1, 0, 8, Schedule::k1F1B, Recompute::kOp, AttentionKernel::kFlash),
           make("grad-accum-4", 1, 1, 1, 0, 2),
           make("dp2-grad-accum-2", 1, 1, 2, 1, 2)};
 }

@@ -349,15 +349,20 @@ TEST(ValidateGpuMatrix, DryRunSpansTheDimensionsAndFitsAnH100) {
   ASSERT_TRUE(simulated.ok()) << sim.out;
   EXPECT_DOUBLE_EQ((*simulated)["step_time_s"].get<double>(), (*gpt13)["predicted_step_time_s"].get<double>());
 
-  // The CPU matrix lists its 14 configurations the same way, the pipelines under GPipe, 1F1B and zero-bubble.
+  // The CPU matrix lists its 15 configurations the same way, the pipelines under GPipe, 1F1B and zero-bubble,
+  // recomputation none, full and op-level (with flash attention).
   const ProcessResult cpu = run_shell(loom_binary() + " validate --profile local-cpu --dry-run --format json");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
   const Json cpu_rows = (*parse_json(cpu.out, "cpu dry run"))["rows"];
-  EXPECT_EQ(cpu_rows.size(), 14u);
-  std::set<std::string> pipeline_schedules;
-  for (const Json& row : cpu_rows)
+  EXPECT_EQ(cpu_rows.size(), 15u);
+  std::set<std::string> pipeline_schedules, cpu_recomputes;
+  for (const Json& row : cpu_rows) {
     if (row["config"]["pp"].get<int>() > 1) pipeline_schedules.insert(row["config"]["schedule"].get<std::string>());
+    cpu_recomputes.insert(row["config"]["recompute"].get<std::string>());
+    if (row["config"]["recompute"] == "op") EXPECT_EQ(row["attention"], "flash");
+  }
   EXPECT_EQ(pipeline_schedules, (std::set<std::string>{"gpipe", "1f1b", "zb"}));
+  EXPECT_EQ(cpu_recomputes, (std::set<std::string>{"none", "full", "op"}));
 }
 
 // An unknown matrix backend, and the GPU matrix on a machine without a GPU (or a build without CUDA),
