@@ -96,8 +96,15 @@ step nccl_shared_gpu 30 "$run" exec_staged_comm_test --gtest_filter='StagedComm.
 # the table says why instead of handing MPI device memory.
 step profile_cuda_shared 60 "$run" mpirun --oversubscribe -np 2 loom profile --backend cuda --quick \
   --out "$logs/profile-cuda-2ranks.json"
-# Several ranks on the one GPU: the layout suite with LOOM_LAYOUT_BACKEND=cuda (host-staged messages).
-step layouts_cuda 120 env LOOM_LAYOUT_BACKEND=cuda LOOM_LAYOUT_COMM=host-staged "$run" exec_layout_test
+# Several ranks on the one GPU: the layout suite with LOOM_LAYOUT_BACKEND=cuda (host-staged messages). Its
+# 127 layouts (each a few mpirun launches' CUDA start-up) run as 4 gtest shards at once on the machine's
+# 16 cores, each shard in its own scratch directory (tests/exec/run_util.cc), its log layouts_cuda_K.log.
+export run logs
+step layouts_cuda 180 bash -c 'pids=(); for k in 0 1 2 3; do
+    GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$k LOOM_LAYOUT_BACKEND=cuda LOOM_LAYOUT_COMM=host-staged \
+      "$run" exec_layout_test >"$logs/layouts_cuda_$k.log" 2>&1 & pids+=($!); done
+  rc=0; for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  grep -h -E "^\[  (PASSED|FAILED)  \]" "$logs"/layouts_cuda_*.log; exit $rc'
 rm -rf "$data"
 echo "total $(($(date +%s) - start)) s of $budget" >>"$summary"
 # The device tool brings back at most 8 files: the logs travel as one archive, the summary beside it.
