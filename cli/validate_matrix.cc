@@ -123,22 +123,24 @@ std::vector<MatrixConfig> validation_matrix(MatrixBackend backend) {
             gpu("1.3b-pp2-1f1b-m16", "gpt-1.3b", 0, 16, 1, Recompute::kNone, 1, 2),
             gpu("1.3b-dp2-zero3", "gpt-1.3b", 0, 8, 2, Recompute::kNone, 1, 1, 2, 3)};
   }
-  return {make("single", 1, 1, 1, 0, 8),
-          make("dp2-zero0", 1, 1, 2, 0, 4),
-          make("dp2-zero1", 1, 1, 2, 1, 4),
-          make("dp2-zero2", 1, 1, 2, 2, 4),
-          make("dp2-zero3", 1, 1, 2, 3, 4),
-          make("tp2", 2, 1, 1, 0, 8),
-          make("pp2-gpipe-m4", 1, 2, 1, 0, 2, Schedule::kGPipe),
-          make("pp2-gpipe-m8", 1, 2, 1, 0, 1, Schedule::kGPipe),
-          make("pp2-1f1b-m4", 1, 2, 1, 0, 2, Schedule::k1F1B),
-          make("pp2-1f1b-m8", 1, 2, 1, 0, 1, Schedule::k1F1B),
-          make("pp2-zb-m8", 1, 2, 1, 0, 1, Schedule::kZeroBubble),
-          make("full-recompute", 1, 1, 1, 0, 8, Schedule::k1F1B, Recompute::kFull),
-          // torchtitan's op-level SAC (flash attention; this GPT's biased linears all re-run).
-          make("op-recompute", 1, 1, 1, 0, 8, Schedule::k1F1B, Recompute::kOp, AttentionKernel::kFlash),
-          make("grad-accum-4", 1, 1, 1, 0, 2),
-          make("dp2-grad-accum-2", 1, 1, 2, 1, 2)};
+  return {
+      make("single", 1, 1, 1, 0, 8),
+      make("dp2-zero0", 1, 1, 2, 0, 4),
+      make("dp2-zero1", 1, 1, 2, 1, 4),
+      make("dp2-zero2", 1, 1, 2, 2, 4),
+      make("dp2-zero3", 1, 1, 2, 3, 4),
+      make("tp2", 2, 1, 1, 0, 8),
+      make("pp2-gpipe-m4", 1, 2, 1, 0, 2, Schedule::kGPipe),
+      make("pp2-gpipe-m8", 1, 2, 1, 0, 1, Schedule::kGPipe),
+      make("pp2-1f1b-m4", 1, 2, 1, 0, 2, Schedule::k1F1B),
+      make("pp2-1f1b-m8", 1, 2, 1, 0, 1, Schedule::k1F1B),
+      make("pp2-zb-m8", 1, 2, 1, 0, 1, Schedule::kZeroBubble),
+      make("full-recompute", 1, 1, 1, 0, 8, Schedule::k1F1B, Recompute::kFull),
+      // torchtitan's op-level SAC (flash attention; this GPT's biased linears all re-run).
+      make("op-recompute", 1, 1, 1, 0, 8, Schedule::k1F1B, Recompute::kOp, AttentionKernel::kFlash),
+      make("grad-accum-4", 1, 1, 1, 0, 2),
+      make("dp2-grad-accum-2", 1, 1, 2, 1, 2),
+  };
 }
 
 TrainingSpec executor_training(const MatrixConfig& c, MatrixBackend backend) {
