@@ -126,25 +126,62 @@ Tensor TransformerLayer::keep_columns(const Tensor& src, int ld, const std::vect
   return kept;
 }
 
-void TransformerLayer::rebuild_columns(Tensor& dst, int ld, const std::vector<ColumnBlock>& blocks, const Tensor& kept,
+void TransformerLayer::rebuild_columns(Tensor& dst, int ld, const std::vector<ColumnBlock>& blocks, const Tensor* kept,
                                        ConstTensorRef x, int k, ConstTensorRef w) {
   const int rows = static_cast<int>(dst.rows());
-  int at = 0;
-  for (const ColumnBlock& b : blocks) {
-    if (b.rerun) {
-      backend_.gemm(false, true, rows, b.cols, k, 1.0f, x, k, w + static_cast<std::int64_t>(b.first) * k, k, 0.0f,
-                    dst.ref() + b.first, ld);
-    } else {
-      backend_.copy_rows(dst.ref() + b.first, ld, kept.ref() + at, kept.cols(), rows, b.cols);
+  int at = 0;  // the next kept block's first column in `kept`
+  for (std::size_t i = 0; i < blocks.size();) {
+    const ColumnBlock& b = blocks[i];
+    if (kept != nullptr && !b.rerun) {
+      backend_.copy_rows(dst.ref() + b.first, ld, kept->ref() + at, kept->cols(), rows, b.cols);
       at += b.cols;
+      ++i;
+      continue;
     }
+    int cols = 0;
+    for (; i < blocks.size() && (kept == nullptr || blocks[i].rerun); ++i) cols += blocks[i].cols;
+    backend_.gemm(false, true, rows, cols, k, 1.0f, x, k, w + static_cast<std::int64_t>(b.first) * k, k, 0.0f,
+                  dst.ref() + b.first, ld);
   }
+}
+
+void TransformerLayer::attention_input(const LayerWeights& w, LayerCache& c, OpSlices& op, const Tensor* kept,
+                                       bool keep) {
+  const int h = dims_.hidden, qkv_cols = static_cast<int>(dims_.qkv_cols);
+  const bool again = kept != nullptr;
+  op.next(again ? "recompute norm" : "norm");
+  norm_forward(c.ln1, c.stats1, c.x, w.ln1_w, w.ln1_b);
+  {
+    Tensor gathered;
+    op.end();
+    ConstTensorRef a_in = tp_.gather_rows(c.ln1, gathered);
+    op.next(again ? "recompute qkv" : "qkv");
+    c.qkv = act(tokens(), qkv_cols, kAct);
+    rebuild_columns(c.qkv, qkv_cols, qkv_blocks(), kept, a_in, h, w.qkv_w);
+  }
+  // A bias makes its linear layer an aten.addmm, which op-level SAC re-runs (all three, with a QKV bias).
+  if (!w.qkv_b.null()) backend_.add_bias(c.qkv.ref(), w.qkv_b, tokens(), qkv_cols);
+  if (keep) c.op.qkv = keep_columns(c.qkv, qkv_cols, qkv_blocks());
+  if (model_.position == PositionEmbedding::kRotary) backend_.rope(c.qkv.ref(), attention_shape(), false);
+}
+
+Tensor TransformerLayer::add_residual(const Tensor& x, Tensor branch, ConstTensorRef bias, Tensor& mask, int layer,
+                                      int site, std::int64_t first_sequence) {
+  const int h = dims_.hidden;
+  if (!bias.null()) backend_.add_bias(branch.ref(), bias, branch.rows(), h);
+  if (dropout_.p > 0) {
+    mask = row_mask(branch.rows(), h, layer, site, first_sequence);
+    backend_.apply_mask(branch.ref(), branch.ref(), mask_data(mask), branch.numel(), dropout_.keep_scale());
+  }
+  Tensor sum = act(x.rows(), h, kAct);
+  backend_.add(sum.ref(), x.ref(), branch.ref(), x.numel());
+  return sum;
 }
 
 Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c, Recompute recompute, int layer,
                                  std::int64_t first_sequence, const MoeWeights* moe) {
   const std::int64_t T = tokens();
-  const int h = dims_.hidden, qkv_cols = static_cast<int>(dims_.qkv_cols);
+  const int h = dims_.hidden;
   const int ctx_cols = dims_.heads * dims_.head_dim;
   c.x = std::move(x);
   c.first_sequence = first_sequence;
@@ -153,20 +190,7 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
   // check_recompute refuses op-level recompute without a fused kernel: its policy keeps SDPA's output.
   if (sac && !fused()) throw std::logic_error("op-level recompute runs flash attention only");
   OpSlices op(tracer_, kComputeLane);
-  op.next("norm");
-  norm_forward(c.ln1, c.stats1, c.x, w.ln1_w, w.ln1_b);
-  {
-    Tensor gathered;
-    op.end();
-    ConstTensorRef a_in = tp_.gather_rows(c.ln1, gathered);
-    op.next("qkv");
-    c.qkv = act(T, qkv_cols, kAct);
-    backend_.gemm(false, true, static_cast<int>(T), qkv_cols, h, 1.0f, a_in, h, w.qkv_w, h, 0.0f, c.qkv.ref(),
-                  qkv_cols);
-  }
-  if (!w.qkv_b.null()) backend_.add_bias(c.qkv.ref(), w.qkv_b, T, qkv_cols);
-  if (sac) c.op.qkv = keep_columns(c.qkv, qkv_cols, qkv_blocks());
-  if (model_.position == PositionEmbedding::kRotary) backend_.rope(c.qkv.ref(), attention_shape(), false);
+  attention_input(w, c, op, nullptr, sac);
   c.ctx = act(T, ctx_cols, kAct);
   if (fused()) {
     // Flash style, as TransformerEngine runs CP: the output and its log-sum-exp are kept, the scores
@@ -202,14 +226,7 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
   Tensor o_local = tp_.reduce_rows(std::move(o), kWork);
   if (sac && sequence_parallel()) c.op.attn_rs = kept_copy(o_local);
   op.next("residual");
-  if (!w.proj_b.null()) backend_.add_bias(o_local.ref(), w.proj_b, o_local.rows(), h);
-  if (dropout) {
-    c.proj_mask = row_mask(o_local.rows(), h, layer, 1, first_sequence);
-    backend_.apply_mask(o_local.ref(), o_local.ref(), mask_data(c.proj_mask), o_local.numel(), dropout_.keep_scale());
-  }
-  c.x2 = act(c.x.rows(), h, kAct);
-  backend_.add(c.x2.ref(), c.x.ref(), o_local.ref(), c.x.numel());
-  o_local.reset();
+  c.x2 = add_residual(c.x, std::move(o_local), w.proj_b, c.proj_mask, layer, 1, first_sequence);
 
   op.next("norm");
   norm_forward(c.ln2, c.stats2, c.x2, w.ln2_w, w.ln2_b);
@@ -234,13 +251,7 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
   Tensor f2_local = combine_local(std::move(f2.partial), std::move(f2.local));
   if (sac && sequence_parallel()) c.op.mlp_rs = kept_copy(f2_local);
   op.next("residual");
-  if (!w.fc2_b.null()) backend_.add_bias(f2_local.ref(), w.fc2_b, f2_local.rows(), h);
-  if (dropout) {
-    c.mlp_mask = row_mask(f2_local.rows(), h, layer, 2, first_sequence);
-    backend_.apply_mask(f2_local.ref(), f2_local.ref(), mask_data(c.mlp_mask), f2_local.numel(), dropout_.keep_scale());
-  }
-  Tensor y = act(c.x.rows(), h, kAct);
-  backend_.add(y.ref(), c.x2.ref(), f2_local.ref(), y.numel());
+  Tensor y = add_residual(c.x2, std::move(f2_local), w.fc2_b, c.mlp_mask, layer, 2, first_sequence);
   op.end();
 
   if (recompute == Recompute::kFull) {
@@ -420,25 +431,13 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
 
 void TransformerLayer::rebuild(const LayerWeights& w, LayerCache& c, int layer) {
   const std::int64_t T = tokens();
-  const int h = dims_.hidden, qkv_cols = static_cast<int>(dims_.qkv_cols);
+  const int h = dims_.hidden;
   const int ctx_cols = dims_.heads * dims_.head_dim;
   LayerCache::OpKept kept = std::move(c.op);
   c.op = {};
   OpSlices op(tracer_, kComputeLane);
-  op.next("recompute norm");
-  norm_forward(c.ln1, c.stats1, c.x, w.ln1_w, w.ln1_b);
-  {
-    Tensor gathered;
-    op.end();
-    ConstTensorRef a_in = tp_.gather_rows(c.ln1, gathered);
-    op.next("recompute qkv");
-    c.qkv = act(T, qkv_cols, kAct);
-    rebuild_columns(c.qkv, qkv_cols, qkv_blocks(), kept.qkv, a_in, h, w.qkv_w);
-  }
+  attention_input(w, c, op, &kept.qkv, false);
   kept.qkv.reset();
-  // A bias makes its linear layer an aten.addmm, which the policy re-runs (all three, with a QKV bias).
-  if (!w.qkv_b.null()) backend_.add_bias(c.qkv.ref(), w.qkv_b, T, qkv_cols);
-  if (model_.position == PositionEmbedding::kRotary) backend_.rope(c.qkv.ref(), attention_shape(), false);
   // Attention's output and log-sum-exp are kept (c.ctx, c.lse). The projection re-runs where the policy
   // says so, even under SP, whose reduce-scatter output is kept: torchtitan's recompute runs it too.
   Tensor o;
@@ -454,14 +453,7 @@ void TransformerLayer::rebuild(const LayerWeights& w, LayerCache& c, int layer) 
   Tensor o_local = sequence_parallel() ? std::move(kept.attn_rs) : tp_.reduce_rows(std::move(o), kWork);
   o.reset();
   op.next("recompute residual");
-  if (!w.proj_b.null()) backend_.add_bias(o_local.ref(), w.proj_b, o_local.rows(), h);
-  if (dropout_.p > 0) {
-    c.proj_mask = row_mask(o_local.rows(), h, layer, 1, c.first_sequence);
-    backend_.apply_mask(o_local.ref(), o_local.ref(), mask_data(c.proj_mask), o_local.numel(), dropout_.keep_scale());
-  }
-  c.x2 = act(c.x.rows(), h, kAct);
-  backend_.add(c.x2.ref(), c.x.ref(), o_local.ref(), c.x.numel());
-  o_local.reset();
+  c.x2 = add_residual(c.x, std::move(o_local), w.proj_b, c.proj_mask, layer, 1, c.first_sequence);
 
   op.next("recompute norm");
   norm_forward(c.ln2, c.stats2, c.x2, w.ln2_w, w.ln2_b);
@@ -471,7 +463,7 @@ void TransformerLayer::rebuild(const LayerWeights& w, LayerCache& c, int layer) 
     ConstTensorRef m_in = tp_.gather_rows(c.ln2, gathered);
     op.next("recompute mlp_up");
     c.fc = act(T, dims_.ffn_in, kAct);
-    rebuild_columns(c.fc, dims_.ffn_in, mlp_up_blocks(), kept.mlp_up, m_in, h, w.fc_w);
+    rebuild_columns(c.fc, dims_.ffn_in, mlp_up_blocks(), &kept.mlp_up, m_in, h, w.fc_w);
     kept.mlp_up.reset();
     if (!w.fc_b.null()) backend_.add_bias(c.fc.ref(), w.fc_b, T, dims_.ffn_in);
     op.next(model_.activation == Activation::kSwiGLU ? "recompute swiglu" : "recompute gelu");

@@ -119,9 +119,17 @@ class TransformerLayer {
   std::vector<ColumnBlock> mlp_up_blocks() const;
   // The kept blocks of src [rows, ld], side by side (empty when every block re-runs).
   Tensor keep_columns(const Tensor& src, int ld, const std::vector<ColumnBlock>& blocks);
-  // dst [rows, ld] ← the kept blocks from `kept`, the re-run ones as x [rows, k] · w's rowsᵀ (w [ld, k]).
-  void rebuild_columns(Tensor& dst, int ld, const std::vector<ColumnBlock>& blocks, const Tensor& kept,
+  // dst [rows, ld] ← the kept blocks from `kept`, the re-run ones as x [rows, k] · w's rowsᵀ (w [ld, k]), one
+  // GEMM per run of adjacent re-run blocks (with `kept` null every block runs: one GEMM).
+  void rebuild_columns(Tensor& dst, int ld, const std::vector<ColumnBlock>& blocks, const Tensor* kept,
                        ConstTensorRef x, int k, ConstTensorRef w);
+  // The block's input to attention: norm, SP's all-gather, QKV (every column, or the re-run blocks beside
+  // those kept in `kept`), its bias and RoPE, in the op slices `norm` and `qkv` (prefixed "recompute " when
+  // rebuilding). `keep`: op-level SAC keeps its blocks, before RoPE, in c.op.qkv.
+  void attention_input(const LayerWeights& w, LayerCache& c, OpSlices& op, const Tensor* kept, bool keep);
+  // x + dropout(branch + bias), the branch's rows local (its dropout mask, site `site`, kept in `mask`).
+  Tensor add_residual(const Tensor& x, Tensor branch, ConstTensorRef bias, Tensor& mask, int layer, int site,
+                      std::int64_t first_sequence);
   bool sequence_parallel() const { return tp_.size() > 1 && tp_.sequence_parallel(); }
   // A copy of t in the activations (what op-level SAC keeps).
   Tensor kept_copy(const Tensor& t);
