@@ -4,13 +4,24 @@
 
 namespace loom {
 
-LayerMix chunk_layer_mix(const ModelSpec& m, const ParallelConfig& c, int stage, int chunk) {
+std::vector<LayerRun> chunk_layer_runs(const ModelSpec& m, const ParallelConfig& c, int stage, int chunk) {
   const int v = chunk * c.pp + stage;  // the virtual stage (core/schedule.h)
   const int count = virtual_stage_layer_count(m.layers, c, v);
-  if (!m.moe.active()) return {count, 0};
+  if (!m.moe.active()) return count > 0 ? std::vector<LayerRun>{{false, count}} : std::vector<LayerRun>{};
+  std::vector<LayerRun> runs;
+  for (int l = first_layer_of(m.layers, c, v), end = l + count; l < end; ++l) {
+    const bool moe = m.is_moe_layer(l);
+    if (runs.empty() || runs.back().moe != moe) runs.push_back({moe, 0});
+    ++runs.back().count;
+  }
+  return runs;
+}
+
+LayerMix chunk_layer_mix(const ModelSpec& m, const ParallelConfig& c, int stage, int chunk) {
+  // A dense model's chunk without building its runs: the planner asks for every stage of every layout.
+  if (!m.moe.active()) return {virtual_stage_layer_count(m.layers, c, chunk * c.pp + stage), 0};
   LayerMix mix;
-  for (int l = first_layer_of(m.layers, c, v), end = l + count; l < end; ++l)
-    (m.is_moe_layer(l) ? mix.moe : mix.dense)++;
+  for (const LayerRun& run : chunk_layer_runs(m, c, stage, chunk)) (run.moe ? mix.moe : mix.dense) += run.count;
   return mix;
 }
 

@@ -3,6 +3,8 @@
 // executor's shards all agree on.
 #pragma once
 
+#include <vector>
+
 #include "core/model_spec.h"
 #include "core/parallel_config.h"
 
@@ -22,6 +24,12 @@ struct LayerMix {
   double moe_fraction() const { return total() > 0 ? static_cast<double>(moe) / total() : 0.0; }
 };
 LayerMix chunk_layer_mix(const ModelSpec& model, const ParallelConfig& config, int stage, int chunk);
+// A model chunk's layers in order as runs of one kind (Qwen2-MoE's alternate, DeepSeek's dense layers lead).
+struct LayerRun {
+  bool moe = false;
+  int count = 0;
+};
+std::vector<LayerRun> chunk_layer_runs(const ModelSpec& model, const ParallelConfig& config, int stage, int chunk);
 LayerMix stage_layer_mix(const ModelSpec& model, const ParallelConfig& config, int stage);
 
 struct StageParams {

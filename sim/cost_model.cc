@@ -1058,7 +1058,6 @@ void CostModel::layer_backward(PassCost& in, PassCost& w, double moe_fraction) c
 
 ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
   ChunkCost c{new_pass(), new_pass(), new_pass()};
-  const int layers = chunk_layers(model_.layers, config_, stage, chunk);
   const bool first = stage == 0 && chunk == 0;
   const bool last = stage == config_.pp - 1 && chunk == config_.vpp - 1;
   const double t = config_.tp;
@@ -1086,13 +1085,20 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     c.forward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
   if (gather_received && !last)
     c.backward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
-  // The chunk's dense and MoE layers, each kind costed as itself (core/partition.h LayerMix); `fwd` and
-  // `layer_in` below stand for the chunk's mean layer where one layer's pass is wanted (ZeRO-3's gathers).
-  const LayerMix mix = chunk_layer_mix(model_, config_, stage, chunk);
-  const std::pair<int, double> kinds[] = {{mix.dense, 0.0}, {mix.moe, 1.0}};
+  // The chunk's layers in order, runs of dense and MoE layers each costed as its kind (core/partition.h
+  // LayerRun); `fwd` and `layer_in` below stand for the chunk's mean layer where one layer's pass is
+  // wanted (ZeRO-3's gathers).
+  const std::vector<LayerRun> runs = chunk_layer_runs(model_, config_, stage, chunk);
+  LayerMix mix;
+  for (const LayerRun& run : runs) (run.moe ? mix.moe : mix.dense) += run.count;
+  const bool mixed = mix.dense > 0 && mix.moe > 0;
   const PassCost fwd = layer_forward(true, {}, mix.moe_fraction());
-  for (const auto& [count, fraction] : kinds)
-    if (count > 0) c.forward.append(count == layers ? fwd : layer_forward(true, {}, fraction), count);
+  if (!mixed) {
+    c.forward.append(fwd, mix.total());
+  } else {
+    const PassCost kind_fwd[2] = {layer_forward(true, {}, 0.0), layer_forward(true, {}, 1.0)};
+    for (const LayerRun& run : runs) c.forward.append(kind_fwd[run.moe], run.count);
+  }
 
   PassCost* weight = split_weight_grad ? &c.weight : &c.backward;
   if (last) {
@@ -1129,17 +1135,18 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
   };
   PassCost layer_in = new_pass(), layer_w = new_pass();
   backward_of(mix.moe_fraction(), layer_in, layer_w);
-  for (const auto& [count, fraction] : kinds) {
-    if (count == 0) continue;
-    PassCost in = new_pass(), w = new_pass();
-    if (count == layers) {
-      in = layer_in;
-      w = layer_w;
-    } else {
-      backward_of(fraction, in, w);
+  if (!mixed) {
+    c.backward.append(layer_in, mix.total());
+    if (split_weight_grad) c.weight.append(layer_w, mix.total());
+  } else {
+    PassCost kind_in[2] = {new_pass(), new_pass()}, kind_w[2] = {new_pass(), new_pass()};
+    for (int moe = 0; moe < 2; ++moe) backward_of(moe, kind_in[moe], kind_w[moe]);
+    // The backward (and zero-bubble's W pass, which runs its GEMMs in the B pass's order) runs the layers
+    // last first.
+    for (auto run = runs.rbegin(); run != runs.rend(); ++run) {
+      c.backward.append(kind_in[run->moe], run->count);
+      if (split_weight_grad) c.weight.append(kind_w[run->moe], run->count);
     }
-    c.backward.append(in, count);
-    if (split_weight_grad) c.weight.append(w, count);
   }
   if (first) add_memory(c.backward, "embedding_bwd", tokens_ * h * (ab + 4.0));
   // ZeRO-3's gathers that a limited prefetch leaves the compute waiting for.

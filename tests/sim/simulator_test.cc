@@ -810,6 +810,34 @@ TEST(CostModel, EachChunkCostsItsOwnDenseAndMoeLayers) {
   EXPECT_NEAR(half.forward.ep_comm_exposed_s, forward(all_moe, pp2, 0).forward.ep_comm_exposed_s / 2, 1e-12);
 }
 
+// A chunk's passes list its layers in order (what the trace shows): with MoE on every other layer after
+// one dense layer (layers 1, 3, 5, ...), the forward's layers alternate dense and MoE from a dense one, and
+// the backward runs them last first.
+TEST(CostModel, AChunksPassesListItsLayersInOrder) {
+  MoeLlama setup(4096);
+  setup.model.moe.first_dense_layers = 1;
+  setup.model.moe.layer_freq = 2;
+  const ParallelConfig c{.pp = 4, .dp = 4, .zero = 1, .ep = 4};  // 8 layers a stage: 0-7 on stage 0
+  const ChunkCost chunk =
+      CostModel(setup.model, setup.training, c, setup.cluster, setup.collectives).chunk(0, 0, false);
+  // Each layer runs two norms: a forward layer opens with its first `norm`, a backward one closes with its
+  // second `norm_bwd` (its MLP's backward, routing included, comes first). An MoE layer routes.
+  auto routed = [](const PassCost& pass, const std::string& norm, const std::string& router, bool norm_opens) {
+    std::vector<bool> moe(8, false);
+    int norms = 0;
+    for (const auto& seg : pass.segments) {
+      if (seg.name == norm) ++norms;
+      if (seg.name == router) moe.at(norm_opens ? (norms - 1) / 2 : norms / 2) = true;
+    }
+    EXPECT_EQ(norms, 16) << norm;
+    return moe;
+  };
+  EXPECT_EQ(routed(chunk.forward, "norm", "router", true),
+            (std::vector<bool>{false, true, false, true, false, true, false, true}));
+  EXPECT_EQ(routed(chunk.backward, "norm_bwd", "router_bwd", false),
+            (std::vector<bool>{true, false, true, false, true, false, true, false}));
+}
+
 // Expert TP 1 (whole experts, SP): each TP rank dispatches its own s/tp tokens, the EP ranks are
 // consecutive (8 of them inside a node even under TP 2), and an MoE layer without a shared expert runs
 // no TP collective around its MLP; the attention's stay.
