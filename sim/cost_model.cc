@@ -1088,10 +1088,9 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
   // The chunk's layers in order, runs of dense and MoE layers each costed as its kind (core/partition.h
   // LayerRun); `fwd` and `layer_in` below stand for the chunk's mean layer where one layer's pass is
   // wanted (ZeRO-3's gathers).
-  const std::vector<LayerRun> runs = chunk_layer_runs(model_, config_, stage, chunk);
-  LayerMix mix;
-  for (const LayerRun& run : runs) (run.moe ? mix.moe : mix.dense) += run.count;
+  const LayerMix mix = chunk_layer_mix(model_, config_, stage, chunk);
   const bool mixed = mix.dense > 0 && mix.moe > 0;
+  const std::vector<LayerRun> runs = mixed ? chunk_layer_runs(model_, config_, stage, chunk) : std::vector<LayerRun>{};
   const PassCost fwd = layer_forward(true, {}, mix.moe_fraction());
   if (!mixed) {
     c.forward.append(fwd, mix.total());
