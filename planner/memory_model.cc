@@ -424,19 +424,28 @@ ModelStateBytes model_state_bytes(double params, const TrainingSpec& t, int zero
 // of the GEMMs it does not re-run — a column-parallel one's 1/t of its columns, a row-parallel one's
 // whole partial sums before their reduce-scatter —, scaled-dot-product attention's output and fp32
 // log-sum-exp, and under SP the two reduce-scatters' outputs. `sb` tokens (s/cp of each sequence).
-static double op_recompute_activation_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c,
-                                            double sb) {
+struct OpKeptBytes {
+  double rebuilt = 0;  // what the recompute takes and frees: QKV's and the MLP's up projection's kept column
+                       // blocks, the attention projection's output and the first reduce-scatter's
+  double shared = 0;   // what the rebuilt layer's working set holds as it is: the block input, attention's
+                       // output and its log-sum-exp
+  double left = 0;     // what the recompute stops short of, left in the checkpoint's storage until the
+                       // layer's backward ends: the down projection's and the second reduce-scatter's outputs
+  double total() const { return rebuilt + shared + left; }
+};
+static OpKeptBytes op_recompute_kept_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c,
+                                           double sb) {
   const OpRecompute r = op_recompute(m);
   const double h = m.hidden, tp = c.tp, ab = t.activation_bytes;
   const double q = static_cast<double>(m.q_dim()), kv = static_cast<double>(m.kv_dim());
   const double up = (m.activation == Activation::kSwiGLU ? 2.0 : 1.0) * m.ffn_hidden;
-  const bool sp = c.sequence_parallel && c.tp > 1;
-  const double input = sp ? h / tp : h;
-  const double kept = (1.0 - r.qkv) * (q + 2.0 * kv) / tp + (1.0 - r.attn_out) * h + (1.0 - r.mlp_up) * up / tp +
-                      (1.0 - r.mlp_down) * h;
-  const double attention = q / tp;
-  const double reduce_scattered = sp ? 2.0 * h / tp : 0.0;
-  return ab * sb * (input + kept + attention + reduce_scattered) + 4.0 * sb * m.heads / tp;
+  const double sp_rows = c.sequence_parallel && c.tp > 1 ? h / tp : 0.0;  // a reduce-scatter's output
+  const double input = sp_rows > 0 ? h / tp : h;
+  return {
+      .rebuilt = ab * sb *
+                 ((1.0 - r.qkv) * (q + 2.0 * kv) / tp + (1.0 - r.attn_out) * h + (1.0 - r.mlp_up) * up / tp + sp_rows),
+      .shared = ab * sb * (input + q / tp) + 4.0 * sb * m.heads / tp,
+      .left = ab * sb * ((1.0 - r.mlp_down) * h + sp_rows)};
 }
 
 double activation_bytes_per_layer(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
@@ -454,7 +463,7 @@ double activation_bytes_per_layer_of(const ModelSpec& m, const TrainingSpec& t, 
   const double tp = c.tp;
   const double replicated_divisor = c.sequence_parallel ? tp : 1.0;
   if (c.recompute == Recompute::kFull) return ab * sbh / replicated_divisor;  // the layer input only
-  if (c.recompute == Recompute::kOp) return op_recompute_activation_bytes(m, t, c, s * b);
+  if (c.recompute == Recompute::kOp) return op_recompute_kept_bytes(m, t, c, s * b).total();
   const double lb = linear_input_bytes(t);
   double bytes = replicated_activation_bytes(m, sbh, ab, lb) / replicated_divisor +
                  dispatched_activation_bytes(m, t, c, s * b, lb, moe_fraction) +
@@ -546,10 +555,18 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
       activations += sbh / sp_divisor * sm.micro_batches_in_flight;
       micro_batch_activations += sbh / sp_divisor;
     }
-    // Full recompute rebuilds one layer's activations at a time during the backward.
-    // (Op-level SAC likewise re-runs one layer's forward at a time; what it keeps is counted above too.)
-    const double recompute_working_set =
-        c.recompute == Recompute::kFull || c.recompute == Recompute::kOp ? layer_working_set : 0.0;
+    // Full recompute rebuilds one layer's activations at a time during the backward. Op-level SAC
+    // likewise re-runs one layer's forward at a time. What that layer kept is not held twice: its input
+    // and attention's output are part of the working set, and the kept GEMM outputs the recompute takes
+    // are copied in or consumed by the residual and freed (PyTorch's SAC cache pops each as the recompute
+    // takes it). Only the outputs the recompute stops short of stay beside it.
+    // (The executor's forward of a layer, at its MLP, holds about as much: tests/exec/memory_test.cc.)
+    OpKeptBytes op_kept;
+    if (c.recompute == Recompute::kOp) op_kept = op_recompute_kept_bytes(m, t, c, s * b);
+    const double recompute_working_set = c.recompute == Recompute::kFull ? layer_working_set
+                                         : c.recompute == Recompute::kOp
+                                             ? layer_working_set - op_kept.rebuilt - op_kept.shared
+                                             : 0.0;
     if (stage == c.pp - 1) {
       // The final norm's input, the LM head's input and what the loss holds at its peak: the fp32
       // logits the cross-entropy keeps (§4.3), or more where the framework's loss makes more beside

@@ -216,6 +216,13 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
     c.dropped.reset();
     c.attn_mask.reset();
   }
+  // Op-level SAC frees what it does not keep as soon as nothing reads it, as PyTorch's eager forward
+  // under a checkpoint does: the norm's output and Q, K, V after RoPE once attention has run.
+  if (sac) {
+    c.ln1.reset();
+    c.stats1.reset();
+    c.qkv.reset();
+  }
 
   op.next("attn_out");
   Tensor o = act(T, h, kWork);
@@ -247,7 +254,13 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
   }
   op.end();
   if (sac && !rerun_.down) c.op.mlp_down = kept_copy(f2.partial);
-  if (sac) c.op.mlp_up = keep_columns(c.fc, dims_.ffn_in, mlp_up_blocks());
+  if (sac) {
+    c.op.mlp_up = keep_columns(c.fc, dims_.ffn_in, mlp_up_blocks());
+    c.ln2.reset();
+    c.stats2.reset();
+    c.fc.reset();
+    c.act.reset();
+  }
   Tensor f2_local = combine_local(std::move(f2.partial), std::move(f2.local));
   if (sac && sequence_parallel()) c.op.mlp_rs = kept_copy(f2_local);
   op.next("residual");

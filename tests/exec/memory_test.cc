@@ -29,6 +29,7 @@ struct Case {
   const char* flags;
   ParallelConfig config;
   const char* model = "micro";
+  double activations_tolerance = 0.05;
 };
 
 constexpr int kGlobalBatch = 8;
@@ -100,7 +101,8 @@ void check_against_memory_model(const Case& c) {
         EXPECT_GE(got, 0.95 * routed_bounds->first.activations_bytes) << where << name;
         EXPECT_LE(got, 1.05 * routed_bounds->second.activations_bytes) << where << name;
       } else {
-        EXPECT_NEAR(got, bytes, 0.05 * bytes) << where << name;
+        const double tolerance = std::string(name) == "activations" ? c.activations_tolerance : 0.05;
+        EXPECT_NEAR(got, bytes, tolerance * bytes) << where << name;
       }
     }
     const double workspace = measured["workspace"].get<double>() * (1 << 30);
@@ -241,22 +243,28 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Op-level SAC (torchtitan): each layer keeps its input, the outputs of the linear layers the policy saves
 // (LLaMA: wq, wv, w1 and w2's partial sums; with a QKV bias wo and w3; GPT: none), attention's output and
-// log-sum-exp, and under SP both reduce-scatters' outputs; the backward rebuilds one layer at a time.
+// log-sum-exp, and under SP both reduce-scatters' outputs; the backward rebuilds one layer at a time, and
+// what that layer kept is counted once beside its working set. Activations within 2 %: counted twice,
+// they came out 2–4 % high.
 class ExecMemoryModelOpRecompute : public ::testing::TestWithParam<Case> {};
 TEST_P(ExecMemoryModelOpRecompute, MeasuredPeaksMatchEstimate) { check_against_memory_model(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(
     Configs, ExecMemoryModelOpRecompute,
     ::testing::Values(Case{"Op_Llama", 1, "--attention flash --recompute op",
-                           ParallelConfig{.recompute = Recompute::kOp}, "micro_llama"},
+                           ParallelConfig{.recompute = Recompute::kOp}, "micro_llama", 0.02},
                       Case{"Op_Llama_TP2_SP", 2, "--attention flash --recompute op --tp 2 --sp on",
                            ParallelConfig{.tp = 2, .recompute = Recompute::kOp, .sequence_parallel = true},
-                           "micro_llama"},
+                           "micro_llama", 0.02},
                       Case{"Op_Llama_PP2", 2, "--attention flash --recompute op --pp 2",
-                           ParallelConfig{.pp = 2, .recompute = Recompute::kOp}, "micro_llama"},
+                           ParallelConfig{.pp = 2, .recompute = Recompute::kOp}, "micro_llama", 0.02},
+                      Case{"Op_Llama_PP2_ZB", 2, "--attention flash --recompute op --pp 2 --schedule zb",
+                           ParallelConfig{.pp = 2, .recompute = Recompute::kOp, .schedule = Schedule::kZeroBubble},
+                           "micro_llama", 0.02},
                       Case{"Op_QkvBias", 1, "--attention flash --recompute op",
-                           ParallelConfig{.recompute = Recompute::kOp}, "micro_qwen"},
+                           ParallelConfig{.recompute = Recompute::kOp}, "micro_qwen", 0.02},
                       Case{"Op_TP2_SP", 2, "--attention flash --recompute op --tp 2 --sp on",
-                           ParallelConfig{.tp = 2, .recompute = Recompute::kOp, .sequence_parallel = true}}),
+                           ParallelConfig{.tp = 2, .recompute = Recompute::kOp, .sequence_parallel = true}, "micro",
+                           0.02}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
