@@ -1,5 +1,6 @@
 #include "exec/trace.h"
 
+#include <cstring>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -13,7 +14,7 @@ double Tracer::now_us() const {
 }
 
 void Tracer::add(std::string name, const char* category, double begin_us, double end_us, int lane) {
-  if (enabled_) slices_.push_back({std::move(name), category, begin_us, end_us, lane, nullptr, nullptr});
+  add(std::move(name), category, Mark{begin_us, nullptr}, Mark{end_us, nullptr}, lane);
 }
 
 Tracer::Mark Tracer::mark(int lane) {
@@ -27,9 +28,9 @@ Tracer::Mark Tracer::mark(int lane) {
 }
 
 void Tracer::add(std::string name, const char* category, Mark begin, Mark end, int lane) {
-  if (enabled_)
-    slices_.push_back(
-        {std::move(name), category, begin.us, end.us, lane, std::move(begin.event), std::move(end.event)});
+  if (!enabled_) return;
+  if (!op_prefix_.empty() && std::strcmp(category, "op") == 0) name.insert(0, op_prefix_);
+  slices_.push_back({std::move(name), category, begin.us, end.us, lane, std::move(begin.event), std::move(end.event)});
 }
 
 double Tracer::device_us(TimedEvent& event) { return anchor_us_ + event.microseconds_since(*anchor_); }

@@ -30,6 +30,10 @@ class Tracer {
     std::shared_ptr<TimedEvent> event;
   };
   Mark mark(int lane);
+  // Prefixed to the name of every "op" slice added while set: full recomputation names the ops it runs
+  // again "recompute <op>", as the simulator does (OpPrefix sets it for a scope).
+  void set_op_prefix(std::string prefix) { op_prefix_ = std::move(prefix); }
+  const std::string& op_prefix() const { return op_prefix_; }
   void add(std::string name, const char* category, double begin_us, double end_us, int lane = 0);
   void add(std::string name, const char* category, Mark begin, Mark end, int lane);
   // The marks of the slices added so far turned into times on the trace's timeline: waits for the device
@@ -57,6 +61,7 @@ class Tracer {
   std::vector<Slice> slices_;
   std::size_t unresolved_ = 0;  // slices_[unresolved_..] may hold events
   std::string run_description_;
+  std::string op_prefix_;
   Backend* clock_ = nullptr;
   // A point the device reached at a known time on the trace's timeline: every event is timed from it.
   std::shared_ptr<TimedEvent> anchor_;
@@ -116,6 +121,25 @@ class OpSlices {
   int lane_;
   const char* name_ = nullptr;
   Tracer::Mark begin_;
+};
+
+// Tracer::set_op_prefix for a scope (nothing without a tracer).
+class OpPrefix {
+ public:
+  OpPrefix(Tracer* tracer, std::string prefix) : tracer_(tracer) {
+    if (tracer_ == nullptr) return;
+    previous_ = tracer_->op_prefix();
+    tracer_->set_op_prefix(std::move(prefix));
+  }
+  ~OpPrefix() {
+    if (tracer_ != nullptr) tracer_->set_op_prefix(std::move(previous_));
+  }
+  OpPrefix(const OpPrefix&) = delete;
+  OpPrefix& operator=(const OpPrefix&) = delete;
+
+ private:
+  Tracer* tracer_;
+  std::string previous_;
 };
 
 inline constexpr int kComputeLane = 0;

@@ -290,10 +290,12 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
   if (!c.complete() && recompute == Recompute::kOp) {
     rebuild(w, c, layer);
   } else if (!c.complete()) {
-    // Full recomputation: run the block forward again from its stored input.
+    // Full recomputation: run the block forward again from its stored input, its ops traced as
+    // "recompute <op>".
     Tensor input = act(c.x.rows(), c.x.cols(), kAct);
     backend_.copy(input.ref(), c.x.ref(), c.x.numel());
     c.x.reset();
+    OpPrefix again(tracer_, "recompute ");
     Tensor y = forward(w, std::move(input), c, Recompute::kNone, layer, c.first_sequence, moe);
   }
   const bool dropout = dropout_.p > 0;

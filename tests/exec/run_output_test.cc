@@ -116,6 +116,33 @@ TEST(ExecRunOutput, LogHasTheContractFieldsAndTraceUsesSimulatorNames) {
   }
 }
 
+// Full recomputation runs each layer's forward again in the backward; the trace names those ops
+// "recompute <op>", as the simulator names its recomputed kernels, so the forward's own slices count once
+// per pass.
+TEST(ExecRunOutput, FullRecomputeSlicesAreNamedAsTheSimulatorNamesThem) {
+  const std::string dir = scratch_dir("run_output_full");
+  const std::string data = make_token_file(dir, 20000);
+  const int steps = 2, micro_batches = 2, layers = 4;
+  const ProcessResult r = run_shell(fmt::format(
+      "{} --model {} --data {} --steps {} --global-batch {} --recompute full --threads 1 --trace {}/trace.json",
+      loom_run(1), test_model("micro"), data, steps, micro_batches, dir));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto trace = read_json_file(dir + "/trace.json");
+  ASSERT_TRUE(trace.ok()) << trace.error().message;
+  std::map<std::string, int> ops;
+  for (const Json& e : (*trace)["traceEvents"])
+    if (e["ph"] == "X" && e["cat"] == "op") ++ops[e["name"].get<std::string>()];
+  const int per_run = steps * micro_batches * layers;
+  for (const char* name : {"qkv", "qk softmax", "av", "attn_out", "mlp_up", "gelu", "mlp_down"}) {
+    EXPECT_EQ(ops[name], per_run) << name;
+    EXPECT_EQ(ops[std::string("recompute ") + name], per_run) << name;
+  }
+  EXPECT_EQ(ops["recompute norm"], 2 * per_run);
+  EXPECT_EQ(ops["qkv_bwd"], per_run);
+  EXPECT_EQ(ops["recompute qkv_bwd"], 0);
+  EXPECT_EQ(ops["recompute lm_head"], 0);
+}
+
 // Context parallelism's ring in the trace, named as loom sim --cp names it (core/trace_names.h): each
 // layer's attention is cp tiles on the compute lane, the next block's K, V beside each tile on the comm
 // lane, and in the backward each block's summed dK, dV sent on after its tile.
