@@ -432,6 +432,9 @@ struct OpKeptBytes {
   double left = 0;     // what the recompute stops short of, left in the checkpoint's storage until the
                        // layer's backward ends: the down projection's and the second reduce-scatter's outputs
   double total() const { return rebuilt + shared + left; }
+  // Beside every kept tensor, the layer's forward at its MLP holds the residual, the norm's output, the up
+  // projection's whole output and the activation's (and the two dropout masks).
+  double forward_mlp = 0;
 };
 static OpKeptBytes op_recompute_kept_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c,
                                            double sb) {
@@ -445,7 +448,8 @@ static OpKeptBytes op_recompute_kept_bytes(const ModelSpec& m, const TrainingSpe
       .rebuilt = ab * sb *
                  ((1.0 - r.qkv) * (q + 2.0 * kv) / tp + (1.0 - r.attn_out) * h + (1.0 - r.mlp_up) * up / tp + sp_rows),
       .shared = ab * sb * (input + q / tp) + 4.0 * sb * m.heads / tp,
-      .left = ab * sb * ((1.0 - r.mlp_down) * h + sp_rows)};
+      .left = ab * sb * ((1.0 - r.mlp_down) * h + sp_rows),
+      .forward_mlp = ab * sb * (2.0 * input + (up + m.ffn_hidden) / tp) + (m.dropout ? 2.0 * sb * input : 0.0)};
 }
 
 double activation_bytes_per_layer(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
@@ -559,14 +563,15 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     // likewise re-runs one layer's forward at a time. What that layer kept is not held twice: its input
     // and attention's output are part of the working set, and the kept GEMM outputs the recompute takes
     // are copied in or consumed by the residual and freed (PyTorch's SAC cache pops each as the recompute
-    // takes it). Only the outputs the recompute stops short of stay beside it.
-    // (The executor's forward of a layer, at its MLP, holds about as much: tests/exec/memory_test.cc.)
+    // takes it). Only the outputs the recompute stops short of stay beside it. Its forward, at the MLP,
+    // can hold more beside what it keeps (OpKeptBytes::forward_mlp): the larger of the two.
     OpKeptBytes op_kept;
     if (c.recompute == Recompute::kOp) op_kept = op_recompute_kept_bytes(m, t, c, s * b);
-    const double recompute_working_set = c.recompute == Recompute::kFull ? layer_working_set
-                                         : c.recompute == Recompute::kOp
-                                             ? layer_working_set - op_kept.rebuilt - op_kept.shared
-                                             : 0.0;
+    const double recompute_working_set =
+        c.recompute == Recompute::kFull ? layer_working_set
+        : c.recompute == Recompute::kOp
+            ? std::max(layer_working_set - op_kept.rebuilt - op_kept.shared, op_kept.forward_mlp)
+            : 0.0;
     if (stage == c.pp - 1) {
       // The final norm's input, the LM head's input and what the loss holds at its peak: the fp32
       // logits the cross-entropy keeps (§4.3), or more where the framework's loss makes more beside
