@@ -59,11 +59,16 @@ CostModel::CostModel(const ModelSpec& model, const TrainingSpec& training, const
   // attention sees the rest (Megatron-LM docs/user-guide/features/context_parallel.md).
   tokens_ = seq_ * config.micro_batch / config.cp;
   layer_params_ = layer_params_per_rank(model, config.tp, config.ep, config.etp);
+  // Every stage's parameters and the norm's all-reduce, once: the step and its bound ask for them per
+  // stage and per pass.
+  stage_params_.reserve(std::max(config.pp, 0));
+  for (int stage = 0; stage < config.pp; ++stage) stage_params_.push_back(loom::stage_params(model, config, stage));
   separate_bias_ = std::any_of(cluster.memory_op_table.begin(), cluster.memory_op_table.end(),
                                [](const MemoryOpTime& p) { return p.op == "bias"; });
   vocab_ = padded_vocab(model.vocab, config.tp);
   table_ranks_ = table_concurrency(cluster, config.world_size());
   fp8_ = training.precision == Precision::kFp8 && cluster.device.peak_fp8_flops > 0;
+  grad_norm_reduce_s_ = norm_reduce_s();
 }
 
 int table_concurrency(const ClusterSpec& cluster, int world_size) {
@@ -289,7 +294,7 @@ double CostModel::optimizer_s(double params) const {
   return memory_s("optimizer", params * optimizer_bytes_per_param(training_));
 }
 
-double CostModel::grad_norm_reduce_s() const {
+double CostModel::norm_reduce_s() const {
   const int world = config_.world_size();
   const int model_parallel = config_.tp * config_.cp * config_.pp;
   const int gpn = cluster_->gpus_per_node;
@@ -331,7 +336,7 @@ double CostModel::zero3_collective_s(Collective c, int stage, int chunk) const {
     const Zero3Modules m = zero3_modules();
     layer_s = one(m.linear[0] + m.rest) + one(m.linear[1]) + one(m.linear[2]) + one(m.linear[3]);
   }
-  const StageParams p = loom::stage_params(model_, config_, stage);
+  const StageParams& p = stage_params_[stage];
   double seconds = layer_s * chunk_layers(model_.layers, config_, stage, chunk);
   if (chunk == 0) seconds += one(p.embedding);
   if (chunk == config_.vpp - 1) seconds += one(p.head);
@@ -407,16 +412,16 @@ double CostModel::zero3_prefetch_wait_s(int stage, int chunk, bool backward, con
                                     training_.zero3_prefetch_elements);
 }
 
-double CostModel::stage_params(int stage) const { return loom::stage_params(model_, config_, stage).total(); }
+double CostModel::stage_params(int stage) const { return stage_params_[stage].total(); }
 
 double CostModel::chunk_expert_params(int stage, int chunk) const {
   return routed_expert_params_per_rank(model_, config_, chunk_layer_mix(model_, config_, stage, chunk));
 }
 
-double CostModel::stage_expert_params(int stage) const { return loom::stage_params(model_, config_, stage).experts; }
+double CostModel::stage_expert_params(int stage) const { return stage_params_[stage].experts; }
 
 double CostModel::chunk_params(int stage, int chunk) const {
-  const StageParams p = loom::stage_params(model_, config_, stage);
+  const StageParams& p = stage_params_[stage];
   double params = layers_params_per_rank(model_, config_, chunk_layer_mix(model_, config_, stage, chunk));
   if (chunk == 0) params += p.embedding;
   if (chunk == config_.vpp - 1) params += p.head;

@@ -13,6 +13,7 @@
 #include "core/cluster_spec.h"
 #include "core/model_spec.h"
 #include "core/parallel_config.h"
+#include "core/partition.h"
 #include "core/training_spec.h"
 #include "sim/collectives.h"
 #include "sim/zero3_prefetch.h"
@@ -222,7 +223,7 @@ class CostModel {
   // world once a distributed optimizer shards them (ZeRO ≥ 1; Megatron's grad-stats group), else the
   // model-parallel group, tp·cp·pp (the data-parallel ranks already hold the same reduced gradients;
   // Megatron-LM's clip_grads.py reduces over get_model_parallel_group()). Latency-bound.
-  double grad_norm_reduce_s() const;
+  double grad_norm_reduce_s() const { return grad_norm_reduce_s_; }
   // The bytes optimizer_s charges per parameter (so that `loom profile` records its measured
   // optimizer step in the same units).
   static double optimizer_bytes_per_param(const TrainingSpec& training);
@@ -329,6 +330,7 @@ class CostModel {
     double compute_s, exposed_s;
   };
   Overlap overlapped(double gemm_s, double comm_s) const;
+  double norm_reduce_s() const;  // grad_norm_reduce_s, computed once
 
   ModelSpec model_;
   TrainingSpec training_;
@@ -338,6 +340,8 @@ class CostModel {
   double tokens_ = 0;  // b·s/cp per micro-batch: the tokens this rank's layers work on
   double seq_ = 0;     // the whole sequence s
   double layer_params_ = 0;
+  std::vector<StageParams> stage_params_;  // by stage, as loom::stage_params gives them
+  double grad_norm_reduce_s_ = 0;
   bool separate_bias_ = false;  // the cost file has "bias" points (bias_s)
   int vocab_ = 0;               // padded for TP
   // Which measured kernel timings apply: those taken with this many ranks of a node running at
