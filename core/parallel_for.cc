@@ -19,10 +19,20 @@ namespace {
 // Workers started once and kept: a bounded plan search runs a loop per batch of a few configurations,
 // and starting and joining threads for each cost more than the batches' own work on a 2-core VM
 // (bench_planner EveryDimension). One loop runs at a time; a loop started from a worker, or while
-// another runs, runs on its caller's thread alone. The pool is never destroyed: its workers wait
-// for the next loop until the process ends, and no static destructor can outlive it.
+// another runs, runs on its caller's thread alone. The workers wait for the next loop until the
+// process exits, where the pool's destructor stops and joins them (threads left running at exit are
+// reported as leaks by LeakSanitizer); no loop may run then (the GUI waits for its searches first).
 class Pool {
  public:
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+
   // False (nothing run) when the pool is busy or the caller is one of its workers.
   bool run(std::size_t n, std::size_t helpers, const std::function<void(std::size_t)>& fn) {
     if (in_worker_) return false;
@@ -58,7 +68,8 @@ class Pool {
     std::uint64_t seen = 0;
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      wake_.wait(lock, [&] { return generation_ != seen && wanted_ > 0; });
+      wake_.wait(lock, [&] { return stopping_ || (generation_ != seen && wanted_ > 0); });
+      if (stopping_) return;
       seen = generation_;
       --wanted_;
       ++running_;
@@ -82,6 +93,7 @@ class Pool {
   std::size_t wanted_ = 0;   // helpers still to join the current loop
   std::size_t running_ = 0;  // helpers inside it
   std::uint64_t generation_ = 0;
+  bool stopping_ = false;
 };
 
 thread_local bool Pool::in_worker_ = false;
@@ -94,7 +106,7 @@ void parallel_for(std::size_t n, int threads, const std::function<void(std::size
     for (std::size_t i = 0; i < n; ++i) fn(i);
     return;
   }
-  static Pool& pool = *new Pool;  // NOLINT(cppcoreguidelines-owning-memory): lives as long as the process
+  static Pool pool;
   if (pool.run(n, workers - 1, fn)) return;
   for (std::size_t i = 0; i < n; ++i) fn(i);
 }
