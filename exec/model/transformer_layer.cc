@@ -148,14 +148,13 @@ void TransformerLayer::rebuild_columns(Tensor& dst, int ld, const std::vector<Co
 void TransformerLayer::attention_input(const LayerWeights& w, LayerCache& c, OpSlices& op, const Tensor* kept,
                                        bool keep) {
   const int h = dims_.hidden, qkv_cols = static_cast<int>(dims_.qkv_cols);
-  const bool again = kept != nullptr;
-  op.next(again ? "recompute norm" : "norm");
+  op.next("norm");
   norm_forward(c.ln1, c.stats1, c.x, w.ln1_w, w.ln1_b);
   {
     Tensor gathered;
     op.end();
     ConstTensorRef a_in = tp_.gather_rows(c.ln1, gathered);
-    op.next(again ? "recompute qkv" : "qkv");
+    op.next("qkv");
     c.qkv = act(tokens(), qkv_cols, kAct);
     rebuild_columns(c.qkv, qkv_cols, qkv_blocks(), kept, a_in, h, w.qkv_w);
   }
@@ -450,6 +449,7 @@ void TransformerLayer::rebuild(const LayerWeights& w, LayerCache& c, int layer) 
   const int ctx_cols = dims_.heads * dims_.head_dim;
   LayerCache::OpKept kept = std::move(c.op);
   c.op = {};
+  OpPrefix again(tracer_, "recompute ");  // outlives `op`, whose last slice it names
   OpSlices op(tracer_, kComputeLane);
   attention_input(w, c, op, &kept.qkv, false);
   kept.qkv.reset();
@@ -457,7 +457,7 @@ void TransformerLayer::rebuild(const LayerWeights& w, LayerCache& c, int layer) 
   // says so, even under SP, whose reduce-scatter output is kept: torchtitan's recompute runs it too.
   Tensor o;
   if (rerun_.attn_out) {
-    op.next("recompute attn_out");
+    op.next("attn_out");
     o = act(T, h, kWork);
     backend_.gemm(false, true, static_cast<int>(T), h, ctx_cols, 1.0f, c.ctx.ref(), ctx_cols, w.proj_w, ctx_cols, 0.0f,
                   o.ref(), h);
@@ -467,27 +467,27 @@ void TransformerLayer::rebuild(const LayerWeights& w, LayerCache& c, int layer) 
   op.end();
   Tensor o_local = sequence_parallel() ? std::move(kept.attn_rs) : tp_.reduce_rows(std::move(o), kWork);
   o.reset();
-  op.next("recompute residual");
+  op.next("residual");
   c.x2 = add_residual(c.x, std::move(o_local), w.proj_b, c.proj_mask, layer, 1, c.first_sequence);
 
-  op.next("recompute norm");
+  op.next("norm");
   norm_forward(c.ln2, c.stats2, c.x2, w.ln2_w, w.ln2_b);
   {
     Tensor gathered;
     op.end();
     ConstTensorRef m_in = tp_.gather_rows(c.ln2, gathered);
-    op.next("recompute mlp_up");
+    op.next("mlp_up");
     c.fc = act(T, dims_.ffn_in, kAct);
     rebuild_columns(c.fc, dims_.ffn_in, mlp_up_blocks(), &kept.mlp_up, m_in, h, w.fc_w);
     kept.mlp_up.reset();
     if (!w.fc_b.null()) backend_.add_bias(c.fc.ref(), w.fc_b, T, dims_.ffn_in);
-    op.next(model_.activation == Activation::kSwiGLU ? "recompute swiglu" : "recompute gelu");
+    op.next(model_.activation == Activation::kSwiGLU ? "swiglu" : "gelu");
     c.act = act(T, dims_.ffn, kAct);
     mlp_.activation({c.fc.ref(), c.act.ref()}, T);
   }
   // The down projection re-runs where not kept (its output is not needed: the recompute then stops).
   if (rerun_.down) {
-    op.next("recompute mlp_down");
+    op.next("mlp_down");
     Tensor out = act(T, h, kWork);
     backend_.gemm(false, true, static_cast<int>(T), h, dims_.ffn, 1.0f, c.act.ref(), dims_.ffn, w.fc2_w, dims_.ffn,
                   0.0f, out.ref(), h);

@@ -124,8 +124,8 @@ class TransformerLayer {
   void rebuild_columns(Tensor& dst, int ld, const std::vector<ColumnBlock>& blocks, const Tensor* kept,
                        ConstTensorRef x, int k, ConstTensorRef w);
   // The block's input to attention: norm, SP's all-gather, QKV (every column, or the re-run blocks beside
-  // those kept in `kept`), its bias and RoPE, in the op slices `norm` and `qkv` (prefixed "recompute " when
-  // rebuilding). `keep`: op-level SAC keeps its blocks, before RoPE, in c.op.qkv.
+  // those kept in `kept`), its bias and RoPE, in the op slices `norm` and `qkv` (the rebuild's OpPrefix
+  // names them "recompute ..."). `keep`: op-level SAC keeps its blocks, before RoPE, in c.op.qkv.
   void attention_input(const LayerWeights& w, LayerCache& c, OpSlices& op, const Tensor* kept, bool keep);
   // x + dropout(branch + bias), the branch's rows local (its dropout mask, site `site`, kept in `mask`).
   Tensor add_residual(const Tensor& x, Tensor branch, ConstTensorRef bias, Tensor& mask, int layer, int site,
