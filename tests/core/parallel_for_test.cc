@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -32,6 +33,8 @@ TEST(ParallelFor, EveryIndexOnceLoopAfterLoop) {
 
 TEST(ParallelFor, UsesMoreThanTheCallingThread) {
   // Each index waits until two distinct threads have started one: only a second thread can let it go.
+  // Run on the calling thread alone, the wait gives up after 10 s and the count below fails.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   std::mutex mutex;
   std::set<std::thread::id> seen;
   std::atomic<bool> two{false};
@@ -41,7 +44,7 @@ TEST(ParallelFor, UsesMoreThanTheCallingThread) {
       seen.insert(std::this_thread::get_id());
       if (seen.size() == 2) two = true;
     }
-    while (!two) std::this_thread::yield();
+    while (!two && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
   });
   EXPECT_EQ(seen.size(), 2u);
 }
