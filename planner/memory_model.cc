@@ -49,6 +49,11 @@ double replicated_activation_bytes(const ModelSpec& m, double sbh, double ab, do
   return norm_inputs + norm_outputs + dropout_masks;
 }
 
+// What a norm keeps per token for its backward, beside its input: the fp32 statistics of its row,
+// mean and 1/σ for LayerNorm, 1/rms for RMSNorm (TransformerEngine's LayerNorm and RMSNorm save mu and
+// rsigma, Apex's FusedLayerNorm mean and invvar, all fp32; the executor's norms likewise).
+double norm_statistics_bytes(const ModelSpec& m) { return m.norm == Norm::kLayerNorm ? 8.0 : 4.0; }
+
 // MoE: each token's hidden state copied to the k experts it is routed to, kept as their GEMMs' input,
 // and each copy's router probability (fp32), kept to weight the expert's activation in the backward.
 // With expert TP = TP whole on every TP rank even under sequence parallelism: Megatron-core's dispatcher
@@ -469,7 +474,9 @@ double activation_bytes_per_layer_of(const ModelSpec& m, const TrainingSpec& t, 
   if (c.recompute == Recompute::kFull) return ab * sbh / replicated_divisor;  // the layer input only
   if (c.recompute == Recompute::kOp) return op_recompute_kept_bytes(m, t, c, s * b).total();
   const double lb = linear_input_bytes(t);
-  double bytes = replicated_activation_bytes(m, sbh, ab, lb) / replicated_divisor +
+  // The layer's two norms' statistics sit with their inputs: split over TP only by sequence parallelism.
+  const double norm_statistics = 2.0 * norm_statistics_bytes(m) * s * b;
+  double bytes = (replicated_activation_bytes(m, sbh, ab, lb) + norm_statistics) / replicated_divisor +
                  dispatched_activation_bytes(m, t, c, s * b, lb, moe_fraction) +
                  tensor_parallel_activation_bytes(m, t, c, s * b, ab, lb, moe_fraction) / tp;
   const bool keep_core = c.recompute == Recompute::kNone || t.attention == AttentionKernel::kFlash;
@@ -559,6 +566,10 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
       activations += sbh / sp_divisor * sm.micro_batches_in_flight;
       micro_batch_activations += sbh / sp_divisor;
     }
+    // A stage that sends its output on holds it beside every micro-batch in flight at the end of its
+    // newest forward, until the send takes it (a send buffer from then on, p2p_buffer_bytes); the last
+    // stage's output is the head's input, counted with the head below.
+    const double output_before_send = stage < c.pp - 1 ? ab * sbh / sp_divisor : 0.0;
     // Full recompute rebuilds one layer's activations at a time during the backward. Op-level SAC
     // likewise re-runs one layer's forward at a time. What that layer kept is not held twice: its input
     // and attention's output are part of the working set, and the kept GEMM outputs the recompute takes
@@ -572,15 +583,17 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
         : c.recompute == Recompute::kOp
             ? std::max(layer_working_set - op_kept.rebuilt - op_kept.shared, op_kept.forward_mlp)
             : 0.0;
+    // The peak at the end of a forward, beside the one during a backward that the rest adds up.
+    double forward_end = activations + output_before_send;
     if (stage == c.pp - 1) {
-      // The final norm's input, the LM head's input and what the loss holds at its peak: the fp32
-      // logits the cross-entropy keeps (§4.3), or more where the framework's loss makes more beside
-      // them (TrainingSpec::loss_bytes_per_logit). GPipe keeps every micro-batch's until the backward,
-      // the other schedules one. The head's backward frees its own before any layer is recomputed, so
-      // the peak holds the larger of the two, not both.
+      // The final norm's input and statistics, the LM head's input and what the loss holds at its peak:
+      // the fp32 logits the cross-entropy keeps (§4.3), or more where the framework's loss makes more
+      // beside them (TrainingSpec::loss_bytes_per_logit). GPipe keeps every micro-batch's until the
+      // backward, the other schedules one. The head's backward frees its own before any layer is
+      // recomputed, so the peak holds the larger of the two, not both.
       const double vocab = padded_vocab(m.vocab, c.tp);
       const double logits = s * b * vocab / c.tp;
-      const double kept_head = 2.0 * ab * sbh / sp_divisor + 4.0 * logits;
+      const double kept_head = (2.0 * ab * sbh + norm_statistics_bytes(m) * s * b) / sp_divisor + 4.0 * logits;
       const double head = kept_head + (std::max(t.loss_bytes_per_logit, 4.0) - 4.0) * logits;
       const double heads_alive = c.schedule == Schedule::kGPipe ? static_cast<double>(micro_batches) : 1.0;
       activations += (heads_alive - 1.0) * kept_head + std::max(head, recompute_working_set);
@@ -601,10 +614,12 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
       if (recompute_working_set > 0)
         during_b = std::max(
             during_b, kept.head + kept.layers * (sm.layers - 1.0) / sm.layers + recompute_working_set + per_layer);
-      activations += zero_bubble_pending_w(c, stage, micro_batches) * (kept.layers + kept.head) +
-                     std::max(0.0, during_b - micro_batch_activations) * std::min(1.0, sm.micro_batches_in_flight);
+      const double pending_w = zero_bubble_pending_w(c, stage, micro_batches) * (kept.layers + kept.head);
+      activations +=
+          pending_w + std::max(0.0, during_b - micro_batch_activations) * std::min(1.0, sm.micro_batches_in_flight);
+      forward_end += pending_w;
     }
-    sm.activations_bytes = activations;
+    sm.activations_bytes = std::max(activations, forward_end);
 
     // Data-parallel reductions run in place on the contiguous gradient buffer (Megatron-LM's
     // grad buffer, PyTorch DDP with gradient_as_bucket_view): no staging copy to count.

@@ -1,8 +1,9 @@
 // Memory accounting: the peak bytes `loom run` measures per category on every rank (each tensor is
 // charged to params, grads, optimizer, activations, buffers or workspace when allocated) against
 // the planner's memory model for the same config, fp32 everywhere (4/4/8/4 bytes), unfused attention.
-// Every category must agree within 5 % on every stage, except the pipeline's send buffers: a send
-// completes when the peer receives it, so how many are alive at once depends on timing, and the
+// Activations must agree within 0.5 % on every stage (the model counts the executor's tensors: all but
+// three ranks, all with op-level recompute, come out exact), the other categories within 5 %, except the pipeline's
+// send buffers: a send completes when the peer receives it, so how many are alive at once depends on timing, and the
 // model states the most there can be (see p2p_buffer_bytes in planner/memory_model.cc).
 #include <gtest/gtest.h>
 
@@ -29,7 +30,7 @@ struct Case {
   const char* flags;
   ParallelConfig config;
   const char* model = "micro";
-  double activations_tolerance = 0.05;
+  double activations_tolerance = 0.005;
 };
 
 constexpr int kGlobalBatch = 8;
@@ -244,27 +245,27 @@ INSTANTIATE_TEST_SUITE_P(
 // Op-level SAC (torchtitan): each layer keeps its input, the outputs of the linear layers the policy saves
 // (LLaMA: wq, wv, w1 and w2's partial sums; with a QKV bias wo and w3; GPT: none), attention's output and
 // log-sum-exp, and under SP both reduce-scatters' outputs; the backward rebuilds one layer at a time, and
-// what that layer kept is counted once beside its working set. Activations within 2 %: counted twice,
-// they came out 2–4 % high.
+// what that layer kept is counted once beside its working set (counted twice, activations came out 2–4 %
+// high). Under zero-bubble the model is 1.1 % (stage 0) and 0.6 % (stage 1) above the executor, by the
+// same 1,792 bytes on both stages, not traced yet: that case is held at 2 %.
 class ExecMemoryModelOpRecompute : public ::testing::TestWithParam<Case> {};
 TEST_P(ExecMemoryModelOpRecompute, MeasuredPeaksMatchEstimate) { check_against_memory_model(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(
     Configs, ExecMemoryModelOpRecompute,
     ::testing::Values(Case{"Op_Llama", 1, "--attention flash --recompute op",
-                           ParallelConfig{.recompute = Recompute::kOp}, "micro_llama", 0.02},
+                           ParallelConfig{.recompute = Recompute::kOp}, "micro_llama"},
                       Case{"Op_Llama_TP2_SP", 2, "--attention flash --recompute op --tp 2 --sp on",
                            ParallelConfig{.tp = 2, .recompute = Recompute::kOp, .sequence_parallel = true},
-                           "micro_llama", 0.02},
+                           "micro_llama"},
                       Case{"Op_Llama_PP2", 2, "--attention flash --recompute op --pp 2",
-                           ParallelConfig{.pp = 2, .recompute = Recompute::kOp}, "micro_llama", 0.02},
+                           ParallelConfig{.pp = 2, .recompute = Recompute::kOp}, "micro_llama"},
                       Case{"Op_Llama_PP2_ZB", 2, "--attention flash --recompute op --pp 2 --schedule zb",
                            ParallelConfig{.pp = 2, .recompute = Recompute::kOp, .schedule = Schedule::kZeroBubble},
                            "micro_llama", 0.02},
                       Case{"Op_QkvBias", 1, "--attention flash --recompute op",
-                           ParallelConfig{.recompute = Recompute::kOp}, "micro_qwen", 0.02},
+                           ParallelConfig{.recompute = Recompute::kOp}, "micro_qwen"},
                       Case{"Op_TP2_SP", 2, "--attention flash --recompute op --tp 2 --sp on",
-                           ParallelConfig{.tp = 2, .recompute = Recompute::kOp, .sequence_parallel = true}, "micro",
-                           0.02}),
+                           ParallelConfig{.tp = 2, .recompute = Recompute::kOp, .sequence_parallel = true}, "micro"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

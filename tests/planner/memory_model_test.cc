@@ -316,8 +316,8 @@ TEST(MemoryModel, MixtralStatesPerGpuFollowTheHandDerivation) {
 
 // An MoE layer's activations, Mixtral-8x7B at s = 4096, b = 1, bf16, TP 8 with SP, no recomputation, flash
 // attention: each token's 2 routed copies (bf16 hidden state plus fp32 probability) are whole on every TP
-// rank — Megatron-core's dispatcher all-gathers them over the expert-TP group — while the norms' inputs
-// and outputs split over SP, and the experts' activations over TP. Under EP the busiest rank holds
+// rank — Megatron-core's dispatcher all-gathers them over the expert-TP group — while the norms' inputs,
+// outputs and statistics split over SP, and the experts' activations over TP. Under EP the busiest rank holds
 // --moe-imbalance times the routed parts.
 TEST(MemoryModel, MixtralLayerActivationsFollowTheHandDerivation) {
   auto m = load_model(std::string(LOOM_VALIDATION_DIR) + "/hf_configs/mixtral-8x7b/config.json");
@@ -331,7 +331,8 @@ TEST(MemoryModel, MixtralLayerActivationsFollowTheHandDerivation) {
   ASSERT_EQ(t.attention, AttentionKernel::kFlash);
   ASSERT_FALSE(m->dropout);
   ParallelConfig c{.tp = 8, .pp = 4, .dp = 2, .zero = 1, .micro_batch = 1, .sequence_parallel = true};
-  const double norms = 4 * 2 * s * h / tp;                // 2 norm inputs + 2 outputs, split by SP
+  // 2 norm inputs + 2 outputs and each RMSNorm's fp32 1/rms per token, split by SP.
+  const double norms = (4 * 2 * s * h + 2 * 4 * s) / tp;
   const double dispatched = k * s * (2 * h + 4);          // whole on every rank
   const double inside = 2 * s * (q + 2 * kv) + 2 * s * q  // Q, K, V; attention output
                         + 3 * 2 * s * k * f;              // gate|up and activation output of 2 experts
@@ -342,13 +343,13 @@ TEST(MemoryModel, MixtralLayerActivationsFollowTheHandDerivation) {
   c.dp = 4;
   t.moe_imbalance = 1.5;
   const double routed = 1.5 * k;
-  const double ep_expected = 4 * 2 * s * h / 4 + routed * s * (2 * h + 4) +
+  const double ep_expected = (4 * 2 * s * h + 2 * 4 * s) / 4 + routed * s * (2 * h + 4) +
                              (2 * s * (q + 2 * kv) + 2 * s * q + 3 * 2 * s * routed * f + flash) / 4;
   EXPECT_NEAR(activation_bytes_per_layer(*m, t, c), ep_expected, 1.0);
   // Whole experts (etp 1): each TP rank routes its own s/tp tokens, so the routed copies split over TP
   // too; the experts' activations are as many values (1/tp of the rows at the full width).
   c.etp = 1;
-  const double etp1_expected = 4 * 2 * s * h / 4 + routed * s / 4 * (2 * h + 4) +
+  const double etp1_expected = (4 * 2 * s * h + 2 * 4 * s) / 4 + routed * s / 4 * (2 * h + 4) +
                                (2 * s * (q + 2 * kv) + 2 * s * q + 3 * 2 * s * routed * f + flash) / 4;
   EXPECT_NEAR(activation_bytes_per_layer(*m, t, c), etp1_expected, 1.0);
 }
