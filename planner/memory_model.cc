@@ -437,8 +437,8 @@ struct OpKeptBytes {
   double left = 0;     // what the recompute stops short of, left in the checkpoint's storage until the
                        // layer's backward ends: the down projection's and the second reduce-scatter's outputs
   double total() const { return rebuilt + shared + left; }
-  // Beside every kept tensor, the layer's forward at its MLP holds the residual, the norm's output, the up
-  // projection's whole output and the activation's (and the two dropout masks).
+  // Beside every kept tensor, the layer's forward at its MLP holds the residual, the norm's output and
+  // statistics, the up projection's whole output and the activation's (and the two dropout masks).
   double forward_mlp = 0;
 };
 static OpKeptBytes op_recompute_kept_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c,
@@ -454,7 +454,8 @@ static OpKeptBytes op_recompute_kept_bytes(const ModelSpec& m, const TrainingSpe
                  ((1.0 - r.qkv) * (q + 2.0 * kv) / tp + (1.0 - r.attn_out) * h + (1.0 - r.mlp_up) * up / tp + sp_rows),
       .shared = ab * sb * (input + q / tp) + 4.0 * sb * m.heads / tp,
       .left = ab * sb * ((1.0 - r.mlp_down) * h + sp_rows),
-      .forward_mlp = ab * sb * (2.0 * input + (up + m.ffn_hidden) / tp) + (m.dropout ? 2.0 * sb * input : 0.0)};
+      .forward_mlp = ab * sb * (2.0 * input + (up + m.ffn_hidden) / tp) + norm_statistics_bytes(m) * sb * input / h +
+                     (m.dropout ? 2.0 * sb * input : 0.0)};
 }
 
 double activation_bytes_per_layer(const ModelSpec& m, const TrainingSpec& t, const ParallelConfig& c) {
@@ -611,9 +612,13 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
       const ZeroBubbleKept kept = zero_bubble_kept(m, t, c, stage);
       sm.weight_pass_kept_bytes = kept.layers + kept.head;
       double during_b = kept.layers + kept.head;
-      if (recompute_working_set > 0)
-        during_b = std::max(
-            during_b, kept.head + kept.layers * (sm.layers - 1.0) / sm.layers + recompute_working_set + per_layer);
+      // In a B pass op-level SAC rebuilds the layer from what it kept (its forward's MLP peak, where the
+      // kept blocks are copies beside the whole outputs, is the forward's, not the rebuild's).
+      const double rebuild_working_set =
+          c.recompute == Recompute::kOp ? layer_working_set - op_kept.rebuilt - op_kept.shared : recompute_working_set;
+      if (rebuild_working_set > 0)
+        during_b = std::max(during_b,
+                            kept.head + kept.layers * (sm.layers - 1.0) / sm.layers + rebuild_working_set + per_layer);
       const double pending_w = zero_bubble_pending_w(c, stage, micro_batches) * (kept.layers + kept.head);
       activations +=
           pending_w + std::max(0.0, during_b - micro_batch_activations) * std::min(1.0, sm.micro_batches_in_flight);
