@@ -1,10 +1,10 @@
 // Memory accounting: the peak bytes `loom run` measures per category on every rank (each tensor is
 // charged to params, grads, optimizer, activations, buffers or workspace when allocated) against
 // the planner's memory model for the same config, fp32 everywhere (4/4/8/4 bytes), unfused attention.
-// Activations must agree within 0.5 % on every stage (the model counts the executor's tensors: every
-// rank of every case comes out exact to the byte), the other categories within 5 %, except the pipeline's
-// send buffers: a send completes when the peer receives it, so how many are alive at once depends on timing, and the
-// model states the most there can be (see p2p_buffer_bytes in planner/memory_model.cc).
+// Every category must agree on every stage within the tolerances below, except the pipeline's send
+// buffers: a send completes when the peer receives it, so how many are alive at once depends on
+// timing, and the model states the most there can be (see p2p_buffer_bytes in
+// planner/memory_model.cc); and under expert parallelism the routed rows, which depend on the routing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,8 +30,14 @@ struct Case {
   const char* flags;
   ParallelConfig config;
   const char* model = "micro";
-  double activations_tolerance = 0.005;
 };
+
+// The model counts the executor's tensors: on every rank of every case the activations come out exact
+// to the byte and params, grads and optimizer states within 0.1 %; the workspace and the buffers (the
+// pipeline's aside) within 0.6 % (a gated shared expert's per-token gate and its ZeRO-3 unit: a few
+// hundred bytes).
+constexpr double kCategoryTolerance = 0.005;
+constexpr double kWorkspaceAndBufferTolerance = 0.01;
 
 constexpr int kGlobalBatch = 8;
 
@@ -102,19 +108,19 @@ void check_against_memory_model(const Case& c) {
         EXPECT_GE(got, 0.95 * routed_bounds->first.activations_bytes) << where << name;
         EXPECT_LE(got, 1.05 * routed_bounds->second.activations_bytes) << where << name;
       } else {
-        const double tolerance = std::string(name) == "activations" ? c.activations_tolerance : 0.05;
-        EXPECT_NEAR(got, bytes, tolerance * bytes) << where << name;
+        EXPECT_NEAR(got, bytes, kCategoryTolerance * bytes) << where << name;
       }
     }
     const double workspace = measured["workspace"].get<double>() * (1 << 30);
-    EXPECT_NEAR(workspace, workspace_model, 0.05 * workspace_model) << where << "workspace";
+    EXPECT_NEAR(workspace, workspace_model, kWorkspaceAndBufferTolerance * workspace_model) << where << "workspace";
 
     // Buffers: ZeRO's unsharded gradients and gathered units and the SP all-gather exactly; of the
     // pipeline's messages at least one (the gradient received, or on the last stage the one sent)
     // and at most the model's bound.
     const double buffers = measured["buffers"].get<double>() * (1 << 30);
     if (expected.p2p_bytes == 0) {
-      EXPECT_NEAR(buffers, expected.buffers_bytes, 0.05 * expected.buffers_bytes) << where << "buffers";
+      EXPECT_NEAR(buffers, expected.buffers_bytes, kWorkspaceAndBufferTolerance * expected.buffers_bytes)
+          << where << "buffers";
     } else {
       const double message = training.activation_bytes * spec.seq_len / c.config.cp * c.config.micro_batch *
                              spec.hidden / (c.config.sequence_parallel ? c.config.tp : 1);
