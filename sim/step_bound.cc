@@ -29,13 +29,8 @@ ChunkCost StepBound::chunk(const CostModel& cost, const ParallelConfig& c, int s
                 stage == c.pp - 1 && chunk == c.vpp - 1,
                 split,
                 zero3_gathers_every_pass(c, training_) ? c.zero_shards() : 0};
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = chunks_.find(key); it != chunks_.end()) return it->second;
-  }
-  ChunkCost computed = cost.chunk(stage, chunk, split);
-  std::lock_guard<std::mutex> lock(mutex_);
-  return chunks_.emplace(key, std::move(computed)).first->second;
+  if (auto it = chunks_.find(key); it != chunks_.end()) return it->second;
+  return chunks_.emplace(key, cost.chunk(stage, chunk, split)).first->second;
 }
 
 double StepBound::lower_bound_s(const ParallelConfig& c) const {

@@ -34,9 +34,8 @@ struct Case {
 
 // The model counts the executor's tensors: on every rank of every case the activations come out exact
 // to the byte (expert parallelism's aside, held between bounds above) and params, grads and optimizer
-// states within 0.1 %; the workspace and the buffers (the
-// pipeline's aside) within 0.6 % (a gated shared expert's per-token gate and its ZeRO-3 unit: a few
-// hundred bytes).
+// states within 0.1 %; the workspace and the buffers (the pipeline's aside) within 0.6 % (a gated
+// shared expert's per-token gate and its ZeRO-3 unit: a few hundred bytes).
 constexpr double kCategoryTolerance = 0.005;
 constexpr double kWorkspaceAndBufferTolerance = 0.01;
 
