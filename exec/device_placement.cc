@@ -14,4 +14,13 @@ Result<DevicePlacement> place_rank_on_device(int local_rank, int local_size, int
   return p;
 }
 
+std::string gpu_uuid_text(const unsigned char (&bytes)[16]) {
+  std::string text = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+    text += fmt::format("{:02x}", bytes[i]);
+  }
+  return text;
+}
+
 }  // namespace loom::exec

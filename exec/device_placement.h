@@ -10,6 +10,8 @@
 // those runs need the host-staged communicator.
 #pragma once
 
+#include <string>
+
 #include "core/result.h"
 
 namespace loom::exec {
@@ -24,5 +26,9 @@ struct DevicePlacement {
 
 // local_rank in [0, local_size); device_count: the devices this process sees.
 Result<DevicePlacement> place_rank_on_device(int local_rank, int local_size, int device_count);
+
+// A GPU's 16-byte UUID (cudaDeviceProp::uuid) as nvidia-smi prints it, "GPU-" and 8-4-4-4-12 lower-case hex
+// digits: text that a cost file's provenance (JSON, UTF-8) can hold and a reader can match to nvidia-smi -L.
+std::string gpu_uuid_text(const unsigned char (&bytes)[16]);
 
 }  // namespace loom::exec

@@ -80,7 +80,7 @@ void Runtime::sum_over_world(double* data, int n) const {
 }
 
 int Runtime::ranks_sharing_a_device(const std::string& device_uuid) const {
-  // A UUID's 16 bytes, kept within the fixed record below.
+  // A UUID's text (gpu_uuid_text: 40 characters), kept within the fixed record below.
   if (device_uuid.size() > 64) throw std::logic_error("Runtime::ranks_sharing_a_device: a key of more than 64 bytes");
 #ifdef LOOM_EXEC_MPI
   if (world_size_ > 1) {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -196,7 +197,10 @@ std::map<std::string, std::string> CudaBackend::device_provenance() const {
 std::string CudaBackend::device_uuid() const {
   cudaDeviceProp properties{};
   CUDA_CHECK(cudaGetDeviceProperties(&properties, device_));
-  return std::string(properties.uuid.bytes, sizeof properties.uuid.bytes);
+  unsigned char bytes[16];
+  static_assert(sizeof properties.uuid.bytes == sizeof bytes);
+  std::memcpy(bytes, properties.uuid.bytes, sizeof bytes);
+  return gpu_uuid_text(bytes);
 }
 
 std::unique_ptr<Event> CudaBackend::record_event() { return std::make_unique<CudaEvent>(stream_, false); }

@@ -49,5 +49,13 @@ TEST(DevicePlacement, NoVisibleDeviceIsBadInputNamingTheVariable) {
   EXPECT_TRUE(place_rank_on_device(2, 2, 1).error().internal());
 }
 
+// The UUID goes into a cost file's provenance (JSON, UTF-8) and the ranks' sharing count: nvidia-smi's text,
+// never its raw bytes (bytes past 0x7F are not UTF-8, and `loom profile --backend cuda` once failed on one).
+TEST(DevicePlacement, GpuUuidIsNvidiaSmisText) {
+  const unsigned char bytes[16] = {0xb8, 0x1f, 0x00, 0x7a, 0x12, 0x34, 0xab, 0xcd,
+                                   0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xff, 0x10};
+  EXPECT_EQ(gpu_uuid_text(bytes), "GPU-b81f007a-1234-abcd-ef01-23456789ff10");
+}
+
 }  // namespace
 }  // namespace loom::exec
