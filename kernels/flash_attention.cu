@@ -139,15 +139,19 @@ struct Block {
   __host__ __device__ int ld_head() const { return dp + 8; }
   __host__ __device__ int ld_keys() const { return keys + 8; }
   __device__ std::uint64_t global_seq() const { return static_cast<std::uint64_t>(b.dims.seq) * b.cp; }
-  // The factor probability (sequence n, head h, query position qp, key position kp) meets when V does.
-  __device__ float kept(int n, int h, int qp, int kp) const {
-    if (b.dropout <= 0) return 1.0f;
+  // Whether dropout keeps the probability (sequence n, head h, query position qp, key position kp).
+  __device__ bool keeps(int n, int h, int qp, int kp) const {
+    if (b.dropout <= 0) return true;
     const std::uint64_t S = global_seq();
     const std::uint64_t index =
         b.dropout_first +
         ((static_cast<std::uint64_t>(n) * b.heads_total + h) * S + static_cast<std::uint64_t>(qp)) * S + kp;
-    return dropout_keep(b.dropout_key, index, threshold) ? keep_scale : 0.0f;
+    return dropout_keep(b.dropout_key, index, threshold);
   }
+  // The factor that probability meets when V does: keep_scale if kept, else 0 (fp32 arithmetic only; the
+  // bf16 tiles hold the kept probabilities unscaled and the products are scaled, as FlashAttention-2 does,
+  // so that 1/(1 − p) is never rounded to bf16: 1/0.9 would become 1.109375, 0.16 % low on every output).
+  __device__ float kept(int n, int h, int qp, int kp) const { return keeps(n, h, qp, kp) ? keep_scale : 0.0f; }
 };
 
 // Rows [first, first + count) of sequence n's tokens, columns [col, col + head_dim) of `src` (row stride
@@ -247,7 +251,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         if (qp >= 0 && kp <= qp) {
           e = expf(sc[r * C + j] - m_new);
           sum += e;
-          e *= blk.kept(n, h, qp, kp);  // what V meets: the dropped probability
+          if (!blk.keeps(n, h, qp, kp)) e = 0;  // what V meets, unscaled: the P·V product takes keep_scale
         }
         p[r * lk + j] = from_float<T>(e);
       }
@@ -263,9 +267,9 @@ __global__ void __launch_bounds__(kBlockThreads)
     __syncthreads();
     for (int x = threadIdx.x; x < R * dp; x += blockDim.x) o[x] *= rescale[x / dp];
     __syncthreads();
-    // O += P·V: V stored [key][d] is B as it stands.
+    // O += keep_scale·P·V: V stored [key][d] is B as it stands.
     block_product<T>(R, dp, C, Operand<T>{p, lk, false}, Operand<T>{v, lh, false}, blk.ldmatrix,
-                     [&](int r, int c, float x) { o[r * dp + c] += x; });
+                     [&](int r, int c, float x) { o[r * dp + c] += blk.keep_scale * x; });
     __syncthreads();
   }
   for (int x = threadIdx.x; x < R * dp; x += blockDim.x) {
@@ -348,16 +352,16 @@ __global__ void __launch_bounds__(kBlockThreads)
         if (qp >= 0 && kp <= qp) {
           const float pj = expf(sc[x] - lse_s[r]), kept = blk.kept(n, h, qp, kp);
           dsv = pj * (dpm[x] * kept - dd[r]);
-          pdv = pj * kept;  // the dropped probability V met
+          pdv = kept != 0 ? pj : 0.0f;  // the dropped probability V met, unscaled as in the forward
         }
         ds[r * lk + c] = from_float<T>(dsv);
         pd[r * lk + c] = from_float<T>(pdv);
       }
       __syncthreads();
-      // dV += Pᵀ·dO and dK += scale·dSᵀ·Q for these keys (P and dS stored [query][key]: Aᵀ);
+      // dV += keep_scale·Pᵀ·dO and dK += scale·dSᵀ·Q for these keys (P and dS stored [query][key]: Aᵀ);
       // dQ += scale·dS·K into the global fp32 buffer.
       block_product<T>(C, dp, R, Operand<T>{pd, lk, true}, Operand<T>{dout, lh, false}, blk.ldmatrix,
-                       [&](int c, int col, float x) { dv[c * dp + col] += x; });
+                       [&](int c, int col, float x) { dv[c * dp + col] += blk.keep_scale * x; });
       block_product<T>(C, dp, R, Operand<T>{ds, lk, true}, Operand<T>{q, lh, false}, blk.ldmatrix,
                        [&](int c, int col, float x) { dk[c * dp + col] += blk.scale * x; });
       block_product<T>(

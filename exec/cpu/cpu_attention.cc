@@ -192,17 +192,20 @@ struct BlockDims {
         ld(static_cast<int>(s.qkv_cols())),
         ctx_ld(s.heads * s.head_dim),
         d(s.head_dim),
+        keep_scale(drop.p > 0 ? 1.0f / (1.0f - drop.p) : 1.0f),
         drop_(drop),
         threshold_(kernels::dropout_threshold(drop.p)) {}
-  // The factor a probability of row r, key j meets: keep_scale if kept (1 without dropout), else 0.
-  float kept(const Tile& t, int r, int j) const {
-    if (drop_.p <= 0) return 1.0f;
-    return kernels::dropout_keep(drop_.key, t.mask0 + static_cast<std::uint64_t>(r) * t.mask_row + j, threshold_)
-               ? 1.0f / (1.0f - drop_.p)
-               : 0.0f;
+  // Whether dropout keeps the probability of row r, key j.
+  bool keeps(const Tile& t, int r, int j) const {
+    return drop_.p <= 0 ||
+           kernels::dropout_keep(drop_.key, t.mask0 + static_cast<std::uint64_t>(r) * t.mask_row + j, threshold_);
   }
+  // The factor it meets: keep_scale if kept (1 without dropout), else 0. The probabilities V meets are kept
+  // unscaled and their products take keep_scale (FlashAttention-2's order, which the GPU's bf16 tiles need).
+  float kept(const Tile& t, int r, int j) const { return keeps(t, r, j) ? keep_scale : 0.0f; }
   float scale;
   int ld, ctx_ld, d;
+  float keep_scale;
 
  private:
   AttentionDropout drop_;
@@ -265,9 +268,12 @@ void CpuBackend::attention_block_forward(float* acc, float* row_max, float* row_
       std::fill(row + n, row + t.c, 0.0f);
       run_sum = run_sum * rescale + sum;
       run_max = m_new;
-      for (int j = 0; j < n; ++j) row[j] *= m.kept(t, r, j);  // what V meets: the dropped probabilities
+      for (int j = 0; j < n; ++j)  // what V meets: the dropped probabilities, unscaled
+        if (!m.keeps(t, r, j)) row[j] = 0;
     }
-    gemm(false, false, t.c, m.d, t.c, 1.0f, p, t.c, kv + t.kv_row * kv_ld + t.v_col, kv_ld, 1.0f, out, m.ctx_ld);
+    round_stored(p, t.c, t.c, t.c);  // the GPU's bf16 tile
+    gemm(false, false, t.c, m.d, t.c, m.keep_scale, p, t.c, kv + t.kv_row * kv_ld + t.v_col, kv_ld, 1.0f, out,
+         m.ctx_ld);
   });
 }
 
@@ -312,12 +318,15 @@ void CpuBackend::attention_block_backward(float* dq, TensorRef dkv_r, ConstTenso
       for (int j = 0; j < n; ++j) {
         const float pj = vector_exp(pr[j] - row_lse), kept = m.kept(t, r, j);
         dr[j] = pj * (dr[j] * kept - dot);  // dS
-        pr[j] = pj * kept;                  // the dropped probabilities V met
+        pr[j] = kept != 0 ? pj : 0.0f;      // the dropped probabilities V met, unscaled
       }
       std::fill(pr + n, pr + t.c, 0.0f);
       std::fill(dr + n, dr + t.c, 0.0f);
     }
-    gemm(true, false, t.c, m.d, t.c, 1.0f, p, t.c, dout, m.ctx_ld, 1.0f, dkv + t.kv_row * kv_ld + t.v_col, kv_ld);
+    round_stored(p, t.c, t.c, t.c);  // the GPU's bf16 tiles
+    round_stored(dp, t.c, t.c, t.c);
+    gemm(true, false, t.c, m.d, t.c, m.keep_scale, p, t.c, dout, m.ctx_ld, 1.0f, dkv + t.kv_row * kv_ld + t.v_col,
+         kv_ld);
     gemm(false, false, t.c, m.d, t.c, m.scale, dp, t.c, kv + t.kv_row * kv_ld + t.k_col, kv_ld, 1.0f,
          dq + t.q_row * m.ctx_ld + t.q_col, m.ctx_ld);
     gemm(true, false, t.c, m.d, t.c, m.scale, dp, t.c, q, m.ld, 1.0f, dkv + t.kv_row * kv_ld + t.k_col, kv_ld);
