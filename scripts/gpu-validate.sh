@@ -6,6 +6,8 @@
 # Run from the repository root there with the bundle carried beside it (scripts/gpu-bundle.sh gpu-bundle build):
 #   scripts/gpu-validate.sh gpu-bundle OUTDIR [SECONDS]
 #   CONFIGS=a,b,...  only these configurations (default: all; 2-GPU layouts run where there are 2 GPUs)
+#   PROFILE=FILE|PRESET  predict from this cost file or preset instead of profiling first (the measured
+#                        step times do not depend on it: `loom validate` can re-predict them later)
 # Writes OUTDIR/gpu-validate.tar.gz (the cost file, the tables, every run's log) and OUTDIR/validate.txt;
 # the output ends with both tables. The figures go into docs/gpu-validation.md with the date, GPU and command.
 set -uo pipefail
@@ -32,26 +34,32 @@ nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -q H200 && 
 "$run" loom validate --profile "$preset" --backend cuda --dry-run ${CONFIGS:+--configs "$CONFIGS"} \
   >"$logs/dry-run-preset.txt" 2>&1
 
-t0=$(date +%s)
-timeout --kill-after=5 "$(( $(left) < 240 ? $(left) : 240 ))" "$run" loom profile --backend cuda \
-  --out "$logs/profile.json" >"$logs/profile.txt" 2>&1
-echo "profile: exit $? in $(($(date +%s) - t0)) s" >"$logs/summary.txt"
-
-# The matrix in batches, fastest first, each its own JSON: a batch the budget cuts short costs only itself
-# (a configuration that fails is reported and the others of its batch still run).
-batches=("small-mb8,small-mb2-accum8,small-seq512-mb16,small-selective,small-full,350m-mb4,350m-full-mb16"
-  "1.3b-mb2,1.3b-mb1-accum8,1.3b-selective-mb4,1.3b-full-mb8,1.3b-seq1024-mb4"
-  "llama1b-mb2,llama1b-selective-mb4"
-  "small-flash-mb8,1.3b-flash-mb4,llama1b-flash-mb8,llama1b-op-mb8"
-  "350m-dp2-zero1,350m-tp2-sp,1.3b-pp2-1f1b-m16,1.3b-dp2-zero3")
-[[ -n ${CONFIGS:-} ]] && batches=("$CONFIGS")
-for i in "${!batches[@]}"; do
+profile=${PROFILE:-}
+if [[ -z $profile ]]; then
+  profile=$logs/profile.json
   t0=$(date +%s)
-  ((($(left)) < 20)) && { echo "validate batch $i: skipped, budget spent" >>"$logs/summary.txt"; continue; }
-  timeout --kill-after=5 "$(left)" "$run" loom validate --profile "$logs/profile.json" --backend cuda --steps 8 \
-    --warmup 3 --work-dir "$logs/matrix" --mpirun mpirun --configs "${batches[$i]}" --format json \
-    >"$logs/validate-$i.json" 2>"$logs/validate-$i.stderr"
-  echo "validate batch $i: exit $? in $(($(date +%s) - t0)) s" >>"$logs/summary.txt"
+  timeout --kill-after=5 "$(( $(left) < 240 ? $(left) : 240 ))" "$run" loom profile --backend cuda \
+    --out "$profile" >"$logs/profile.txt" 2>&1
+  echo "profile: exit $? in $(($(date +%s) - t0)) s" >"$logs/summary.txt"
+else
+  echo "profile: $profile (given)" >"$logs/summary.txt"
+fi
+
+# The matrix one configuration a call, fastest first, each its own JSON: a configuration the budget cuts
+# short costs only itself (a whole batch in one call lost every row to one cut, 2026-11-28).
+configs="small-mb8,small-mb2-accum8,small-seq512-mb16,small-selective,small-full,350m-mb4,350m-full-mb16"
+configs+=",1.3b-mb2,1.3b-mb1-accum8,1.3b-selective-mb4,1.3b-full-mb8,1.3b-seq1024-mb4"
+configs+=",llama1b-mb2,llama1b-selective-mb4"
+configs+=",small-flash-mb8,1.3b-flash-mb4,llama1b-flash-mb8,llama1b-op-mb8"
+configs+=",350m-dp2-zero1,350m-tp2-sp,1.3b-pp2-1f1b-m16,1.3b-dp2-zero3"
+IFS=, read -ra names <<<"${CONFIGS:-$configs}"
+for name in "${names[@]}"; do
+  t0=$(date +%s)
+  ((($(left)) < 20)) && { echo "validate $name: skipped, budget spent" >>"$logs/summary.txt"; continue; }
+  timeout --kill-after=5 "$(left)" "$run" loom validate --profile "$profile" --backend cuda --steps 8 \
+    --warmup 3 --work-dir "$logs/matrix" --mpirun mpirun --configs "$name" --format json \
+    >"$logs/validate-$name.json" 2>"$logs/validate-$name.stderr"
+  echo "validate $name: exit $? in $(($(date +%s) - t0)) s" >>"$logs/summary.txt"
 done
 echo "total $(($(date +%s) - start)) s of $budget" >>"$logs/summary.txt"
 # Every batch's rows in one table, and the bars over all of them.
@@ -62,7 +70,7 @@ for path in sys.argv[1:]:
     try:
         d = json.load(open(path))
     except (OSError, ValueError):
-        print(f"# {path}: no JSON (the batch was cut short or did not start)")
+        print(f"# {path}: no JSON (cut short or did not start)")
         continue
     rows += d["rows"]; skipped += d.get("skipped", []); failed += d.get("failed", [])
 print(f"{'config':22} {'workload':30} {'predicted':>10} {'measured':>10} {'error%':>7} {'pred_GiB':>9} {'meas_GiB':>9} {'mem%':>6}")
@@ -84,7 +92,7 @@ TABLE
 tar -czf "$out/gpu-validate.tar.gz" -C "$out" gpu-validate
 cp "$logs/validate.txt" "$out/validate.txt"
 echo "=== machine"; cat "$logs/machine.txt"
-echo "=== profile (head)"; head -12 "$logs/profile.txt"
+echo "=== profile (head)"; head -12 "$logs/profile.txt" 2>/dev/null
 echo "=== dry run against $preset"; cat "$logs/dry-run-preset.txt"
 echo "=== validate"; cat "$logs/validate.txt"
 cat "$logs"/validate-*.stderr 2>/dev/null | grep '^loom:' | head -20
