@@ -943,12 +943,19 @@ PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& pa
     p.add("residual", memory_s("residual", residual_bytes) + bias_s(model_.linear_bias, d.rank_tokens, d.hidden));
   };
 
+  // The norm's output is cast before SP's all-gather (the gather moves FP8), except under torchao's rowwise
+  // recipe: torchtitan runs plain TP there, the gather in bf16, and each TP rank casts the whole gathered
+  // sequence ("float8 all-gather with TP is only supported for tensorwise float8 scaling recipes. For
+  // rowwise recipes, we use regular TP and all-gather happens in high precision": torchtitan's
+  // models/llama3/infra/parallelize.py, enable_float8_tensorwise_tp, at the 2025-06 runs' commit 820504e).
+  const double norm_cast =
+      (training_.fp8_recipe == Fp8Recipe::kRowwise ? static_cast<double>(tokens_) : d.rank_tokens) * d.hidden;
   add_norm(p, "norm", d.rank_tokens * d.hidden, false);
   if (comm && d.sp) {
     p.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, d.activation_bytes));
     add_sp_copy(p, d, 1.0);
   }
-  add_fp8_cast(p, "fp8_cast", d.rank_tokens * d.hidden);  // the norm's output, before SP's all-gather
+  add_fp8_cast(p, "fp8_cast", norm_cast);
   linear("qkv", parts.qkv,
          linear_gemm_s(tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp, d.hidden) +
              bias_s(model_.linear_bias || model_.qkv_bias, tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp),
@@ -966,7 +973,7 @@ PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& pa
     add_sp_copy(p, d, mlp_comm);
   }
   moe_routing_forward(p, d);
-  add_fp8_cast(p, "fp8_cast", d.rank_tokens * d.hidden);  // the norm's output, before SP's all-gather
+  add_fp8_cast(p, "fp8_cast", norm_cast);
   linear("mlp_up", parts.mlp_up,
          linear_gemm_s(tokens_, d.mlp_up_width / d.tp, d.hidden) +
              bias_s(model_.linear_bias, tokens_, d.mlp_up_width / d.tp),

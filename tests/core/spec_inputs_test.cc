@@ -78,11 +78,11 @@ TEST(ResolveSpecs, BadInputNamesTheFlagOnOneLine) {
        },
        "--fp8-recipe: unknown recipe 'mxfp8' (delayed, tensorwise or rowwise)"},
       {[](SpecInputs& in) {
-         in.cluster = "dgx-h100";
+         in.cluster = "dgx-b200";  // datasheet figures only: no B200 has been lent to measure one
          in.precision = "fp8";
          in.fp8_recipe = "rowwise";
        },
-       "--fp8-recipe rowwise: the cost file of cluster 'dgx-h100' has no measured rowwise FP8 GEMM figure "
+       "--fp8-recipe rowwise: the cost file of cluster 'dgx-b200' has no measured rowwise FP8 GEMM figure "
        "(compute.gemm_fp8_rowwise_max_efficiency; bench/gpu/fp8_gemm.py measures it on the GPU)"},
       {[](SpecInputs& in) { in.moe_imbalance = 0.5; }, "--moe-imbalance: 0.5 must be between 1 (balanced) and 1000"},
       {[](SpecInputs& in) { in.kernel_cv = -0.1; },

@@ -60,12 +60,12 @@ TEST(PublicRuns, EveryRowIsSimulatedOrRefusedForANamedMissingFeature) {
     }
   }
   // FP8 (delayed, current and rowwise scaling), context parallelism, uneven stages, FSDP and interleaving
-  // are modelled. Left: torchao's rowwise FP8 (4 rows), whose GEMM ceiling the H100 cost file does not
-  // have until bench/gpu/fp8_gemm.py measures it.
-  EXPECT_EQ(refused[rowwise], 4);
+  // are modelled: no row is refused. torchao's rowwise FP8 (4 rows) was, until bench/gpu/fp8_gemm.py
+  // measured its GEMM ceiling on an H200 (2026-11-28).
+  EXPECT_EQ(refused[rowwise], 0);
   EXPECT_EQ(inconsistent, 2);
   EXPECT_EQ(chosen_micro_batch, 17);
-  EXPECT_EQ(simulated, 92);
+  EXPECT_EQ(simulated, 96);
 }
 
 // The report of errors per source and overall, printed to the log and bounded from above.
@@ -81,7 +81,7 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
                 s.source.empty() ? "all" : s.source.c_str(), s.rows, s.simulated, s.scored, 100 * s.mean_abs_error,
                 100 * s.max_abs_error, 100 * s.mean_error);
   const PublicRunsSummary& overall = summaries.back();
-  EXPECT_EQ(overall.scored, 75);
+  EXPECT_EQ(overall.scored, 79);
 
   // Megatron-core's runs (NeMo, Megatron-Bridge: 46 rows) meet the mean bar (<= 8 %); their
   // max, 18 % on one NeMo-Launcher row, does not meet its 15 %. The PyTorch-native FSDP runs
@@ -114,6 +114,11 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   // Op-level SAC's recompute ending at w2 (torch.utils.checkpoint's early stop): its final residual add
   // no longer charged again, the op-level rows up to 0.4 points faster (they were already too fast):
   // all rows 9.5 %, max 23.4 %.
+  // torchao's rowwise FP8 rows (torchtitan's async-TP table, 8B and 70B on TP 8), refused until then,
+  // simulated with the rowwise GEMM ceiling measured on an H200 (profiles/dgx-h100.json) and torchtitan's
+  // bf16 TP all-gather under that recipe (the whole gathered sequence cast on each TP rank): -26 to -38 %
+  // where their bf16 siblings are -14 to -23 %. The runs measured rowwise FP8 slower than bf16 (3.31 against
+  // 2.81 s for the 8B); Loom has them level. All 79 scored rows 10.7 %, max 37.8 %.
   std::vector<PublicRun> megatron;
   for (const PublicRun& r : all)
     if (r.source.find("torchtitan") == std::string::npos && r.source.find("AutoModel") == std::string::npos)
@@ -124,8 +129,8 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   EXPECT_EQ(m.scored, 46);
   EXPECT_LE(m.mean_abs_error, 0.08);
   EXPECT_LE(m.max_abs_error, 0.19);
-  EXPECT_LE(overall.mean_abs_error, 0.096);
-  EXPECT_LE(overall.max_abs_error, 0.235);
+  EXPECT_LE(overall.mean_abs_error, 0.108);
+  EXPECT_LE(overall.max_abs_error, 0.379);
 }
 
 // torchtitan's benchmark measured the same runs eager and compiled (its Tables 1 and 3: FSDP on 8 and on
