@@ -312,6 +312,7 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
   if (!keep.zero3_prefetch_elements) t.zero3_prefetch_elements = preset.zero3_prefetch_elements.value;
   t.loss_bytes_per_logit = t.elementwise == Elementwise::kEager ? preset.loss_bytes_per_logit.value
                                                                 : preset.compiled_loss_bytes_per_logit.value;
+  t.head_casts_logits_grad = false;  // the preset's loss figure is the whole of what its loss holds
 }
 
 std::optional<std::string> framework_lacks(const FrameworkPreset& p, const TrainingSpec& t, const ParallelConfig& c) {

@@ -296,6 +296,7 @@ Json to_json(const TrainingSpec& t) {
   if (t.gpu_cv != 0.0) j["gpu_cv"] = t.gpu_cv;
   if (t.host_op_s != 0.0) j["host_op_s"] = t.host_op_s;
   if (t.loss_bytes_per_logit != 4.0) j["loss_bytes_per_logit"] = t.loss_bytes_per_logit;
+  if (!t.head_casts_logits_grad) j["head_casts_logits_grad"] = false;
   return j;
 }
 
@@ -330,6 +331,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.gpu_cv = r.number("gpu_cv", 0.0, 0.0, 1.0);
   t.host_op_s = r.number("host_op_s", 0.0, 0.0, 0.1);
   t.loss_bytes_per_logit = r.number("loss_bytes_per_logit", 4.0, 0.0, 64.0);
+  t.head_casts_logits_grad = r.boolean("head_casts_logits_grad", true);
   t.zero3_prefetch_elements = r.number("zero3_prefetch_elements", 0.0, 0.0, 1e15);
   const std::string unit = r.string("zero3_unit", std::string(to_string(Zero3Unit::kLayer)));
   if (!r.ok()) return make_error(r.error());

@@ -37,6 +37,10 @@ struct TrainingSpec {
   // activations: 4, the fp32 logits Megatron's vocab-parallel cross-entropy keeps (Korthikanti et al.
   // §4.3). A framework whose loss holds more says so (core/framework.h).
   double loss_bytes_per_logit = 4.0;
+  // Where activations are narrower than those fp32 logits (bf16), the head's backward casts their
+  // gradient to the activation dtype for its GEMMs, a workspace copy beside the fp32 one (Loom's executor,
+  // exec/model/gpt_stage.cc). A framework preset describes its own loss by loss_bytes_per_logit instead.
+  bool head_casts_logits_grad = true;
   // FP8 runs the linear layers' GEMMs (fprop, dgrad, wgrad) in FP8 with bf16 everywhere else, as
   // TransformerEngine does; the LM head, attention and norms stay bf16.
   Precision precision = Precision::kBf16;
