@@ -359,7 +359,9 @@ TEST(ValidateGpuMatrix, DryRunSpansTheDimensionsAndFitsAnH100) {
   for (const Json& row : cpu_rows) {
     if (row["config"]["pp"].get<int>() > 1) pipeline_schedules.insert(row["config"]["schedule"].get<std::string>());
     cpu_recomputes.insert(row["config"]["recompute"].get<std::string>());
-    if (row["config"]["recompute"] == "op") EXPECT_EQ(row["attention"], "flash");
+    if (row["config"]["recompute"] == "op") {
+      EXPECT_EQ(row["attention"], "flash");
+    }
   }
   EXPECT_EQ(pipeline_schedules, (std::set<std::string>{"gpipe", "1f1b", "zb"}));
   EXPECT_EQ(cpu_recomputes, (std::set<std::string>{"none", "full", "op"}));
