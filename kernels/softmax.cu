@@ -2,9 +2,10 @@
 // 1/√d), columns past the row's position zeroed; the backward dS = P·(dP − Σ P·dP). fp32 statistics.
 // Rows of up to 2048 bf16 (1024 fp32) scores run a warp per row, the row read once into registers by
 // 16-byte loads and written once; longer rows (or unaligned views) a block per row, which reads the row
-// three times and waits at four block barriers a row: on an H200 that block kernel took 1.67 ms of
-// GPT-2 small's 1.7 ms "qk softmax" op a layer (8 × 12 × 1024 rows of 1024 bf16), where the bytes moved
-// take about 0.1 ms (2026-11-28, docs/gpu-validation.md).
+// up to three times, one value a thread, and waits at four block barriers a row. On an H200 GPT-2 small's
+// "qk softmax" op (score GEMMs, this softmax over 8 × 12 × 1024 rows of 1024 bf16, the dropout mask and
+// its application) took 1.67 ms a layer where its bytes take about 0.3 ms (2026-11-28,
+// docs/gpu-validation.md); the block kernel is the likeliest cost by its structure, not yet by measurement.
 #include <cstdint>
 #include <initializer_list>
 
