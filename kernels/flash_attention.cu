@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -156,9 +157,24 @@ struct Block {
 
 // Rows [first, first + count) of sequence n's tokens, columns [col, col + head_dim) of `src` (row stride
 // ld), into a shared tile of count × dp values (row stride lt); zero past the sequence and the head.
+// 16 bytes a thread where the head's columns come in whole 16-byte pieces (head_dim, ld and col multiples
+// of 16 / sizeof(T), `src` 16-byte aligned; the tiles' rows are, ld_head()): a warp then moves 512
+// bytes a load instead of 64, else one value a thread.
 template <class T>
 __device__ __forceinline__ void load_tile(T* tile, int lt, const T* src, i64 ld, i64 col, int n, int first, int count,
                                           const AttentionDims& s, int dp) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  if (s.head_dim % kVec == 0 && ld % kVec == 0 && col % kVec == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {
+    const int per_row = dp / kVec;  // dp: a multiple of 16 values
+    for (int x = threadIdx.x; x < count * per_row; x += blockDim.x) {
+      const int r = x / per_row, c = x % per_row * kVec, i = first + r;
+      uint4 v = make_uint4(0u, 0u, 0u, 0u);  // zero in fp32 and bf16 alike
+      if (i < s.seq && c < s.head_dim)
+        v = *reinterpret_cast<const uint4*>(src + (static_cast<i64>(n) * s.seq + i) * ld + col + c);
+      *reinterpret_cast<uint4*>(tile + r * lt + c) = v;
+    }
+    return;
+  }
   for (int x = threadIdx.x; x < count * dp; x += blockDim.x) {
     const int r = x / dp, c = x % dp, i = first + r;
     tile[r * lt + c] =
