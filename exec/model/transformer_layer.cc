@@ -203,10 +203,14 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
     cp_.attention_forward(c.ctx.ref(), c.lse.data(), c.qkv.ref(), s, ring_dropout(c, layer));
   } else {
     c.probs = act(attention_shape().probs_numel(), 1, recompute == Recompute::kSelective ? kWork : kAct);
-    // One call computes QKᵀ and the softmax (the simulator's "qk" and "softmax").
+    // One call computes QKᵀ and the softmax (the simulator's "qk" and "softmax"); the dropout's mask and
+    // its application are the simulator's "attn_dropout".
     op.next("qk softmax");
     backend_.attention_probs(c.probs.ref(), c.qkv.ref(), attention_shape());
-    if (dropout) attention_mask(c, layer);
+    if (dropout) {
+      op.next("attn_dropout");
+      attention_mask(c, layer);
+    }
     op.next("av");
     backend_.attention_context(c.ctx.ref(), dropout ? c.dropped.ref() : c.probs.ref(), c.qkv.ref(), attention_shape());
   }
@@ -394,7 +398,10 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
         op.next("recompute qk softmax");
         c.probs = act(attention_shape().probs_numel(), 1, kWork);
         backend_.attention_probs(c.probs.ref(), c.qkv.ref(), attention_shape());
-        if (dropout) attention_mask(c, layer);
+        if (dropout) {
+          op.next("recompute attn_dropout");
+          attention_mask(c, layer);
+        }
       }
       // One call for the simulator's "av_bwd", "softmax_bwd" and "qk_bwd".
       op.next("attention_bwd");

@@ -141,6 +141,29 @@ TEST(ExecRunOutput, FullRecomputeSlicesAreNamedAsTheSimulatorNamesThem) {
   EXPECT_EQ(ops["qkv_bwd"], per_run);
   EXPECT_EQ(ops["recompute qkv_bwd"], 0);
   EXPECT_EQ(ops["recompute lm_head"], 0);
+  EXPECT_EQ(ops["attn_dropout"], 0);  // the micro model has no dropout
+}
+
+// With dropout, the attention's mask and its application are a slice of their own, "attn_dropout" as
+// the simulator names it, apart from the scores and their softmax ("qk softmax"), in the forward and in
+// selective recomputation's rebuild of the attention core.
+TEST(ExecRunOutput, AttentionDropoutIsASliceOfItsOwn) {
+  const std::string dir = scratch_dir("run_output_attn_dropout");
+  const std::string data = make_token_file(dir, 20000);
+  const int steps = 2, micro_batches = 2, layers = 4;
+  const ProcessResult r = run_shell(fmt::format(
+      "{} --model {} --data {} --steps {} --global-batch {} --recompute selective --attention unfused --threads 1 "
+      "--trace {}/trace.json",
+      loom_run(1), test_model("micro_dropout"), data, steps, micro_batches, dir));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto trace = read_json_file(dir + "/trace.json");
+  ASSERT_TRUE(trace.ok()) << trace.error().message;
+  std::map<std::string, int> ops;
+  for (const Json& e : (*trace)["traceEvents"])
+    if (e["ph"] == "X" && e["cat"] == "op") ++ops[e["name"].get<std::string>()];
+  const int per_run = steps * micro_batches * layers;
+  for (const char* name : {"qk softmax", "attn_dropout", "recompute qk softmax", "recompute attn_dropout", "av"})
+    EXPECT_EQ(ops[name], per_run) << name;
 }
 
 // Context parallelism's ring in the trace, named as loom sim --cp names it (core/trace_names.h): each
