@@ -88,8 +88,9 @@ void attention_backward(Gemm& gemm, T* dqkv, T* scratch, const T* dctx, const T*
     gemm.run(GemmShape{true, false, s.seq, s.head_dim, s.seq, s.kv_heads}, 1.0f, in(pv, h.probs, s.seq, h.probs_stride),
              in(dctx, h.ctx, h.ctx_ld, h.ctx_stride), 1.0f, out(dqkv, h.v, h.ld, h.kv_stride), stream);
   });
-  if (mask != nullptr) apply_mask(scratch, scratch, mask, s.probs_numel(), keep_scale, stream);
-  causal_softmax_backward(scratch, probs, scratch, static_cast<i64>(s.batch) * s.heads * s.seq, s.seq, stream);
+  // dS from dP through the dropout (mask and scale applied as dP is read) and the softmax, in one pass.
+  causal_softmax_backward(scratch, probs, scratch, mask, keep_scale, static_cast<i64>(s.batch) * s.heads * s.seq, s.seq,
+                          stream);
   // dQ = dS·K/√d and dK += dSᵀ·Q/√d.
   for_each_sequence_and_group_member(s, [&](const Heads& h) {
     gemm.run(GemmShape{false, false, s.seq, s.head_dim, s.seq, s.kv_heads}, scale,

@@ -140,10 +140,13 @@ void adamw(float* master, bf16* param, const float* grad, float* m, float* v, i6
 
 // --- softmax.cu: causal softmax over `rows` rows of `seq` scores (rows = batch·heads·seq, the row's
 // position in its sequence is row % seq), in place; columns past the diagonal become 0. The backward
-// writes dscores = probs·(dprobs − Σ probs·dprobs) (may alias dprobs), zero past the diagonal.
+// writes dscores = probs·(g − Σ probs·g) (may alias dprobs), zero past the diagonal, where g is dprobs,
+// or with a dropout mask (one byte per score, nullptr for none) dprobs·mask·keep_scale: the gradient
+// through the dropout, in the same pass.
 template <class T>
 void causal_softmax_forward(T* scores, i64 rows, int seq, cudaStream_t stream);
 template <class T>
-void causal_softmax_backward(T* dscores, const T* probs, const T* dprobs, i64 rows, int seq, cudaStream_t stream);
+void causal_softmax_backward(T* dscores, const T* probs, const T* dprobs, const std::uint8_t* mask, float keep_scale,
+                             i64 rows, int seq, cudaStream_t stream);
 
 }  // namespace loom::kernels

@@ -80,10 +80,12 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) causal_softmax_forward_row
   }
 }
 
-// dscores may be dprobs (in place): a warp reads its whole row before it writes any of it.
+// dscores may be dprobs (in place): a warp reads its whole row before it writes any of it. A dropout
+// mask scales dprobs as it is read.
 template <class T, int kVec, int kChunks>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
-    causal_softmax_backward_rows_kernel(T* dscores, const T* probs, const T* dprobs, i64 rows, int seq) {
+    causal_softmax_backward_rows_kernel(T* dscores, const T* probs, const T* dprobs, const std::uint8_t* mask,
+                                        float keep_scale, i64 rows, int seq) {
   const i64 r = static_cast<i64>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;
   const int lane = threadIdx.x % 32, valid = static_cast<int>(r % seq) + 1;
@@ -95,6 +97,11 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     const int j0 = (c * 32 + lane) * kVec;
     load_chunk<T, kVec>(p[c], probs + offset, j0, valid, 0.0f);
     load_chunk<T, kVec>(dp[c], dprobs + offset, j0, valid, 0.0f);
+    if (mask != nullptr) {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        dp[c][e] = j0 + e < valid && mask[offset + j0 + e] != 0 ? dp[c][e] * keep_scale : 0.0f;
+    }
 #pragma unroll
     for (int e = 0; e < kVec; ++e) dot += p[c][e] * dp[c][e];
   }
@@ -145,9 +152,9 @@ struct ForwardRows {
 template <class T, int kVec, int kChunks>
 struct BackwardRows {
   static void launch(unsigned blocks, unsigned threads, cudaStream_t stream, T* dscores, const T* probs,
-                     const T* dprobs, i64 rows, int seq) {
+                     const T* dprobs, const std::uint8_t* mask, float keep_scale, i64 rows, int seq) {
     causal_softmax_backward_rows_kernel<T, kVec, kChunks>
-        <<<blocks, threads, 0, stream>>>(dscores, probs, dprobs, rows, seq);
+        <<<blocks, threads, 0, stream>>>(dscores, probs, dprobs, mask, keep_scale, rows, seq);
   }
 };
 
@@ -167,16 +174,21 @@ __global__ void causal_softmax_forward_kernel(T* scores, int seq) {
 }
 
 template <class T>
-__global__ void causal_softmax_backward_kernel(T* dscores, const T* probs, const T* dprobs, int seq) {
+__global__ void causal_softmax_backward_kernel(T* dscores, const T* probs, const T* dprobs, const std::uint8_t* mask,
+                                               float keep_scale, int seq) {
   __shared__ float shared[32];
   const i64 offset = static_cast<i64>(blockIdx.x) * seq;
   const int valid = static_cast<int>(blockIdx.x % seq) + 1;
+  // dprobs through the dropout, where there is one.
+  const auto g = [&](int j) {
+    const float d = to_float(dprobs[offset + j]);
+    return mask == nullptr ? d : mask[offset + j] != 0 ? d * keep_scale : 0.0f;
+  };
   float dot = 0;
-  for (int j = threadIdx.x; j < valid; j += blockDim.x)
-    dot += to_float(probs[offset + j]) * to_float(dprobs[offset + j]);
-  dot = block_sum(dot, shared);
+  for (int j = threadIdx.x; j < valid; j += blockDim.x) dot += to_float(probs[offset + j]) * g(j);
+  dot = block_sum(dot, shared);  // its barrier: every thread has read the row before any writes (in place)
   for (int j = threadIdx.x; j < seq; j += blockDim.x) {
-    const float ds = j < valid ? to_float(probs[offset + j]) * (to_float(dprobs[offset + j]) - dot) : 0.0f;
+    const float ds = j < valid ? to_float(probs[offset + j]) * (g(j) - dot) : 0.0f;
     dscores[offset + j] = from_float<T>(ds);
   }
 }
@@ -194,19 +206,22 @@ void causal_softmax_forward(T* scores, i64 rows, int seq, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 template <class T>
-void causal_softmax_backward(T* dscores, const T* probs, const T* dprobs, i64 rows, int seq, cudaStream_t stream) {
+void causal_softmax_backward(T* dscores, const T* probs, const T* dprobs, const std::uint8_t* mask, float keep_scale,
+                             i64 rows, int seq, cudaStream_t stream) {
   if (rows == 0) return;
   if (const int chunks = row_chunks<T>(seq, {dscores, probs, dprobs}); chunks > 0)
-    launch_rows<T, BackwardRows>(chunks, rows, stream, dscores, probs, dprobs, rows, seq);
+    launch_rows<T, BackwardRows>(chunks, rows, stream, dscores, probs, dprobs, mask, keep_scale, rows, seq);
   else
     causal_softmax_backward_kernel<<<static_cast<unsigned>(rows), row_threads(seq), 0, stream>>>(dscores, probs, dprobs,
-                                                                                                 seq);
+                                                                                                 mask, keep_scale, seq);
   CUDA_CHECK_LAUNCH();
 }
 
 template void causal_softmax_forward<float>(float*, i64, int, cudaStream_t);
 template void causal_softmax_forward<bf16>(bf16*, i64, int, cudaStream_t);
-template void causal_softmax_backward<float>(float*, const float*, const float*, i64, int, cudaStream_t);
-template void causal_softmax_backward<bf16>(bf16*, const bf16*, const bf16*, i64, int, cudaStream_t);
+template void causal_softmax_backward<float>(float*, const float*, const float*, const std::uint8_t*, float, i64, int,
+                                             cudaStream_t);
+template void causal_softmax_backward<bf16>(bf16*, const bf16*, const bf16*, const std::uint8_t*, float, i64, int,
+                                            cudaStream_t);
 
 }  // namespace loom::kernels

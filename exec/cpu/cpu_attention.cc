@@ -146,8 +146,9 @@ void CpuBackend::attention_backward(TensorRef dqkv_r, ConstTensorRef dctx_r, Con
           float* dr = dp.data() + static_cast<std::int64_t>(r) * s.seq;
           if (mask != nullptr) {
             const std::uint8_t* mr = mask + block + r0 + static_cast<std::int64_t>(r) * s.seq;
+            // The GPU applies the mask as its softmax backward reads dP (kernels/softmax.cu): no rounding
+            // between the two.
             for (int j = 0; j <= i; ++j) dr[j] = mr[j] != 0 ? dr[j] * keep_scale : 0.0f;
-            round_stored(dr, 1, i + 1, s.seq);
           }
           float dot = 0;
           for (int j = 0; j <= i; ++j) dot += pr[j] * dr[j];

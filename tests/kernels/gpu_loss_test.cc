@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "tests/kernels/cpu_reference.h"
@@ -35,31 +37,42 @@ TYPED_TEST(GpuLoss, RopeRotatesQueriesAndKeysAsTheCpuBackendAndTheInverseTurnsBa
 
 // Both kernels of each direction (kernels/softmax.cu): a warp per row where rows are whole 16-byte loads of
 // at most 8 a lane (bf16: 296 and 2048; fp32: 300 and 296), else a block per row (bf16: 300 and 2056; fp32:
-// 2048 and 2056); the backward in place as the attention runs it, too.
+// 2048 and 2056); the backward in place as the attention runs it, and through a dropout mask (dprobs
+// scaled by the mask as it is read), too.
 TYPED_TEST(GpuLoss, CausalSoftmaxForwardAndBackwardFollowTheirDefinitions) {
   using T = TypeParam;
+  const float keep_scale = 1.0f / 0.9f;
   for (const int seq : {300, 296, 2048, 2056}) {
     const i64 rows = 3 * static_cast<i64>(seq);  // three (sequence, head) blocks
     const Floats scores = random_values<T>(rows * seq, 31, -4.0f, 4.0f), dprobs = random_values<T>(rows * seq, 32);
-    Floats probs(rows * seq, 0.0f), dscores(rows * seq, 0.0f);
+    std::vector<std::uint8_t> mask(static_cast<std::size_t>(rows * seq));
+    for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = (i * 2654435761u >> 7) % 10 != 0 ? 1 : 0;
+    Floats probs(rows * seq, 0.0f), dscores(rows * seq, 0.0f), dmasked(rows * seq, 0.0f);
     for (i64 r = 0; r < rows; ++r) {
       const i64 valid = r % seq + 1, o = r * seq;
-      double mx = -INFINITY, sum = 0, dot = 0;
+      double mx = -INFINITY, sum = 0, dot = 0, dot_masked = 0;
       for (i64 j = 0; j < valid; ++j) mx = std::max<double>(mx, scores[o + j]);
       for (i64 j = 0; j < valid; ++j) sum += std::exp(scores[o + j] - mx);
       for (i64 j = 0; j < valid; ++j) probs[o + j] = static_cast<float>(std::exp(scores[o + j] - mx) / sum);
+      const auto through_mask = [&](i64 j) { return mask[o + j] != 0 ? dprobs[o + j] * keep_scale : 0.0f; };
       for (i64 j = 0; j < valid; ++j) dot += stored<T>(probs[o + j]) * dprobs[o + j];
-      for (i64 j = 0; j < valid; ++j)
+      for (i64 j = 0; j < valid; ++j) dot_masked += stored<T>(probs[o + j]) * through_mask(j);
+      for (i64 j = 0; j < valid; ++j) {
         dscores[o + j] = static_cast<float>(stored<T>(probs[o + j]) * (dprobs[o + j] - dot));
+        dmasked[o + j] = static_cast<float>(stored<T>(probs[o + j]) * (through_mask(j) - dot_masked));
+      }
     }
     const std::string at = " at seq " + std::to_string(seq);
     DeviceBuffer<T> g(scores), gd(dprobs), gds(rows * seq);
+    DeviceBuffer<std::uint8_t> gmask(mask);
     causal_softmax_forward(g.get(), rows, seq, nullptr);
-    causal_softmax_backward(gds.get(), g.get(), gd.get(), rows, seq, nullptr);
+    causal_softmax_backward(gds.get(), g.get(), gd.get(), nullptr, 1.0f, rows, seq, nullptr);
     expect_close(g.download(), probs, tolerance<T>(), "probs" + at);
     expect_close(gds.download(), dscores, tolerance<T>(), "dscores" + at);
-    causal_softmax_backward(gd.get(), g.get(), gd.get(), rows, seq, nullptr);
-    expect_close(gd.download(), dscores, tolerance<T>(), "dscores in place" + at);
+    causal_softmax_backward(gds.get(), g.get(), gd.get(), gmask.get(), keep_scale, rows, seq, nullptr);
+    expect_close(gds.download(), dmasked, tolerance<T>(), "dscores through the dropout mask" + at);
+    causal_softmax_backward(gd.get(), g.get(), gd.get(), gmask.get(), keep_scale, rows, seq, nullptr);
+    expect_close(gd.download(), dmasked, tolerance<T>(), "dscores in place through the mask" + at);
   }
 }
 
