@@ -313,6 +313,7 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
   t.loss_bytes_per_logit = t.elementwise == Elementwise::kEager ? preset.loss_bytes_per_logit.value
                                                                 : preset.compiled_loss_bytes_per_logit.value;
   t.head_casts_logits_grad = false;  // the preset's loss figure is the whole of what its loss holds
+  t.softmax_bwd_applies_dropout = false;
 }
 
 std::optional<std::string> framework_lacks(const FrameworkPreset& p, const TrainingSpec& t, const ParallelConfig& c) {

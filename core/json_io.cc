@@ -297,6 +297,7 @@ Json to_json(const TrainingSpec& t) {
   if (t.host_op_s != 0.0) j["host_op_s"] = t.host_op_s;
   if (t.loss_bytes_per_logit != 4.0) j["loss_bytes_per_logit"] = t.loss_bytes_per_logit;
   if (!t.head_casts_logits_grad) j["head_casts_logits_grad"] = false;
+  if (!t.softmax_bwd_applies_dropout) j["softmax_bwd_applies_dropout"] = false;
   return j;
 }
 
@@ -332,6 +333,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.host_op_s = r.number("host_op_s", 0.0, 0.0, 0.1);
   t.loss_bytes_per_logit = r.number("loss_bytes_per_logit", 4.0, 0.0, 64.0);
   t.head_casts_logits_grad = r.boolean("head_casts_logits_grad", true);
+  t.softmax_bwd_applies_dropout = r.boolean("softmax_bwd_applies_dropout", true);
   t.zero3_prefetch_elements = r.number("zero3_prefetch_elements", 0.0, 0.0, 1e15);
   const std::string unit = r.string("zero3_unit", std::string(to_string(Zero3Unit::kLayer)));
   if (!r.ok()) return make_error(r.error());

@@ -41,6 +41,11 @@ struct TrainingSpec {
   // gradient to the activation dtype for its GEMMs, a workspace copy beside the fp32 one (Loom's executor,
   // exec/model/gpt_stage.cc). A framework preset describes its own loss by loss_bytes_per_logit instead.
   bool head_casts_logits_grad = true;
+  // Unfused attention with dropout: the softmax's backward applies the dropout's mask as it reads dP, in
+  // one pass (Loom's executor: kernels/softmax.cu, exec/cpu/cpu_attention.cc). A framework preset runs
+  // the dropout's backward as a kernel of its own first (Megatron: torch's dropout after its fused
+  // scale-mask-softmax).
+  bool softmax_bwd_applies_dropout = true;
   // FP8 runs the linear layers' GEMMs (fprop, dgrad, wgrad) in FP8 with bf16 everywhere else, as
   // TransformerEngine does; the LM head, attention and norms stay bf16.
   Precision precision = Precision::kBf16;

@@ -23,6 +23,9 @@ TrainingSpec paper_training(int gpus, long long global_batch, int seq) {
   t.seq_len = seq;
   t.grad_bytes = 4;
   t.attention = AttentionKernel::kUnfused;
+  // The attention's dropout is torch's, a kernel of its own after the fused scale-mask-softmax, in the
+  // backward too.
+  t.softmax_bwd_applies_dropout = false;
   // Megatron-LM's pipeline transfers are synchronous (batch_isend_irecv, wait, cuda synchronize).
   t.pipeline_sends_block = true;
   return t;

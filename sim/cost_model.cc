@@ -500,8 +500,12 @@ PassCost CostModel::attention_core_backward() const {
   // Each backward is two products of the forward's size.
   const double bytes = unfused_matmul_bytes();
   p.add("av_bwd", 2.0 * gemm_s(tokens_, q / t, seq_, bytes), 2.0 * matmul_flops);
-  if (model_.dropout) add_memory(p, "attn_dropout_bwd", (2.0 * ab + 1.0) * scores);
-  add_memory(p, "softmax_bwd", 3.0 * ab * scores);
+  if (model_.dropout && training_.softmax_bwd_applies_dropout) {
+    add_memory(p, "softmax_bwd", (3.0 * ab + 1.0) * scores);  // the mask read as dP is
+  } else {
+    if (model_.dropout) add_memory(p, "attn_dropout_bwd", (2.0 * ab + 1.0) * scores);
+    add_memory(p, "softmax_bwd", 3.0 * ab * scores);
+  }
   p.add("qk_bwd", 2.0 * gemm_s(tokens_, seq_, q / t, bytes), 2.0 * matmul_flops);
   return p;
 }
