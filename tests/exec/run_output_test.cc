@@ -116,23 +116,30 @@ TEST(ExecRunOutput, LogHasTheContractFieldsAndTraceUsesSimulatorNames) {
   }
 }
 
+// The op slices of a traced run of 2 steps of 2 micro-batches on one rank, counted by name.
+std::map<std::string, int> traced_op_counts(const std::string& scratch, const std::string& model,
+                                            const std::string& flags) {
+  const std::string dir = scratch_dir(scratch);
+  const std::string data = make_token_file(dir, 20000);
+  const ProcessResult r =
+      run_shell(fmt::format("{} --model {} --data {} --steps 2 --global-batch 2 {} --threads 1 --trace {}/trace.json",
+                            loom_run(1), test_model(model), data, flags, dir));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, int> ops;
+  auto trace = read_json_file(dir + "/trace.json");
+  EXPECT_TRUE(trace.ok()) << (trace.ok() ? "" : trace.error().message);
+  if (!trace.ok()) return ops;
+  for (const Json& e : (*trace)["traceEvents"])
+    if (e["ph"] == "X" && e["cat"] == "op") ++ops[e["name"].get<std::string>()];
+  return ops;
+}
+
 // Full recomputation runs each layer's forward again in the backward; the trace names those ops
 // "recompute <op>", as the simulator names its recomputed kernels, so the forward's own slices count once
 // per pass.
 TEST(ExecRunOutput, FullRecomputeSlicesAreNamedAsTheSimulatorNamesThem) {
-  const std::string dir = scratch_dir("run_output_full");
-  const std::string data = make_token_file(dir, 20000);
-  const int steps = 2, micro_batches = 2, layers = 4;
-  const ProcessResult r = run_shell(fmt::format(
-      "{} --model {} --data {} --steps {} --global-batch {} --recompute full --threads 1 --trace {}/trace.json",
-      loom_run(1), test_model("micro"), data, steps, micro_batches, dir));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto trace = read_json_file(dir + "/trace.json");
-  ASSERT_TRUE(trace.ok()) << trace.error().message;
-  std::map<std::string, int> ops;
-  for (const Json& e : (*trace)["traceEvents"])
-    if (e["ph"] == "X" && e["cat"] == "op") ++ops[e["name"].get<std::string>()];
-  const int per_run = steps * micro_batches * layers;
+  std::map<std::string, int> ops = traced_op_counts("run_output_full", "micro", "--recompute full");
+  const int per_run = 2 * 2 * 4;  // steps × micro-batches × layers
   for (const char* name : {"qkv", "qk softmax", "av", "attn_out", "mlp_up", "gelu", "mlp_down"}) {
     EXPECT_EQ(ops[name], per_run) << name;
     EXPECT_EQ(ops[std::string("recompute ") + name], per_run) << name;
@@ -148,20 +155,9 @@ TEST(ExecRunOutput, FullRecomputeSlicesAreNamedAsTheSimulatorNamesThem) {
 // the simulator names it, apart from the scores and their softmax ("qk softmax"), in the forward and in
 // selective recomputation's rebuild of the attention core.
 TEST(ExecRunOutput, AttentionDropoutIsASliceOfItsOwn) {
-  const std::string dir = scratch_dir("run_output_attn_dropout");
-  const std::string data = make_token_file(dir, 20000);
-  const int steps = 2, micro_batches = 2, layers = 4;
-  const ProcessResult r = run_shell(fmt::format(
-      "{} --model {} --data {} --steps {} --global-batch {} --recompute selective --attention unfused --threads 1 "
-      "--trace {}/trace.json",
-      loom_run(1), test_model("micro_dropout"), data, steps, micro_batches, dir));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto trace = read_json_file(dir + "/trace.json");
-  ASSERT_TRUE(trace.ok()) << trace.error().message;
-  std::map<std::string, int> ops;
-  for (const Json& e : (*trace)["traceEvents"])
-    if (e["ph"] == "X" && e["cat"] == "op") ++ops[e["name"].get<std::string>()];
-  const int per_run = steps * micro_batches * layers;
+  std::map<std::string, int> ops =
+      traced_op_counts("run_output_attn_dropout", "micro_dropout", "--recompute selective --attention unfused");
+  const int per_run = 2 * 2 * 4;
   for (const char* name : {"qk softmax", "attn_dropout", "recompute qk softmax", "recompute attn_dropout", "av"})
     EXPECT_EQ(ops[name], per_run) << name;
 }
