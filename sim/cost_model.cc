@@ -947,7 +947,7 @@ PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& pa
     p.add("residual", memory_s("residual", residual_bytes) + bias_s(model_.linear_bias, d.rank_tokens, d.hidden));
   };
 
-  // The norm's output is cast before SP's all-gather (the gather moves FP8), except under torchao's rowwise
+  // The norm's output is cast on the rank's share, before SP's all-gather, except under torchao's rowwise
   // recipe: torchtitan runs plain TP there, the gather in bf16, and each TP rank casts the whole gathered
   // sequence ("float8 all-gather with TP is only supported for tensorwise float8 scaling recipes. For
   // rowwise recipes, we use regular TP and all-gather happens in high precision": torchtitan's
