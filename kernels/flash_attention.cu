@@ -151,7 +151,7 @@ struct Block {
   }
   // The factor that probability meets when V does: keep_scale if kept, else 0 (fp32 arithmetic only; the
   // bf16 tiles hold the kept probabilities unscaled and the products are scaled, as FlashAttention-2 does,
-  // so that 1/(1 − p) is never rounded to bf16: 1/0.9 would become 1.109375, 0.16 % low on every output).
+  // so that 1/(1 − p) is never rounded to bf16: 1/0.9 would become 1.109375, 0.16 % low wherever P = 1).
   __device__ float kept(int n, int h, int qp, int kp) const { return keeps(n, h, qp, kp) ? keep_scale : 0.0f; }
 };
 

@@ -62,7 +62,7 @@ for name in "${names[@]}"; do
   echo "validate $name: exit $? in $(($(date +%s) - t0)) s" >>"$logs/summary.txt"
 done
 echo "total $(($(date +%s) - start)) s of $budget" >>"$logs/summary.txt"
-# Every batch's rows in one table, and the bars over all of them.
+# Every configuration's rows in one table, and the bars over all of them.
 python3 - "$logs"/validate-*.json >"$logs/validate.txt" 2>&1 <<'TABLE'
 import json, statistics, sys
 rows, skipped, failed = [], [], []

@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -197,10 +196,7 @@ std::map<std::string, std::string> CudaBackend::device_provenance() const {
 std::string CudaBackend::device_uuid() const {
   cudaDeviceProp properties{};
   CUDA_CHECK(cudaGetDeviceProperties(&properties, device_));
-  unsigned char bytes[16];
-  static_assert(sizeof properties.uuid.bytes == sizeof bytes);
-  std::memcpy(bytes, properties.uuid.bytes, sizeof bytes);
-  return gpu_uuid_text(bytes);
+  return gpu_uuid_text(reinterpret_cast<const unsigned char(&)[16]>(properties.uuid.bytes));
 }
 
 std::unique_ptr<Event> CudaBackend::record_event() { return std::make_unique<CudaEvent>(stream_, false); }
