@@ -36,6 +36,7 @@ std::string preset_text(const FrameworkPreset& p) {
   line("fused attention kernel", to_string(p.flash_kernel.value), p.flash_kernel.source);
   line("context-parallel attention", to_string(p.cp_attention.value), p.cp_attention.source);
   line("SP collectives copy", on_off(p.sp_collective_copies.value), p.sp_collective_copies.source);
+  line("ZeRO-3 collectives copy", on_off(p.zero3_collective_copies.value), p.zero3_collective_copies.source);
   line("loss peak per logit", fmt::format("{:g} bytes", p.loss_bytes_per_logit.value), p.loss_bytes_per_logit.source);
   line("loss peak, compiled", fmt::format("{:g} bytes", p.compiled_loss_bytes_per_logit.value),
        p.compiled_loss_bytes_per_logit.source);

@@ -77,6 +77,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {CpAttention::kTe, "unused: the stack has no context parallelism (above)"},
         {false, "unused: the stack has no sequence parallelism (above)"},
         {0, "unused: no ZeRO-3"},
+        {false, "unused: no ZeRO-3"},
     },
     {
         "megatron-core",
@@ -137,6 +138,9 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {0,
          "Loom's default, one layer ahead: how far Megatron-FSDP prefetches is not among Loom's sources (with "
          "layers alike, one ahead already hides every gather that the compute can hide)"},
+        {false,
+         "Megatron-FSDP gathers into and reduce-scatters out of its own contiguous parameter and gradient buffers, "
+         "which the modules' parameters and gradients are views of: no copy"},
     },
     {
         "torchtitan",
@@ -220,6 +224,13 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "FSDP2's default overlap prefetches one module ahead; explicit lists of two or more modules "
          "(set_modules_to_forward_prefetch, set_modules_to_backward_prefetch) prefetch more "
          "(../shared/reference/collectives-at-scale.md section 4)"},
+        {true,
+         "FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py): foreach_all_gather copies each rank's "
+         "shards, cast to the param dtype, into the all-gather buffer (all_gather_copy_in, on its copy-in stream); "
+         "foreach_all_gather_copy_out copies the gathered buffer out into the unsharded parameters "
+         "(split_with_sizes_copy) on the compute stream, before the unit's pass; foreach_reduce copies the "
+         "unsharded gradients into the reduce-scatter buffer, cast to the reduce dtype (_chunk_cat in "
+         "foreach_reduce_scatter_copy_in), on the reduce-scatter stream before the collective"},
     },
     {
         "deepspeed",
@@ -272,6 +283,10 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "prefetches the modules after it in the trace of the first step up to that many elements, at least one "
          "(runtime/zero/partitioned_param_coordinator.py; ../shared/reference/collectives-at-scale.md section 4); "
          "the 1e9-element stage3_max_live_parameters cap is not modelled"},
+        {false,
+         "not charged: the partitioned parameters are views into the all-gather's flat output (no copy out); "
+         "reduce_scatter_coalesced's interleaving, padding and concatenation are extra device copies "
+         "(../shared/reference/collectives-at-scale.md section 4) whose layout Loom's sources do not give"},
     },
 }};
 
@@ -309,6 +324,7 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
   if (!keep.flash_kernel) t.flash_kernel = preset.flash_kernel.value;
   if (!keep.cp_attention) t.cp_attention = preset.cp_attention.value;
   t.sp_collective_copies = preset.sp_collective_copies.value;
+  t.zero3_collective_copies = preset.zero3_collective_copies.value;
   if (!keep.zero3_prefetch_elements) t.zero3_prefetch_elements = preset.zero3_prefetch_elements.value;
   t.loss_bytes_per_logit = t.elementwise == Elementwise::kEager ? preset.loss_bytes_per_logit.value
                                                                 : preset.compiled_loss_bytes_per_logit.value;

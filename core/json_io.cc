@@ -287,6 +287,7 @@ Json to_json(const TrainingSpec& t) {
   j["zero3_unit"] = to_string(t.zero3_unit);
   if (t.zero3_pp_keep_gathered) j["zero3_pp_keep_gathered"] = true;
   if (t.zero3_fp32_shards) j["zero3_fp32_shards"] = true;
+  if (t.zero3_collective_copies) j["zero3_collective_copies"] = true;
   if (t.zero3_prefetch_elements > 0) j["zero3_prefetch_elements"] = t.zero3_prefetch_elements;
   if (t.sp_collective_copies) j["sp_collective_copies"] = true;
   if (!t.framework.empty()) j["framework"] = t.framework;
@@ -324,6 +325,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.tp_comm_overlap = r.boolean("tp_comm_overlap", true);
   t.zero3_pp_keep_gathered = r.boolean("zero3_pp_keep_gathered", false);
   t.zero3_fp32_shards = r.boolean("zero3_fp32_shards", false);
+  t.zero3_collective_copies = r.boolean("zero3_collective_copies", false);
   t.sp_collective_copies = r.boolean("sp_collective_copies", false);
   t.framework = r.string("framework", std::string());
   t.moe_imbalance = r.number("moe_imbalance", 1.0, 1.0, 1e3);

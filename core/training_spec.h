@@ -73,6 +73,13 @@ struct TrainingSpec {
   // dtype and casts to bf16 only for the all-gather): no bf16 copy of the shard beside the optimizer's
   // 12 bytes. false: a bf16 shard beside the fp32 master (DeepSpeed, Megatron-FSDP, Loom's executor).
   bool zero3_fp32_shards = false;
+  // ZeRO-3's gathers and reduce-scatters copy through buffers of their own, as FSDP2's do
+  // (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py): before a gather each rank copies its shard,
+  // cast to the gathered dtype, into the gather's input (on the gather's stream); after it the gathered
+  // buffer is copied out into the unit's parameters on the compute stream, before the unit's pass; and
+  // before a reduce-scatter the unit's gradients are copied into its input, cast to the reduce dtype (on
+  // the reduce-scatter's stream). false: no copy (each --framework preset says why for its stack).
+  bool zero3_collective_copies = false;
   // What one ZeRO-3 gather and reduce-scatter covers (core/names.h; the --framework's, core/framework.h).
   Zero3Unit zero3_unit = Zero3Unit::kLayer;
   // ZeRO-3's prefetch: as a unit's compute starts, its hook issues the gathers of the units after it

@@ -327,9 +327,38 @@ CostModel::Zero3Modules CostModel::zero3_modules() const {
   return m;
 }
 
+double CostModel::zero3_unit_s(Collective c, double params) const {
+  if (params <= 0) return 0.0;
+  const bool gather = c == Collective::kAllGather;
+  const double element_bytes = gather ? training_.param_bytes : training_.grad_bytes;
+  double seconds = shard_collective_s(c, params * element_bytes);
+  if (training_.zero3_collective_copies) {
+    // The copy on the collective's own stream before it (TrainingSpec::zero3_collective_copies): a gather's
+    // input is this rank's shard, read in the shard's dtype and written in the gathered one; a
+    // reduce-scatter's the unit's whole gradient, read in the compute dtype and written in the reduce dtype.
+    const double shard_bytes = training_.zero3_fp32_shards ? 4.0 : training_.param_bytes;
+    seconds += gather ? memory_s("zero3_copy_in", params / config_.zero_shards() * (shard_bytes + element_bytes))
+                      : memory_s("zero3_copy_in", params * (training_.param_bytes + element_bytes));
+  }
+  return seconds;
+}
+
+double CostModel::zero3_copy_out_s(int stage, int chunk) const {
+  if (!training_.zero3_collective_copies || !zero3_gathers_every_pass(config_, training_)) return 0.0;
+  // The gathered buffer read and the unit's parameters written, on the compute stream.
+  return memory_s("zero3_copy_out", 2.0 * training_.param_bytes * zero3_chunk_params(stage, chunk));
+}
+
+double CostModel::zero3_chunk_params(int stage, int chunk) const {
+  const StageParams& p = stage_params_[stage];
+  double params = layer_params_per_tp_rank(model_, config_.tp) * chunk_layers(model_.layers, config_, stage, chunk);
+  if (chunk == 0) params += p.embedding;
+  if (chunk == config_.vpp - 1) params += p.head;
+  return params;
+}
+
 double CostModel::zero3_collective_s(Collective c, int stage, int chunk) const {
-  const double element_bytes = c == Collective::kAllGather ? training_.param_bytes : training_.grad_bytes;
-  auto one = [&](double params) { return params > 0 ? shard_collective_s(c, params * element_bytes) : 0.0; };
+  auto one = [&](double params) { return zero3_unit_s(c, params); };
   // A layer's linear modules as DeepSpeed hooks them; MoE and latent-attention layers: per layer.
   double layer_s = one(layer_params_per_tp_rank(model_, config_.tp));
   if (training_.zero3_unit == Zero3Unit::kModule && !model_.moe.active() && !model_.mla.active()) {
@@ -344,11 +373,10 @@ double CostModel::zero3_collective_s(Collective c, int stage, int chunk) const {
 }
 
 std::vector<Zero3Step> CostModel::zero3_layer_steps(bool backward, const PassCost& layer) const {
-  const double bytes = training_.param_bytes;
   if (training_.zero3_unit != Zero3Unit::kModule || model_.moe.active() || model_.mla.active()) {
     // One unit a layer: its pass and its gather.
     const double params = layer_params_per_tp_rank(model_, config_.tp);
-    return {{layer.seconds, shard_collective_s(Collective::kAllGather, params * bytes), params}};
+    return {{layer.seconds, zero3_unit_s(Collective::kAllGather, params), params}};
   }
   // The modules' hooks split the layer's pass: its kernels are needed, recorded where the planner
   // keeps only totals.
@@ -380,7 +408,7 @@ std::vector<Zero3Step> CostModel::zero3_layer_steps(bool backward, const PassCos
   for (int u = 0; u < 4; ++u) {
     const double elements = m.linear[order[u]] + (order[u] == 0 ? m.rest : 0.0);
     steps[u].elements = elements;
-    steps[u].gather_s = shard_collective_s(Collective::kAllGather, elements * bytes);
+    steps[u].gather_s = zero3_unit_s(Collective::kAllGather, elements);
   }
   // Each segment's time goes to the unit whose hook last fired; what runs before the first hook is the
   // tail of the layer before (the layers repeat), so it goes to the last unit.
@@ -1164,6 +1192,9 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     }
   }
   if (first) add_memory(c.backward, "embedding_bwd", tokens_ * h * (ab + 4.0));
+  // ZeRO-3's gathered parameters copied out of the gather's buffer before each pass that gathers them.
+  if (const double copy = zero3_copy_out_s(stage, chunk); copy > 0)
+    for (PassCost* p : {&c.forward, &c.backward}) p->add("zero3_copy_out", copy);
   // ZeRO-3's gathers that a limited prefetch leaves the compute waiting for.
   c.forward.add_dp_wait("wait all_gather dp", zero3_prefetch_wait_s(stage, chunk, false, fwd));
   c.backward.add_dp_wait("wait all_gather dp", zero3_prefetch_wait_s(stage, chunk, true, layer_in));

@@ -207,6 +207,17 @@ class CostModel {
   // `chunk` of `stage` runs: one collective per unit (a layer, or each linear module of it under
   // Zero3Unit::kModule; the embedding and the LM head their own), each paying its latency.
   double zero3_collective_s(Collective c, int stage, int chunk) const;
+  // ZeRO-3: one unit's collective over `params` parameter elements, with the copy into its buffer on the
+  // collective's stream where the stack makes one (TrainingSpec::zero3_collective_copies).
+  double zero3_unit_s(Collective c, double params) const;
+  // ZeRO-3: the gathered parameters of local chunk `chunk` copied out of the gather's buffer on the
+  // compute stream, once in every pass that gathers them (TrainingSpec::zero3_collective_copies); 0 where
+  // the stack makes no copy or the chunk stays gathered through a pipeline (one copy a step, at its first
+  // forward: not charged).
+  double zero3_copy_out_s(int stage, int chunk) const;
+  // ZeRO-3: the parameter elements one rank gathers for local chunk `chunk` of `stage` (its layers, with
+  // the embedding and the head where it holds them).
+  double zero3_chunk_params(int stage, int chunk) const;
   // ZeRO-3: what one pass over local chunk `chunk` of `stage` waits for its gathers under a limited
   // prefetch (sim/zero3_prefetch.h; TrainingSpec::zero3_prefetch_elements): DeepSpeed's module units,
   // whose gathers and compute differ, where the compute would hide the gathers; layer units only where

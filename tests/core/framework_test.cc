@@ -113,6 +113,9 @@ TEST(Framework, ThePresetSetsTheBehavioursAFlagDidNotGive) {
   EXPECT_EQ(titan->training.cp_attention, CpAttention::kPyTorch);
   EXPECT_TRUE(titan->training.sp_collective_copies);  // DTensor's [b, s, h] sequence sharding
   EXPECT_FALSE(resolve_specs(gpt_on_a100s("megatron-core"))->training.sp_collective_copies);
+  EXPECT_TRUE(titan->training.zero3_collective_copies);  // FSDP2's all-gather and reduce-scatter buffers
+  EXPECT_FALSE(resolve_specs(gpt_on_a100s("megatron-core"))->training.zero3_collective_copies);
+  EXPECT_FALSE(resolve_specs(gpt_on_a100s("deepspeed"))->training.zero3_collective_copies);
   SpecInputs te = gpt_on_a100s("torchtitan");
   te.cp_attention = "te";
   EXPECT_EQ(resolve_specs(te)->training.cp_attention, CpAttention::kTe);
@@ -145,6 +148,7 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   EXPECT_EQ(back->loss_bytes_per_logit, 12.0);
   EXPECT_TRUE(back->zero3_pp_keep_gathered);
   EXPECT_TRUE(back->zero3_fp32_shards);
+  EXPECT_TRUE(back->zero3_collective_copies);
   TrainingSpec ds{.gpus = 8, .global_batch = 8};
   apply_framework(*find_framework("deepspeed").value(), ds);
   EXPECT_EQ(training_from_json(to_json(ds))->zero3_unit, Zero3Unit::kModule);
@@ -191,6 +195,7 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   EXPECT_EQ(refused_library.error().message, "training: 'cp_attention' must be te or pytorch, not 'megatron'");
   EXPECT_FALSE(to_json(TrainingSpec{}).contains("cp_attention"));
   EXPECT_FALSE(to_json(TrainingSpec{}).contains("sp_collective_copies"));
+  EXPECT_FALSE(to_json(TrainingSpec{}).contains("zero3_collective_copies"));
 }
 
 // What each stack cannot run is rejected with the feature named; what it can passes.

@@ -119,6 +119,8 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   // bf16 TP all-gather under that recipe (the whole gathered sequence cast on each TP rank): -26 to -38 %
   // where their bf16 siblings are -14 to -23 %. The runs measured rowwise FP8 slower than bf16 (3.31 against
   // 2.81 s for the 8B); Loom has them level. All 79 scored rows 10.7 %, max 37.8 %.
+  // FSDP2's copies through its all-gather and reduce-scatter buffers (TrainingSpec::zero3_collective_copies):
+  // the FSDP rows without TP about 1 point slower, closer: all rows 10.6 %, max 37.7 %.
   std::vector<PublicRun> megatron;
   for (const PublicRun& r : all)
     if (r.source.find("torchtitan") == std::string::npos && r.source.find("AutoModel") == std::string::npos)
@@ -129,8 +131,8 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   EXPECT_EQ(m.scored, 46);
   EXPECT_LE(m.mean_abs_error, 0.08);
   EXPECT_LE(m.max_abs_error, 0.19);
-  EXPECT_LE(overall.mean_abs_error, 0.108);
-  EXPECT_LE(overall.max_abs_error, 0.379);
+  EXPECT_LE(overall.mean_abs_error, 0.107);
+  EXPECT_LE(overall.max_abs_error, 0.378);
 }
 
 // torchtitan's benchmark measured the same runs eager and compiled (its Tables 1 and 3: FSDP on 8 and on

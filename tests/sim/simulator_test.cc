@@ -1109,6 +1109,63 @@ TEST(CostModel, SequenceParallelCollectivesOnTheSecondDimensionCopyTheirTensor) 
   EXPECT_NEAR(c.forward.seconds - without.forward.seconds, added, 1e-9);
 }
 
+// FSDP2's buffers (TrainingSpec::zero3_collective_copies, torchtitan): each pass that gathers copies every
+// gathered parameter out of the gather's buffer on the compute stream (read and written in bf16); each
+// unit's gather first copies this rank's fp32 shard into its input as bf16, and each reduce-scatter first
+// copies the unit's bf16 gradient into its input as fp32, on the collective's own stream. Nothing without
+// the flag, and no per-pass copy where a pipeline keeps the chunk gathered.
+TEST(CostModel, Fsdp2CopiesItsGatheredParametersOutAndItsGradientsIn) {
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  const CollectiveModel collectives(cluster);
+  const ModelSpec m = *model_preset("llama3-8b");
+  const ParallelConfig fsdp{.dp = 8, .zero = 3, .micro_batch = 2};
+  TrainingSpec t{.gpus = 8, .global_batch = 16, .seq_len = 4096};
+  t.grad_bytes = 4;
+  t.zero3_fp32_shards = true;
+  TrainingSpec plain = t;
+  t.zero3_collective_copies = true;
+  const CostModel cost(m, t, fsdp, cluster, collectives), without(m, plain, fsdp, cluster, collectives);
+  auto copies = [](const PassCost& p) {
+    std::vector<double> out;
+    for (const Segment& seg : p.segments)
+      if (seg.name == "zero3_copy_out") out.push_back(seg.seconds);
+    return out;
+  };
+  // Every parameter of the model, gathered by this one stage (the final norm, 4,096 of them, wherever the
+  // model counts it).
+  const double params =
+      static_cast<double>(m.layers_params() + m.embedding_params(m.vocab) + m.lm_head_params(m.vocab));
+  const ChunkCost c = cost.chunk(0, 0, false);
+  for (const PassCost* pass : {&c.forward, &c.backward}) {
+    const auto out = copies(*pass);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_NEAR(out[0], cost.memory_s("zero3_copy_out", 2.0 * 2.0 * params), 1e-6 * out[0]);
+  }
+  const ChunkCost bare = without.chunk(0, 0, false);
+  EXPECT_TRUE(copies(bare.forward).empty());
+  EXPECT_NEAR(c.forward.seconds - bare.forward.seconds, copies(c.forward)[0], 1e-12);
+  // One unit of 2e8 parameters: its 1/8 shard read as fp32 and written as bf16 before the gather; its
+  // whole gradient read as bf16 and written as fp32 before the reduce-scatter.
+  const double unit = 2e8;
+  EXPECT_NEAR(cost.zero3_unit_s(Collective::kAllGather, unit) - without.zero3_unit_s(Collective::kAllGather, unit),
+              cost.memory_s("zero3_copy_in", unit / 8 * (4.0 + 2.0)), 1e-12);
+  EXPECT_NEAR(
+      cost.zero3_unit_s(Collective::kReduceScatter, unit) - without.zero3_unit_s(Collective::kReduceScatter, unit),
+      cost.memory_s("zero3_copy_in", unit * (2.0 + 4.0)), 1e-12);
+  // Kept gathered through a pipeline: gathered once a step, no copy in each pass.
+  const ParallelConfig kept{.pp = 2, .dp = 4, .zero = 3, .micro_batch = 2};
+  TrainingSpec keep = t;
+  keep.zero3_pp_keep_gathered = true;
+  EXPECT_TRUE(copies(CostModel(m, keep, kept, cluster, collectives).chunk(0, 0, false).forward).empty());
+  // The step pays for them.
+  auto step = [&](const TrainingSpec& spec) {
+    auto r = simulate(m, spec, fsdp, cluster);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() ? r->step_time_s : 0.0;
+  };
+  EXPECT_GT(step(t), step(plain) + copies(c.forward)[0]);
+}
+
 // ZeRO-3 kept gathered through a pipeline (TrainingSpec::zero3_pp_keep_gathered, torchtitan's FSDP under
 // PP): one gather per model chunk a step, where each pass otherwise gathers, and one reduce-scatter of
 // the accumulated gradients after the chunk's last backward, where each backward otherwise reduce-scatters.
