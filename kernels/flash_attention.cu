@@ -1,9 +1,10 @@
 // Flash-style attention blocks: one CTA of 4 warps per (query tile, head, sequence) in the forward and per
-// (key tile, key/value head, sequence) in the backward, tiles staged in shared memory. The forward keeps
-// its tile's output accumulators and running statistics in shared memory across the key tiles; the
-// backward keeps its keys' dK and dV there across every query tile of every query head of the group, and
-// adds dQ into the fp32 global buffer with atomics (FlashAttention-2's split). The semantics, masks and
-// dropout draws are those of exec/cpu/cpu_attention.cc's block ops.
+// (key tile, key/value head, sequence) in the backward. The bf16 forward (head_dim up to 128) keeps each
+// warp's rows in registers (block_forward_registers_kernel); the other forward (fp32, larger heads) stages
+// its tiles in shared memory and keeps its tile's output accumulators and running statistics there across
+// the key tiles. The backward stages its tiles in shared memory, keeps its keys' dK and dV there across every query
+// tile of every query head of the group, and adds dQ into the fp32 global buffer with atomics (FlashAttention-2's
+// split). The semantics, masks and dropout draws are those of exec/cpu/cpu_attention.cc's block ops.
 #include "kernels/flash_attention.h"
 
 #include <cfloat>
@@ -14,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/cuda_check.h"
 #include "kernels/device.cuh"
@@ -24,6 +26,7 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kBlockThreads = kWarps * 32;
+constexpr int kRegisterKeys = 64;  // keys per tile of the register forward (block_forward_registers_kernel)
 
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
@@ -301,6 +304,175 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
+// The forward of a bf16 block with what each warp computes kept in its registers (FlashAttention-2's
+// structure): each of the CTA's 4 warps owns 16 of its 64 query rows and holds their Q fragments, their
+// 16 × 64 score tile and their 16 × DP output accumulators in registers, a row's values spread over a quad
+// of 4 lanes, which also keep the row's running maximum and sum; only K and V pass through shared memory.
+// The scores' accumulator layout is the A-fragment layout of the P·V product (PTX ISA, "Matrix Fragments
+// for mma.m16n8k16"), so the probabilities go from the exponential to the tensor cores without leaving
+// the registers. The accumulators are held divided by the dropout's keep scale and multiplied back when
+// written (FlashAttention-2 scales the output at the end), so 1/(1 − p) is never rounded to bf16. The
+// masks, dropout draws, running statistics and roundings are block_forward_kernel's. Grid (query tiles of
+// 64, heads, sequences); KD = head_dim padded to 16, over 16.
+template <int KD>
+__global__ void __launch_bounds__(kBlockThreads)
+    block_forward_registers_kernel(float* acc, float* row_max, float* row_sum, const bf16* qkv, const bf16* kv,
+                                   Block blk) {
+  constexpr int DP = 16 * KD, R = 16 * kWarps, C = kRegisterKeys, LH = DP + 8, NT = DP / 8, ST = C / 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const AttentionDims& s = blk.b.dims;
+  const int d = s.head_dim;
+  const int n = blockIdx.z, h = blockIdx.y, i0 = blockIdx.x * R;
+  const int g = h / (s.heads / s.kv_heads);
+  const i64 ld = s.qkv_cols(), ctx_ld = static_cast<i64>(s.heads) * d;
+  bf16* q = reinterpret_cast<bf16*>(smem);  // [R][LH]
+  bf16* k = q + R * LH;                     // [C][LH]
+  bf16* v = k + C * LH;                     // [C][LH]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, quad_row = lane / 4, t2 = (lane % 4) * 2;
+
+  load_tile(q, LH, qkv, ld, static_cast<i64>(h) * d, n, i0, R, s, DP);
+  __syncthreads();
+  std::uint32_t qf[KD][4];
+#pragma unroll
+  for (int kk = 0; kk < KD; ++kk) load_a(qf[kk], Operand<bf16>{q, LH, false}, warp * 16, kk * 16, lane);
+
+  // This thread's two rows, r = warp·16 + quad_row (half 0) and r + 8 (half 1): the C-fragment rows.
+  int qp[2];
+  bool row_in[2];
+  float m_run[2], l_run[2];
+  i64 row_at[2], stat[2];
+  const float unscale = 1.0f / blk.keep_scale;
+  float o[NT][4];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = i0 + warp * 16 + quad_row + half * 8;
+    row_in[half] = i < s.seq;
+    qp[half] = row_in[half] ? context_parallel_position(i, s.seq, blk.b.cp, blk.b.cp_rank) : -1;
+    stat[half] = (static_cast<i64>(n) * s.heads + h) * s.seq + i;
+    m_run[half] = row_in[half] ? row_max[stat[half]] : 0.0f;
+    l_run[half] = row_in[half] ? row_sum[stat[half]] : 0.0f;
+    row_at[half] = (static_cast<i64>(n) * s.seq + i) * ctx_ld + static_cast<i64>(h) * d;
+  }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const int half = x / 2, col = nt * 8 + t2 + x % 2;
+      o[nt][x] = row_in[half] && col < d ? acc[row_at[half] + col] * unscale : 0.0f;
+    }
+
+  const int last_row = min(i0 + R, s.seq) - 1;
+  for (int j0 = 0; j0 < s.seq; j0 += C) {
+    if (blk.b.cp == 1 && j0 > last_row) break;  // one rank: keys in position order, all after these queries
+    __syncthreads();                            // every warp is done with the previous K and V
+    load_tile(k, LH, kv, blk.b.kv_ld, static_cast<i64>(g) * d, n, j0, C, s, DP);
+    load_tile(v, LH, kv, blk.b.kv_ld, static_cast<i64>(s.kv_heads + g) * d, n, j0, C, s, DP);
+    __syncthreads();
+    // S = scale·Q·Kᵀ for the warp's 16 rows: K stored [key][d] is Kᵀ transposed.
+    float sc[ST][4];
+#pragma unroll
+    for (int nt = 0; nt < ST; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk)
+#pragma unroll
+      for (int nt = 0; nt < ST; ++nt) {
+        std::uint32_t bfr[2];
+        load_b(bfr, Operand<bf16>{k, LH, true}, kk * 16, nt * 8, lane);
+        mma_bf16(sc[nt], qf[kk], bfr);
+      }
+    // The causal mask at the keys' positions (this thread's two columns of each score tile), and each
+    // row's maximum over what it sees (over a quad's lanes).
+    int kp[ST][2];
+#pragma unroll
+    for (int nt = 0; nt < ST; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int jj = j0 + nt * 8 + t2 + e;
+        kp[nt][e] = jj < s.seq ? context_parallel_position(jj, s.seq, blk.b.cp, blk.b.kv_rank) : INT_MAX;
+      }
+    float mx[2] = {-FLT_MAX, -FLT_MAX};
+    int seen[2] = {0, 0};
+#pragma unroll
+    for (int nt = 0; nt < ST; ++nt)
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const int half = x / 2, e = x % 2;
+        sc[nt][x] *= blk.scale;
+        if (qp[half] >= 0 && kp[nt][e] <= qp[half]) {
+          mx[half] = fmaxf(mx[half], sc[nt][x]);
+          seen[half] = 1;
+        }
+      }
+    float factor[2], m_new[2], sum[2] = {0.0f, 0.0f};
+    bool visible[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xFFFFFFFFu, mx[half], 1));
+      mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xFFFFFFFFu, mx[half], 2));
+      seen[half] |= __shfl_xor_sync(0xFFFFFFFFu, seen[half], 1);
+      seen[half] |= __shfl_xor_sync(0xFFFFFFFFu, seen[half], 2);
+      visible[half] = seen[half] != 0;
+      const float m_old = m_run[half], l_old = l_run[half];
+      m_new[half] = !visible[half] ? m_old : l_old > 0 ? fmaxf(m_old, mx[half]) : mx[half];
+      factor[half] = !visible[half] ? 1.0f : l_old > 0 ? expf(m_old - m_new[half]) : 0.0f;
+    }
+    // The probabilities, summed before dropout; what V meets is the kept ones, unscaled.
+#pragma unroll
+    for (int nt = 0; nt < ST; ++nt)
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const int half = x / 2, kpos = kp[nt][x % 2];
+        float e = 0.0f;
+        if (qp[half] >= 0 && kpos <= qp[half]) {
+          e = expf(sc[nt][x] - m_new[half]);
+          sum[half] += e;
+          if (!blk.keeps(n, h, qp[half], kpos)) e = 0.0f;
+        }
+        sc[nt][x] = e;
+      }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      sum[half] += __shfl_xor_sync(0xFFFFFFFFu, sum[half], 1);
+      sum[half] += __shfl_xor_sync(0xFFFFFFFFu, sum[half], 2);
+      if (visible[half]) {
+        l_run[half] = l_run[half] * factor[half] + sum[half];
+        m_run[half] = m_new[half];
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int x = 0; x < 4; ++x) o[nt][x] *= factor[x / 2];
+        // O += P·V: the score tiles 2κ and 2κ+1 (keys 16κ..16κ+15) are the A fragment of inner step κ.
+#pragma unroll
+    for (int kk = 0; kk < C / 16; ++kk) {
+      const std::uint32_t pa[4] = {pack_bf16(sc[2 * kk][0], sc[2 * kk][1]), pack_bf16(sc[2 * kk][2], sc[2 * kk][3]),
+                                   pack_bf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                                   pack_bf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        std::uint32_t bfr[2];
+        load_b(bfr, Operand<bf16>{v, LH, false}, kk * 16, nt * 8, lane);
+        mma_bf16(o[nt], pa, bfr);
+      }
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const int half = x / 2, col = nt * 8 + t2 + x % 2;
+      if (row_in[half] && col < d) acc[row_at[half] + col] = o[nt][x] * blk.keep_scale;
+    }
+  if (lane % 4 == 0)
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+      if (row_in[half]) {
+        row_max[stat[half]] = m_run[half];
+        row_sum[stat[half]] = l_run[half];
+      }
+}
+
 // Grid (key tiles, key/value heads, sequences).
 template <class T>
 __global__ void __launch_bounds__(kBlockThreads)
@@ -420,6 +592,19 @@ bool fragments_by_ldmatrix() {
   return v == nullptr || std::string(v) != "1";
 }
 
+// LOOM_FLASH_SMEM_FORWARD=1 runs the bf16 forward through block_forward_kernel (its tiles in shared
+// memory) instead of the register kernel, as LOOM_FLASH_ELEMENT_LOADS=1 does: the two forwards timed, or
+// told apart, on one GPU.
+bool forward_in_registers() {
+  const char* v = std::getenv("LOOM_FLASH_SMEM_FORWARD");
+  return (v == nullptr || std::string(v) != "1") && fragments_by_ldmatrix();
+}
+
+// The register forward's shared memory: the Q tile (read once into fragments), one K and one V tile.
+std::size_t registers_smem(int dp) {
+  return sizeof(bf16) * (16 * kWarps + 2 * kRegisterKeys) * static_cast<std::size_t>(dp + 8);
+}
+
 // The largest dynamic shared memory a block may opt into on the current device.
 std::size_t shared_memory_limit() {
   int device = 0, bytes = 0;
@@ -467,10 +652,31 @@ void launch(void (*kernel)(Params...), const Block& blk, std::size_t bytes, int 
 
 }  // namespace
 
+// block_forward_registers_kernel<kd> for kd = head_dim padded to 16, over 16, one of KD... + 1.
+template <int... KD>
+void forward_registers(std::integer_sequence<int, KD...>, int kd, float* acc, float* row_max, float* row_sum,
+                       const bf16* qkv, const bf16* kv, const BlockDims& b, cudaStream_t stream) {
+  std::size_t bytes = 0;
+  const Block blk = plan_tiles(
+      b, 16 * kWarps, kRegisterKeys, [](int, int, int dp) { return registers_smem(dp); }, &bytes);
+  ((kd == KD + 1 ? launch(block_forward_registers_kernel<KD + 1>, blk, bytes, 16 * kWarps, b.dims.heads, stream, acc,
+                          row_max, row_sum, qkv, kv)
+                 : void()),
+   ...);
+}
+
 template <class T>
 void attention_block_forward(float* acc, float* row_max, float* row_sum, const T* qkv, const T* kv, const BlockDims& b,
                              cudaStream_t stream) {
   if (b.dims.batch == 0 || b.dims.seq == 0 || b.dims.heads == 0) return;
+  if constexpr (std::is_same_v<T, bf16>) {
+    constexpr int kMaxKd = 8;  // head_dim up to 128 (the registers a thread holds grow with it)
+    const int kd = (b.dims.head_dim + 15) / 16;
+    if (kd <= kMaxKd && forward_in_registers()) {
+      forward_registers(std::make_integer_sequence<int, kMaxKd>{}, kd, acc, row_max, row_sum, qkv, kv, b, stream);
+      return;
+    }
+  }
   std::size_t bytes = 0;
   const Block blk = plan_tiles(b, 64, 64, forward_smem<T>, &bytes);
   launch(block_forward_kernel<T>, blk, bytes, blk.rows, b.dims.heads, stream, acc, row_max, row_sum, qkv, kv);

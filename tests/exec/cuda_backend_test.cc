@@ -482,8 +482,10 @@ Outputs flash_block_outputs(Backend& be, DType dt, const AttentionShape& sh) {
 }
 
 // The flash tests' shapes: GQA, dropout, a sequence of 3 query and 4 key tiles and a head_dim padded from 40
-// to 48; and a context-parallel rank (its own chunks 1 and 2 of 4, then rank 0's chunks 0 and 3).
-const AttentionShape kFlashShapes[] = {AttentionShape{2, 200, 4, 2, 40}, AttentionShape{1, 96, 2, 1, 64, 2, 1}};
+// to 48; a context-parallel rank (its own chunks 1 and 2 of 4, then rank 0's chunks 0 and 3); and a head_dim
+// of 128, the most registers a thread of the register forward holds.
+const AttentionShape kFlashShapes[] = {AttentionShape{2, 200, 4, 2, 40}, AttentionShape{1, 96, 2, 1, 64, 2, 1},
+                                       AttentionShape{1, 130, 2, 1, 128}};
 
 // How far got is from want over all values: ‖got − want‖ / ‖want‖; the component of got − want along want,
 // Σ(got − want)·want / Σ want², a systematic scale error (the rounding errors, unbiased, average out); and
@@ -526,7 +528,9 @@ TEST(Bf16EmulationFlashBlocks, StayWithinBf16OfFp32WithoutAScaleBias) {
 }
 
 // The flash block ops (kernels/flash_attention.cu) against the CPU's, on kFlashShapes: forward, finish and
-// backward; the lse and dQ in fp32. bf16 views, both fragment loads: within bf16 of the emulation over all
+// backward; the lse and dQ in fp32. bf16 views, each way of kernels/flash_attention.cu (the register
+// forward, the default; the forward through shared-memory tiles; those tiles' fragments loaded element by
+// element instead of by ldmatrix, the backward's too): within bf16 of the emulation over all
 // values; against fp32 no systematic scale error and no value further off than twice the emulation's worst
 // (FlashAttention's test: the kernel's error at most twice a same-precision reference's). fp32 views on the
 // GPU (CUDA-core path) against fp32 at 1e-4, value by value.
@@ -534,14 +538,13 @@ TEST_F(GpuBackendOps, FlashBlocksOnOneRankAndAContextParallelRank) {
   for (const AttentionShape& sh : kFlashShapes) {
     const Outputs emulated = flash_block_outputs(emulation_, DType::kBF16, sh),
                   ref = flash_block_outputs(reference_, DType::kF32, sh);
-    for (const bool element_loads : {false, true}) {
-      if (element_loads) setenv("LOOM_FLASH_ELEMENT_LOADS", "1", 1);  // the same products, loaded element by element
+    for (const std::string way : {"", "LOOM_FLASH_SMEM_FORWARD", "LOOM_FLASH_ELEMENT_LOADS"}) {
+      if (!way.empty()) setenv(way.c_str(), "1", 1);
       const Outputs got = flash_block_outputs(*backend_, DType::kBF16, sh);
-      unsetenv("LOOM_FLASH_ELEMENT_LOADS");
+      if (!way.empty()) unsetenv(way.c_str());
       ASSERT_EQ(got.size(), ref.size());
       for (std::size_t i = 0; i < got.size(); ++i) {
-        const std::string what =
-            fmt::format("cp {}, {} loads, output {}", sh.cp, element_loads ? "element" : "ldmatrix", i);
+        const std::string what = fmt::format("cp {}, {}, output {}", sh.cp, way.empty() ? "default" : way + "=1", i);
         EXPECT_LE(deviation(got[i], emulated[i]).relative_rms, kBf16RelativeRms) << what << " vs cpu-bf16";
         const Deviation d = deviation(got[i], ref[i]);
         EXPECT_LE(std::fabs(d.scale_bias), kScaleBias) << what << " vs cpu fp32";
