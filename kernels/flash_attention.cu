@@ -1,10 +1,10 @@
 // Flash-style attention blocks: one CTA of 4 warps per (query tile, head, sequence) in the forward and per
-// (key tile, key/value head, sequence) in the backward. The bf16 forward (head_dim up to 128) keeps each
-// warp's rows in registers (block_forward_registers_kernel); the other forward (fp32, larger heads) stages
-// its tiles in shared memory and keeps its tile's output accumulators and running statistics there across
-// the key tiles. The backward stages its tiles in shared memory, keeps its keys' dK and dV there across every query
-// tile of every query head of the group, and adds dQ into the fp32 global buffer with atomics (FlashAttention-2's
-// split). The semantics, masks and dropout draws are those of exec/cpu/cpu_attention.cc's block ops.
+// (key tile, key/value head, sequence) in the backward, which keeps its keys' dK and dV across every query
+// tile of every query head of the group and adds dQ into the fp32 global buffer with atomics
+// (FlashAttention-2's split). bf16 blocks of head_dim up to 128 keep each warp's work in registers
+// (block_forward_registers_kernel, block_backward_registers_kernel); the others (fp32, larger heads) stage
+// their tiles, scores and accumulators in shared memory (block_forward_kernel, block_backward_kernel). The
+// semantics, masks and dropout draws are those of exec/cpu/cpu_attention.cc's block ops.
 #include "kernels/flash_attention.h"
 
 #include <cfloat>
@@ -26,7 +26,8 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kBlockThreads = kWarps * 32;
-constexpr int kRegisterKeys = 64;  // keys per tile of the register forward (block_forward_registers_kernel)
+constexpr int kRegisterKeys = 64;          // keys per tile of the register forward (block_forward_registers_kernel)
+constexpr int kRegisterBackwardRows = 32;  // queries per tile of the register backward
 
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
@@ -571,6 +572,165 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
+// The backward of a bf16 block with each warp's products in registers (FlashAttention-2's backward):
+// a CTA of 4 warps takes 64 keys of one key/value head, each warp 16 of them, and runs over every query
+// tile of 32 of every query head of the group. A warp computes its keys' Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ
+// (16 × 32, the keys as rows), turns them into Pᵀ and dSᵀ in place, and feeds those from the registers
+// they were computed in to dV += Pᵀ·dO and dK += dSᵀ·Q, whose accumulators stay in its registers across
+// the query tiles. dQ += dS·K needs dS with the queries as rows, so the warps write dSᵀ to shared memory
+// transposed and split dQ's tiles among them, added into the fp32 global buffer with atomics. Q, dO, K
+// and V tiles pass through shared memory; dV and dK are held without the keep and softmax scales and
+// scaled when added to dkv. The masks, dropout draws and roundings (P and dS to bf16) are
+// block_backward_kernel's. Grid (key tiles of 64, key/value heads, sequences); KD = head_dim padded to
+// 16, over 16.
+template <int KD>
+__global__ void __launch_bounds__(kBlockThreads)
+    block_backward_registers_kernel(float* dq, bf16* dkv, const bf16* dctx, const bf16* ctx, const float* lse,
+                                    const bf16* qkv, const bf16* kv, Block blk) {
+  constexpr int DP = 16 * KD, C = 16 * kWarps, R = kRegisterBackwardRows, LH = DP + 8, LS = C + 8, NT = DP / 8,
+                QT = R / 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const AttentionDims& s = blk.b.dims;
+  const int d = s.head_dim;
+  const int n = blockIdx.z, g = blockIdx.y, j0 = blockIdx.x * C, group = s.heads / s.kv_heads;
+  const i64 ld = s.qkv_cols(), ctx_ld = static_cast<i64>(s.heads) * d;
+  bf16* k = reinterpret_cast<bf16*>(smem);               // [C][LH]
+  bf16* v = k + C * LH;                                  // [C][LH]
+  bf16* q = v + C * LH;                                  // [R][LH]
+  bf16* dout = q + R * LH;                               // [R][LH]
+  bf16* ds = dout + R * LH;                              // [R][LS]: dS, queries as rows
+  float* lse_s = reinterpret_cast<float*>(ds + R * LS);  // [R]
+  float* dd = lse_s + R;                                 // [R]
+  int* qpos = reinterpret_cast<int*>(dd + R);            // [R]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, quad_row = lane / 4, t2 = (lane % 4) * 2;
+
+  load_tile(k, LH, kv, blk.b.kv_ld, static_cast<i64>(g) * d, n, j0, C, s, DP);
+  load_tile(v, LH, kv, blk.b.kv_ld, static_cast<i64>(s.kv_heads + g) * d, n, j0, C, s, DP);
+  // This thread's two keys, the C-fragment rows warp·16 + quad_row (half 0) and + 8 (half 1).
+  int kp[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int j = j0 + warp * 16 + quad_row + half * 8;
+    kp[half] = j < s.seq ? context_parallel_position(j, s.seq, blk.b.cp, blk.b.kv_rank) : INT_MAX;
+  }
+  float dk[NT][4], dv[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) dk[nt][x] = dv[nt][x] = 0.0f;
+
+  for (int h = g * group; h < (g + 1) * group; ++h)
+    for (int i0 = 0; i0 < s.seq; i0 += R) {
+      if (blk.b.cp == 1 && i0 + R - 1 < j0) continue;  // one rank: every query of the tile before every key
+      __syncthreads();                                 // the previous tile's readers are done
+      load_tile(q, LH, qkv, ld, static_cast<i64>(h) * d, n, i0, R, s, DP);
+      load_tile(dout, LH, dctx, ctx_ld, static_cast<i64>(h) * d, n, i0, R, s, DP);
+      // D = Σ_j P_ij dP_ij over the whole row = dO · O (from the output), a warp per row.
+      for (int r = warp; r < R; r += kWarps) {
+        const int i = i0 + r;
+        float dot = 0;
+        if (i < s.seq) {
+          const i64 at = (static_cast<i64>(n) * s.seq + i) * ctx_ld + static_cast<i64>(h) * d;
+          for (int c = lane; c < d; c += 32) dot += to_float(dctx[at + c]) * to_float(ctx[at + c]);
+        }
+        dot = warp_sum(dot);
+        if (lane == 0) {
+          dd[r] = dot;
+          lse_s[r] = i < s.seq ? lse[(static_cast<i64>(n) * s.heads + h) * s.seq + i] : 0.0f;
+          qpos[r] = i < s.seq ? context_parallel_position(i, s.seq, blk.b.cp, blk.b.cp_rank) : -1;
+        }
+      }
+      __syncthreads();
+      // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for the warp's 16 keys: Q and dO stored [query][d] are B transposed.
+      float st[QT][4], dpt[QT][4];
+#pragma unroll
+      for (int qt = 0; qt < QT; ++qt)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) st[qt][x] = dpt[qt][x] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < KD; ++kk) {
+        std::uint32_t ka[4], va[4];
+        load_a(ka, Operand<bf16>{k, LH, false}, warp * 16, kk * 16, lane);
+        load_a(va, Operand<bf16>{v, LH, false}, warp * 16, kk * 16, lane);
+#pragma unroll
+        for (int qt = 0; qt < QT; ++qt) {
+          std::uint32_t bq[2], bo[2];
+          load_b(bq, Operand<bf16>{q, LH, true}, kk * 16, qt * 8, lane);
+          load_b(bo, Operand<bf16>{dout, LH, true}, kk * 16, qt * 8, lane);
+          mma_bf16(st[qt], ka, bq);
+          mma_bf16(dpt[qt], va, bo);
+        }
+      }
+      // Pᵀ (what V met: the kept probabilities, unscaled) into st, dSᵀ into dpt; dS to shared memory.
+#pragma unroll
+      for (int qt = 0; qt < QT; ++qt)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          const int half = x / 2, col = qt * 8 + t2 + x % 2, qp = qpos[col];
+          float dsv = 0, pdv = 0;
+          if (qp >= 0 && kp[half] <= qp) {
+            const float pj = expf(st[qt][x] * blk.scale - lse_s[col]), kept = blk.kept(n, h, qp, kp[half]);
+            dsv = pj * (dpt[qt][x] * kept - dd[col]);
+            pdv = kept != 0 ? pj : 0.0f;
+          }
+          st[qt][x] = pdv;
+          dpt[qt][x] = dsv;
+          ds[col * LS + warp * 16 + quad_row + half * 8] = from_float<bf16>(dsv);
+        }
+        // dV += Pᵀ·dO and dK += dSᵀ·Q: the inner dimension is the tile's queries, step κ the queries
+        // 16κ..16κ+15, the score tiles 2κ and 2κ+1 (dO and Q stored [query][d] are B as they stand).
+#pragma unroll
+      for (int kk = 0; kk < R / 16; ++kk) {
+        const std::uint32_t pa[4] = {pack_bf16(st[2 * kk][0], st[2 * kk][1]), pack_bf16(st[2 * kk][2], st[2 * kk][3]),
+                                     pack_bf16(st[2 * kk + 1][0], st[2 * kk + 1][1]),
+                                     pack_bf16(st[2 * kk + 1][2], st[2 * kk + 1][3])};
+        const std::uint32_t sa[4] = {
+            pack_bf16(dpt[2 * kk][0], dpt[2 * kk][1]), pack_bf16(dpt[2 * kk][2], dpt[2 * kk][3]),
+            pack_bf16(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]), pack_bf16(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          std::uint32_t bo[2], bq[2];
+          load_b(bo, Operand<bf16>{dout, LH, false}, kk * 16, nt * 8, lane);
+          load_b(bq, Operand<bf16>{q, LH, false}, kk * 16, nt * 8, lane);
+          mma_bf16(dv[nt], pa, bo);
+          mma_bf16(dk[nt], sa, bq);
+        }
+      }
+      __syncthreads();  // every warp's dS is in shared memory
+      // dQ += scale·dS·K (K stored [key][d] is B as it stands), the tiles of 16 × 8 split over the warps.
+      for (int tile = warp; tile < (R / 16) * NT; tile += kWarps) {
+        const int m0 = tile / NT * 16, n0 = tile % NT * 8;
+        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int kk = 0; kk < C / 16; ++kk) {
+          std::uint32_t a[4], b[2];
+          load_a(a, Operand<bf16>{ds, LS, false}, m0, kk * 16, lane);
+          load_b(b, Operand<bf16>{k, LH, false}, kk * 16, n0, lane);
+          mma_bf16(c, a, b);
+        }
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          const int i = i0 + m0 + quad_row + (x / 2) * 8, col = n0 + t2 + x % 2;
+          if (i < s.seq && col < d)
+            atomicAdd(dq + (static_cast<i64>(n) * s.seq + i) * ctx_ld + static_cast<i64>(h) * d + col,
+                      blk.scale * c[x]);
+        }
+      }
+    }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const int j = j0 + warp * 16 + quad_row + (x / 2) * 8, col = nt * 8 + t2 + x % 2;
+      if (j >= s.seq || col >= d) continue;
+      const i64 row = (static_cast<i64>(n) * s.seq + j) * blk.b.kv_ld;
+      bf16& dkey = dkv[row + static_cast<i64>(g) * d + col];
+      bf16& dval = dkv[row + static_cast<i64>(s.kv_heads + g) * d + col];
+      dkey = from_float<bf16>(to_float(dkey) + blk.scale * dk[nt][x]);
+      dval = from_float<bf16>(to_float(dval) + blk.keep_scale * dv[nt][x]);
+    }
+}
+
 template <class T>
 __global__ void block_finish_kernel(T* ctx, float* lse, const float* acc, const float* row_max, const float* row_sum,
                                     AttentionDims s) {
@@ -592,17 +752,24 @@ bool fragments_by_ldmatrix() {
   return v == nullptr || std::string(v) != "1";
 }
 
-// LOOM_FLASH_SMEM_FORWARD=1 runs the bf16 forward through block_forward_kernel (its tiles in shared
-// memory) instead of the register kernel, as LOOM_FLASH_ELEMENT_LOADS=1 does: the two forwards timed, or
-// told apart, on one GPU.
-bool forward_in_registers() {
-  const char* v = std::getenv("LOOM_FLASH_SMEM_FORWARD");
+// LOOM_FLASH_SMEM_TILES=1 runs bf16 blocks through block_forward_kernel and block_backward_kernel (their
+// tiles in shared memory) instead of the register kernels, as LOOM_FLASH_ELEMENT_LOADS=1 does: the two
+// ways timed, or told apart, on one GPU.
+bool in_registers() {
+  const char* v = std::getenv("LOOM_FLASH_SMEM_TILES");
   return (v == nullptr || std::string(v) != "1") && fragments_by_ldmatrix();
 }
+constexpr int kMaxRegisterKd = 8;  // head_dim up to 128 (the registers a thread holds grow with it)
 
 // The register forward's shared memory: the Q tile (read once into fragments), one K and one V tile.
-std::size_t registers_smem(int dp) {
+std::size_t forward_registers_smem(int dp) {
   return sizeof(bf16) * (16 * kWarps + 2 * kRegisterKeys) * static_cast<std::size_t>(dp + 8);
+}
+// The register backward's: K and V tiles, Q and dO tiles, dS, and each query's statistics.
+std::size_t backward_registers_smem(int dp) {
+  constexpr int R = kRegisterBackwardRows, C = 16 * kWarps;
+  return sizeof(bf16) * ((2 * C + 2 * R) * static_cast<std::size_t>(dp + 8) + R * (C + 8)) +
+         (2 * sizeof(float) + sizeof(int)) * R;
 }
 
 // The largest dynamic shared memory a block may opt into on the current device.
@@ -652,15 +819,27 @@ void launch(void (*kernel)(Params...), const Block& blk, std::size_t bytes, int 
 
 }  // namespace
 
-// block_forward_registers_kernel<kd> for kd = head_dim padded to 16, over 16, one of KD... + 1.
+// The register kernels <kd> for kd = head_dim padded to 16, over 16, one of KD... + 1.
 template <int... KD>
 void forward_registers(std::integer_sequence<int, KD...>, int kd, float* acc, float* row_max, float* row_sum,
                        const bf16* qkv, const bf16* kv, const BlockDims& b, cudaStream_t stream) {
   std::size_t bytes = 0;
   const Block blk = plan_tiles(
-      b, 16 * kWarps, kRegisterKeys, [](int, int, int dp) { return registers_smem(dp); }, &bytes);
+      b, 16 * kWarps, kRegisterKeys, [](int, int, int dp) { return forward_registers_smem(dp); }, &bytes);
   ((kd == KD + 1 ? launch(block_forward_registers_kernel<KD + 1>, blk, bytes, 16 * kWarps, b.dims.heads, stream, acc,
                           row_max, row_sum, qkv, kv)
+                 : void()),
+   ...);
+}
+template <int... KD>
+void backward_registers(std::integer_sequence<int, KD...>, int kd, float* dq, bf16* dkv, const bf16* dctx,
+                        const bf16* ctx, const float* lse, const bf16* qkv, const bf16* kv, const BlockDims& b,
+                        cudaStream_t stream) {
+  std::size_t bytes = 0;
+  const Block blk = plan_tiles(
+      b, kRegisterBackwardRows, 16 * kWarps, [](int, int, int dp) { return backward_registers_smem(dp); }, &bytes);
+  ((kd == KD + 1 ? launch(block_backward_registers_kernel<KD + 1>, blk, bytes, 16 * kWarps, b.dims.kv_heads, stream, dq,
+                          dkv, dctx, ctx, lse, qkv, kv)
                  : void()),
    ...);
 }
@@ -670,10 +849,10 @@ void attention_block_forward(float* acc, float* row_max, float* row_sum, const T
                              cudaStream_t stream) {
   if (b.dims.batch == 0 || b.dims.seq == 0 || b.dims.heads == 0) return;
   if constexpr (std::is_same_v<T, bf16>) {
-    constexpr int kMaxKd = 8;  // head_dim up to 128 (the registers a thread holds grow with it)
     const int kd = (b.dims.head_dim + 15) / 16;
-    if (kd <= kMaxKd && forward_in_registers()) {
-      forward_registers(std::make_integer_sequence<int, kMaxKd>{}, kd, acc, row_max, row_sum, qkv, kv, b, stream);
+    if (kd <= kMaxRegisterKd && in_registers()) {
+      forward_registers(std::make_integer_sequence<int, kMaxRegisterKd>{}, kd, acc, row_max, row_sum, qkv, kv, b,
+                        stream);
       return;
     }
   }
@@ -695,6 +874,14 @@ template <class T>
 void attention_block_backward(float* dq, T* dkv, const T* dctx, const T* ctx, const float* lse, const T* qkv,
                               const T* kv, const BlockDims& b, cudaStream_t stream) {
   if (b.dims.batch == 0 || b.dims.seq == 0 || b.dims.heads == 0) return;
+  if constexpr (std::is_same_v<T, bf16>) {
+    const int kd = (b.dims.head_dim + 15) / 16;
+    if (kd <= kMaxRegisterKd && in_registers()) {
+      backward_registers(std::make_integer_sequence<int, kMaxRegisterKd>{}, kd, dq, dkv, dctx, ctx, lse, qkv, kv, b,
+                         stream);
+      return;
+    }
+  }
   std::size_t bytes = 0;
   const Block blk = plan_tiles(b, 32, 64, backward_smem<T>, &bytes);
   launch(block_backward_kernel<T>, blk, bytes, blk.keys, b.dims.kv_heads, stream, dq, dkv, dctx, ctx, lse, qkv, kv);

@@ -65,13 +65,13 @@ head -c 3000000 README.md docs/*.md exec/README.md 2>/dev/null >"$data/text.txt"
 "$run" loom data prepare --input "$data/text.txt" --out "$data/tokens.bin" >"$logs/data.log" 2>&1
 step gpt2_small 60 "$run" loom run --model gpt2-small --backend cuda --data "$data/tokens.bin" --steps 30 \
   --global-batch 16 --micro-batch 8 --seq 1024 --log "$logs/gpt2-small.jsonl"
-# The same with the fused attention (kernels/flash_attention.cu), and with its forward through shared-memory
-# tiles instead of registers (the two forwards of kernels/flash_attention.cu, timed apart).
+# The same with the fused attention (kernels/flash_attention.cu), and with its blocks through shared-memory
+# tiles instead of registers (the two ways of kernels/flash_attention.cu, timed apart).
 step gpt2_small_flash 60 "$run" loom run --model gpt2-small --backend cuda --data "$data/tokens.bin" --steps 30 \
   --global-batch 16 --micro-batch 8 --seq 1024 --attention flash --log "$logs/gpt2-small-flash.jsonl"
-step gpt2_small_flash_smem_forward 40 env LOOM_FLASH_SMEM_FORWARD=1 "$run" loom run --model gpt2-small --backend cuda \
+step gpt2_small_flash_smem_tiles 40 env LOOM_FLASH_SMEM_TILES=1 "$run" loom run --model gpt2-small --backend cuda \
   --data "$data/tokens.bin" --steps 10 --global-batch 16 --micro-batch 8 --seq 1024 --attention flash \
-  --log "$logs/gpt2-small-flash-smem-forward.jsonl"
+  --log "$logs/gpt2-small-flash-smem-tiles.jsonl"
 # Four steps traced: each op's time on the GPU (CUDA events), totalled per step by name, largest first.
 step gpt2_trace 60 "$run" loom run --model gpt2-small --backend cuda --data "$data/tokens.bin" --steps 4 \
   --global-batch 16 --micro-batch 8 --seq 1024 --trace "$logs/gpt2-small-trace.json"
@@ -128,7 +128,7 @@ done
   echo "=== figures"
   grep '^step' "$logs/gpt2_small.log" 2>/dev/null | tail -1
   grep '^step' "$logs/gpt2_small_flash.log" 2>/dev/null | tail -1
-  grep '^step' "$logs/gpt2_small_flash_smem_forward.log" 2>/dev/null | tail -1
+  grep '^step' "$logs/gpt2_small_flash_smem_tiles.log" 2>/dev/null | tail -1
   grep -A3 '^mode' "$logs/torch_gpt2.log" 2>/dev/null
   head -22 "$logs/gpt2-small-ops.txt" 2>/dev/null
 } | cut -c1-200

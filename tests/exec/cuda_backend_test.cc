@@ -529,8 +529,8 @@ TEST(Bf16EmulationFlashBlocks, StayWithinBf16OfFp32WithoutAScaleBias) {
 
 // The flash block ops (kernels/flash_attention.cu) against the CPU's, on kFlashShapes: forward, finish and
 // backward; the lse and dQ in fp32. bf16 views, each way of kernels/flash_attention.cu (the register
-// forward, the default; the forward through shared-memory tiles; those tiles' fragments loaded element by
-// element instead of by ldmatrix, the backward's too): within bf16 of the emulation over all
+// kernels, the default; the shared-memory tiles; those tiles' fragments loaded element by element instead
+// of by ldmatrix): within bf16 of the emulation over all
 // values; against fp32 no systematic scale error and no value further off than twice the emulation's worst
 // (FlashAttention's test: the kernel's error at most twice a same-precision reference's). fp32 views on the
 // GPU (CUDA-core path) against fp32 at 1e-4, value by value.
@@ -538,7 +538,7 @@ TEST_F(GpuBackendOps, FlashBlocksOnOneRankAndAContextParallelRank) {
   for (const AttentionShape& sh : kFlashShapes) {
     const Outputs emulated = flash_block_outputs(emulation_, DType::kBF16, sh),
                   ref = flash_block_outputs(reference_, DType::kF32, sh);
-    for (const std::string way : {"", "LOOM_FLASH_SMEM_FORWARD", "LOOM_FLASH_ELEMENT_LOADS"}) {
+    for (const std::string way : {"", "LOOM_FLASH_SMEM_TILES", "LOOM_FLASH_ELEMENT_LOADS"}) {
       if (!way.empty()) setenv(way.c_str(), "1", 1);
       const Outputs got = flash_block_outputs(*backend_, DType::kBF16, sh);
       if (!way.empty()) unsetenv(way.c_str());
