@@ -15,7 +15,6 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
-#include <utility>
 
 #include "kernels/cuda_check.h"
 #include "kernels/device.cuh"
@@ -314,7 +313,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 // the registers. The accumulators are held divided by the dropout's keep scale and multiplied back when
 // written (FlashAttention-2 scales the output at the end), so 1/(1 − p) is never rounded to bf16. The
 // masks, dropout draws, running statistics and roundings are block_forward_kernel's. Grid (query tiles of
-// 64, heads, sequences); KD = head_dim padded to 16, over 16.
+// 64, heads, sequences); the tiles 16·KD columns wide, zero past head_dim.
 template <int KD>
 __global__ void __launch_bounds__(kBlockThreads)
     block_forward_registers_kernel(float* acc, float* row_max, float* row_sum, const bf16* qkv, const bf16* kv,
@@ -581,8 +580,8 @@ __global__ void __launch_bounds__(kBlockThreads)
 // transposed and split dQ's tiles among them, added into the fp32 global buffer with atomics. Q, dO, K
 // and V tiles pass through shared memory; dV and dK are held without the keep and softmax scales and
 // scaled when added to dkv. The masks, dropout draws and roundings (P and dS to bf16) are
-// block_backward_kernel's. Grid (key tiles of 64, key/value heads, sequences); KD = head_dim padded to
-// 16, over 16.
+// block_backward_kernel's. Grid (key tiles of 64, key/value heads, sequences); the tiles 16·KD columns
+// wide, zero past head_dim.
 template <int KD>
 __global__ void __launch_bounds__(kBlockThreads)
     block_backward_registers_kernel(float* dq, bf16* dkv, const bf16* dctx, const bf16* ctx, const float* lse,
@@ -759,7 +758,9 @@ bool in_registers() {
   const char* v = std::getenv("LOOM_FLASH_SMEM_TILES");
   return (v == nullptr || std::string(v) != "1") && fragments_by_ldmatrix();
 }
-constexpr int kMaxRegisterKd = 8;  // head_dim up to 128 (the registers a thread holds grow with it)
+// The register kernels come in two widths, head_dim padded to 64 or to 128 (the columns past head_dim are
+// zeros): each width more compiles a forward and a backward into every program linking the kernels.
+constexpr int kMaxRegisterHeadDim = 128;
 
 // The register forward's shared memory: the Q tile (read once into fragments), one K and one V tile.
 std::size_t forward_registers_smem(int dp) {
@@ -817,42 +818,38 @@ void launch(void (*kernel)(Params...), const Block& blk, std::size_t bytes, int 
   CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace
+// The register kernels of width 16·KD (shared memory by that width, not by the padded head_dim).
+template <int KD>
+void forward_registers(float* acc, float* row_max, float* row_sum, const bf16* qkv, const bf16* kv, const BlockDims& b,
+                       cudaStream_t stream) {
+  std::size_t bytes = 0;
+  const Block blk = plan_tiles(
+      b, 16 * kWarps, kRegisterKeys, [](int, int, int) { return forward_registers_smem(16 * KD); }, &bytes);
+  launch(block_forward_registers_kernel<KD>, blk, bytes, 16 * kWarps, b.dims.heads, stream, acc, row_max, row_sum, qkv,
+         kv);
+}
+template <int KD>
+void backward_registers(float* dq, bf16* dkv, const bf16* dctx, const bf16* ctx, const float* lse, const bf16* qkv,
+                        const bf16* kv, const BlockDims& b, cudaStream_t stream) {
+  std::size_t bytes = 0;
+  const Block blk = plan_tiles(
+      b, kRegisterBackwardRows, 16 * kWarps, [](int, int, int) { return backward_registers_smem(16 * KD); }, &bytes);
+  launch(block_backward_registers_kernel<KD>, blk, bytes, 16 * kWarps, b.dims.kv_heads, stream, dq, dkv, dctx, ctx, lse,
+         qkv, kv);
+}
 
-// The register kernels <kd> for kd = head_dim padded to 16, over 16, one of KD... + 1.
-template <int... KD>
-void forward_registers(std::integer_sequence<int, KD...>, int kd, float* acc, float* row_max, float* row_sum,
-                       const bf16* qkv, const bf16* kv, const BlockDims& b, cudaStream_t stream) {
-  std::size_t bytes = 0;
-  const Block blk = plan_tiles(
-      b, 16 * kWarps, kRegisterKeys, [](int, int, int dp) { return forward_registers_smem(dp); }, &bytes);
-  ((kd == KD + 1 ? launch(block_forward_registers_kernel<KD + 1>, blk, bytes, 16 * kWarps, b.dims.heads, stream, acc,
-                          row_max, row_sum, qkv, kv)
-                 : void()),
-   ...);
-}
-template <int... KD>
-void backward_registers(std::integer_sequence<int, KD...>, int kd, float* dq, bf16* dkv, const bf16* dctx,
-                        const bf16* ctx, const float* lse, const bf16* qkv, const bf16* kv, const BlockDims& b,
-                        cudaStream_t stream) {
-  std::size_t bytes = 0;
-  const Block blk = plan_tiles(
-      b, kRegisterBackwardRows, 16 * kWarps, [](int, int, int dp) { return backward_registers_smem(dp); }, &bytes);
-  ((kd == KD + 1 ? launch(block_backward_registers_kernel<KD + 1>, blk, bytes, 16 * kWarps, b.dims.kv_heads, stream, dq,
-                          dkv, dctx, ctx, lse, qkv, kv)
-                 : void()),
-   ...);
-}
+}  // namespace
 
 template <class T>
 void attention_block_forward(float* acc, float* row_max, float* row_sum, const T* qkv, const T* kv, const BlockDims& b,
                              cudaStream_t stream) {
   if (b.dims.batch == 0 || b.dims.seq == 0 || b.dims.heads == 0) return;
   if constexpr (std::is_same_v<T, bf16>) {
-    const int kd = (b.dims.head_dim + 15) / 16;
-    if (kd <= kMaxRegisterKd && in_registers()) {
-      forward_registers(std::make_integer_sequence<int, kMaxRegisterKd>{}, kd, acc, row_max, row_sum, qkv, kv, b,
-                        stream);
+    if (b.dims.head_dim <= kMaxRegisterHeadDim && in_registers()) {
+      if (b.dims.head_dim <= 64)
+        forward_registers<4>(acc, row_max, row_sum, qkv, kv, b, stream);
+      else
+        forward_registers<8>(acc, row_max, row_sum, qkv, kv, b, stream);
       return;
     }
   }
@@ -875,10 +872,11 @@ void attention_block_backward(float* dq, T* dkv, const T* dctx, const T* ctx, co
                               const T* kv, const BlockDims& b, cudaStream_t stream) {
   if (b.dims.batch == 0 || b.dims.seq == 0 || b.dims.heads == 0) return;
   if constexpr (std::is_same_v<T, bf16>) {
-    const int kd = (b.dims.head_dim + 15) / 16;
-    if (kd <= kMaxRegisterKd && in_registers()) {
-      backward_registers(std::make_integer_sequence<int, kMaxRegisterKd>{}, kd, dq, dkv, dctx, ctx, lse, qkv, kv, b,
-                         stream);
+    if (b.dims.head_dim <= kMaxRegisterHeadDim && in_registers()) {
+      if (b.dims.head_dim <= 64)
+        backward_registers<4>(dq, dkv, dctx, ctx, lse, qkv, kv, b, stream);
+      else
+        backward_registers<8>(dq, dkv, dctx, ctx, lse, qkv, kv, b, stream);
       return;
     }
   }

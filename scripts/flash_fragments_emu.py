@@ -91,7 +91,7 @@ def tile(src_rows, first, count, dp, d):  # src_rows: [seq][d] -> count x dp zer
 
 def forward_registers(acc, row_max, row_sum, Q, K, V, s):
     # Q [batch][seq][heads][d], K,V [batch][seq][kv_heads][d]; acc [batch][seq][heads][d]; stats [batch][heads][seq]
-    KD = (s.d + 15) // 16; DP = 16 * KD; R = 64; C = 64; NT = DP // 8; ST = C // 8
+    KD = 4 if s.d <= 64 else 8; DP = 16 * KD; R = 64; C = 64; NT = DP // 8; ST = C // 8
     group = s.heads // s.kv_heads
     for n in range(s.batch):
         for h in range(s.heads):
@@ -181,7 +181,7 @@ def forward_registers(acc, row_max, row_sum, Q, K, V, s):
                                 row_max[n, h, i] = m_run[lane, half]; row_sum[n, h, i] = l_run[lane, half]
 
 def backward_registers(dq, dK, dV, dctx, ctx, lse, Q, K, V, s):
-    KD = (s.d + 15) // 16; DP = 16 * KD; C = 64; R = 32; NT = DP // 8; QT = R // 8
+    KD = 4 if s.d <= 64 else 8; DP = 16 * KD; C = 64; R = 32; NT = DP // 8; QT = R // 8
     group = s.heads // s.kv_heads
     for n in range(s.batch):
         for g in range(s.kv_heads):
