@@ -54,6 +54,16 @@ __device__ __forceinline__ void mma_bf16(float c[4], const std::uint32_t a[4], c
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// The A fragment of an inner step of 16 from the two C fragments (16 × 8) that hold its columns 0-7 and
+// 8-15, rounded to bf16: mma.m16n8k16's C layout gives each thread the rows and columns its A layout
+// wants (PTX ISA, "Matrix Fragments for mma.m16n8k16").
+__device__ __forceinline__ void accumulators_as_a(std::uint32_t a[4], const float lo[4], const float hi[4]) {
+  a[0] = pack_bf16(lo[0], lo[1]);
+  a[1] = pack_bf16(lo[2], lo[3]);
+  a[2] = pack_bf16(hi[0], hi[1]);
+  a[3] = pack_bf16(hi[2], hi[3]);
+}
+
 // The A fragment (16 × 16 at m0, k0) and the B fragment (16 × 8 at k0, n0) of mma.m16n8k16 by ldmatrix:
 // thread t of a warp gets, of each 8 × 8 matrix, row t/4 and columns 2(t%4), 2(t%4)+1 — or with .trans
 // those of the transposed matrix —, the fragments' layout (PTX ISA, "Matrix Fragments for mma.m16n8k16"
@@ -182,6 +192,34 @@ __device__ __forceinline__ void load_tile(T* tile, int lt, const T* src, i64 ld,
     const int r = x / dp, c = x % dp, i = first + r;
     tile[r * lt + c] =
         i < s.seq && c < s.head_dim ? src[(static_cast<i64>(n) * s.seq + i) * ld + col + c] : from_float<T>(0.0f);
+  }
+}
+
+// The backward's query tile of `rows` from i0 (sequence n, head h): Q and dO into shared tiles of dp
+// columns (row stride lt), and for each query, a warp per row, D = Σ_j P_ij dP_ij over the whole row =
+// dO · O (from the output), the row's log-sum-exp and its position in the sequence (−1 past its end).
+template <class T>
+__device__ __forceinline__ void stage_query_tile(T* q, T* dout, int lt, int dp, float* dd, float* lse_s, int* qpos,
+                                                 const T* qkv, const T* dctx, const T* ctx, const float* lse,
+                                                 const Block& blk, int n, int h, int i0, int rows) {
+  const AttentionDims& s = blk.b.dims;
+  const int d = s.head_dim, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const i64 ctx_ld = static_cast<i64>(s.heads) * d;
+  load_tile(q, lt, qkv, s.qkv_cols(), static_cast<i64>(h) * d, n, i0, rows, s, dp);
+  load_tile(dout, lt, dctx, ctx_ld, static_cast<i64>(h) * d, n, i0, rows, s, dp);
+  for (int r = warp; r < rows; r += kWarps) {
+    const int i = i0 + r;
+    float dot = 0;
+    if (i < s.seq) {
+      const i64 at = (static_cast<i64>(n) * s.seq + i) * ctx_ld + static_cast<i64>(h) * d;
+      for (int c = lane; c < d; c += 32) dot += to_float(dctx[at + c]) * to_float(ctx[at + c]);
+    }
+    dot = warp_sum(dot);
+    if (lane == 0) {
+      dd[r] = dot;
+      lse_s[r] = i < s.seq ? lse[(static_cast<i64>(n) * s.heads + h) * s.seq + i] : 0.0f;
+      qpos[r] = i < s.seq ? context_parallel_position(i, s.seq, blk.b.cp, blk.b.cp_rank) : -1;
+    }
   }
 }
 
@@ -443,12 +481,11 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int x = 0; x < 4; ++x) o[nt][x] *= factor[x / 2];
-        // O += P·V: the score tiles 2κ and 2κ+1 (keys 16κ..16κ+15) are the A fragment of inner step κ.
 #pragma unroll
+    // O += P·V: the score tiles 2κ and 2κ+1 (keys 16κ..16κ+15) are the A fragment of inner step κ.
     for (int kk = 0; kk < C / 16; ++kk) {
-      const std::uint32_t pa[4] = {pack_bf16(sc[2 * kk][0], sc[2 * kk][1]), pack_bf16(sc[2 * kk][2], sc[2 * kk][3]),
-                                   pack_bf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
-                                   pack_bf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+      std::uint32_t pa[4];
+      accumulators_as_a(pa, sc[2 * kk], sc[2 * kk + 1]);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         std::uint32_t bfr[2];
@@ -505,28 +542,11 @@ __global__ void __launch_bounds__(kBlockThreads)
     const int j = j0 + c;
     kpos[c] = j < s.seq ? context_parallel_position(j, s.seq, blk.b.cp, blk.b.kv_rank) : INT_MAX;
   }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int h = g * group; h < (g + 1) * group; ++h)
     for (int i0 = 0; i0 < s.seq; i0 += R) {
       if (blk.b.cp == 1 && i0 + R - 1 < j0) continue;  // one rank: every query of the tile before every key
       __syncthreads();                                 // the previous tile's readers are done
-      load_tile(q, lh, qkv, ld, static_cast<i64>(h) * d, n, i0, R, s, dp);
-      load_tile(dout, lh, dctx, ctx_ld, static_cast<i64>(h) * d, n, i0, R, s, dp);
-      // D = Σ_j P_ij dP_ij over the whole row = dO · O (from the output), a warp per row.
-      for (int r = warp; r < R; r += kWarps) {
-        const int i = i0 + r;
-        float dot = 0;
-        if (i < s.seq) {
-          const i64 at = (static_cast<i64>(n) * s.seq + i) * ctx_ld + static_cast<i64>(h) * d;
-          for (int c = lane; c < d; c += 32) dot += to_float(dctx[at + c]) * to_float(ctx[at + c]);
-        }
-        dot = warp_sum(dot);
-        if (lane == 0) {
-          dd[r] = dot;
-          lse_s[r] = i < s.seq ? lse[(static_cast<i64>(n) * s.heads + h) * s.seq + i] : 0.0f;
-          qpos[r] = i < s.seq ? context_parallel_position(i, s.seq, blk.b.cp, blk.b.cp_rank) : -1;
-        }
-      }
+      stage_query_tile(q, dout, lh, dp, dd, lse_s, qpos, qkv, dctx, ctx, lse, blk, n, h, i0, R);
       __syncthreads();
       // S = scale·Q·Kᵀ and dP = dO·Vᵀ (K and V stored [key][d]).
       block_product<T>(R, C, dp, Operand<T>{q, lh, false}, Operand<T>{k, lh, true}, blk.ldmatrix,
@@ -622,23 +642,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int i0 = 0; i0 < s.seq; i0 += R) {
       if (blk.b.cp == 1 && i0 + R - 1 < j0) continue;  // one rank: every query of the tile before every key
       __syncthreads();                                 // the previous tile's readers are done
-      load_tile(q, LH, qkv, ld, static_cast<i64>(h) * d, n, i0, R, s, DP);
-      load_tile(dout, LH, dctx, ctx_ld, static_cast<i64>(h) * d, n, i0, R, s, DP);
-      // D = Σ_j P_ij dP_ij over the whole row = dO · O (from the output), a warp per row.
-      for (int r = warp; r < R; r += kWarps) {
-        const int i = i0 + r;
-        float dot = 0;
-        if (i < s.seq) {
-          const i64 at = (static_cast<i64>(n) * s.seq + i) * ctx_ld + static_cast<i64>(h) * d;
-          for (int c = lane; c < d; c += 32) dot += to_float(dctx[at + c]) * to_float(ctx[at + c]);
-        }
-        dot = warp_sum(dot);
-        if (lane == 0) {
-          dd[r] = dot;
-          lse_s[r] = i < s.seq ? lse[(static_cast<i64>(n) * s.heads + h) * s.seq + i] : 0.0f;
-          qpos[r] = i < s.seq ? context_parallel_position(i, s.seq, blk.b.cp, blk.b.cp_rank) : -1;
-        }
-      }
+      stage_query_tile(q, dout, LH, DP, dd, lse_s, qpos, qkv, dctx, ctx, lse, blk, n, h, i0, R);
       __syncthreads();
       // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for the warp's 16 keys: Q and dO stored [query][d] are B transposed.
       float st[QT][4], dpt[QT][4];
@@ -676,16 +680,13 @@ __global__ void __launch_bounds__(kBlockThreads)
           dpt[qt][x] = dsv;
           ds[col * LS + warp * 16 + quad_row + half * 8] = from_float<bf16>(dsv);
         }
-        // dV += Pᵀ·dO and dK += dSᵀ·Q: the inner dimension is the tile's queries, step κ the queries
-        // 16κ..16κ+15, the score tiles 2κ and 2κ+1 (dO and Q stored [query][d] are B as they stand).
 #pragma unroll
+      // dV += Pᵀ·dO and dK += dSᵀ·Q: the inner dimension is the tile's queries, step κ the queries
+      // 16κ..16κ+15, the score tiles 2κ and 2κ+1 (dO and Q stored [query][d] are B as they stand).
       for (int kk = 0; kk < R / 16; ++kk) {
-        const std::uint32_t pa[4] = {pack_bf16(st[2 * kk][0], st[2 * kk][1]), pack_bf16(st[2 * kk][2], st[2 * kk][3]),
-                                     pack_bf16(st[2 * kk + 1][0], st[2 * kk + 1][1]),
-                                     pack_bf16(st[2 * kk + 1][2], st[2 * kk + 1][3])};
-        const std::uint32_t sa[4] = {
-            pack_bf16(dpt[2 * kk][0], dpt[2 * kk][1]), pack_bf16(dpt[2 * kk][2], dpt[2 * kk][3]),
-            pack_bf16(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]), pack_bf16(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
+        std::uint32_t pa[4], sa[4];
+        accumulators_as_a(pa, st[2 * kk], st[2 * kk + 1]);
+        accumulators_as_a(sa, dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           std::uint32_t bo[2], bq[2];
