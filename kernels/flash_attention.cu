@@ -519,7 +519,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const AttentionDims& s = blk.b.dims;
   const int d = s.head_dim, R = blk.rows, C = blk.keys, dp = blk.dp, lh = blk.ld_head(), lk = blk.ld_keys();
   const int n = blockIdx.z, g = blockIdx.y, j0 = blockIdx.x * C, group = s.heads / s.kv_heads;
-  const i64 ld = s.qkv_cols(), ctx_ld = static_cast<i64>(s.heads) * d;
+  const i64 ctx_ld = static_cast<i64>(s.heads) * d;
   T* k = reinterpret_cast<T*>(smem);                  // [C][lh]
   T* v = k + C * lh;                                  // [C][lh]
   T* q = v + C * lh;                                  // [R][lh]
@@ -612,7 +612,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const AttentionDims& s = blk.b.dims;
   const int d = s.head_dim;
   const int n = blockIdx.z, g = blockIdx.y, j0 = blockIdx.x * C, group = s.heads / s.kv_heads;
-  const i64 ld = s.qkv_cols(), ctx_ld = static_cast<i64>(s.heads) * d;
+  const i64 ctx_ld = static_cast<i64>(s.heads) * d;
   bf16* k = reinterpret_cast<bf16*>(smem);               // [C][LH]
   bf16* v = k + C * LH;                                  // [C][LH]
   bf16* q = v + C * LH;                                  // [R][LH]

@@ -483,7 +483,7 @@ Outputs flash_block_outputs(Backend& be, DType dt, const AttentionShape& sh) {
 
 // The flash tests' shapes: GQA, dropout, a sequence of 3 query and 4 key tiles and a head_dim padded from 40
 // to 48; a context-parallel rank (its own chunks 1 and 2 of 4, then rank 0's chunks 0 and 3); and a head_dim
-// of 128, the most registers a thread of the register forward holds.
+// of 128, the most registers a thread of the register kernels holds.
 const AttentionShape kFlashShapes[] = {AttentionShape{2, 200, 4, 2, 40}, AttentionShape{1, 96, 2, 1, 64, 2, 1},
                                        AttentionShape{1, 130, 2, 1, 128}};
 
