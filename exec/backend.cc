@@ -78,6 +78,13 @@ void Backend::loss_add(const float* max, const float* sum_exp, const float* targ
   loss_total_ += total;
 }
 
+void Backend::bias_dropout_add(TensorRef out, ConstTensorRef x, TensorRef branch, ConstTensorRef bias,
+                               const std::uint8_t* mask, std::int64_t rows, std::int64_t cols, float scale) {
+  if (!bias.null()) add_bias(branch, bias, rows, cols);
+  if (mask != nullptr) apply_mask(branch, branch, mask, rows * cols, scale);
+  add(out, x, branch, rows * cols);
+}
+
 std::unique_ptr<Event> Backend::record_event() { return std::make_unique<CompletedEvent>(); }
 std::unique_ptr<TimedEvent> Backend::record_timed_event() { return std::make_unique<HostTimedEvent>(); }
 

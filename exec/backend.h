@@ -207,6 +207,11 @@ class Backend {
   virtual void dropout_mask(std::uint8_t* mask, std::int64_t n, std::uint64_t key, std::uint64_t first, float p) = 0;
   // out = in · mask · scale (forward with scale 1/(1−p); the same for the backward).
   virtual void apply_mask(TensorRef out, ConstTensorRef in, const std::uint8_t* mask, std::int64_t n, float scale) = 0;
+  // A residual add: out = x + (branch + bias)·mask·scale over rows × cols, bias (null: none) per column,
+  // mask (nullptr: none); branch may be overwritten. Here add_bias, apply_mask and add in turn; the CUDA
+  // backend runs it as one pass with the same roundings (Megatron-LM's fused bias-dropout-add).
+  virtual void bias_dropout_add(TensorRef out, ConstTensorRef x, TensorRef branch, ConstTensorRef bias,
+                                const std::uint8_t* mask, std::int64_t rows, std::int64_t cols, float scale);
   // Rotary position embedding on the q and k columns of qkv, in place (inverse = true for the backward).
   virtual void rope(TensorRef qkv, const AttentionShape& s, bool inverse) = 0;
 

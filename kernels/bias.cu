@@ -1,15 +1,22 @@
-// Bias add (forward, in place over rows) and bias gradient (column sums of dy added to an fp32
-// gradient, in a fixed order so runs are reproducible).
+// Bias add (forward, in place over rows, in packs: kernels/packs.cuh) and bias gradient (column sums
+// of dy added to an fp32 gradient, in a fixed order so runs are reproducible).
 #include "kernels/cuda_check.h"
 #include "kernels/device.cuh"
 #include "kernels/ops.h"
+#include "kernels/packs.cuh"
 
 namespace loom::kernels {
 
 namespace {
-template <class T>
-__global__ void add_bias_kernel(T* x, const T* bias, i64 rows, i64 cols) {
-  LOOM_GRID_STRIDE(i, rows * cols) x[i] = from_float<T>(to_float(x[i]) + to_float(bias[i % cols]));
+template <int W, class T>
+__global__ void add_bias_kernel(T* x, const T* bias, i64 packs, i64 row_packs) {
+  LOOM_GRID_STRIDE(p, packs) {
+    Pack<T, W> v = reinterpret_cast<Pack<T, W>*>(x)[p];
+    const Pack<T, W> b = reinterpret_cast<const Pack<T, W>*>(bias)[p % row_packs];
+#pragma unroll
+    for (int k = 0; k < W; ++k) v.v[k] = from_float<T>(to_float(v.v[k]) + to_float(b.v[k]));
+    reinterpret_cast<Pack<T, W>*>(x)[p] = v;
+  }
 }
 template <class T>
 struct DyValue {
@@ -22,7 +29,12 @@ struct DyValue {
 template <class T>
 void add_bias(T* x, const T* bias, i64 rows, i64 cols, cudaStream_t stream) {
   if (rows * cols == 0) return;
-  add_bias_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(x, bias, rows, cols);
+  constexpr int W = pack_width<T>();  // whole packs within each row, or one value a thread
+  if (cols % W == 0 && pack_aligned(x, W) && pack_aligned(bias, W)) {
+    add_bias_kernel<W><<<grid_for(rows * cols / W), kThreads, 0, stream>>>(x, bias, rows * cols / W, cols / W);
+  } else {
+    add_bias_kernel<1><<<grid_for(rows * cols), kThreads, 0, stream>>>(x, bias, rows * cols, cols);
+  }
   CUDA_CHECK_LAUNCH();
 }
 template <class T>

@@ -3,14 +3,14 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device.cuh"
 #include "kernels/ops.h"
+#include "kernels/packs.cuh"
 
 namespace loom::kernels {
 
 namespace {
-template <class To, class From>
-__global__ void cast_kernel(To* dst, const From* src, i64 n) {
-  LOOM_GRID_STRIDE(i, n) dst[i] = from_float<To>(to_float(src[i]));
-}
+struct Identity {
+  __device__ float operator()(float x) const { return x; }
+};
 template <class To, class From>
 __global__ void cast_rows_kernel(To* dst, i64 ld_dst, const From* src, i64 ld_src, i64 rows, i64 cols) {
   LOOM_GRID_STRIDE(i, rows * cols) {
@@ -22,9 +22,7 @@ __global__ void cast_rows_kernel(To* dst, i64 ld_dst, const From* src, i64 ld_sr
 
 template <class To, class From>
 void cast(To* dst, const From* src, i64 n, cudaStream_t stream) {
-  if (n == 0) return;
-  cast_kernel<<<grid_for(n), kThreads, 0, stream>>>(dst, src, n);
-  CUDA_CHECK_LAUNCH();
+  map(n, Identity{}, stream, dst, src);
 }
 
 template <class To, class From>

@@ -4,6 +4,7 @@
 #include "kernels/device.cuh"
 #include "kernels/numerics.h"
 #include "kernels/ops.h"
+#include "kernels/packs.cuh"
 
 namespace loom::kernels {
 
@@ -12,10 +13,10 @@ __global__ void dropout_mask_kernel(std::uint8_t* mask, i64 n, std::uint64_t key
                                     std::uint64_t threshold) {
   LOOM_GRID_STRIDE(i, n) mask[i] = dropout_keep(key, first + static_cast<std::uint64_t>(i), threshold) ? 1 : 0;
 }
-template <class T>
-__global__ void apply_mask_kernel(T* out, const T* in, const std::uint8_t* mask, i64 n, float scale) {
-  LOOM_GRID_STRIDE(i, n) out[i] = from_float<T>(mask[i] != 0 ? to_float(in[i]) * scale : 0.0f);
-}
+struct ApplyMask {
+  float scale;
+  __device__ float operator()(float x, float keep) const { return keep != 0.0f ? x * scale : 0.0f; }
+};
 }  // namespace
 
 void dropout_mask(std::uint8_t* mask, i64 n, std::uint64_t key, std::uint64_t first, float p, cudaStream_t stream) {
@@ -25,9 +26,7 @@ void dropout_mask(std::uint8_t* mask, i64 n, std::uint64_t key, std::uint64_t fi
 }
 template <class T>
 void apply_mask(T* out, const T* in, const std::uint8_t* mask, i64 n, float scale, cudaStream_t stream) {
-  if (n == 0) return;
-  apply_mask_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, in, mask, n, scale);
-  CUDA_CHECK_LAUNCH();
+  map(n, ApplyMask{scale}, stream, out, in, mask);
 }
 
 template void apply_mask<float>(float*, const float*, const std::uint8_t*, i64, float, cudaStream_t);

@@ -1,43 +1,37 @@
 // Element-wise vector ops: axpy (residual and gradient accumulation, fp32 += bf16 included), add,
-// scale, copy and zero; the backend's zero/copy/axpy/add/scale.
+// scale (in packs, kernels/packs.cuh), copy and zero; the backend's zero/copy/axpy/add/scale.
 #include "kernels/cuda_check.h"
 #include "kernels/device.cuh"
 #include "kernels/ops.h"
+#include "kernels/packs.cuh"
 
 namespace loom::kernels {
 
 namespace {
-template <class Y, class X>
-__global__ void axpy_kernel(Y* y, float alpha, const X* x, i64 n) {
-  LOOM_GRID_STRIDE(i, n) y[i] = from_float<Y>(to_float(y[i]) + alpha * to_float(x[i]));
-}
-template <class T>
-__global__ void add_kernel(T* out, const T* a, const T* b, i64 n) {
-  LOOM_GRID_STRIDE(i, n) out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
-}
-template <class T>
-__global__ void scale_kernel(T* x, float alpha, i64 n) {
-  LOOM_GRID_STRIDE(i, n) x[i] = from_float<T>(to_float(x[i]) * alpha);
-}
+struct Axpy {
+  float alpha;
+  __device__ float operator()(float y, float x) const { return y + alpha * x; }
+};
+struct Add {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Scale {
+  float alpha;
+  __device__ float operator()(float x) const { return x * alpha; }
+};
 }  // namespace
 
 template <class Y, class X>
 void axpy(Y* y, float alpha, const X* x, i64 n, cudaStream_t stream) {
-  if (n == 0) return;
-  axpy_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, alpha, x, n);
-  CUDA_CHECK_LAUNCH();
+  map(n, Axpy{alpha}, stream, y, static_cast<const Y*>(y), x);
 }
 template <class T>
 void add(T* out, const T* a, const T* b, i64 n, cudaStream_t stream) {
-  if (n == 0) return;
-  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, a, b, n);
-  CUDA_CHECK_LAUNCH();
+  map(n, Add{}, stream, out, a, b);
 }
 template <class T>
 void scale(T* x, float alpha, i64 n, cudaStream_t stream) {
-  if (n == 0) return;
-  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, alpha, n);
-  CUDA_CHECK_LAUNCH();
+  map(n, Scale{alpha}, stream, x, static_cast<const T*>(x));
 }
 template <class T>
 void copy(T* dst, const T* src, i64 n, cudaStream_t stream) {

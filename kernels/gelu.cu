@@ -1,33 +1,29 @@
-// GELU, tanh form (GPT-2), forward and backward, through kernels/activations.h's formulas.
+// GELU, tanh form (GPT-2), forward and backward, through kernels/activations.h's formulas, in packs
+// (kernels/packs.cuh).
 #include "kernels/activations.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device.cuh"
 #include "kernels/ops.h"
+#include "kernels/packs.cuh"
 
 namespace loom::kernels {
 
 namespace {
-template <class T>
-__global__ void gelu_forward_kernel(T* out, const T* in, i64 n) {
-  LOOM_GRID_STRIDE(i, n) out[i] = from_float<T>(gelu(to_float(in[i])));
-}
-template <class T>
-__global__ void gelu_backward_kernel(T* din, const T* in, const T* dout, i64 n) {
-  LOOM_GRID_STRIDE(i, n) din[i] = from_float<T>(to_float(dout[i]) * gelu_derivative(to_float(in[i])));
-}
+struct Gelu {
+  __device__ float operator()(float x) const { return gelu(x); }
+};
+struct GeluBackward {
+  __device__ float operator()(float x, float dout) const { return dout * gelu_derivative(x); }
+};
 }  // namespace
 
 template <class T>
 void gelu_forward(T* out, const T* in, i64 n, cudaStream_t stream) {
-  if (n == 0) return;
-  gelu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, in, n);
-  CUDA_CHECK_LAUNCH();
+  map(n, Gelu{}, stream, out, in);
 }
 template <class T>
 void gelu_backward(T* din, const T* in, const T* dout, i64 n, cudaStream_t stream) {
-  if (n == 0) return;
-  gelu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(din, in, dout, n);
-  CUDA_CHECK_LAUNCH();
+  map(n, GeluBackward{}, stream, din, in, dout);
 }
 
 #define LOOM_INSTANTIATE(T)                                       \

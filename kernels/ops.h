@@ -88,6 +88,13 @@ void dropout_mask(std::uint8_t* mask, i64 n, std::uint64_t key, std::uint64_t fi
 template <class T>
 void apply_mask(T* out, const T* in, const std::uint8_t* mask, i64 n, float scale, cudaStream_t stream);
 
+// --- residual.cu: out = x + dropout(branch + bias) over rows × cols in one pass (Megatron-LM's fused
+// bias-dropout-add): bias (nullptr: none) added per column, then mask (nullptr: none) applied with
+// `scale`. Each intermediate is rounded to T as add_bias and apply_mask would store it.
+template <class T>
+void bias_dropout_add(T* out, const T* x, const T* branch, const T* bias, const std::uint8_t* mask, i64 rows, i64 cols,
+                      float scale, cudaStream_t stream);
+
 // --- rope.cu: rotary embedding on the q and k columns of qkv in place; inverse for the backward. Under
 // context parallelism each local token at its position in the sequence (context_parallel_position).
 template <class T>

@@ -971,8 +971,10 @@ PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& pa
       add_sp_copy(p, d, comm_share);
       p.add_comm(tp_name(c), comm_share * tp_comm_s(c, d.activation_bytes));
     }
-    // The row-parallel layer's bias is added after the reduction, in the executor's residual slice.
-    p.add("residual", memory_s("residual", residual_bytes) + bias_s(model_.linear_bias, d.rank_tokens, d.hidden));
+    // The row-parallel layer's bias is added after the reduction, with the dropout, in the residual add
+    // (Megatron-LM's fused bias-dropout-add; Loom's executor's Backend::bias_dropout_add, which
+    // `loom profile` times whole as "residual").
+    p.add("residual", memory_s("residual", residual_bytes));
   };
 
   // The norm's output is cast on the rank's share, before SP's all-gather, except under torchao's rowwise

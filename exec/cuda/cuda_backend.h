@@ -99,6 +99,8 @@ class CudaBackend final : public Backend {
                                 const AttentionDropout& drop) override;
   void dropout_mask(std::uint8_t* mask, std::int64_t n, std::uint64_t key, std::uint64_t first, float p) override;
   void apply_mask(TensorRef out, ConstTensorRef in, const std::uint8_t* mask, std::int64_t n, float scale) override;
+  void bias_dropout_add(TensorRef out, ConstTensorRef x, TensorRef branch, ConstTensorRef bias,
+                        const std::uint8_t* mask, std::int64_t rows, std::int64_t cols, float scale) override;
   void rope(TensorRef qkv, const AttentionShape& s, bool inverse) override;
 
   void row_max(float* out, ConstTensorRef logits, std::int64_t rows, std::int64_t cols,

@@ -167,13 +167,10 @@ void TransformerLayer::attention_input(const LayerWeights& w, LayerCache& c, OpS
 Tensor TransformerLayer::add_residual(const Tensor& x, Tensor branch, ConstTensorRef bias, Tensor& mask, int layer,
                                       int site, std::int64_t first_sequence) {
   const int h = dims_.hidden;
-  if (!bias.null()) backend_.add_bias(branch.ref(), bias, branch.rows(), h);
-  if (dropout_.p > 0) {
-    mask = row_mask(branch.rows(), h, layer, site, first_sequence);
-    backend_.apply_mask(branch.ref(), branch.ref(), mask_data(mask), branch.numel(), dropout_.keep_scale());
-  }
+  if (dropout_.p > 0) mask = row_mask(branch.rows(), h, layer, site, first_sequence);
   Tensor sum = act(x.rows(), h, kAct);
-  backend_.add(sum.ref(), x.ref(), branch.ref(), x.numel());
+  backend_.bias_dropout_add(sum.ref(), x.ref(), branch.ref(), bias, dropout_.p > 0 ? mask_data(mask) : nullptr,
+                            branch.rows(), h, dropout_.keep_scale());
   return sum;
 }
 

@@ -332,8 +332,19 @@ std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& m
         "gelu", 2 * ab * T * f, [&] { backend.gelu_forward(y.ref(), x.ref(), T * f); }, rows);
     time_op(
         "gelu_bwd", 3 * ab * T * f, [&] { backend.gelu_backward(dy.ref(), x.ref(), y.ref(), T * f); }, rows);
-    time_op(
-        "residual", 3 * ab * T * h, [&] { backend.add(y.ref(), x.ref(), dy.ref(), T * h); }, rows);
+    // The residual add as the transformer layer runs it: x + dropout(branch + bias), the row-parallel
+    // layer's bias and the dropout mask (one byte a value) included when the model has them, so the CUDA
+    // backend's fused pass and the CPU backend's three are timed as training runs them. The keep scale
+    // is 1 here: the branch (dy) may be written in place, and 1/(1−p) a call would overflow it.
+    Tensor mask = backend.alloc((T * h + 3) / 4, 1, MemoryCategory::kWorkspace);  // T·h bytes
+    auto* mask_bytes = reinterpret_cast<std::uint8_t*>(mask.data());
+    if (model.dropout) backend.dropout_mask(mask_bytes, T * h, 1, 0, 0.1f);
+    time_op("residual", (3 * ab + (model.dropout ? 1 : 0)) * T * h,
+            [&] {
+              backend.bias_dropout_add(y.ref(), x.ref(), dy.ref(), model.linear_bias ? bias.ref() : ConstTensorRef{},
+                                       model.dropout ? mask_bytes : nullptr, T, h, 1.0f);
+            },
+            {{x.ref(), x.bytes()}, {y.ref(), y.bytes()}, {dy.ref(), dy.bytes()}, {mask.ref(), mask.bytes()}});
     time_op(
         "residual_bwd", 3 * ab * T * h, [&] { backend.axpy(y.ref(), 1.0f, x.ref(), T * h); }, rows);
     // A linear layer's bias, added in a pass of its own after the GEMM (sim::CostModel::bias_s).

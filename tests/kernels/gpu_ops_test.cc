@@ -199,5 +199,77 @@ TYPED_TEST(GpuOps, DropoutDrawsTheCpuBackendsMaskAndAppliesIt) {
   expect_close(gout.download(), out, tolerance<T>(), "dropped");
 }
 
+// The fused residual add against the three kernels it replaces (bit for bit: the same roundings) and
+// against the CPU backend, with and without bias and mask, over rows whose width fills whole packs (the
+// vector path) and rows that do not (one value a thread).
+TYPED_TEST(GpuOps, BiasDropoutAddIsAddBiasApplyMaskAndAddInOnePass) {
+  using T = TypeParam;
+  for (const i64 cols : {i64{96}, i64{97}}) {
+    const i64 rows = 203, n = rows * cols;
+    const Floats x = random_values<T>(n, 30), branch = random_values<T>(n, 31), bias = random_values<T>(cols, 32);
+    std::vector<std::uint8_t> mask(n);
+    cpu().dropout_mask(mask.data(), n, 0xBEEF, 77, 0.1f);
+    const float keep_scale = 1.0f / 0.9f;
+    for (const bool with_bias : {false, true}) {
+      for (const bool with_mask : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "cols " << cols << ", bias " << with_bias << ", mask " << with_mask);
+        Floats want = branch, sum(n);
+        if (with_bias) cpu().add_bias(data(want), data(bias), rows, cols);
+        if (with_mask) cpu().apply_mask(data(want), data(want), mask.data(), n, keep_scale);
+        cpu().add(data(sum), data(x), data(want), n);
+        DeviceBuffer<T> gx(x), gbranch(branch), gbias(bias), steps(branch), gsum(n), fused(n);
+        DeviceBuffer<std::uint8_t> gmask(mask);
+        const T* b = with_bias ? gbias.get() : nullptr;
+        const std::uint8_t* m = with_mask ? gmask.get() : nullptr;
+        if (with_bias) add_bias(steps.get(), gbias.get(), rows, cols, nullptr);
+        if (with_mask) apply_mask(steps.get(), steps.get(), gmask.get(), n, keep_scale, nullptr);
+        add(gsum.get(), gx.get(), steps.get(), n, nullptr);
+        bias_dropout_add(fused.get(), gx.get(), gbranch.get(), b, m, rows, cols, keep_scale, nullptr);
+        EXPECT_EQ(fused.download(), gsum.download());
+        expect_close(fused.download(), sum, tolerance<T>(), "x + dropout(branch + bias)");
+      }
+    }
+  }
+}
+
+// The element-wise ops read and write whole packs only where every array is aligned to one: at an
+// address one value off they take the one-value path, and both match the CPU backend.
+TYPED_TEST(GpuOps, ElementWiseOpsMatchTheCpuBackendAtAddressesOnAndOffAPack) {
+  using T = TypeParam;
+  const i64 n = 4100;
+  const Floats x = random_values<T>(n + 1, 33, -3.0f, 3.0f), y = random_values<T>(n + 1, 34);
+  std::vector<std::uint8_t> mask(n + 1);
+  cpu().dropout_mask(mask.data(), n + 1, 5, 0, 0.3f);
+  DeviceBuffer<T> gx(x), gy(y);
+  DeviceBuffer<std::uint8_t> gmask(mask);
+  for (const i64 offset : {i64{0}, i64{1}}) {
+    SCOPED_TRACE(::testing::Message() << "offset " << offset);
+    const T* px = gx.get() + offset;
+    const T* py = gy.get() + offset;
+    DeviceBuffer<T> sum(n + 1), acc(y), g(n + 1), dg(n + 1), dropped(n + 1), bf(n + 1);
+    DeviceBuffer<float> f32(n + 1);
+    add(sum.get() + offset, px, py, n, nullptr);
+    axpy(acc.get() + offset, 0.5f, px, n, nullptr);
+    gelu_forward(g.get() + offset, px, n, nullptr);
+    gelu_backward(dg.get() + offset, px, py, n, nullptr);
+    apply_mask(dropped.get() + offset, px, gmask.get() + offset, n, 1.0f / 0.7f, nullptr);
+    if constexpr (std::is_same_v<T, bf16>) cast(f32.get() + offset, px, n, nullptr);
+    Floats want_sum(n), want_acc(y.begin() + offset, y.begin() + offset + n), want_g(n), want_dg(n), want_dropped(n);
+    cpu().add(data(want_sum), data(x) + offset, data(y) + offset, n);
+    cpu().axpy(data(want_acc), 0.5f, data(x) + offset, n);
+    cpu().gelu_forward(data(want_g), data(x) + offset, n);
+    cpu().gelu_backward(data(want_dg), data(x) + offset, data(y) + offset, n);
+    cpu().apply_mask(data(want_dropped), data(x) + offset, mask.data() + offset, n, 1.0f / 0.7f);
+    const auto slice = [&](const Floats& v) { return Floats(v.begin() + offset, v.begin() + offset + n); };
+    expect_close(slice(sum.download()), want_sum, tolerance<T>(), "add");
+    expect_close(slice(acc.download()), want_acc, tolerance<T>(), "axpy");
+    expect_close(slice(g.download()), want_g, tolerance<T>(), "gelu");
+    expect_close(slice(dg.download()), want_dg, tolerance<T>(), "dgelu");
+    expect_close(slice(dropped.download()), want_dropped, tolerance<T>(), "dropped");
+    if constexpr (std::is_same_v<T, bf16>)
+      expect_close(slice(f32.download()), Floats(x.begin() + offset, x.begin() + offset + n), 0.0, "cast");
+  }
+}
+
 }  // namespace
 }  // namespace loom::kernels::testing
