@@ -85,6 +85,12 @@ void Backend::bias_dropout_add(TensorRef out, ConstTensorRef x, TensorRef branch
   add(out, x, branch, rows * cols);
 }
 
+void Backend::row_max_sum_exp(float* max, float* sum_exp, ConstTensorRef logits, std::int64_t rows, std::int64_t cols,
+                              std::int64_t valid_cols) {
+  row_max(max, logits, rows, cols, valid_cols);
+  row_sum_exp(sum_exp, logits, max, rows, cols, valid_cols);
+}
+
 std::unique_ptr<Event> Backend::record_event() { return std::make_unique<CompletedEvent>(); }
 std::unique_ptr<TimedEvent> Backend::record_timed_event() { return std::make_unique<HostTimedEvent>(); }
 

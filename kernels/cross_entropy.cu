@@ -1,9 +1,15 @@
 // Vocabulary-parallel cross-entropy pieces (Megatron-LM's VocabParallelCrossEntropy): per-row max,
 // sum of exponentials and target logit over this rank's vocabulary columns, and the logits' gradient
-// scale·(softmax − onehot) in place. One block per row; statistics in fp32.
+// scale·(softmax − onehot) in place. One block per row; statistics in fp32. Where one rank holds the
+// whole row, the max and the sum come from one pass (the online softmax of Milakov & Gimelshein 2018,
+// "Online normalizer calculation for softmax"): the logits are GPT-2's largest tensor (8 × 1024 ×
+// 50304 fp32 = 1.65 GB a micro-batch), and each pass over them took about 0.67 ms on an H200 on
+// 2026-11-28 (docs/gpu-validation.md). Rows are read and written in packs (kernels/packs.cuh) where
+// their width and address allow.
 #include "kernels/cuda_check.h"
 #include "kernels/device.cuh"
 #include "kernels/ops.h"
+#include "kernels/packs.cuh"
 
 namespace loom::kernels {
 
@@ -38,16 +44,84 @@ __global__ void target_logit_kernel(float* out, const T* logits, const int* targ
   }
 }
 
-template <class T>
+// A running maximum and the sum of exponentials relative to it; `add` folds in a value, `merge` another
+// partial, rescaling the smaller maximum's sum. An empty one is (−∞, 0).
+struct MaxSum {
+  float max = -INFINITY, sum = 0.0f;
+  __device__ void merge(float other_max, float other_sum) {
+    const float m = fmaxf(max, other_max);
+    if (m == -INFINITY) return;  // both empty
+    sum = sum * expf(max - m) + other_sum * expf(other_max - m);
+    max = m;
+  }
+};
+
+template <int W, class T>
+__global__ void row_max_sum_exp_kernel(float* max_out, float* sum_out, const T* logits, i64 cols, i64 valid_cols) {
+  __shared__ float maxes[32], sums[32];
+  const T* row = logits + blockIdx.x * cols;
+  MaxSum acc;
+  for (i64 p = threadIdx.x; p < cols / W; p += blockDim.x) {
+    const Pack<T, W> v = reinterpret_cast<const Pack<T, W>*>(row)[p];
+    float x[W], m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      x[k] = p * W + k < valid_cols ? to_float(v.v[k]) : -INFINITY;
+      m = fmaxf(m, x[k]);
+    }
+    if (m == -INFINITY) continue;  // padding only
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < W; ++k) s += expf(x[k] - m);
+    acc.merge(m, s);
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float m = __shfl_xor_sync(0xFFFFFFFFu, acc.max, offset), s = __shfl_xor_sync(0xFFFFFFFFu, acc.sum, offset);
+    acc.merge(m, s);
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) {
+    maxes[warp] = acc.max;
+    sums[warp] = acc.sum;
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  MaxSum total;
+  if (lane < static_cast<int>(blockDim.x / 32)) total = MaxSum{maxes[lane], sums[lane]};
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float m = __shfl_xor_sync(0xFFFFFFFFu, total.max, offset);
+    const float s = __shfl_xor_sync(0xFFFFFFFFu, total.sum, offset);
+    total.merge(m, s);
+  }
+  if (lane == 0) {
+    max_out[blockIdx.x] = total.max;
+    sum_out[blockIdx.x] = total.sum;
+  }
+}
+
+template <int W, class T>
 __global__ void cross_entropy_grad_kernel(T* logits, const float* max, const float* sum_exp, const int* targets,
                                           i64 cols, i64 valid_cols, i64 vocab_start, float scale) {
   T* row = logits + blockIdx.x * cols;
   const float mx = max[blockIdx.x], inv = 1.0f / sum_exp[blockIdx.x];
   const i64 target = targets[blockIdx.x];
-  for (i64 c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float p = c < valid_cols ? expf(to_float(row[c]) - mx) * inv : 0.0f;
-    row[c] = from_float<T>(scale * (p - (c + vocab_start == target ? 1.0f : 0.0f)));
+  for (i64 p = threadIdx.x; p < cols / W; p += blockDim.x) {
+    Pack<T, W> v = reinterpret_cast<Pack<T, W>*>(row)[p];
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      const i64 c = p * W + k;
+      const float prob = c < valid_cols ? expf(to_float(v.v[k]) - mx) * inv : 0.0f;
+      v.v[k] = from_float<T>(scale * (prob - (c + vocab_start == target ? 1.0f : 0.0f)));
+    }
+    reinterpret_cast<Pack<T, W>*>(row)[p] = v;
   }
+}
+
+// Packs of W values when every row starts on one (its width a multiple of W, the array aligned), else 1.
+template <class T>
+int row_pack_width(const T* logits, i64 cols) {
+  constexpr int W = pack_width<T>();
+  return cols % W == 0 && pack_aligned(logits, W) ? W : 1;
 }
 
 constexpr int kRowThreads = 512;
@@ -74,11 +148,29 @@ void target_logit(float* out, const T* logits, const int* targets, i64 rows, i64
   CUDA_CHECK_LAUNCH();
 }
 template <class T>
+void row_max_sum_exp(float* max, float* sum_exp, const T* logits, i64 rows, i64 cols, i64 valid_cols,
+                     cudaStream_t stream) {
+  if (rows == 0) return;
+  const auto blocks = static_cast<unsigned>(rows);
+  if (row_pack_width(logits, cols) > 1) {
+    row_max_sum_exp_kernel<pack_width<T>()><<<blocks, kRowThreads, 0, stream>>>(max, sum_exp, logits, cols, valid_cols);
+  } else {
+    row_max_sum_exp_kernel<1><<<blocks, kRowThreads, 0, stream>>>(max, sum_exp, logits, cols, valid_cols);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+template <class T>
 void cross_entropy_grad(T* logits, const float* max, const float* sum_exp, const int* targets, i64 rows, i64 cols,
                         i64 valid_cols, i64 vocab_start, float scale, cudaStream_t stream) {
   if (rows == 0) return;
-  cross_entropy_grad_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
-      logits, max, sum_exp, targets, cols, valid_cols, vocab_start, scale);
+  const auto blocks = static_cast<unsigned>(rows);
+  if (row_pack_width(logits, cols) > 1) {
+    cross_entropy_grad_kernel<pack_width<T>()>
+        <<<blocks, kRowThreads, 0, stream>>>(logits, max, sum_exp, targets, cols, valid_cols, vocab_start, scale);
+  } else {
+    cross_entropy_grad_kernel<1>
+        <<<blocks, kRowThreads, 0, stream>>>(logits, max, sum_exp, targets, cols, valid_cols, vocab_start, scale);
+  }
   CUDA_CHECK_LAUNCH();
 }
 
@@ -110,6 +202,7 @@ void add_token_losses(double* total, const float* max, const float* sum_exp, con
   template void row_max<T>(float*, const T*, i64, i64, i64, cudaStream_t);                                   \
   template void row_sum_exp<T>(float*, const T*, const float*, i64, i64, i64, cudaStream_t);                 \
   template void target_logit<T>(float*, const T*, const int*, i64, i64, i64, cudaStream_t);                  \
+  template void row_max_sum_exp<T>(float*, float*, const T*, i64, i64, i64, cudaStream_t);                   \
   template void cross_entropy_grad<T>(T*, const float*, const float*, const int*, i64, i64, i64, i64, float, \
                                       cudaStream_t);
 LOOM_INSTANTIATE(float)

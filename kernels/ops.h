@@ -107,6 +107,10 @@ void row_max(float* out, const T* logits, i64 rows, i64 cols, i64 valid_cols, cu
 template <class T>
 void row_sum_exp(float* out, const T* logits, const float* max, i64 rows, i64 cols, i64 valid_cols,
                  cudaStream_t stream);
+// Both in one pass over each row (an online softmax): max[r], and sum_exp[r] relative to it.
+template <class T>
+void row_max_sum_exp(float* max, float* sum_exp, const T* logits, i64 rows, i64 cols, i64 valid_cols,
+                     cudaStream_t stream);
 // out[r] = logits[r, target − vocab_start] when this rank holds the target, else 0.
 template <class T>
 void target_logit(float* out, const T* logits, const int* targets, i64 rows, i64 cols, i64 vocab_start,

@@ -505,6 +505,13 @@ void CudaBackend::rope(TensorRef qkv, const AttentionShape& s, bool inverse) {
 
 // --- cross-entropy and embedding (token ids staged from the host) -----------------------------------
 
+void CudaBackend::row_max_sum_exp(float* max, float* sum_exp, ConstTensorRef logits, std::int64_t rows,
+                                  std::int64_t cols, std::int64_t valid_cols) {
+  on_device(max, "row_max_sum_exp", "max");
+  on_device(sum_exp, "row_max_sum_exp", "sum_exp");
+  LOOM_CUDA_OP("row_max_sum_exp",
+               kernels::row_max_sum_exp(max, sum_exp, dev<T>(logits), rows, cols, valid_cols, stream_), logits);
+}
 void CudaBackend::row_max(float* out, ConstTensorRef logits, std::int64_t rows, std::int64_t cols,
                           std::int64_t valid_cols) {
   on_device(out, "row_max", "out");

@@ -105,6 +105,8 @@ class CudaBackend final : public Backend {
 
   void row_max(float* out, ConstTensorRef logits, std::int64_t rows, std::int64_t cols,
                std::int64_t valid_cols) override;
+  void row_max_sum_exp(float* max, float* sum_exp, ConstTensorRef logits, std::int64_t rows, std::int64_t cols,
+                       std::int64_t valid_cols) override;
   void row_sum_exp(float* out, ConstTensorRef logits, const float* max, std::int64_t rows, std::int64_t cols,
                    std::int64_t valid_cols) override;
   void target_logit(float* out, ConstTensorRef logits, const int* targets, std::int64_t rows, std::int64_t cols,

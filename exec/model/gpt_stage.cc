@@ -194,11 +194,15 @@ Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float lo
   Tensor stats = backend_.empty(3, T, kWork);
   float *mx = stats.data(), *sum = mx + T, *target = sum + T;
   TensorRef logits = c.dlogits.ref();
-  backend_.row_max(mx, logits, T, d.vocab_local, d.vocab_valid_local);
-  op.end();
-  tp_.all_reduce(mx, T, ReduceOp::kMax);
-  op.next("cross_entropy");
-  backend_.row_sum_exp(sum, logits, mx, T, d.vocab_local, d.vocab_valid_local);
+  if (tp_.size() == 1) {  // whole rows here: the max and the sum from one pass
+    backend_.row_max_sum_exp(mx, sum, logits, T, d.vocab_local, d.vocab_valid_local);
+  } else {
+    backend_.row_max(mx, logits, T, d.vocab_local, d.vocab_valid_local);
+    op.end();
+    tp_.all_reduce(mx, T, ReduceOp::kMax);
+    op.next("cross_entropy");
+    backend_.row_sum_exp(sum, logits, mx, T, d.vocab_local, d.vocab_valid_local);
+  }
   backend_.target_logit(target, logits, mb.targets, T, d.vocab_local, d.vocab_start);
   op.end();
   tp_.all_reduce(sum, 2 * T, ReduceOp::kSum);  // sum and target are adjacent

@@ -100,6 +100,31 @@ TYPED_TEST(GpuLoss, CrossEntropyPiecesMatchTheCpuBackendOnAVocabularyShard) {
   expect_close(g.download(), grad, tolerance<T>(), "dlogits");
 }
 
+// The one-pass max and sum (an online softmax) and the gradient, over rows that fill whole packs (1032
+// columns: the vector path, one pack straddling the last real column, 1001) and rows that do not (1031).
+TYPED_TEST(GpuLoss, OnePassMaxAndSumAndTheGradientMatchTheCpuBackendAtEveryRowWidth) {
+  using T = TypeParam;
+  for (const i64 cols : {i64{1031}, i64{1032}}) {
+    SCOPED_TRACE(::testing::Message() << cols << " columns");
+    const i64 rows = 37, valid = 1001, vocab_start = 0;
+    const Floats logits = random_values<T>(rows * cols, 34, -20.0f, 20.0f);
+    std::vector<int> targets(rows);
+    for (i64 r = 0; r < rows; ++r) targets[r] = static_cast<int>((r * 131) % valid);
+    Floats mx(rows), sum(rows), grad = logits;
+    cpu().row_max(data(mx), data(logits), rows, cols, valid);
+    cpu().row_sum_exp(data(sum), data(logits), data(mx), rows, cols, valid);
+    cpu().cross_entropy_grad(data(grad), data(mx), data(sum), targets.data(), rows, cols, valid, vocab_start, 0.5f);
+    DeviceBuffer<T> g(logits);
+    DeviceBuffer<float> gmax(rows), gsum(rows);
+    DeviceBuffer<int> gtargets(targets);
+    row_max_sum_exp(gmax.get(), gsum.get(), g.get(), rows, cols, valid, nullptr);
+    cross_entropy_grad(g.get(), gmax.get(), gsum.get(), gtargets.get(), rows, cols, valid, vocab_start, 0.5f, nullptr);
+    expect_close(gmax.download(), mx, 0.0, "row max");
+    expect_close(gsum.download(), sum, kFp32Tolerance, "row sum exp, rescaled as the maximum grew");
+    expect_close(g.download(), grad, tolerance<T>(), "dlogits");
+  }
+}
+
 TYPED_TEST(GpuLoss, EmbeddingLooksUpAndAccumulatesOnlyTheRowsThisRankHolds) {
   using T = TypeParam;
   const i64 n = 203, cols = 67, vocab_start = 50, rows_held = 40;
