@@ -1,8 +1,10 @@
-// LayerNorm (Ba et al. 2016) over rows, eps 1e-5, statistics in fp32 with one warp per row; the
-// backward writes dx per row and adds the weight and bias gradients as fp32 column sums.
+// LayerNorm (Ba et al. 2016) over rows, eps 1e-5, statistics in fp32 with one warp per row, each lane
+// reading packs of consecutive values (kernels/packs.cuh) where rows fill them; the backward writes dx
+// per row and adds the weight and bias gradients as fp32 column sums.
 #include "kernels/cuda_check.h"
 #include "kernels/device.cuh"
 #include "kernels/ops.h"
+#include "kernels/packs.cuh"
 
 namespace loom::kernels {
 
@@ -10,32 +12,47 @@ namespace {
 constexpr float kEps = 1e-5f;
 constexpr int kRowsPerBlock = kThreads / 32;
 
-template <class T>
+template <int W, class T>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, i64 rows,
                                          i64 cols) {
   const i64 r = static_cast<i64>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= rows) return;
   const T* xr = x + r * cols;
+  const i64 packs = cols / W;
   float s = 0;
-  for (i64 c = lane; c < cols; c += 32) s += to_float(xr[c]);
+  for (i64 p = lane; p < packs; p += 32) {
+    float v[W];
+    load_floats(v, xr, p);
+#pragma unroll
+    for (int k = 0; k < W; ++k) s += v[k];
+  }
   const float m = warp_sum(s) / static_cast<float>(cols);
   float var = 0;
-  for (i64 c = lane; c < cols; c += 32) {
-    const float d = to_float(xr[c]) - m;
-    var += d * d;
+  for (i64 p = lane; p < packs; p += 32) {
+    float v[W];
+    load_floats(v, xr, p);
+#pragma unroll
+    for (int k = 0; k < W; ++k) var += (v[k] - m) * (v[k] - m);
   }
   const float rs = 1.0f / sqrtf(warp_sum(var) / static_cast<float>(cols) + kEps);
   T* o = out + r * cols;
-  for (i64 c = lane; c < cols; c += 32)
-    o[c] = from_float<T>((to_float(xr[c]) - m) * rs * to_float(w[c]) + to_float(b[c]));
+  for (i64 p = lane; p < packs; p += 32) {
+    float v[W], wv[W], bv[W];
+    load_floats(v, xr, p);
+    load_floats(wv, w, p);
+    load_floats(bv, b, p);
+#pragma unroll
+    for (int k = 0; k < W; ++k) v[k] = (v[k] - m) * rs * wv[k] + bv[k];
+    store_floats(o, p, v);
+  }
   if (lane == 0) {
     mean[r] = m;
     rstd[r] = rs;
   }
 }
 
-template <class T>
+template <int W, class T>
 __global__ void layernorm_dx_kernel(T* dx, const T* dout, const T* x, const T* w, const float* mean, const float* rstd,
                                     i64 rows, i64 cols) {
   const i64 r = static_cast<i64>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
@@ -43,19 +60,32 @@ __global__ void layernorm_dx_kernel(T* dx, const T* dout, const T* x, const T* w
   if (r >= rows) return;
   const T* xr = x + r * cols;
   const T* d = dout + r * cols;
+  const i64 packs = cols / W;
   const float m = mean[r], rs = rstd[r];
   float dnorm_mean = 0, dnorm_norm_mean = 0;
-  for (i64 c = lane; c < cols; c += 32) {
-    const float dnorm = to_float(w[c]) * to_float(d[c]);
-    dnorm_mean += dnorm;
-    dnorm_norm_mean += dnorm * (to_float(xr[c]) - m) * rs;
+  for (i64 p = lane; p < packs; p += 32) {
+    float xv[W], wv[W], dv[W];
+    load_floats(xv, xr, p);
+    load_floats(wv, w, p);
+    load_floats(dv, d, p);
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      const float dnorm = wv[k] * dv[k];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * (xv[k] - m) * rs;
+    }
   }
   dnorm_mean = warp_sum(dnorm_mean) / static_cast<float>(cols);
   dnorm_norm_mean = warp_sum(dnorm_norm_mean) / static_cast<float>(cols);
   T* dxr = dx + r * cols;
-  for (i64 c = lane; c < cols; c += 32) {
-    const float norm = (to_float(xr[c]) - m) * rs;
-    dxr[c] = from_float<T>((to_float(w[c]) * to_float(d[c]) - dnorm_mean - norm * dnorm_norm_mean) * rs);
+  for (i64 p = lane; p < packs; p += 32) {
+    float xv[W], wv[W], dv[W];
+    load_floats(xv, xr, p);
+    load_floats(wv, w, p);
+    load_floats(dv, d, p);
+#pragma unroll
+    for (int k = 0; k < W; ++k) xv[k] = (wv[k] * dv[k] - dnorm_mean - (xv[k] - m) * rs * dnorm_norm_mean) * rs;
+    store_floats(dxr, p, xv);
   }
 }
 
@@ -77,7 +107,10 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w,
                        cudaStream_t stream) {
   if (rows == 0) return;
   const auto grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  layernorm_forward_kernel<<<grid, kThreads, 0, stream>>>(out, mean, rstd, x, w, b, rows, cols);
+  if (rows_fill_packs<T>(cols, out, x, w, b))
+    layernorm_forward_kernel<pack_width<T>()><<<grid, kThreads, 0, stream>>>(out, mean, rstd, x, w, b, rows, cols);
+  else
+    layernorm_forward_kernel<1><<<grid, kThreads, 0, stream>>>(out, mean, rstd, x, w, b, rows, cols);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -86,7 +119,10 @@ void layernorm_backward(T* dx, float* dw, float* db, const T* dout, const T* x, 
                         const float* rstd, i64 rows, i64 cols, cudaStream_t stream) {
   if (rows == 0) return;
   const auto grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  layernorm_dx_kernel<<<grid, kThreads, 0, stream>>>(dx, dout, x, w, mean, rstd, rows, cols);
+  if (rows_fill_packs<T>(cols, dx, dout, x, w))
+    layernorm_dx_kernel<pack_width<T>()><<<grid, kThreads, 0, stream>>>(dx, dout, x, w, mean, rstd, rows, cols);
+  else
+    layernorm_dx_kernel<1><<<grid, kThreads, 0, stream>>>(dx, dout, x, w, mean, rstd, rows, cols);
   CUDA_CHECK_LAUNCH();
   add_column_sums(dw, db, rows, cols, LayerNormParamGrads<T>{dout, x, mean, rstd, cols}, stream);
   CUDA_CHECK_LAUNCH();

@@ -42,6 +42,28 @@ inline bool pack_aligned(const T* p, int w) {
   return reinterpret_cast<std::uintptr_t>(p) % (sizeof(T) * static_cast<std::uintptr_t>(w)) == 0;
 }
 
+// Pack `pack` of base (values pack·W … pack·W + W − 1) as fp32, and stored back from fp32.
+template <int W, class T>
+__device__ __forceinline__ void load_floats(float (&out)[W], const T* base, i64 pack) {
+  const Pack<T, W> v = reinterpret_cast<const Pack<T, W>*>(base)[pack];
+#pragma unroll
+  for (int k = 0; k < W; ++k) out[k] = to_float(v.v[k]);
+}
+template <int W, class T>
+__device__ __forceinline__ void store_floats(T* base, i64 pack, const float (&in)[W]) {
+  Pack<T, W> v;
+#pragma unroll
+  for (int k = 0; k < W; ++k) v.v[k] = from_float<T>(in[k]);
+  reinterpret_cast<Pack<T, W>*>(base)[pack] = v;
+}
+
+// Whether rows of `cols` values of T, in arrays starting at each pointer, split into whole packs.
+template <class T, class... P>
+bool rows_fill_packs(i64 cols, const P*... p) {
+  constexpr int W = pack_width<T>();
+  return cols % W == 0 && (pack_aligned(p, W) && ...);
+}
+
 template <int W, class F, class Out, class... In>
 __global__ void map_kernel(i64 packs, F f, Out* out, const In*... in) {
   LOOM_GRID_STRIDE(p, packs) {
