@@ -38,10 +38,7 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
   const float rs = 1.0f / sqrtf(warp_sum(var) / static_cast<float>(cols) + kEps);
   T* o = out + r * cols;
   for (i64 p = lane; p < packs; p += 32) {
-    float v[W], wv[W], bv[W];
-    load_floats(v, xr, p);
-    load_floats(wv, w, p);
-    load_floats(bv, b, p);
+    auto [v, wv, bv] = load_packs<W>(p, xr, w, b).v;
 #pragma unroll
     for (int k = 0; k < W; ++k) v[k] = (v[k] - m) * rs * wv[k] + bv[k];
     store_floats(o, p, v);
@@ -64,10 +61,7 @@ __global__ void layernorm_dx_kernel(T* dx, const T* dout, const T* x, const T* w
   const float m = mean[r], rs = rstd[r];
   float dnorm_mean = 0, dnorm_norm_mean = 0;
   for (i64 p = lane; p < packs; p += 32) {
-    float xv[W], wv[W], dv[W];
-    load_floats(xv, xr, p);
-    load_floats(wv, w, p);
-    load_floats(dv, d, p);
+    auto [xv, wv, dv] = load_packs<W>(p, xr, w, d).v;
 #pragma unroll
     for (int k = 0; k < W; ++k) {
       const float dnorm = wv[k] * dv[k];
@@ -79,10 +73,7 @@ __global__ void layernorm_dx_kernel(T* dx, const T* dout, const T* x, const T* w
   dnorm_norm_mean = warp_sum(dnorm_norm_mean) / static_cast<float>(cols);
   T* dxr = dx + r * cols;
   for (i64 p = lane; p < packs; p += 32) {
-    float xv[W], wv[W], dv[W];
-    load_floats(xv, xr, p);
-    load_floats(wv, w, p);
-    load_floats(dv, d, p);
+    auto [xv, wv, dv] = load_packs<W>(p, xr, w, d).v;
 #pragma unroll
     for (int k = 0; k < W; ++k) xv[k] = (wv[k] * dv[k] - dnorm_mean - (xv[k] - m) * rs * dnorm_norm_mean) * rs;
     store_floats(dxr, p, xv);

@@ -57,6 +57,20 @@ __device__ __forceinline__ void store_floats(T* base, i64 pack, const float (&in
   reinterpret_cast<Pack<T, W>*>(base)[pack] = v;
 }
 
+// Pack `pack` of each array as fp32, v[a] from arrays[a]: `const auto [x, w] = load_packs<W>(p, xs, ws).v;`
+// for an op that reads several arrays at the same positions.
+template <int W, int N>
+struct FloatPacks {
+  float v[N][W];
+};
+template <int W, class... T>
+__device__ __forceinline__ FloatPacks<W, sizeof...(T)> load_packs(i64 pack, const T*... arrays) {
+  FloatPacks<W, sizeof...(T)> out;
+  int a = 0;
+  (load_floats(out.v[a++], arrays, pack), ...);
+  return out;
+}
+
 // Whether rows of `cols` values of T, in arrays starting at each pointer, split into whole packs.
 template <class T, class... P>
 bool rows_fill_packs(i64 cols, const P*... p) {

@@ -28,9 +28,7 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* x, const T*
   }
   const float s = 1.0f / sqrtf(warp_sum(ms) / static_cast<float>(cols) + kEps);
   for (i64 p = lane; p < packs; p += 32) {
-    float v[W], wv[W];
-    load_floats(v, xr, p);
-    load_floats(wv, w, p);
+    auto [v, wv] = load_packs<W>(p, xr, w).v;
 #pragma unroll
     for (int k = 0; k < W; ++k) v[k] = v[k] * s * wv[k];
     store_floats(out + r * cols, p, v);
@@ -49,19 +47,13 @@ __global__ void rmsnorm_dx_kernel(T* dx, const T* dout, const T* x, const T* w, 
   const float rs = rstd[r];
   float dot = 0;
   for (i64 p = lane; p < packs; p += 32) {
-    float xv[W], wv[W], dv[W];
-    load_floats(xv, xr, p);
-    load_floats(wv, w, p);
-    load_floats(dv, d, p);
+    auto [xv, wv, dv] = load_packs<W>(p, xr, w, d).v;
 #pragma unroll
     for (int k = 0; k < W; ++k) dot += wv[k] * dv[k] * xv[k];
   }
   const float k = warp_sum(dot) * rs * rs * rs / static_cast<float>(cols);
   for (i64 p = lane; p < packs; p += 32) {
-    float xv[W], wv[W], dv[W];
-    load_floats(xv, xr, p);
-    load_floats(wv, w, p);
-    load_floats(dv, d, p);
+    auto [xv, wv, dv] = load_packs<W>(p, xr, w, d).v;
 #pragma unroll
     for (int j = 0; j < W; ++j) xv[j] = wv[j] * dv[j] * rs - xv[j] * k;
     store_floats(dx + r * cols, p, xv);
