@@ -91,6 +91,13 @@ void Backend::row_max_sum_exp(float* max, float* sum_exp, ConstTensorRef logits,
   row_sum_exp(sum_exp, logits, max, rows, cols, valid_cols);
 }
 
+void Backend::cross_entropy_grad_into(TensorRef out, TensorRef logits, const float* max, const float* sum_exp,
+                                      const int* targets, std::int64_t rows, std::int64_t cols, std::int64_t valid_cols,
+                                      std::int64_t vocab_start, float scale) {
+  cross_entropy_grad(logits, max, sum_exp, targets, rows, cols, valid_cols, vocab_start, scale);
+  cast(out, logits, rows * cols);
+}
+
 std::unique_ptr<Event> Backend::record_event() { return std::make_unique<CompletedEvent>(); }
 std::unique_ptr<TimedEvent> Backend::record_timed_event() { return std::make_unique<HostTimedEvent>(); }
 

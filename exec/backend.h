@@ -231,6 +231,12 @@ class Backend {
   virtual void cross_entropy_grad(TensorRef logits, const float* max, const float* sum_exp, const int* targets,
                                   std::int64_t rows, std::int64_t cols, std::int64_t valid_cols,
                                   std::int64_t vocab_start, float scale) = 0;
+  // The same gradient written to `out` in its own dtype (the compute dtype the head's GEMMs read);
+  // `logits` may be overwritten. Here cross_entropy_grad in place, then a cast: the CUDA backend writes
+  // fp32 logits' bf16 gradient in one pass, the value rounded once as the cast would round it.
+  virtual void cross_entropy_grad_into(TensorRef out, TensorRef logits, const float* max, const float* sum_exp,
+                                       const int* targets, std::int64_t rows, std::int64_t cols,
+                                       std::int64_t valid_cols, std::int64_t vocab_start, float scale);
 
   // Token embedding rows [vocab_start, vocab_start + rows_held) of `table`; others left unchanged.
   virtual void embedding_forward(TensorRef out, ConstTensorRef table, const int* tokens, std::int64_t n,

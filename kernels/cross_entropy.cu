@@ -99,32 +99,50 @@ __global__ void row_max_sum_exp_kernel(float* max_out, float* sum_out, const T* 
   }
 }
 
-template <int W, class T>
-__global__ void cross_entropy_grad_kernel(T* logits, const float* max, const float* sum_exp, const int* targets,
-                                          i64 cols, i64 valid_cols, i64 vocab_start, float scale) {
-  T* row = logits + blockIdx.x * cols;
+// out (in place where out is logits) ← the gradient, computed in fp32 and rounded once to Out.
+template <int W, class In, class Out>
+__global__ void cross_entropy_grad_kernel(Out* out, const In* logits, const float* max, const float* sum_exp,
+                                          const int* targets, i64 cols, i64 valid_cols, i64 vocab_start, float scale) {
+  const In* row = logits + blockIdx.x * cols;
+  Out* out_row = out + blockIdx.x * cols;
   const float mx = max[blockIdx.x], inv = 1.0f / sum_exp[blockIdx.x];
   const i64 target = targets[blockIdx.x];
   for (i64 p = threadIdx.x; p < cols / W; p += blockDim.x) {
-    Pack<T, W> v = reinterpret_cast<Pack<T, W>*>(row)[p];
+    const Pack<In, W> v = reinterpret_cast<const Pack<In, W>*>(row)[p];
+    Pack<Out, W> g;
 #pragma unroll
     for (int k = 0; k < W; ++k) {
       const i64 c = p * W + k;
       const float prob = c < valid_cols ? expf(to_float(v.v[k]) - mx) * inv : 0.0f;
-      v.v[k] = from_float<T>(scale * (prob - (c + vocab_start == target ? 1.0f : 0.0f)));
+      g.v[k] = from_float<Out>(scale * (prob - (c + vocab_start == target ? 1.0f : 0.0f)));
     }
-    reinterpret_cast<Pack<T, W>*>(row)[p] = v;
+    reinterpret_cast<Pack<Out, W>*>(out_row)[p] = g;
   }
 }
 
-// Packs of W values when every row starts on one (its width a multiple of W, the array aligned), else 1.
-template <class T>
-int row_pack_width(const T* logits, i64 cols) {
-  constexpr int W = pack_width<T>();
-  return cols % W == 0 && pack_aligned(logits, W) ? W : 1;
+// Packs of W values when every row starts on one (its width a multiple of W, the arrays aligned), else 1.
+template <class T, class U = T>
+int row_pack_width(const T* logits, i64 cols, const U* out = nullptr) {
+  constexpr int W = pack_width<T, U>();
+  return cols % W == 0 && pack_aligned(logits, W) && (out == nullptr || pack_aligned(out, W)) ? W : 1;
 }
 
 constexpr int kRowThreads = 512;
+
+template <class In, class Out>
+void launch_cross_entropy_grad(Out* out, const In* logits, const float* max, const float* sum_exp, const int* targets,
+                               i64 rows, i64 cols, i64 valid_cols, i64 vocab_start, float scale, cudaStream_t stream) {
+  if (rows == 0) return;
+  const auto blocks = static_cast<unsigned>(rows);
+  if (row_pack_width(logits, cols, out) > 1) {
+    cross_entropy_grad_kernel<pack_width<In, Out>()>
+        <<<blocks, kRowThreads, 0, stream>>>(out, logits, max, sum_exp, targets, cols, valid_cols, vocab_start, scale);
+  } else {
+    cross_entropy_grad_kernel<1>
+        <<<blocks, kRowThreads, 0, stream>>>(out, logits, max, sum_exp, targets, cols, valid_cols, vocab_start, scale);
+  }
+  CUDA_CHECK_LAUNCH();
+}
 }  // namespace
 
 template <class T>
@@ -162,16 +180,12 @@ void row_max_sum_exp(float* max, float* sum_exp, const T* logits, i64 rows, i64 
 template <class T>
 void cross_entropy_grad(T* logits, const float* max, const float* sum_exp, const int* targets, i64 rows, i64 cols,
                         i64 valid_cols, i64 vocab_start, float scale, cudaStream_t stream) {
-  if (rows == 0) return;
-  const auto blocks = static_cast<unsigned>(rows);
-  if (row_pack_width(logits, cols) > 1) {
-    cross_entropy_grad_kernel<pack_width<T>()>
-        <<<blocks, kRowThreads, 0, stream>>>(logits, max, sum_exp, targets, cols, valid_cols, vocab_start, scale);
-  } else {
-    cross_entropy_grad_kernel<1>
-        <<<blocks, kRowThreads, 0, stream>>>(logits, max, sum_exp, targets, cols, valid_cols, vocab_start, scale);
-  }
-  CUDA_CHECK_LAUNCH();
+  launch_cross_entropy_grad(logits, static_cast<const T*>(logits), max, sum_exp, targets, rows, cols, valid_cols,
+                            vocab_start, scale, stream);
+}
+void cross_entropy_grad(bf16* out, const float* logits, const float* max, const float* sum_exp, const int* targets,
+                        i64 rows, i64 cols, i64 valid_cols, i64 vocab_start, float scale, cudaStream_t stream) {
+  launch_cross_entropy_grad(out, logits, max, sum_exp, targets, rows, cols, valid_cols, vocab_start, scale, stream);
 }
 
 namespace {

@@ -122,6 +122,9 @@ void add_token_losses(double* total, const float* max, const float* sum_exp, con
 template <class T>
 void cross_entropy_grad(T* logits, const float* max, const float* sum_exp, const int* targets, i64 rows, i64 cols,
                         i64 valid_cols, i64 vocab_start, float scale, cudaStream_t stream);
+// The same gradient of fp32 logits written to `out` in bf16 (rounded once), in one pass.
+void cross_entropy_grad(bf16* out, const float* logits, const float* max, const float* sum_exp, const int* targets,
+                        i64 rows, i64 cols, i64 valid_cols, i64 vocab_start, float scale, cudaStream_t stream);
 
 // --- embedding.cu: rows [vocab_start, vocab_start + rows_held) of the table; other tokens' rows of
 // `out` are left unchanged. The backward accumulates into the fp32 gradient table (atomics: the

@@ -402,8 +402,9 @@ double workspace_bytes(const ModelSpec& m, const TrainingSpec& t, const Parallel
   // head's backward on the last stage: the final norm's output gradient beside its input gradient.
   double worst = std::max(h + (c.sequence_parallel ? local_h : 0.0), stage == c.pp - 1 ? h + local_h : 0.0);
   // The head's backward where the compute dtype is narrower than the fp32 logits (bf16): the logits'
-  // gradient cast for the head's GEMMs beside their input gradient (exec/model/gpt_stage.cc's
-  // head_backward; on an H200 the whole of GPT-2 small's 0.78 GiB of workspace, 2026-11-28).
+  // gradient in the compute dtype for the head's GEMMs (written at the end of the head's forward from the
+  // fp32 logits, which it frees: exec/model/gpt_stage.cc) beside their input gradient (on an H200 the
+  // whole of GPT-2 small's 0.78 GiB of workspace, 2026-11-28).
   if (stage == c.pp - 1 && ab < 4 && t.head_casts_logits_grad)
     worst = std::max(worst, h + padded_vocab(m.vocab, c.tp) / tp);
   const StageKinds kinds = stage_kinds(m, c, stage);

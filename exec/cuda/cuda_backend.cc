@@ -540,6 +540,18 @@ void CudaBackend::cross_entropy_grad(TensorRef logits, const float* max, const f
       kernels::cross_entropy_grad(dev<T>(logits), max, sum_exp, t, rows, cols, valid_cols, vocab_start, scale, stream_),
       logits);
 }
+void CudaBackend::cross_entropy_grad_into(TensorRef out, TensorRef logits, const float* max, const float* sum_exp,
+                                          const int* targets, std::int64_t rows, std::int64_t cols,
+                                          std::int64_t valid_cols, std::int64_t vocab_start, float scale) {
+  if (logits.dtype() != DType::kF32 || out.dtype() != DType::kBF16)
+    return Backend::cross_entropy_grad_into(out, logits, max, sum_exp, targets, rows, cols, valid_cols, vocab_start,
+                                            scale);
+  on_device(max, "cross_entropy_grad_into", "max");
+  on_device(sum_exp, "cross_entropy_grad_into", "sum_exp");
+  const int* t = device_ints(targets, rows);
+  kernels::cross_entropy_grad(dev<bf16>(out), dev<float>(ConstTensorRef(logits)), max, sum_exp, t, rows, cols,
+                              valid_cols, vocab_start, scale, stream_);
+}
 void CudaBackend::embedding_forward(TensorRef out, ConstTensorRef table, const int* tokens, std::int64_t n,
                                     std::int64_t cols, std::int64_t vocab_start, std::int64_t rows_held) {
   const int* t = device_ints(tokens, n);

@@ -111,6 +111,9 @@ class CudaBackend final : public Backend {
                    std::int64_t valid_cols) override;
   void target_logit(float* out, ConstTensorRef logits, const int* targets, std::int64_t rows, std::int64_t cols,
                     std::int64_t vocab_start) override;
+  void cross_entropy_grad_into(TensorRef out, TensorRef logits, const float* max, const float* sum_exp,
+                               const int* targets, std::int64_t rows, std::int64_t cols, std::int64_t valid_cols,
+                               std::int64_t vocab_start, float scale) override;
   void cross_entropy_grad(TensorRef logits, const float* max, const float* sum_exp, const int* targets,
                           std::int64_t rows, std::int64_t cols, std::int64_t valid_cols, std::int64_t vocab_start,
                           float scale) override;

@@ -209,8 +209,15 @@ Tensor GptStage::head_forward(Tensor x, Cache& c, const MicroBatch& mb, float lo
   op.next("cross_entropy");
   backend_.loss_add(mx, sum, target, T);  // on a GPU queued, the step's total read once at its end
   op.next("cross_entropy_bwd");           // the logits' gradient, made here, where the statistics are at hand
-  backend_.cross_entropy_grad(logits, mx, sum, mb.targets, T, d.vocab_local, d.vocab_valid_local, d.vocab_start,
-                              loss_scale);
+  if (c.dlogits.dtype() == backend_.compute_dtype()) {
+    backend_.cross_entropy_grad(logits, mx, sum, mb.targets, T, d.vocab_local, d.vocab_valid_local, d.vocab_start,
+                                loss_scale);
+  } else {  // in the compute dtype the head's GEMMs read (bf16), from one pass over the fp32 logits, which go
+    Tensor grad = act(T, d.vocab_local, kWork);
+    backend_.cross_entropy_grad_into(grad.ref(), logits, mx, sum, mb.targets, T, d.vocab_local, d.vocab_valid_local,
+                                     d.vocab_start, loss_scale);
+    c.dlogits = std::move(grad);
+  }
   return {};
 }
 
@@ -226,12 +233,7 @@ Tensor GptStage::head_backward(Cache& c) {
   float* hg = hu == layout_.final_unit ? fg : unit_gradients(hu);
   OpSlices op(tracer_, kComputeLane);
   op.next("lm_head_bwd");
-  Tensor dxf = act(T, h, kWork);
-  if (c.dlogits.dtype() != backend_.compute_dtype()) {  // the head's GEMMs read the gradient in the compute dtype
-    Tensor cast = act(T, d.vocab_local, kWork);
-    backend_.cast(cast.ref(), c.dlogits.ref(), c.dlogits.numel());
-    c.dlogits = std::move(cast);
-  }
+  Tensor dxf = act(T, h, kWork);  // beside the logits' gradient, in the compute dtype since the forward
   {
     op.end();
     Tensor gathered;
