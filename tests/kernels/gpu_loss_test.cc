@@ -125,6 +125,26 @@ TYPED_TEST(GpuLoss, OnePassMaxAndSumAndTheGradientMatchTheCpuBackendAtEveryRowWi
   }
 }
 
+// fp32 logits' gradient written in bf16 in one pass: the in-place fp32 gradient rounded once, bit for bit.
+TEST_F(GpuTest, CrossEntropyGradientIntoBf16IsTheFp32GradientRounded) {
+  for (const i64 cols : {i64{1031}, i64{1032}}) {
+    SCOPED_TRACE(::testing::Message() << cols << " columns");
+    const i64 rows = 29, valid = 1001, vocab_start = 0;
+    const Floats logits = random_values(rows * cols, 35, -20.0f, 20.0f);
+    std::vector<int> targets(rows);
+    for (i64 r = 0; r < rows; ++r) targets[r] = static_cast<int>((r * 71) % valid);
+    DeviceBuffer<float> g(logits), gmax(rows), gsum(rows);
+    DeviceBuffer<bf16> into(rows * cols), cast_back(rows * cols);
+    DeviceBuffer<int> gtargets(targets);
+    row_max_sum_exp(gmax.get(), gsum.get(), g.get(), rows, cols, valid, nullptr);
+    cross_entropy_grad(into.get(), g.get(), gmax.get(), gsum.get(), gtargets.get(), rows, cols, valid, vocab_start,
+                       0.5f, nullptr);
+    cross_entropy_grad(g.get(), gmax.get(), gsum.get(), gtargets.get(), rows, cols, valid, vocab_start, 0.5f, nullptr);
+    cast(cast_back.get(), g.get(), rows * cols, nullptr);
+    EXPECT_EQ(into.download(), cast_back.download());
+  }
+}
+
 TYPED_TEST(GpuLoss, EmbeddingLooksUpAndAccumulatesOnlyTheRowsThisRankHolds) {
   using T = TypeParam;
   const i64 n = 203, cols = 67, vocab_start = 50, rows_held = 40;
