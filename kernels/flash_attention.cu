@@ -245,7 +245,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   const AttentionDims& s = blk.b.dims;
   const int d = s.head_dim, R = blk.rows, C = blk.keys, dp = blk.dp, lh = blk.ld_head(), lk = blk.ld_keys();
-  const int n = blockIdx.z, h = blockIdx.y, i0 = blockIdx.x * R;
+  // Query tiles in reverse: under the causal mask the last tiles see the most keys, and the GPU starts
+  // CTAs in blockIdx order, so the longest start first and the short ones fill the tail.
+  const int n = blockIdx.z, h = blockIdx.y, i0 = (gridDim.x - 1 - blockIdx.x) * R;
   const int g = h / (s.heads / s.kv_heads);
   const i64 ld = s.qkv_cols(), ctx_ld = static_cast<i64>(s.heads) * d;
   T* q = reinterpret_cast<T*>(smem);                // [R][lh]
@@ -360,7 +362,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   const AttentionDims& s = blk.b.dims;
   const int d = s.head_dim;
-  const int n = blockIdx.z, h = blockIdx.y, i0 = blockIdx.x * R;
+  // Query tiles in reverse: under the causal mask the last tiles see the most keys, and the GPU starts
+  // CTAs in blockIdx order, so the longest start first and the short ones fill the tail.
+  const int n = blockIdx.z, h = blockIdx.y, i0 = (gridDim.x - 1 - blockIdx.x) * R;
   const int g = h / (s.heads / s.kv_heads);
   const i64 ld = s.qkv_cols(), ctx_ld = static_cast<i64>(s.heads) * d;
   bf16* q = reinterpret_cast<bf16*>(smem);  // [R][LH]
