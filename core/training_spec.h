@@ -37,8 +37,9 @@ struct TrainingSpec {
   // activations: 4, the fp32 logits Megatron's vocab-parallel cross-entropy keeps (Korthikanti et al.
   // §4.3). A framework whose loss holds more says so (core/framework.h).
   double loss_bytes_per_logit = 4.0;
-  // Where activations are narrower than those fp32 logits (bf16), the head's backward casts their
-  // gradient to the activation dtype for its GEMMs, a workspace copy beside the fp32 one (Loom's executor,
+  // Where activations are narrower than those fp32 logits (bf16), the logits' gradient is kept in the
+  // activation dtype for the head's GEMMs, written at the end of the forward (which frees the fp32 logits)
+  // and read by the head's backward beside its input gradient: workspace (Loom's executor,
   // exec/model/gpt_stage.cc). A framework preset describes its own loss by loss_bytes_per_logit instead.
   bool head_casts_logits_grad = true;
   // Unfused attention with dropout: the softmax's backward applies the dropout's mask as it reads dP, in
