@@ -75,7 +75,11 @@ step gpt2_small_flash_smem_tiles 40 env LOOM_FLASH_SMEM_TILES=1 "$run" loom run 
 # Four steps traced: each op's time on the GPU (CUDA events), totalled per step by name, largest first.
 step gpt2_trace 60 "$run" loom run --model gpt2-small --backend cuda --data "$data/tokens.bin" --steps 4 \
   --global-batch 16 --micro-batch 8 --seq 1024 --trace "$logs/gpt2-small-trace.json"
-python3 - "$logs/gpt2-small-trace.json" 4 >"$logs/gpt2-small-ops.txt" 2>&1 <<'OPS'
+# The same with flash attention: what is left around the fused attention.
+step gpt2_trace_flash 60 "$run" loom run --model gpt2-small --backend cuda --data "$data/tokens.bin" --steps 4 \
+  --global-batch 16 --micro-batch 8 --seq 1024 --attention flash --trace "$logs/gpt2-small-flash-trace.json"
+for trace in gpt2-small gpt2-small-flash; do
+python3 - "$logs/$trace-trace.json" 4 >"$logs/$trace-ops.txt" 2>&1 <<'OPS'
 import collections, json, sys
 events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
 steps = int(sys.argv[2])
@@ -89,6 +93,7 @@ for category in ("op", "compute"):
     for name, us in total.most_common(30):
         print(f"{name:32s} {us / 1e3 / steps:9.3f} {count[name] // steps:6d}")
 OPS
+done
 # The same model and batch in PyTorch on the same GPU (eager and torch.compile): issue 14's peer figures.
 if python3 -c 'import torch' 2>/dev/null; then
   step torch_gpt2 120 python3 bench/gpu/gpt2_torch.py --steps 30 --global-batch 16 --micro-batch 8
@@ -131,6 +136,7 @@ done
   grep '^step' "$logs/gpt2_small_flash_smem_tiles.log" 2>/dev/null | tail -1
   grep -A3 '^mode' "$logs/torch_gpt2.log" 2>/dev/null
   head -22 "$logs/gpt2-small-ops.txt" 2>/dev/null
+  head -22 "$logs/gpt2-small-flash-ops.txt" 2>/dev/null
 } | cut -c1-200
 rm -rf "$logs"
 cat "$out/summary.txt"
