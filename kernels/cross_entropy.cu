@@ -44,8 +44,8 @@ __global__ void target_logit_kernel(float* out, const T* logits, const int* targ
   }
 }
 
-// A running maximum and the sum of exponentials relative to it; `add` folds in a value, `merge` another
-// partial, rescaling the smaller maximum's sum. An empty one is (−∞, 0).
+// A running maximum and the sum of exponentials relative to it; `merge` folds in another partial (a
+// pack's, a lane's, a warp's), rescaling the sum of the smaller maximum. An empty one is (−∞, 0).
 struct MaxSum {
   float max = -INFINITY, sum = 0.0f;
   __device__ void merge(float other_max, float other_sum) {
