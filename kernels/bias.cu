@@ -30,7 +30,7 @@ template <class T>
 void add_bias(T* x, const T* bias, i64 rows, i64 cols, cudaStream_t stream) {
   if (rows * cols == 0) return;
   constexpr int W = pack_width<T>();  // whole packs within each row, or one value a thread
-  if (cols % W == 0 && pack_aligned(x, W) && pack_aligned(bias, W)) {
+  if (rows_fill_packs<W>(cols, x, bias)) {
     add_bias_kernel<W><<<grid_for(rows * cols / W), kThreads, 0, stream>>>(x, bias, rows * cols / W, cols / W);
   } else {
     add_bias_kernel<1><<<grid_for(rows * cols), kThreads, 0, stream>>>(x, bias, rows * cols, cols);

@@ -120,13 +120,6 @@ __global__ void cross_entropy_grad_kernel(Out* out, const In* logits, const floa
   }
 }
 
-// Packs of W values when every row starts on one (its width a multiple of W, the arrays aligned), else 1.
-template <class T, class U = T>
-int row_pack_width(const T* logits, i64 cols, const U* out = nullptr) {
-  constexpr int W = pack_width<T, U>();
-  return cols % W == 0 && pack_aligned(logits, W) && (out == nullptr || pack_aligned(out, W)) ? W : 1;
-}
-
 constexpr int kRowThreads = 512;
 
 template <class In, class Out>
@@ -134,7 +127,7 @@ void launch_cross_entropy_grad(Out* out, const In* logits, const float* max, con
                                i64 rows, i64 cols, i64 valid_cols, i64 vocab_start, float scale, cudaStream_t stream) {
   if (rows == 0) return;
   const auto blocks = static_cast<unsigned>(rows);
-  if (row_pack_width(logits, cols, out) > 1) {
+  if (rows_fill_packs<pack_width<In, Out>()>(cols, logits, out)) {
     cross_entropy_grad_kernel<pack_width<In, Out>()>
         <<<blocks, kRowThreads, 0, stream>>>(out, logits, max, sum_exp, targets, cols, valid_cols, vocab_start, scale);
   } else {
@@ -170,7 +163,7 @@ void row_max_sum_exp(float* max, float* sum_exp, const T* logits, i64 rows, i64 
                      cudaStream_t stream) {
   if (rows == 0) return;
   const auto blocks = static_cast<unsigned>(rows);
-  if (row_pack_width(logits, cols) > 1) {
+  if (rows_fill_packs<pack_width<T>()>(cols, logits)) {
     row_max_sum_exp_kernel<pack_width<T>()><<<blocks, kRowThreads, 0, stream>>>(max, sum_exp, logits, cols, valid_cols);
   } else {
     row_max_sum_exp_kernel<1><<<blocks, kRowThreads, 0, stream>>>(max, sum_exp, logits, cols, valid_cols);

@@ -223,6 +223,11 @@ __device__ __forceinline__ void stage_query_tile(T* q, T* dout, int lt, int dp, 
   }
 }
 
+// The first query of a forward CTA's tile of `rows`, the tiles in reverse: under the causal mask the last
+// tiles see the most keys, and the GPU starts CTAs in blockIdx order, so the longest start first and the
+// short ones fill the tail.
+__device__ __forceinline__ int query_tile_start(int rows) { return (gridDim.x - 1 - blockIdx.x) * rows; }
+
 // Shared memory of one CTA: T tiles first (every count a multiple of 8 rows of a multiple of 8, so each
 // tile starts 16-byte aligned), then fp32 and int.
 template <class T>
@@ -245,9 +250,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   const AttentionDims& s = blk.b.dims;
   const int d = s.head_dim, R = blk.rows, C = blk.keys, dp = blk.dp, lh = blk.ld_head(), lk = blk.ld_keys();
-  // Query tiles in reverse: under the causal mask the last tiles see the most keys, and the GPU starts
-  // CTAs in blockIdx order, so the longest start first and the short ones fill the tail.
-  const int n = blockIdx.z, h = blockIdx.y, i0 = (gridDim.x - 1 - blockIdx.x) * R;
+  const int n = blockIdx.z, h = blockIdx.y, i0 = query_tile_start(R);
   const int g = h / (s.heads / s.kv_heads);
   const i64 ld = s.qkv_cols(), ctx_ld = static_cast<i64>(s.heads) * d;
   T* q = reinterpret_cast<T*>(smem);                // [R][lh]
@@ -362,9 +365,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   const AttentionDims& s = blk.b.dims;
   const int d = s.head_dim;
-  // Query tiles in reverse: under the causal mask the last tiles see the most keys, and the GPU starts
-  // CTAs in blockIdx order, so the longest start first and the short ones fill the tail.
-  const int n = blockIdx.z, h = blockIdx.y, i0 = (gridDim.x - 1 - blockIdx.x) * R;
+  const int n = blockIdx.z, h = blockIdx.y, i0 = query_tile_start(R);
   const int g = h / (s.heads / s.kv_heads);
   const i64 ld = s.qkv_cols(), ctx_ld = static_cast<i64>(s.heads) * d;
   bf16* q = reinterpret_cast<bf16*>(smem);  // [R][LH]
@@ -485,8 +486,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int x = 0; x < 4; ++x) o[nt][x] *= factor[x / 2];
+        // O += P·V: the score tiles 2κ and 2κ+1 (keys 16κ..16κ+15) are the A fragment of inner step κ.
 #pragma unroll
-    // O += P·V: the score tiles 2κ and 2κ+1 (keys 16κ..16κ+15) are the A fragment of inner step κ.
     for (int kk = 0; kk < C / 16; ++kk) {
       std::uint32_t pa[4];
       accumulators_as_a(pa, sc[2 * kk], sc[2 * kk + 1]);
@@ -684,9 +685,9 @@ __global__ void __launch_bounds__(kBlockThreads)
           dpt[qt][x] = dsv;
           ds[col * LS + warp * 16 + quad_row + half * 8] = from_float<bf16>(dsv);
         }
+        // dV += Pᵀ·dO and dK += dSᵀ·Q: the inner dimension is the tile's queries, step κ the queries
+        // 16κ..16κ+15, the score tiles 2κ and 2κ+1 (dO and Q stored [query][d] are B as they stand).
 #pragma unroll
-      // dV += Pᵀ·dO and dK += dSᵀ·Q: the inner dimension is the tile's queries, step κ the queries
-      // 16κ..16κ+15, the score tiles 2κ and 2κ+1 (dO and Q stored [query][d] are B as they stand).
       for (int kk = 0; kk < R / 16; ++kk) {
         std::uint32_t pa[4], sa[4];
         accumulators_as_a(pa, st[2 * kk], st[2 * kk + 1]);

@@ -98,7 +98,7 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w,
                        cudaStream_t stream) {
   if (rows == 0) return;
   const auto grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  if (rows_fill_packs<T>(cols, out, x, w, b))
+  if (rows_fill_packs<pack_width<T>()>(cols, out, x, w, b))
     layernorm_forward_kernel<pack_width<T>()><<<grid, kThreads, 0, stream>>>(out, mean, rstd, x, w, b, rows, cols);
   else
     layernorm_forward_kernel<1><<<grid, kThreads, 0, stream>>>(out, mean, rstd, x, w, b, rows, cols);
@@ -110,7 +110,7 @@ void layernorm_backward(T* dx, float* dw, float* db, const T* dout, const T* x, 
                         const float* rstd, i64 rows, i64 cols, cudaStream_t stream) {
   if (rows == 0) return;
   const auto grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  if (rows_fill_packs<T>(cols, dx, dout, x, w))
+  if (rows_fill_packs<pack_width<T>()>(cols, dx, dout, x, w))
     layernorm_dx_kernel<pack_width<T>()><<<grid, kThreads, 0, stream>>>(dx, dout, x, w, mean, rstd, rows, cols);
   else
     layernorm_dx_kernel<1><<<grid, kThreads, 0, stream>>>(dx, dout, x, w, mean, rstd, rows, cols);

@@ -4,8 +4,8 @@
 // where every array is aligned to its pack, one value a thread otherwise and for the tail. A scalar
 // load of a bf16 moves 2 bytes per instruction, a fraction of what the memory system delivers per
 // request: these ops are bandwidth-bound, and the 2026-11-28 op table had them at several times their
-// bytes' time at the H200's bandwidth (docs/gpu-validation.md). Every value is rounded exactly as the
-// scalar kernels rounded it, so the results are bit for bit the same.
+// bytes' time at the H200's bandwidth (docs/gpu-validation.md). `map` rounds every value as the scalar
+// kernels it replaced did, so its ops' results are bit for bit theirs.
 #pragma once
 
 #include <cstdint>
@@ -71,10 +71,10 @@ __device__ __forceinline__ FloatPacks<W, sizeof...(T)> load_packs(i64 pack, cons
   return out;
 }
 
-// Whether rows of `cols` values of T, in arrays starting at each pointer, split into whole packs.
-template <class T, class... P>
+// Whether rows of `cols` values, in arrays starting at each pointer, split into whole packs of W (a null
+// pointer, an absent operand, never stands in the way).
+template <int W, class... P>
 bool rows_fill_packs(i64 cols, const P*... p) {
-  constexpr int W = pack_width<T>();
   return cols % W == 0 && (pack_aligned(p, W) && ...);
 }
 

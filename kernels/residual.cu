@@ -41,9 +41,7 @@ void bias_dropout_add(T* out, const T* x, const T* branch, const T* bias, const 
   const i64 n = rows * cols;
   if (n == 0) return;
   constexpr int W = pack_width<T>();  // whole packs within each row, or one value a thread
-  const bool packed = cols % W == 0 && pack_aligned(out, W) && pack_aligned(x, W) && pack_aligned(branch, W) &&
-                      (bias == nullptr || pack_aligned(bias, W)) && (mask == nullptr || pack_aligned(mask, W));
-  if (packed) {
+  if (rows_fill_packs<W>(cols, out, x, branch, bias, mask)) {
     bias_dropout_add_kernel<W>
         <<<grid_for(n / W), kThreads, 0, stream>>>(out, x, branch, bias, mask, n / W, cols / W, scale);
   } else {

@@ -75,7 +75,7 @@ template <class T>
 void rmsnorm_forward(T* out, float* rstd, const T* x, const T* w, i64 rows, i64 cols, cudaStream_t stream) {
   if (rows == 0) return;
   const auto grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  if (rows_fill_packs<T>(cols, out, x, w))
+  if (rows_fill_packs<pack_width<T>()>(cols, out, x, w))
     rmsnorm_forward_kernel<pack_width<T>()><<<grid, kThreads, 0, stream>>>(out, rstd, x, w, rows, cols);
   else
     rmsnorm_forward_kernel<1><<<grid, kThreads, 0, stream>>>(out, rstd, x, w, rows, cols);
@@ -87,7 +87,7 @@ void rmsnorm_backward(T* dx, float* dw, const T* dout, const T* x, const T* w, c
                       cudaStream_t stream) {
   if (rows == 0) return;
   const auto grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  if (rows_fill_packs<T>(cols, dx, dout, x, w))
+  if (rows_fill_packs<pack_width<T>()>(cols, dx, dout, x, w))
     rmsnorm_dx_kernel<pack_width<T>()><<<grid, kThreads, 0, stream>>>(dx, dout, x, w, rstd, rows, cols);
   else
     rmsnorm_dx_kernel<1><<<grid, kThreads, 0, stream>>>(dx, dout, x, w, rstd, rows, cols);

@@ -494,10 +494,10 @@ void CudaBackend::apply_mask(TensorRef out, ConstTensorRef in, const std::uint8_
 void CudaBackend::bias_dropout_add(TensorRef out, ConstTensorRef x, TensorRef branch, ConstTensorRef bias,
                                    const std::uint8_t* mask, std::int64_t rows, std::int64_t cols, float scale) {
   on_device(mask, "bias_dropout_add", "mask");
-  LOOM_CUDA_OP("bias_dropout_add",
-               kernels::bias_dropout_add(dev<T>(out), dev<T>(x), dev<T>(branch), bias.null() ? nullptr : dev<T>(bias),
-                                         mask, rows, cols, scale, stream_),
-               out, x, branch, bias);
+  LOOM_CUDA_OP(
+      "bias_dropout_add",
+      kernels::bias_dropout_add(dev<T>(out), dev<T>(x), dev<T>(branch), dev<T>(bias), mask, rows, cols, scale, stream_),
+      out, x, branch, bias);
 }
 void CudaBackend::rope(TensorRef qkv, const AttentionShape& s, bool inverse) {
   LOOM_CUDA_OP("rope", kernels::rope(dev<T>(qkv), dims(s), inverse, stream_, s.cp, s.cp_rank), qkv);
