@@ -45,12 +45,17 @@ __global__ void target_logit_kernel(float* out, const T* logits, const int* targ
 }
 
 // A running maximum and the sum of exponentials relative to it; `merge` folds in another partial (a
-// pack's, a lane's, a warp's), rescaling the sum of the smaller maximum. An empty one is (−∞, 0).
+// pack's, a lane's, a warp's), rescaling the sum of the smaller maximum. An empty one is (−∞, 0). A NaN
+// logit, which fmaxf passes over, reaches the sum as NaN, as row_sum_exp and the CPU backend carry it:
+// a partial of NaNs alone is (−∞, NaN).
 struct MaxSum {
   float max = -INFINITY, sum = 0.0f;
   __device__ void merge(float other_max, float other_sum) {
     const float m = fmaxf(max, other_max);
-    if (m == -INFINITY) return;  // both empty
+    if (m == -INFINITY) {  // neither holds a number: both sums are 0, or NaN after a NaN
+      sum += other_sum;
+      return;
+    }
     sum = sum * expf(max - m) + other_sum * expf(other_max - m);
     max = m;
   }
@@ -69,10 +74,10 @@ __global__ void row_max_sum_exp_kernel(float* max_out, float* sum_out, const T* 
       x[k] = p * W + k < valid_cols ? to_float(v.v[k]) : -INFINITY;
       m = fmaxf(m, x[k]);
     }
-    if (m == -INFINITY) continue;  // padding only
+    // −∞ (padding) adds 0 even where m is −∞; a NaN adds NaN.
     float s = 0.0f;
 #pragma unroll
-    for (int k = 0; k < W; ++k) s += expf(x[k] - m);
+    for (int k = 0; k < W; ++k) s += x[k] == -INFINITY ? 0.0f : expf(x[k] - m);
     acc.merge(m, s);
   }
   for (int offset = 16; offset > 0; offset /= 2) {

@@ -125,6 +125,27 @@ TYPED_TEST(GpuLoss, OnePassMaxAndSumAndTheGradientMatchTheCpuBackendAtEveryRowWi
   }
 }
 
+// A NaN logit makes the one-pass sum NaN, as it makes the CPU backend's (and so the loss): one NaN among
+// numbers (one value a thread at 1031 columns, inside a pack at 1032) and a run of NaNs that fills whole
+// packs (columns 16 to 31: four fp32 packs, two bf16 ones).
+TYPED_TEST(GpuLoss, OnePassSumIsNanWhereALogitIsNan) {
+  using T = TypeParam;
+  for (const i64 cols : {i64{1031}, i64{1032}}) {
+    SCOPED_TRACE(::testing::Message() << cols << " columns");
+    const i64 rows = 3, valid = 1001;
+    Floats logits = random_values<T>(rows * cols, 36, -20.0f, 20.0f);
+    logits[cols + 500] = NAN;
+    for (i64 c = 16; c < 32; ++c) logits[2 * cols + c] = NAN;
+    DeviceBuffer<T> g(logits);
+    DeviceBuffer<float> gmax(rows), gsum(rows);
+    row_max_sum_exp(gmax.get(), gsum.get(), g.get(), rows, cols, valid, nullptr);
+    const Floats sum = gsum.download();
+    EXPECT_TRUE(std::isfinite(sum[0])) << sum[0];
+    EXPECT_TRUE(std::isnan(sum[1])) << "one NaN: " << sum[1];
+    EXPECT_TRUE(std::isnan(sum[2])) << "whole packs of NaN: " << sum[2];
+  }
+}
+
 // fp32 logits' gradient written in bf16 in one pass: the in-place fp32 gradient rounded once, bit for bit.
 TEST_F(GpuTest, CrossEntropyGradientIntoBf16IsTheFp32GradientRounded) {
   for (const i64 cols : {i64{1031}, i64{1032}}) {
