@@ -103,7 +103,9 @@ StepStats step_stats(const StepGraph& g, const Timeline& t, const std::vector<st
         compute_s +=
             contribution -
             (pass.tp_comm_exposed_s + pass.cp_comm_exposed_s + pass.ep_comm_exposed_s + pass.dp_comm_exposed_s) * share;
-        sm_shared_s += (pass.sm_shared_s + std::max(0.0, op_s - pass.seconds)) * share;
+        // (The op's duration is the pass's seconds rounded to the nanosecond: only a longer one counts.)
+        const TimeNs longer = op.duration - s_to_ns(pass.seconds);
+        sm_shared_s += (pass.sm_shared_s + (longer > 0 ? ns_to_s(longer) : 0.0)) * share;
         break;
       }
       case OpKind::kPipeSend: st.exposed.pp_s += contribution; break;
