@@ -221,8 +221,9 @@ class Backend {
                        std::int64_t valid_cols) = 0;
   virtual void row_sum_exp(float* out, ConstTensorRef logits, const float* max, std::int64_t rows, std::int64_t cols,
                            std::int64_t valid_cols) = 0;
-  // Both at once, where one rank holds whole rows: max[r] and sum_exp[r] relative to it. Here row_max then
-  // row_sum_exp; the CUDA backend reads the logits once (an online softmax).
+  // Both at once, where one rank holds whole rows: max[r] and sum_exp[r] relative to it, from one read of the
+  // logits from memory (the simulator charges so: CostModel::add_loss): the CPU backend takes each row's max
+  // and sum while the row is in cache, the CUDA backend an online softmax. Here row_max then row_sum_exp.
   virtual void row_max_sum_exp(float* max, float* sum_exp, ConstTensorRef logits, std::int64_t rows, std::int64_t cols,
                                std::int64_t valid_cols);
   virtual void target_logit(float* out, ConstTensorRef logits, const int* targets, std::int64_t rows, std::int64_t cols,

@@ -207,6 +207,10 @@ void CpuBf16Backend::row_sum_exp(float* out, ConstTensorRef logits, const float*
                                  std::int64_t cols, std::int64_t valid_cols) {
   CpuBackend::row_sum_exp(out, In(*this, logits, rows * cols), max, rows, cols, valid_cols);
 }
+void CpuBf16Backend::row_max_sum_exp(float* max, float* sum_exp, ConstTensorRef logits, std::int64_t rows,
+                                     std::int64_t cols, std::int64_t valid_cols) {
+  CpuBackend::row_max_sum_exp(max, sum_exp, In(*this, logits, rows * cols), rows, cols, valid_cols);
+}
 void CpuBf16Backend::target_logit(float* out, ConstTensorRef logits, const int* targets, std::int64_t rows,
                                   std::int64_t cols, std::int64_t vocab_start) {
   CpuBackend::target_logit(out, In(*this, logits, rows * cols), targets, rows, cols, vocab_start);

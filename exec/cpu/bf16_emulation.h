@@ -57,6 +57,8 @@ class CpuBf16Backend final : public CpuBackend {
                std::int64_t valid_cols) override;
   void row_sum_exp(float* out, ConstTensorRef logits, const float* max, std::int64_t rows, std::int64_t cols,
                    std::int64_t valid_cols) override;
+  void row_max_sum_exp(float* max, float* sum_exp, ConstTensorRef logits, std::int64_t rows, std::int64_t cols,
+                       std::int64_t valid_cols) override;
   void target_logit(float* out, ConstTensorRef logits, const int* targets, std::int64_t rows, std::int64_t cols,
                     std::int64_t vocab_start) override;
   void cross_entropy_grad(TensorRef logits, const float* max, const float* sum_exp, const int* targets,

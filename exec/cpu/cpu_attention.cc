@@ -391,6 +391,21 @@ void CpuBackend::row_sum_exp(float* out, ConstTensorRef logits_r, const float* m
   }
 }
 
+void CpuBackend::row_max_sum_exp(float* max, float* sum_exp, ConstTensorRef logits_r, std::int64_t rows,
+                                 std::int64_t cols, std::int64_t valid_cols) {
+  const float* logits = f32(logits_r, "row_max_sum_exp");
+#pragma omp parallel for if (rows * cols > kParallelWork)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* row = logits + r * cols;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (std::int64_t c = 0; c < valid_cols; ++c) mx = std::max(mx, row[c]);
+    float sum = 0;
+    for (std::int64_t c = 0; c < valid_cols; ++c) sum += std::exp(row[c] - mx);
+    max[r] = mx;
+    sum_exp[r] = sum;
+  }
+}
+
 void CpuBackend::target_logit(float* out, ConstTensorRef logits_r, const int* targets, std::int64_t rows,
                               std::int64_t cols, std::int64_t vocab_start) {
   const float* logits = f32(logits_r, "target_logit");

@@ -96,6 +96,10 @@ class CpuBackend : public Backend {
                std::int64_t valid_cols) override;
   void row_sum_exp(float* out, ConstTensorRef logits, const float* max, std::int64_t rows, std::int64_t cols,
                    std::int64_t valid_cols) override;
+  // Row by row: a row's max, then its sum while the row is still in cache (one read of the logits from
+  // memory), the same values as row_max then row_sum_exp.
+  void row_max_sum_exp(float* max, float* sum_exp, ConstTensorRef logits, std::int64_t rows, std::int64_t cols,
+                       std::int64_t valid_cols) override;
   void target_logit(float* out, ConstTensorRef logits, const int* targets, std::int64_t rows, std::int64_t cols,
                     std::int64_t vocab_start) override;
   void cross_entropy_grad(TensorRef logits, const float* max, const float* sum_exp, const int* targets,

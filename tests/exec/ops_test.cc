@@ -439,6 +439,27 @@ TEST_P(BackendOps, CrossEntropyMatchesReferenceAndIgnoresPaddedColumns) {
     for (int c = valid; c < cols; ++c) EXPECT_EQ(grad[r * cols + c], 0.0f);
 }
 
+// The max and the sum of exponentials from one read of the logits (whole rows on one rank) are the two
+// passes' values: bit for bit on the CPU backend, which takes each row's two passes while it is in cache;
+// within a reduction's rounding on a GPU, whose online softmax rescales its partial sums.
+TEST_P(BackendOps, MaxAndSumTogetherAreTheTwoPassesValues) {
+  const int rows = 5, cols = 203, valid = 200;
+  const Vec logits = random_vec(rows * cols, 21);
+  auto stats = [&](Backend& be) {  // max and sum in two passes, then together
+    Staged s(be);
+    float *mx = s.out(rows), *sum = s.out(rows), *mx1 = s.out(rows), *sum1 = s.out(rows);
+    const float* in = s.in(logits);
+    be.row_max(mx, in, rows, cols, valid);
+    be.row_sum_exp(sum, in, mx, rows, cols, valid);
+    be.row_max_sum_exp(mx1, sum1, in, rows, cols, valid);
+    return Outputs{s.get(mx, rows), s.get(sum, rows), s.get(mx1, rows), s.get(sum1, rows)};
+  };
+  const Outputs got = expect_matches_reference(stats, kReduction, "row statistics");
+  const bool host = GetParam() == "cpu";  // as backends_where (below) splits them
+  for (int i : {0, 1})
+    expect_close(got[2 + i], got[i], host ? kExact : kReduction, i == 0 ? "max" : "sum of exponentials");
+}
+
 TEST_P(BackendOps, EmbeddingMatchesReferenceAndItsBackwardScattersIntoHeldRows) {
   const int cols = 3, held = 4, start = 2, n = 4;
   Vec table = random_vec(held * cols, 19);
