@@ -78,6 +78,12 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {false, "unused: the stack has no sequence parallelism (above)"},
         {0, "unused: no ZeRO-3"},
         {false, "unused: no ZeRO-3"},
+        {LossKernel::kMegatron,
+         "megatron/mpu/cross_entropy.py (_VocabParallelCrossEntropy) on output.float() "
+         "(megatron/model/gpt_model.py post_language_model_processing, without --fp16-lm-cross-entropy): the "
+         "upcast, then the max, the subtraction of the max, exp, the sum and the division into the softmax kept "
+         "for the backward, one PyTorch kernel each and in place; the backward's multiply in place and the cast "
+         "back"},
     },
     {
         "megatron-core",
@@ -141,6 +147,11 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {false,
          "Megatron-FSDP gathers into and reduce-scatters out of its own contiguous parameter and gradient buffers, "
          "which the modules' parameters and gradients are views of: no copy"},
+        {LossKernel::kMegatron,
+         "megatron/core/tensor_parallel/cross_entropy.py (VocabParallelCrossEntropy) on the upcast logits, "
+         "unfused: TransformerConfig.cross_entropy_loss_fusion defaults to False. With the fusion "
+         "(megatron/core/fusions/fused_cross_entropy.py) the upcast, the subtraction, exp and the sum run as "
+         "fewer kernels, about 16 bytes a logit less in the forward, which Loom does not cost"},
     },
     {
         "torchtitan",
@@ -231,6 +242,9 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "(split_with_sizes_copy) on the compute stream, before the unit's pass; foreach_reduce copies the "
          "unsharded gradients into the reduce-scatter buffer, cast to the reduce dtype (_chunk_cat in "
          "foreach_reduce_scatter_copy_in), on the reduce-scatter stream before the collective"},
+        {LossKernel::kNominal,
+         "not derived: ATen's log_softmax and nll_loss kernels (eager) or the compiled loss are not costed pass "
+         "by pass; Loom's nominal charge"},
     },
     {
         "deepspeed",
@@ -287,6 +301,8 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "not charged: the partitioned parameters are views into the all-gather's flat output (no copy out); "
          "reduce_scatter_coalesced's interleaving, padding and concatenation are extra device copies "
          "(../shared/reference/collectives-at-scale.md section 4) whose layout Loom's sources do not give"},
+        {LossKernel::kMegatron,
+         "Megatron-DeepSpeed keeps Megatron-LM's megatron/mpu/cross_entropy.py and its upcast of the logits"},
     },
 }};
 
@@ -330,6 +346,7 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
                                                                 : preset.compiled_loss_bytes_per_logit.value;
   t.head_casts_logits_grad = false;  // the preset's loss figure is the whole of what its loss holds
   t.softmax_bwd_applies_dropout = false;
+  t.loss_kernel = preset.loss_kernel.value;
 }
 
 std::optional<std::string> framework_lacks(const FrameworkPreset& p, const TrainingSpec& t, const ParallelConfig& c) {

@@ -59,6 +59,7 @@ struct FrameworkPreset {
   Sourced<bool> sp_collective_copies;       // SP collectives copy their tensor (TrainingSpec::sp_collective_copies)
   Sourced<double> zero3_prefetch_elements;  // ZeRO-3 prefetch depth (TrainingSpec::zero3_prefetch_elements)
   Sourced<bool> zero3_collective_copies;  // ZeRO-3's buffers copied in and out (TrainingSpec::zero3_collective_copies)
+  Sourced<LossKernel> loss_kernel;        // what the loss's kernels read and write (TrainingSpec::loss_kernel)
 };
 
 // Every preset, in the order `--framework`'s help lists them.

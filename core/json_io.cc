@@ -299,6 +299,7 @@ Json to_json(const TrainingSpec& t) {
   if (t.loss_bytes_per_logit != 4.0) j["loss_bytes_per_logit"] = t.loss_bytes_per_logit;
   if (!t.head_casts_logits_grad) j["head_casts_logits_grad"] = false;
   if (!t.softmax_bwd_applies_dropout) j["softmax_bwd_applies_dropout"] = false;
+  if (t.loss_kernel != LossKernel::kExecutor) j["loss_kernel"] = to_string(t.loss_kernel);
   return j;
 }
 
@@ -317,6 +318,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   const std::string elementwise = r.string("elementwise", std::string(to_string(Elementwise::kFused)));
   const std::string flash_kernel = r.string("flash_kernel", std::string(to_string(FlashKernel::kFused)));
   const std::string cp_attention = r.string("cp_attention", std::string(to_string(CpAttention::kTe)));
+  const std::string loss_kernel = r.string("loss_kernel", std::string(to_string(LossKernel::kExecutor)));
   const std::string precision = r.string("precision", std::string(to_string(Precision::kBf16)));
   const std::string recipe = r.string("fp8_recipe", std::string(to_string(Fp8Recipe::kDelayed)));
   t.allow_cross_node_tp = r.boolean("allow_cross_node_tp", false);
@@ -364,6 +366,10 @@ Result<TrainingSpec> training_from_json(const Json& json) {
     return make_error(
         fmt::format("training: 'cp_attention' must be {}, not '{}'", one_of<CpAttention>(), cp_attention));
   t.cp_attention = *cp_library;
+  const auto loss = parse_loss_kernel(loss_kernel);
+  if (!loss)
+    return make_error(fmt::format("training: 'loss_kernel' must be {}, not '{}'", one_of<LossKernel>(), loss_kernel));
+  t.loss_kernel = *loss;
   const auto p = parse_precision(precision);
   if (!p) return make_error(fmt::format("training: 'precision' must be {}, not '{}'", one_of<Precision>(), precision));
   t.precision = *p;

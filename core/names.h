@@ -45,6 +45,17 @@ enum class FlashKernel { kFused, kFa2 };
 // _attention.py, as torchtitan runs it (one scaled_dot_product_attention call per step, the partial
 // outputs merged by eager fp32 ops, the key/value gradients passed around the ring in fp32).
 enum class CpAttention { kTe, kPyTorch };
+// The loss's element-wise kernels after the LM head's GEMM, by what they read and write per logit of a
+// rank's vocabulary share (CostModel::add_loss):
+// - kExecutor, Loom's executor (exec/model/gpt_stage.cc): the GEMM writes fp32 logits; the max and the sum
+//   of exponentials come from one read of each row where one rank holds whole rows (two reads, the max's
+//   all-reduce between them, under TP); the gradient is written, in the activation dtype, at the end of
+//   the forward where the statistics are at hand.
+// - kMegatron, Megatron's vocabulary-parallel cross-entropy on the upcast logits, one PyTorch kernel per
+//   step (the preset that names it gives the code).
+// - kNominal, Loom's first estimate for a stack whose loss kernels it has not read: the logits and two
+//   fp32 passes forward, one fp32 read and a write in the activation dtype backward.
+enum class LossKernel { kExecutor, kMegatron, kNominal };
 
 template <typename E>
 struct NameEntry {
@@ -77,6 +88,8 @@ inline constexpr NameEntry<Elementwise> kElementwiseNames[] = {{Elementwise::kFu
                                                                {Elementwise::kEager, "eager"}};
 inline constexpr NameEntry<FlashKernel> kFlashKernelNames[] = {{FlashKernel::kFused, "fused"},
                                                                {FlashKernel::kFa2, "fa2"}};
+inline constexpr NameEntry<LossKernel> kLossKernelNames[] = {
+    {LossKernel::kExecutor, "executor"}, {LossKernel::kMegatron, "megatron"}, {LossKernel::kNominal, "nominal"}};
 inline constexpr NameEntry<CpAttention> kCpAttentionNames[] = {{CpAttention::kTe, "te"},
                                                                {CpAttention::kPyTorch, "pytorch"}};
 
@@ -132,6 +145,10 @@ template <>
 constexpr std::span<const NameEntry<CpAttention>> name_table<CpAttention>() {
   return kCpAttentionNames;
 }
+template <>
+constexpr std::span<const NameEntry<LossKernel>> name_table<LossKernel>() {
+  return kLossKernelNames;
+}
 
 // The canonical name of `value` in `table` ("?" if the table lacks it, which a test rules out).
 template <typename E>
@@ -180,6 +197,7 @@ inline const char* to_string(Zero3Unit u) { return name_in<Zero3Unit>(kZero3Unit
 inline const char* to_string(Elementwise e) { return name_in<Elementwise>(kElementwiseNames, e); }
 inline const char* to_string(FlashKernel k) { return name_in<FlashKernel>(kFlashKernelNames, k); }
 inline const char* to_string(CpAttention a) { return name_in<CpAttention>(kCpAttentionNames, a); }
+inline const char* to_string(LossKernel k) { return name_in<LossKernel>(kLossKernelNames, k); }
 
 inline std::optional<Collective> parse_collective(std::string_view s) {
   return parse_in<Collective>(kCollectiveNames, s);
@@ -207,6 +225,9 @@ inline std::optional<FlashKernel> parse_flash_kernel(std::string_view s) {
 }
 inline std::optional<CpAttention> parse_cp_attention(std::string_view s) {
   return parse_in<CpAttention>(kCpAttentionNames, s);
+}
+inline std::optional<LossKernel> parse_loss_kernel(std::string_view s) {
+  return parse_in<LossKernel>(kLossKernelNames, s);
 }
 
 // A collective name that a reader has already checked (a cost file's points and fits): an unknown

@@ -42,6 +42,9 @@ struct TrainingSpec {
   // and read by the head's backward beside its input gradient: workspace (Loom's executor,
   // exec/model/gpt_stage.cc). A framework preset describes its own loss by loss_bytes_per_logit instead.
   bool head_casts_logits_grad = true;
+  // What the loss's element-wise kernels read and write (core/names.h LossKernel): Loom's executor's by
+  // default; a framework preset names its stack's.
+  LossKernel loss_kernel = LossKernel::kExecutor;
   // Unfused attention with dropout: the softmax's backward applies the dropout's mask as it reads dP, in
   // one pass (Loom's executor: kernels/softmax.cu, exec/cpu/cpu_attention.cc). A framework preset runs
   // the dropout's backward as a kernel of its own first (Megatron: torch's dropout after its fused

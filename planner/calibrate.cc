@@ -68,7 +68,8 @@ Result<MeasuredRun> vtrain_run(const std::vector<double>& v, const std::string& 
   r.training.grad_bytes = 4;  // fp32 gradient accumulation
   r.training.attention = AttentionKernel::kUnfused;
   r.training.overlap_grad_reduce = false;
-  r.training.pipeline_sends_block = true;  // Megatron-DeepSpeed's synchronous p2p
+  r.training.pipeline_sends_block = true;          // Megatron-DeepSpeed's synchronous p2p
+  r.training.loss_kernel = LossKernel::kMegatron;  // Megatron-LM's cross-entropy (core/framework.cc, deepspeed)
   r.config.micro_batch = static_cast<int>(v[2]);
   r.config.tp = static_cast<int>(v[7]);
   r.config.dp = static_cast<int>(v[8]);

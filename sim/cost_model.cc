@@ -187,6 +187,47 @@ double CostModel::memory_s(const char* op, double bytes) const {
   return e.kernel_launch_s + bytes / (cluster_->device.memory_bandwidth_bytes_per_s * efficiency);
 }
 
+void CostModel::add_loss(PassCost& forward, PassCost& backward, double logits) const {
+  const double ab = training_.activation_bytes;
+  const bool tp = config_.tp > 1;
+  // Vocabulary-parallel cross-entropy: each rank's max, sum of exponentials and target logit of each token
+  // (b·s floats each) are all-reduced over TP, `floats` per token in each of these collectives.
+  auto all_reduces = [&](std::initializer_list<double> floats) {
+    if (tp)
+      for (double f : floats)
+        forward.add_comm(tp_name(Collective::kAllReduce),
+                         tp_comm_s(Collective::kAllReduce, static_cast<double>(tokens_) * 4.0 * f));
+  };
+  switch (training_.loss_kernel) {
+    case LossKernel::kExecutor:
+      // exec/model/gpt_stage.cc head_forward: the fp32 logits read once for the max and the sum of
+      // exponentials (Backend::row_max_sum_exp) where this rank holds whole rows, twice under TP (row_max,
+      // the max's all-reduce, row_sum_exp); the sum and the target logit reduced together; then, still in
+      // the forward, the gradient: the fp32 logits read, the gradient written in the activation dtype
+      // (Backend::cross_entropy_grad_into, or in place in fp32).
+      add_memory(forward, "cross_entropy", logits * (tp ? 8.0 : 4.0));
+      all_reduces({1.0, 2.0});
+      add_memory(forward, "cross_entropy_bwd", logits * (4.0 + ab));
+      return;
+    case LossKernel::kMegatron:
+      // The logits' upcast (ab read, 4 written), the max (4), the max subtracted in place (8), exp in place
+      // (8), the sum (4) and the division into the softmax kept for the backward, in place (8), each its own
+      // kernel; the max, the target logit and the sum all-reduced one by one. Backward: the softmax times
+      // the loss's gradient in place (8), cast back to the activation dtype (4 + ab). The code is the
+      // preset's source (core/framework.cc).
+      add_memory(forward, "cross_entropy", logits * (ab + 36.0));
+      all_reduces({1.0, 1.0, 1.0});
+      add_memory(backward, "cross_entropy_bwd", logits * (12.0 + ab));
+      return;
+    case LossKernel::kNominal:
+      // Not derived from a stack's kernels (core/names.h LossKernel).
+      add_memory(forward, "cross_entropy", logits * (ab + 8.0));
+      all_reduces({1.0, 1.0, 1.0});
+      add_memory(backward, "cross_entropy_bwd", logits * (4.0 + ab));
+      return;
+  }
+}
+
 double CostModel::bias_s(bool present, double rows, double cols) const {
   return present && separate_bias_ ? memory_s("bias", 2.0 * training_.activation_bytes * rows * cols) : 0.0;
 }
@@ -1153,12 +1194,7 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
       add_sp_copy(c.forward, d, 1.0);
     }
     c.forward.add("lm_head", gemm_s(tokens_, v / t, h), 2.0 * tokens_ * h * v / t);
-    // Vocab-parallel cross-entropy in fp32: max, sum of exponentials and target logit are
-    // all-reduced over TP (b·s floats each).
-    add_memory(c.forward, "cross_entropy", tokens_ * v / t * (ab + 4.0 + 4.0));
-    if (config_.tp > 1)
-      c.forward.add_comm(tp_name(Collective::kAllReduce), 3.0 * tp_comm_s(Collective::kAllReduce, tokens_ * 4.0));
-    add_memory(c.backward, "cross_entropy_bwd", tokens_ * v / t * (4.0 + ab));
+    add_loss(c.forward, c.backward, tokens_ * v / t);
     c.backward.add("lm_head_bwd", gemm_s(tokens_, h, v / t), 2.0 * tokens_ * h * v / t);
     const double wgrad = wgrad_s(h, v / t, tokens_, false);
     const double reduce =

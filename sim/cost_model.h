@@ -288,6 +288,9 @@ class CostModel {
   void add_rope(PassCost& pass, const LayerDims& d, bool backward) const;
   // The MLP's activation over the inner width.
   void add_activation(PassCost& pass, const LayerDims& d, bool backward) const;
+  // The cross-entropy after the LM head over `logits` values of the rank's vocabulary share, with its TP
+  // all-reduces of per-token statistics, as TrainingSpec::loss_kernel runs it.
+  void add_loss(PassCost& forward, PassCost& backward, double logits) const;
   void add_fp8_cast(PassCost& pass, const char* op, double elements) const {
     if (fp8_) pass.add(op, fp8_cast_s(op, elements));
   }

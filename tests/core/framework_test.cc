@@ -196,6 +196,17 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   EXPECT_FALSE(to_json(TrainingSpec{}).contains("cp_attention"));
   EXPECT_FALSE(to_json(TrainingSpec{}).contains("sp_collective_copies"));
   EXPECT_FALSE(to_json(TrainingSpec{}).contains("zero3_collective_copies"));
+  // The loss's kernels: the stack's, kept through a plan file; Loom's executor's by default and in files from
+  // before the field.
+  EXPECT_EQ(back->loss_kernel, LossKernel::kNominal);
+  EXPECT_EQ(training_from_json(to_json(ds))->loss_kernel, LossKernel::kMegatron);
+  EXPECT_FALSE(to_json(TrainingSpec{}).contains("loss_kernel"));
+  EXPECT_EQ(defaults->loss_kernel, LossKernel::kExecutor);
+  Json fused_loss = to_json(ds);
+  fused_loss["loss_kernel"] = "liger";
+  auto refused_loss = training_from_json(fused_loss);
+  ASSERT_FALSE(refused_loss.ok());
+  EXPECT_EQ(refused_loss.error().message, "training: 'loss_kernel' must be executor, megatron or nominal, not 'liger'");
 }
 
 // What each stack cannot run is rejected with the feature named; what it can passes.

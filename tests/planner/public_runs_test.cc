@@ -121,6 +121,10 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   // 2.81 s for the 8B); Loom has them level. All 79 scored rows 10.7 %, max 37.8 %.
   // FSDP2's copies through its all-gather and reduce-scatter buffers (TrainingSpec::zero3_collective_copies):
   // the FSDP rows without TP about 1 point slower, closer: all rows 10.6 %, max 37.7 %.
+  // Megatron-core's vocabulary-parallel cross-entropy charged as its kernels run (TrainingSpec::loss_kernel:
+  // the upcast and five in-place passes forward, the multiply and the cast back backward, 38 and 14 bytes a
+  // bf16 logit where 10 and 6 had been charged): the NeMo tables 0.6-1.5 points closer on their means, the
+  // Megatron-Bridge rows further (mean +0.8 -> +2.0 %, max 6.7 -> 8.7 %): all rows 10.3 %, max 37.7 %.
   std::vector<PublicRun> megatron;
   for (const PublicRun& r : all)
     if (r.source.find("torchtitan") == std::string::npos && r.source.find("AutoModel") == std::string::npos)
@@ -131,7 +135,7 @@ TEST(PublicRuns, StepTimeErrorPerSource) {
   EXPECT_EQ(m.scored, 46);
   EXPECT_LE(m.mean_abs_error, 0.08);
   EXPECT_LE(m.max_abs_error, 0.19);
-  EXPECT_LE(overall.mean_abs_error, 0.107);
+  EXPECT_LE(overall.mean_abs_error, 0.104);
   EXPECT_LE(overall.max_abs_error, 0.378);
 }
 

@@ -528,6 +528,63 @@ TEST(CostModel, FlashAttention2RunsAtItsOwnCurveWhereTheCostFileHasOne) {
                    seconds(h100, FlashKernel::kFused, AttentionKernel::kUnfused, "qk"));
 }
 
+// The cross-entropy after the LM head costs what its kernels read and write per logit of the rank's
+// vocabulary share (TrainingSpec::loss_kernel). Loom's executor reads the fp32 logits once for the max and
+// the sum of exponentials (twice under TP, around the max's all-reduce), reduces the max alone and the sum
+// with the target logit, and makes the gradient at the end of the forward (4 bytes read, the activation
+// dtype written). Megatron's upcasts the logits and runs five passes forward (the activation dtype + 36
+// bytes) with three all-reduces, and two backward (12 + the activation dtype).
+TEST(CostModel, TheLossCostsWhatItsKernelsReadAndWrite) {
+  const ModelSpec m = *model_preset("gpt2-small");
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  auto total = [](const PassCost& p, const std::string& name, bool communication) {
+    double s = 0;
+    for (const Segment& seg : p.segments)
+      if (seg.name == name && seg.communication == communication) s += seg.seconds;
+    return s;
+  };
+  for (int tp : {1, 2}) {
+    const ParallelConfig c{.tp = tp, .micro_batch = 2};
+    const double logits = 2.0 * m.seq_len * padded_vocab(m.vocab, tp) / tp;
+    double per_float[2] = {0, 0};  // one float a token all-reduced: Megatron's, the executor's
+    for (LossKernel kernel : {LossKernel::kExecutor, LossKernel::kMegatron}) {
+      SCOPED_TRACE(fmt::format("tp {}, {} loss", tp, to_string(kernel)));
+      const TrainingSpec t{.gpus = tp, .global_batch = 2, .loss_kernel = kernel};
+      const CollectiveModel collectives(cluster);  // the cost model keeps a reference
+      const CostModel cost(m, t, c, cluster, collectives);
+      const ChunkCost cc = cost.chunk(0, 0, false);
+      if (kernel == LossKernel::kExecutor) {
+        EXPECT_DOUBLE_EQ(total(cc.forward, "cross_entropy", false),
+                         cost.memory_s("cross_entropy", logits * (tp == 1 ? 4.0 : 8.0)));
+        EXPECT_DOUBLE_EQ(total(cc.forward, "cross_entropy_bwd", false),
+                         cost.memory_s("cross_entropy_bwd", logits * 6.0));
+        EXPECT_EQ(total(cc.backward, "cross_entropy_bwd", false), 0.0);
+      } else {
+        EXPECT_DOUBLE_EQ(total(cc.forward, "cross_entropy", false), cost.memory_s("cross_entropy", logits * 38.0));
+        EXPECT_EQ(total(cc.forward, "cross_entropy_bwd", false), 0.0);
+        EXPECT_DOUBLE_EQ(total(cc.backward, "cross_entropy_bwd", false),
+                         cost.memory_s("cross_entropy_bwd", logits * 14.0));
+      }
+      // The loss's all-reduces are the forward's last collectives: the executor's of one float a token,
+      // then of two; Megatron's three of one.
+      std::vector<double> comm;
+      for (const Segment& seg : cc.forward.segments)
+        if (seg.communication) comm.push_back(seg.seconds);
+      if (tp == 1) continue;
+      ASSERT_GE(comm.size(), 3u);
+      const double* last = comm.data() + comm.size() - 3;
+      per_float[kernel == LossKernel::kExecutor] = last[kernel == LossKernel::kExecutor ? 1 : 2];
+      if (kernel == LossKernel::kExecutor) {
+        EXPECT_GT(last[2], last[1]);  // the sum and the target logit together
+      } else {
+        EXPECT_DOUBLE_EQ(last[0], last[2]);
+        EXPECT_DOUBLE_EQ(last[1], last[2]);
+      }
+    }
+    if (tp > 1) EXPECT_DOUBLE_EQ(per_float[0], per_float[1]);
+  }
+}
+
 // Sliding-window attention (Gemma 2, gpt-oss): a fused kernel skips the tiles before each query's window
 // as it skips those past the diagonal, so a windowed layer computes w·s − w²/2 of the s² scores where a
 // full causal one computes s²/2; the unfused path still builds the whole square. Model FLOPs count a
