@@ -76,28 +76,45 @@ TYPED_TEST(GpuLoss, CausalSoftmaxForwardAndBackwardFollowTheirDefinitions) {
   }
 }
 
+// The pieces on one rank's shard of the vocabulary: columns from vocab_start on, 1000 real ones and then
+// padding. Rows of 1031 columns take one value a thread; rows of 1024 (rank 1's shard, vocabulary
+// indices 1024 to 2047) have their gradient written in whole packs, each value's vocabulary index
+// vocab_start past its column. Targets fall inside the shard (one on its first column) and outside it,
+// below and above (other ranks' columns, where no gradient value takes the −1).
 TYPED_TEST(GpuLoss, CrossEntropyPiecesMatchTheCpuBackendOnAVocabularyShard) {
   using T = TypeParam;
-  const i64 rows = 19, cols = 1031, valid = 1000, vocab_start = 2000;  // 31 padded columns
-  const Floats logits = random_values<T>(rows * cols, 33, -6.0f, 6.0f);
-  std::vector<int> targets(rows);
-  for (i64 r = 0; r < rows; ++r) targets[r] = static_cast<int>(r % 3 == 0 ? 17 : vocab_start + (r * 97) % valid);
-  Floats mx(rows), sum(rows), target(rows), grad = logits;
-  cpu().row_max(data(mx), data(logits), rows, cols, valid);
-  cpu().row_sum_exp(data(sum), data(logits), data(mx), rows, cols, valid);
-  cpu().target_logit(data(target), data(logits), targets.data(), rows, cols, vocab_start);
-  cpu().cross_entropy_grad(data(grad), data(mx), data(sum), targets.data(), rows, cols, valid, vocab_start, 0.25f);
-  DeviceBuffer<T> g(logits);
-  DeviceBuffer<float> gmax(rows), gsum(rows), gtarget(rows);
-  DeviceBuffer<int> gtargets(targets);
-  row_max(gmax.get(), g.get(), rows, cols, valid, nullptr);
-  row_sum_exp(gsum.get(), g.get(), gmax.get(), rows, cols, valid, nullptr);
-  target_logit(gtarget.get(), g.get(), gtargets.get(), rows, cols, vocab_start, nullptr);
-  cross_entropy_grad(g.get(), gmax.get(), gsum.get(), gtargets.get(), rows, cols, valid, vocab_start, 0.25f, nullptr);
-  expect_close(gmax.download(), mx, 0.0, "row max");
-  expect_close(gsum.download(), sum, kFp32Tolerance, "row sum exp");
-  expect_close(gtarget.download(), target, 0.0, "target logit");
-  expect_close(g.download(), grad, tolerance<T>(), "dlogits");
+  struct Shard {
+    i64 cols, vocab_start;
+  };
+  for (const Shard shard : {Shard{1031, 2000}, Shard{1024, 1024}}) {
+    SCOPED_TRACE(::testing::Message() << shard.cols << " columns from " << shard.vocab_start);
+    const i64 rows = 19, cols = shard.cols, valid = 1000, vocab_start = shard.vocab_start;
+    const Floats logits = random_values<T>(rows * cols, 33, -6.0f, 6.0f);
+    std::vector<int> targets(rows);
+    for (i64 r = 0; r < rows; ++r) {
+      const i64 t = r == 1       ? vocab_start
+                    : r % 3 != 0 ? vocab_start + (r * 97) % valid
+                    : r % 2 == 0 ? 17
+                                 : vocab_start + cols + r;
+      targets[r] = static_cast<int>(t);
+    }
+    Floats mx(rows), sum(rows), target(rows), grad = logits;
+    cpu().row_max(data(mx), data(logits), rows, cols, valid);
+    cpu().row_sum_exp(data(sum), data(logits), data(mx), rows, cols, valid);
+    cpu().target_logit(data(target), data(logits), targets.data(), rows, cols, vocab_start);
+    cpu().cross_entropy_grad(data(grad), data(mx), data(sum), targets.data(), rows, cols, valid, vocab_start, 0.25f);
+    DeviceBuffer<T> g(logits);
+    DeviceBuffer<float> gmax(rows), gsum(rows), gtarget(rows);
+    DeviceBuffer<int> gtargets(targets);
+    row_max(gmax.get(), g.get(), rows, cols, valid, nullptr);
+    row_sum_exp(gsum.get(), g.get(), gmax.get(), rows, cols, valid, nullptr);
+    target_logit(gtarget.get(), g.get(), gtargets.get(), rows, cols, vocab_start, nullptr);
+    cross_entropy_grad(g.get(), gmax.get(), gsum.get(), gtargets.get(), rows, cols, valid, vocab_start, 0.25f, nullptr);
+    expect_close(gmax.download(), mx, 0.0, "row max");
+    expect_close(gsum.download(), sum, kFp32Tolerance, "row sum exp");
+    expect_close(gtarget.download(), target, 0.0, "target logit");
+    expect_close(g.download(), grad, tolerance<T>(), "dlogits");
+  }
 }
 
 // The one-pass max and sum (an online softmax) and the gradient, over rows that fill whole packs (1032
@@ -146,14 +163,27 @@ TYPED_TEST(GpuLoss, OnePassSumIsNanWhereALogitIsNan) {
   }
 }
 
-// fp32 logits' gradient written in bf16 in one pass: the in-place fp32 gradient rounded once, bit for bit.
+// fp32 logits' gradient written in bf16 in one pass: the in-place fp32 gradient rounded once, bit for
+// bit, and the CPU backend's within bf16's rounding. Over a whole vocabulary (1031 columns, one value a
+// thread; 1032, packs) and over rank 1's shard, columns 1024 to 2047 of which 1000 are real, in packs,
+// with targets in the shard and outside it, below and above (other ranks' columns).
 TEST_F(GpuTest, CrossEntropyGradientIntoBf16IsTheFp32GradientRounded) {
-  for (const i64 cols : {i64{1031}, i64{1032}}) {
-    SCOPED_TRACE(::testing::Message() << cols << " columns");
-    const i64 rows = 29, valid = 1001, vocab_start = 0;
+  struct Case {
+    i64 cols, valid, vocab_start;
+  };
+  for (const Case shape : {Case{1031, 1001, 0}, Case{1032, 1001, 0}, Case{1024, 1000, 1024}}) {
+    SCOPED_TRACE(::testing::Message() << shape.cols << " columns from " << shape.vocab_start);
+    const i64 rows = 29, cols = shape.cols, valid = shape.valid, vocab_start = shape.vocab_start;
     const Floats logits = random_values(rows * cols, 35, -20.0f, 20.0f);
     std::vector<int> targets(rows);
-    for (i64 r = 0; r < rows; ++r) targets[r] = static_cast<int>((r * 71) % valid);
+    for (i64 r = 0; r < rows; ++r) targets[r] = static_cast<int>(vocab_start + (r * 71) % valid);
+    if (vocab_start > 0) {
+      for (i64 r = 0; r < rows; r += 3) targets[r] = static_cast<int>(r % 2 == 0 ? 17 : vocab_start + cols + r);
+    }
+    Floats mx(rows), sum(rows), grad = logits;
+    cpu().row_max(data(mx), data(logits), rows, cols, valid);
+    cpu().row_sum_exp(data(sum), data(logits), data(mx), rows, cols, valid);
+    cpu().cross_entropy_grad(data(grad), data(mx), data(sum), targets.data(), rows, cols, valid, vocab_start, 0.5f);
     DeviceBuffer<float> g(logits), gmax(rows), gsum(rows);
     DeviceBuffer<bf16> into(rows * cols), cast_back(rows * cols);
     DeviceBuffer<int> gtargets(targets);
@@ -163,6 +193,7 @@ TEST_F(GpuTest, CrossEntropyGradientIntoBf16IsTheFp32GradientRounded) {
     cross_entropy_grad(g.get(), gmax.get(), gsum.get(), gtargets.get(), rows, cols, valid, vocab_start, 0.5f, nullptr);
     cast(cast_back.get(), g.get(), rows * cols, nullptr);
     EXPECT_EQ(into.download(), cast_back.download());
+    expect_close(into.download(), grad, tolerance<bf16>(), "dlogits in bf16");
   }
 }
 

@@ -85,6 +85,25 @@ TYPED_TEST(GpuOps, BiasAddAndBiasGradientMatchTheCpuBackend) {
   expect_close(gdbias.download(), dbias_want, kFp32Tolerance, "dbias");
 }
 
+// The bias add over many rows in whole packs (768 columns: 96 packs of 8 bf16 values or 192 of 4 fp32
+// a row, each added to the bias's pack at its column) and one value a thread (770 columns, which no
+// pack width divides), against the CPU backend bit for bit: each value is one fp32 addition rounded once
+// to T, to nearest even as the host rounds the CPU backend's fp32 sum here.
+TYPED_TEST(GpuOps, BiasAddMatchesTheCpuBackendBitForBitOnRowsThatFillPacksAndRowsThatDoNot) {
+  using T = TypeParam;
+  for (const i64 cols : {i64{768}, i64{770}}) {
+    SCOPED_TRACE(::testing::Message() << cols << " columns");
+    const i64 rows = 37;
+    const Floats x0 = random_values<T>(rows * cols, 45, -4.0f, 4.0f), bias = random_values<T>(cols, 46);
+    Floats want = x0;
+    cpu().add_bias(data(want), data(bias), rows, cols);
+    for (float& v : want) v = stored<T>(v);
+    DeviceBuffer<T> gx(x0), gbias(bias);
+    add_bias(gx.get(), gbias.get(), rows, cols, nullptr);
+    expect_close(gx.download(), want, 0.0, "x + bias");
+  }
+}
+
 // LayerNorm forward and backward at rows × cols against the CPU backend; the weight and bias gradients
 // are column sums over the rows, within `sum_tolerance`.
 template <class T>
@@ -240,41 +259,44 @@ TYPED_TEST(GpuOps, BiasDropoutAddIsAddBiasApplyMaskAndAddInOnePass) {
 }
 
 // The element-wise ops read and write whole packs only where every array is aligned to one: at an
-// address one value off they take the one-value path, and both match the CPU backend.
+// address one value off they take the one-value path, and both match the CPU backend. 4100 values are
+// whole fp32 packs (a bf16 tail of 4); 4103 leave a tail past the last pack in every type (3 fp32
+// values, 7 bf16), written one value a thread after the packs.
 TYPED_TEST(GpuOps, ElementWiseOpsMatchTheCpuBackendAtAddressesOnAndOffAPack) {
   using T = TypeParam;
-  const i64 n = 4100;
-  const Floats x = random_values<T>(n + 1, 33, -3.0f, 3.0f), y = random_values<T>(n + 1, 34);
-  std::vector<std::uint8_t> mask(n + 1);
-  cpu().dropout_mask(mask.data(), n + 1, 5, 0, 0.3f);
-  DeviceBuffer<T> gx(x), gy(y);
-  DeviceBuffer<std::uint8_t> gmask(mask);
-  for (const i64 offset : {i64{0}, i64{1}}) {
-    SCOPED_TRACE(::testing::Message() << "offset " << offset);
-    const T* px = gx.get() + offset;
-    const T* py = gy.get() + offset;
-    DeviceBuffer<T> sum(n + 1), acc(y), g(n + 1), dg(n + 1), dropped(n + 1), bf(n + 1);
-    DeviceBuffer<float> f32(n + 1);
-    add(sum.get() + offset, px, py, n, nullptr);
-    axpy(acc.get() + offset, 0.5f, px, n, nullptr);
-    gelu_forward(g.get() + offset, px, n, nullptr);
-    gelu_backward(dg.get() + offset, px, py, n, nullptr);
-    apply_mask(dropped.get() + offset, px, gmask.get() + offset, n, 1.0f / 0.7f, nullptr);
-    if constexpr (std::is_same_v<T, bf16>) cast(f32.get() + offset, px, n, nullptr);
-    Floats want_sum(n), want_acc(y.begin() + offset, y.begin() + offset + n), want_g(n), want_dg(n), want_dropped(n);
-    cpu().add(data(want_sum), data(x) + offset, data(y) + offset, n);
-    cpu().axpy(data(want_acc), 0.5f, data(x) + offset, n);
-    cpu().gelu_forward(data(want_g), data(x) + offset, n);
-    cpu().gelu_backward(data(want_dg), data(x) + offset, data(y) + offset, n);
-    cpu().apply_mask(data(want_dropped), data(x) + offset, mask.data() + offset, n, 1.0f / 0.7f);
-    const auto slice = [&](const Floats& v) { return Floats(v.begin() + offset, v.begin() + offset + n); };
-    expect_close(slice(sum.download()), want_sum, tolerance<T>(), "add");
-    expect_close(slice(acc.download()), want_acc, tolerance<T>(), "axpy");
-    expect_close(slice(g.download()), want_g, tolerance<T>(), "gelu");
-    expect_close(slice(dg.download()), want_dg, tolerance<T>(), "dgelu");
-    expect_close(slice(dropped.download()), want_dropped, tolerance<T>(), "dropped");
-    if constexpr (std::is_same_v<T, bf16>)
-      expect_close(slice(f32.download()), Floats(x.begin() + offset, x.begin() + offset + n), 0.0, "cast");
+  for (const i64 n : {i64{4100}, i64{4103}}) {
+    const Floats x = random_values<T>(n + 1, 33, -3.0f, 3.0f), y = random_values<T>(n + 1, 34);
+    std::vector<std::uint8_t> mask(n + 1);
+    cpu().dropout_mask(mask.data(), n + 1, 5, 0, 0.3f);
+    DeviceBuffer<T> gx(x), gy(y);
+    DeviceBuffer<std::uint8_t> gmask(mask);
+    for (const i64 offset : {i64{0}, i64{1}}) {
+      SCOPED_TRACE(::testing::Message() << n << " values at offset " << offset);
+      const T* px = gx.get() + offset;
+      const T* py = gy.get() + offset;
+      DeviceBuffer<T> sum(n + 1), acc(y), g(n + 1), dg(n + 1), dropped(n + 1), bf(n + 1);
+      DeviceBuffer<float> f32(n + 1);
+      add(sum.get() + offset, px, py, n, nullptr);
+      axpy(acc.get() + offset, 0.5f, px, n, nullptr);
+      gelu_forward(g.get() + offset, px, n, nullptr);
+      gelu_backward(dg.get() + offset, px, py, n, nullptr);
+      apply_mask(dropped.get() + offset, px, gmask.get() + offset, n, 1.0f / 0.7f, nullptr);
+      if constexpr (std::is_same_v<T, bf16>) cast(f32.get() + offset, px, n, nullptr);
+      Floats want_sum(n), want_acc(y.begin() + offset, y.begin() + offset + n), want_g(n), want_dg(n), want_dropped(n);
+      cpu().add(data(want_sum), data(x) + offset, data(y) + offset, n);
+      cpu().axpy(data(want_acc), 0.5f, data(x) + offset, n);
+      cpu().gelu_forward(data(want_g), data(x) + offset, n);
+      cpu().gelu_backward(data(want_dg), data(x) + offset, data(y) + offset, n);
+      cpu().apply_mask(data(want_dropped), data(x) + offset, mask.data() + offset, n, 1.0f / 0.7f);
+      const auto slice = [&](const Floats& v) { return Floats(v.begin() + offset, v.begin() + offset + n); };
+      expect_close(slice(sum.download()), want_sum, tolerance<T>(), "add");
+      expect_close(slice(acc.download()), want_acc, tolerance<T>(), "axpy");
+      expect_close(slice(g.download()), want_g, tolerance<T>(), "gelu");
+      expect_close(slice(dg.download()), want_dg, tolerance<T>(), "dgelu");
+      expect_close(slice(dropped.download()), want_dropped, tolerance<T>(), "dropped");
+      if constexpr (std::is_same_v<T, bf16>)
+        expect_close(slice(f32.download()), Floats(x.begin() + offset, x.begin() + offset + n), 0.0, "cast");
+    }
   }
 }
 
