@@ -52,7 +52,7 @@ enum class CpAttention { kTe, kPyTorch };
 //   all-reduce between them, under TP); the gradient is written, in the activation dtype, at the end of
 //   the forward where the statistics are at hand.
 // - kMegatron, Megatron's vocabulary-parallel cross-entropy on the upcast logits, one PyTorch kernel per
-//   step (the preset that names it gives the code).
+//   pass over them (the preset that names it gives the code).
 // - kNominal, Loom's first estimate for a stack whose loss kernels it has not read: the logits and two
 //   fp32 passes forward, one fp32 read and a write in the activation dtype backward.
 enum class LossKernel { kExecutor, kMegatron, kNominal };

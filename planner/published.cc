@@ -28,7 +28,7 @@ TrainingSpec paper_training(int gpus, long long global_batch, int seq) {
   t.softmax_bwd_applies_dropout = false;
   // Megatron-LM's pipeline transfers are synchronous (batch_isend_irecv, wait, cuda synchronize).
   t.pipeline_sends_block = true;
-  // Its vocabulary-parallel cross-entropy on the upcast logits, one kernel a step (core/framework.cc,
+  // Its vocabulary-parallel cross-entropy on the upcast logits, one kernel a pass (core/framework.cc,
   // megatron-lm-2021).
   t.loss_kernel = LossKernel::kMegatron;
   return t;
