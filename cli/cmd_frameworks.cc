@@ -41,6 +41,7 @@ std::string preset_text(const FrameworkPreset& p) {
   line("loss peak, compiled", fmt::format("{:g} bytes", p.compiled_loss_bytes_per_logit.value),
        p.compiled_loss_bytes_per_logit.source);
   line("loss kernels", to_string(p.loss_kernel.value), p.loss_kernel.source);
+  line("embedding gradient dense", on_off(p.embedding_grad_dense.value), p.embedding_grad_dense.source);
   std::string stages;
   for (int z = 0; z <= 3; ++z)
     if (p.zero_stages & (1u << z)) stages += (stages.empty() ? "" : ",") + std::to_string(z);

@@ -25,6 +25,13 @@ constexpr Sourced<double> kMegatronLoss{
     "2022, §4.3; megatron/core/tensor_parallel/cross_entropy.py, whose backward works in place)"};
 constexpr Sourced<double> kMegatronCompiledLoss{4.0, "the same loss: its fusions do not change it"};
 
+// Megatron-LM, Megatron-core and Megatron-DeepSpeed share the vocab-parallel embedding.
+constexpr Sourced<bool> kMegatronEmbeddingGrad{
+    true,
+    "VocabParallelEmbedding looks its rows up with F.embedding (sparse=False), whose backward "
+    "(aten embedding_dense_backward) zeroes a [v/t, h] gradient and adds each token's row into it; the DDP hook "
+    "then adds that gradient into main_grad (param.main_grad.add_(param.grad)), every micro-batch"};
+
 const std::array<FrameworkPreset, 4> kPresets = {{
     {
         "megatron-lm-2021",
@@ -84,6 +91,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "upcast, then the max, the subtraction of the max, exp, the sum and the division into the softmax kept "
          "for the backward, one PyTorch kernel each and in place; the backward's multiply in place and the cast "
          "back"},
+        kMegatronEmbeddingGrad,
     },
     {
         "megatron-core",
@@ -152,6 +160,7 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "unfused: TransformerConfig.cross_entropy_loss_fusion defaults to False. With the fusion "
          "(megatron/core/fusions/fused_cross_entropy.py) the upcast, the subtraction, exp and the sum run as "
          "fewer kernels, about 16 bytes a logit less in the forward, which Loom does not cost"},
+        kMegatronEmbeddingGrad,
     },
     {
         "torchtitan",
@@ -245,6 +254,10 @@ const std::array<FrameworkPreset, 4> kPresets = {{
         {LossKernel::kNominal,
          "not derived: ATen's log_softmax and nll_loss kernels (eager) or the compiled loss are not costed pass "
          "by pass; Loom's nominal charge"},
+        {true,
+         "tok_embeddings is an nn.Embedding (sparse=False), outside the blocks torch.compile compiles "
+         "(apply_compile compiles each TransformerBlock): its backward, aten embedding_dense_backward, zeroes a "
+         "[v, h] gradient and adds each token's row into it; FSDP2 then copies it into the reduce-scatter"},
     },
     {
         "deepspeed",
@@ -303,6 +316,9 @@ const std::array<FrameworkPreset, 4> kPresets = {{
          "(../shared/reference/collectives-at-scale.md section 4) whose layout Loom's sources do not give"},
         {LossKernel::kMegatron,
          "Megatron-DeepSpeed keeps Megatron-LM's megatron/mpu/cross_entropy.py and its upcast of the logits"},
+        {true,
+         "Megatron-DeepSpeed keeps Megatron-LM's VocabParallelEmbedding (F.embedding, sparse=False): a dense "
+         "[v/t, h] gradient each micro-batch, accumulated into the parameter's gradient by autograd"},
     },
 }};
 
@@ -347,6 +363,7 @@ void apply_framework(const FrameworkPreset& preset, TrainingSpec& t, ExplicitTra
   t.head_casts_logits_grad = false;  // the preset's loss figure is the whole of what its loss holds
   t.softmax_bwd_applies_dropout = false;
   t.loss_kernel = preset.loss_kernel.value;
+  t.embedding_grad_dense = preset.embedding_grad_dense.value;
 }
 
 std::optional<std::string> framework_lacks(const FrameworkPreset& p, const TrainingSpec& t, const ParallelConfig& c) {

@@ -60,6 +60,7 @@ struct FrameworkPreset {
   Sourced<double> zero3_prefetch_elements;  // ZeRO-3 prefetch depth (TrainingSpec::zero3_prefetch_elements)
   Sourced<bool> zero3_collective_copies;  // ZeRO-3's buffers copied in and out (TrainingSpec::zero3_collective_copies)
   Sourced<LossKernel> loss_kernel;        // what the loss's kernels read and write (TrainingSpec::loss_kernel)
+  Sourced<bool> embedding_grad_dense;     // the embedding's gradient dense (TrainingSpec::embedding_grad_dense)
 };
 
 // Every preset, in the order `--framework`'s help lists them.

@@ -299,6 +299,7 @@ Json to_json(const TrainingSpec& t) {
   if (t.loss_bytes_per_logit != 4.0) j["loss_bytes_per_logit"] = t.loss_bytes_per_logit;
   if (!t.head_casts_logits_grad) j["head_casts_logits_grad"] = false;
   if (!t.softmax_bwd_applies_dropout) j["softmax_bwd_applies_dropout"] = false;
+  if (t.embedding_grad_dense) j["embedding_grad_dense"] = true;
   if (t.loss_kernel != LossKernel::kExecutor) j["loss_kernel"] = to_string(t.loss_kernel);
   return j;
 }
@@ -338,6 +339,7 @@ Result<TrainingSpec> training_from_json(const Json& json) {
   t.loss_bytes_per_logit = r.number("loss_bytes_per_logit", 4.0, 0.0, 64.0);
   t.head_casts_logits_grad = r.boolean("head_casts_logits_grad", true);
   t.softmax_bwd_applies_dropout = r.boolean("softmax_bwd_applies_dropout", true);
+  t.embedding_grad_dense = r.boolean("embedding_grad_dense", false);
   t.zero3_prefetch_elements = r.number("zero3_prefetch_elements", 0.0, 0.0, 1e15);
   const std::string unit = r.string("zero3_unit", std::string(to_string(Zero3Unit::kLayer)));
   if (!r.ok()) return make_error(r.error());

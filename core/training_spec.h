@@ -45,6 +45,13 @@ struct TrainingSpec {
   // What the loss's element-wise kernels read and write (core/names.h LossKernel): Loom's executor's by
   // default; a framework preset names its stack's.
   LossKernel loss_kernel = LossKernel::kExecutor;
+  // The token embedding's backward writes a dense gradient of its whole vocabulary share, [v/t, h] in the
+  // activation dtype and zeroed first (PyTorch's embedding_dense_backward: F.embedding with sparse=False),
+  // which is then added into the gradient kept across micro-batches (Megatron's main_grad, autograd's
+  // .grad) unless ZeRO-3 reduce-scatters it at once; learned positions likewise over their table. Every
+  // --framework preset runs it (core/framework.cc). false: the embedding's backward adds each token's row
+  // into the fp32 gradient in place (Loom's executor: kernels/embedding.cu, Backend::embedding_backward).
+  bool embedding_grad_dense = false;
   // Unfused attention with dropout: the softmax's backward applies the dropout's mask as it reads dP, in
   // one pass (Loom's executor: kernels/softmax.cu, exec/cpu/cpu_attention.cc). A framework preset runs
   // the dropout's backward as a kernel of its own first (Megatron: torch's dropout after its fused

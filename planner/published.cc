@@ -31,6 +31,8 @@ TrainingSpec paper_training(int gpus, long long global_batch, int seq) {
   // Its vocabulary-parallel cross-entropy on the upcast logits, one kernel a pass (core/framework.cc,
   // megatron-lm-2021).
   t.loss_kernel = LossKernel::kMegatron;
+  // Its embedding's gradient dense, zeroed and added into main_grad every micro-batch (core/framework.cc).
+  t.embedding_grad_dense = true;
   return t;
 }
 

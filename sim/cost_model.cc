@@ -228,6 +228,21 @@ void CostModel::add_loss(PassCost& forward, PassCost& backward, double logits) c
   }
 }
 
+void CostModel::add_dense_embedding_grad(PassCost& backward) const {
+  // TrainingSpec::embedding_grad_dense: PyTorch's embedding backward zeroes the gradient of the rank's whole
+  // vocabulary share (and of a learned position table, which TP does not split) before adding each token's
+  // row into it; then the step's gradient kept across micro-batches (Megatron's main_grad, autograd's .grad)
+  // adds it in: both read, the kept one written. Where ZeRO-3 reduce-scatters every backward the gradient
+  // goes to the reduce-scatter instead (its copy in, where the stack has one, is zero3_collective_copies').
+  double rows = static_cast<double>(vocab_) / config_.tp;
+  if (model_.position == PositionEmbedding::kLearned) rows += std::max<double>(model_.seq_len, seq_);
+  const double elements = rows * model_.hidden;
+  const double ab = training_.activation_bytes;
+  add_memory(backward, "embedding_grad_zero", elements * ab);
+  if (!zero3_gathers_every_pass(config_, training_))
+    add_memory(backward, "embedding_grad_accumulate", elements * (ab + 2.0 * training_.grad_bytes));
+}
+
 double CostModel::bias_s(bool present, double rows, double cols) const {
   return present && separate_bias_ ? memory_s("bias", 2.0 * training_.activation_bytes * rows * cols) : 0.0;
 }
@@ -1229,7 +1244,10 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
       if (split_weight_grad) c.weight.append(kind_w[run->moe], run->count);
     }
   }
-  if (first) add_memory(c.backward, "embedding_bwd", tokens_ * h * (ab + 4.0));
+  if (first) {
+    add_memory(c.backward, "embedding_bwd", tokens_ * h * (ab + 4.0));
+    if (training_.embedding_grad_dense) add_dense_embedding_grad(c.backward);
+  }
   // ZeRO-3's gathered parameters copied out of the gather's buffer before each pass that gathers them.
   if (const double copy = zero3_copy_out_s(stage, chunk); copy > 0)
     for (PassCost* p : {&c.forward, &c.backward}) p->add("zero3_copy_out", copy);

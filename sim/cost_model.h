@@ -278,6 +278,8 @@ class CostModel {
     return p;
   }
   void add_memory(PassCost& pass, const char* op, double bytes) const { pass.add(op, memory_s(op, bytes)); }
+  // The embedding's dense gradient, zeroed and accumulated (TrainingSpec::embedding_grad_dense).
+  void add_dense_embedding_grad(PassCost& backward) const;
   // The element-wise ops whose kernels depend on TrainingSpec::elementwise: one fused kernel each, or
   // the ATen kernels eager PyTorch runs them as (core/names.h Elementwise; sources in cost_model.cc).
   bool eager() const { return training_.elementwise == Elementwise::kEager; }

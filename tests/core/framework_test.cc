@@ -207,6 +207,15 @@ TEST(Framework, TrainingJsonKeepsTheStackAndRefusesAnUnknownOne) {
   auto refused_loss = training_from_json(fused_loss);
   ASSERT_FALSE(refused_loss.ok());
   EXPECT_EQ(refused_loss.error().message, "training: 'loss_kernel' must be executor, megatron or nominal, not 'liger'");
+  // The embedding's dense gradient: every stack's, kept through a plan file; the executor's rows in place by
+  // default and in files from before the field.
+  EXPECT_TRUE(back->embedding_grad_dense);
+  EXPECT_TRUE(training_from_json(to_json(ds))->embedding_grad_dense);
+  EXPECT_FALSE(to_json(TrainingSpec{}).contains("embedding_grad_dense"));
+  EXPECT_FALSE(defaults->embedding_grad_dense);
+  Json sparse = to_json(ds);
+  sparse["embedding_grad_dense"] = "yes";
+  EXPECT_FALSE(training_from_json(sparse).ok());
 }
 
 // What each stack cannot run is rejected with the feature named; what it can passes.

@@ -581,7 +581,64 @@ TEST(CostModel, TheLossCostsWhatItsKernelsReadAndWrite) {
         EXPECT_DOUBLE_EQ(last[1], last[2]);
       }
     }
-    if (tp > 1) EXPECT_DOUBLE_EQ(per_float[0], per_float[1]);
+    if (tp > 1) {
+      EXPECT_DOUBLE_EQ(per_float[0], per_float[1]);
+    }
+  }
+}
+
+// PyTorch's embedding backward (TrainingSpec::embedding_grad_dense, every --framework) zeroes the gradient of
+// the rank's whole vocabulary share, and of a learned position table, which TP does not split; the gradient
+// kept across micro-batches then adds it in (both read, the kept one written in grad_bytes). ZeRO-3 that
+// reduce-scatters every backward keeps none; under a pipeline only the first stage embeds. Loom's executor
+// adds each token's row into the fp32 gradient in place: no dense pass.
+TEST(CostModel, PyTorchsEmbeddingGradientIsDenseOverTheVocabularyShare) {
+  const ClusterSpec cluster = *cluster_preset("dgx-h100");
+  auto total = [](const PassCost& p, const std::string& name) {
+    double s = 0;
+    for (const Segment& seg : p.segments)
+      if (seg.name == name && !seg.communication) s += seg.seconds;
+    return s;
+  };
+  const CollectiveModel collectives(cluster);  // the cost model keeps a reference
+  for (const char* preset : {"gpt2-small", "llama2-7b"}) {
+    const ModelSpec m = *model_preset(preset);
+    const double positions = m.position == PositionEmbedding::kLearned ? m.seq_len : 0.0;
+    for (int tp : {1, 2}) {
+      SCOPED_TRACE(fmt::format("{}, tp {}", preset, tp));
+      const double elements = (padded_vocab(m.vocab, tp) / tp + positions) * m.hidden;
+      const ParallelConfig plain{.tp = tp, .micro_batch = 2};
+      const TrainingSpec executor{.gpus = tp, .global_batch = 2, .grad_bytes = 4};
+      const CostModel own(m, executor, plain, cluster, collectives);
+      EXPECT_EQ(total(own.chunk(0, 0, false).backward, "embedding_grad_zero"), 0.0);
+      EXPECT_EQ(total(own.chunk(0, 0, false).backward, "embedding_grad_accumulate"), 0.0);
+
+      TrainingSpec dense = executor;
+      dense.embedding_grad_dense = true;
+      const CostModel cost(m, dense, plain, cluster, collectives);
+      const ChunkCost cc = cost.chunk(0, 0, false);
+      EXPECT_DOUBLE_EQ(total(cc.backward, "embedding_grad_zero"), cost.memory_s("embedding_grad_zero", elements * 2.0));
+      EXPECT_DOUBLE_EQ(total(cc.backward, "embedding_grad_accumulate"),
+                       cost.memory_s("embedding_grad_accumulate", elements * (2.0 + 2.0 * 4.0)));
+      EXPECT_EQ(total(cc.forward, "embedding_grad_zero"), 0.0);
+
+      // ZeRO-3 over two ranks reduce-scatters the gradient each backward: zeroed, never accumulated.
+      const ParallelConfig zero3{.tp = tp, .dp = 2, .zero = 3, .micro_batch = 2};
+      TrainingSpec two = dense;
+      two.gpus = 2 * tp;
+      two.global_batch = 4;
+      const CostModel sharded(m, two, zero3, cluster, collectives);
+      EXPECT_DOUBLE_EQ(total(sharded.chunk(0, 0, false).backward, "embedding_grad_zero"),
+                       cost.memory_s("embedding_grad_zero", elements * 2.0));
+      EXPECT_EQ(total(sharded.chunk(0, 0, false).backward, "embedding_grad_accumulate"), 0.0);
+
+      // Two stages: the first embeds, the last does not.
+      const ParallelConfig piped{.tp = tp, .pp = 2, .micro_batch = 2};
+      const CostModel staged(m, two, piped, cluster, collectives);
+      EXPECT_GT(total(staged.chunk(0, 0, false).backward, "embedding_grad_accumulate"), 0.0);
+      EXPECT_EQ(total(staged.chunk(1, 0, false).backward, "embedding_grad_zero"), 0.0);
+      EXPECT_EQ(total(staged.chunk(1, 0, false).backward, "embedding_grad_accumulate"), 0.0);
+    }
   }
 }
 
