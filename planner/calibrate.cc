@@ -70,6 +70,8 @@ Result<MeasuredRun> vtrain_run(const std::vector<double>& v, const std::string& 
   r.training.overlap_grad_reduce = false;
   r.training.pipeline_sends_block = true;          // Megatron-DeepSpeed's synchronous p2p
   r.training.loss_kernel = LossKernel::kMegatron;  // Megatron-LM's cross-entropy (core/framework.cc, deepspeed)
+  r.training.embedding_grad_dense = true;          // Megatron-LM's embedding, dense gradient (same)
+  r.training.softmax_bwd_applies_dropout = false;  // torch's dropout after the fused softmax (published.cc)
   r.config.micro_batch = static_cast<int>(v[2]);
   r.config.tp = static_cast<int>(v[7]);
   r.config.dp = static_cast<int>(v[8]);
