@@ -40,7 +40,8 @@ struct MeasuredMachine {
   int local_ranks = 1;  // on this host
   int threads_per_rank = 1;
   double optimizer_bytes_per_param = 0;  // as the simulator charges the executor's optimizer step
-  // The memory-bound ops the cost model charges per layer: only these go into the table.
+  // The memory-bound ops the cost model charges by name (each layer's, the embedding's and the loss's): only
+  // these go into the table.
   std::vector<std::string> layer_ops{};
   // On a GPU of a cluster preset's kind (exec/device_peak.h: "dgx-h100", ...): the file starts from that
   // preset, keeps its datasheet device figures (peak, bandwidth), node, links and collectives (one GPU

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,19 @@ void expect_profiles_in_compute_dtype() {
     }
   }
   EXPECT_TRUE(residual);
+  // The first stage's embedding and the last stage's loss, by the names their trace slices carry and with the
+  // bytes the simulator charges them (the loss over the padded vocabulary, in fp32 logits).
+  std::map<std::string, double> bytes;
+  for (const auto& op : ops) bytes[op.op] = op.bytes;
+  const double cols = padded_vocab(m.vocab, 1);
+  const std::map<std::string, double> head = {{"embedding", 3 * ab * seq * m.hidden},
+                                              {"embedding_bwd", (ab + 4) * seq * m.hidden},
+                                              {"cross_entropy", 4.0 * seq * cols},
+                                              {"cross_entropy_bwd", (4.0 + ab) * seq * cols}};
+  for (const auto& [op, expected] : head) {
+    ASSERT_EQ(bytes.count(op), 1u) << op;
+    EXPECT_DOUBLE_EQ(bytes.at(op), expected) << op;
+  }
   const double optimizer = time_optimizer_step(backend, 4096, kQuick);
   EXPECT_TRUE(std::isfinite(optimizer) && optimizer > 0);
 }
