@@ -457,11 +457,11 @@ int run_profile(const ProfileFlags& f) {
                                          .local_ranks = runtime.local_size(),
                                          .threads_per_rank = f.threads,
                                          .optimizer_bytes_per_param = optimizer_bytes};
-  for (const auto& [op, weight] : layer_memory_op_weights()) machine.layer_ops.push_back(op);
+  for (const auto& [op, weight] : layer_memory_op_weights()) machine.named_ops.push_back(op);
   // The first and last stages' ops, in the table by name but not in the memory-bound fit (their costs are not
   // per layer, and the loss on a CPU is bound by its exponentials, not its bytes).
   for (const char* op : {"embedding", "embedding_bwd", "cross_entropy", "cross_entropy_bwd"})
-    machine.layer_ops.push_back(op);
+    machine.named_ops.push_back(op);
   if (device.count("gpu") != 0) {
     machine.gpu_name = device.at("gpu");
     machine.gpu_preset = exec::preset_for_device(machine.gpu_name);

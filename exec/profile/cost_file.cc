@@ -57,7 +57,7 @@ void add_kernel_tables(ClusterSpec& c, const MeasuredMachine& m, const KernelRes
   for (const auto& g : k.gemms)
     c.gemm_table.push_back({g.shape.m, g.shape.n, g.shape.k, g.seconds * slowdown, ranks_together});
   for (const auto& op : k.memory_ops)
-    if (std::find(m.layer_ops.begin(), m.layer_ops.end(), op.op) != m.layer_ops.end())
+    if (std::find(m.named_ops.begin(), m.named_ops.end(), op.op) != m.named_ops.end())
       c.memory_op_table.push_back({op.op, op.bytes, op.seconds, ranks_together});
   c.memory_op_table.push_back({"optimizer", m.optimizer_bytes_per_param * static_cast<double>(k.optimizer_params),
                                k.optimizer_s, ranks_together});

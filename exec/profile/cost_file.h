@@ -42,7 +42,7 @@ struct MeasuredMachine {
   double optimizer_bytes_per_param = 0;  // as the simulator charges the executor's optimizer step
   // The memory-bound ops the cost model charges by name (each layer's, the embedding's and the loss's): only
   // these go into the table.
-  std::vector<std::string> layer_ops{};
+  std::vector<std::string> named_ops{};
   // On a GPU of a cluster preset's kind (exec/device_peak.h: "dgx-h100", ...): the file starts from that
   // preset, keeps its datasheet device figures (peak, bandwidth), node, links and collectives (one GPU
   // measures none of them), and takes its compute figures from these measurements. Empty: a CPU's file, every figure

@@ -56,6 +56,24 @@ double best_cold_seconds(Backend& backend, const std::function<void()>& fn, cons
 
 namespace {
 
+// Tensors (their views and bytes) to drop from the caches before a timed call.
+using Operands = std::vector<std::pair<ConstTensorRef, std::int64_t>>;
+Operands operands_of(std::initializer_list<const Tensor*> tensors) {
+  Operands out;
+  for (const Tensor* t : tensors) out.emplace_back(t->ref(), t->bytes());
+  return out;
+}
+// best_cold_seconds with `operands` out of the caches before each call.
+double cold_seconds(Backend& backend, const std::function<void()>& fn, const Operands& operands,
+                    const TimingBudget& budget) {
+  return best_cold_seconds(
+      backend, fn,
+      [&] {
+        for (const auto& [t, n] : operands) backend.evict_from_cache(t, n);
+      },
+      budget);
+}
+
 GemmCase nt(std::string op, std::int64_t m, std::int64_t n, std::int64_t k) {
   return {std::move(op), m, n, k, 1, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), false, true};
 }
@@ -143,7 +161,7 @@ std::vector<GemmTiming> time_gemms(Backend& backend, const std::vector<GemmCase>
       const int block = g.causal == GemmCase::Causal::kNone ? 0 : backend.attention_query_block();
       // Operands start out of the caches, as in a step, where a layer's weights and the activation it
       // reads were last touched many megabytes of other work earlier (see time_memory_ops).
-      const double s = best_cold_seconds(
+      const double s = cold_seconds(
           backend,
           [&] {
             for (int r = 0; r < g.calls; ++r) {
@@ -162,10 +180,7 @@ std::vector<GemmTiming> time_gemms(Backend& backend, const std::vector<GemmCase>
               }
             }
           },
-          [&] {
-            for (const Tensor* t : {&a, &b, &c}) backend.evict_from_cache(t->ref(), t->bytes());
-          },
-          budget);
+          operands_of({&a, &b, &c}), budget);
       out[i].seconds = std::min(out[i].seconds, s);
       if (progress) progress(sweep * cases.size() + i + 1, sweeps * cases.size());
     }
@@ -274,14 +289,9 @@ std::vector<FlashTiming> time_flash_attention(Backend& backend, const ModelSpec&
     // Each pass starts with its operands out of the caches, as in a step (see time_memory_ops): timed in a
     // loop over the same buffers the kernels ran from cache, 22–25 % faster than `loom run --trace` showed
     // them in the step on the CPU (flash_attention 11.1 against 14.2 ms, its backward 27.9 against 36.9).
-    auto evict = [&](std::initializer_list<const Tensor*> tensors) {
-      return [&backend, tensors = std::vector<const Tensor*>(tensors)] {
-        for (const Tensor* t : tensors) backend.evict_from_cache(t->ref(), t->bytes());
-      };
-    };
     FlashTiming t{model.name, seq, b, 2.0 * static_cast<double>(T) * seq * static_cast<double>(model.q_dim()), 0, 0};
-    t.forward_s = best_cold_seconds(backend, forward, evict({&qkv, &acc, &stats, &ctx, &lse}), budget);
-    t.backward_s = best_cold_seconds(backend, backward, evict({&qkv, &dqkv, &dq, &dctx, &ctx, &lse}), budget);
+    t.forward_s = cold_seconds(backend, forward, operands_of({&qkv, &acc, &stats, &ctx, &lse}), budget);
+    t.backward_s = cold_seconds(backend, backward, operands_of({&qkv, &dqkv, &dq, &dctx, &ctx, &lse}), budget);
     out.push_back(t);
   }
   return out;
@@ -314,7 +324,6 @@ void time_embedding_and_loss(Backend& backend, const ModelSpec& model, int seq, 
   Tensor dx = backend.alloc(T, h, MemoryCategory::kWorkspace, act);
   backend.zero(table.ref(), cols * h);
   backend.zero(dx.ref(), T * h);
-  using Operands = std::vector<std::pair<ConstTensorRef, std::int64_t>>;
   time_op(
       "embedding", 3 * ab * T * h,
       [&] {
@@ -322,7 +331,7 @@ void time_embedding_and_loss(Backend& backend, const ModelSpec& model, int seq, 
         if (positions)
           for (int s = 0; s < b; ++s) backend.axpy(x.ref() + s * seq * h, 1.0f, wpe.ref(), seq * h);
       },
-      Operands{{table.ref(), table.bytes()}, {x.ref(), x.bytes()}, {wpe.ref(), wpe.bytes()}});
+      operands_of({&table, &x, &wpe}));
   time_op(
       "embedding_bwd", (ab + 4) * T * h,
       [&] {
@@ -330,7 +339,7 @@ void time_embedding_and_loss(Backend& backend, const ModelSpec& model, int seq, 
           for (int s = 0; s < b; ++s) backend.axpy(dwpe.ref(), 1.0f, dx.ref() + s * seq * h, seq * h);
         backend.embedding_backward(dtable.data(), dx.ref(), tokens.data(), T, h, 0, cols);
       },
-      Operands{{dtable.ref(), dtable.bytes()}, {dx.ref(), dx.bytes()}, {dwpe.ref(), dwpe.bytes()}});
+      operands_of({&dtable, &dx, &dwpe}));
 
   // The logits of unit scale, fp32 as the LM head writes them; in place (the CPU's fp32 path) the gradient
   // overwrites them, which leaves values that time the same.
@@ -342,7 +351,7 @@ void time_embedding_and_loss(Backend& backend, const ModelSpec& model, int seq, 
       backend.alloc(act == DType::kF32 ? 1 : T, act == DType::kF32 ? 1 : cols, MemoryCategory::kWorkspace, act);
   Tensor stats = backend.alloc(3, T, MemoryCategory::kWorkspace);
   float *mx = stats.data(), *sum = mx + T, *target = sum + T;
-  const Operands head = {{logits.ref(), logits.bytes()}, {grad.ref(), grad.bytes()}, {stats.ref(), stats.bytes()}};
+  const Operands head = operands_of({&logits, &grad, &stats});
   time_op(
       "cross_entropy", 4.0 * T * cols,
       [&] {
@@ -391,15 +400,10 @@ std::vector<MemoryOpTiming> time_memory_ops(Backend& backend, const ModelSpec& m
     // many ops (and megabytes) earlier, and one timed in a loop over the same buffers would run from
     // cache — several times faster than the step sees it (loom run --trace against loom sim --trace:
     // residual adds 12×, GELU 2.4–2.8×, LayerNorm 2–2.5× with warm operands).
-    using Operands = std::vector<std::pair<ConstTensorRef, std::int64_t>>;  // tensor, bytes
     auto time_op = [&](const char* op, double bytes, const auto& body, const Operands& operands) {
       out.push_back({op, bytes,
-                     best_cold_seconds(
-                         backend, [&] { body(); },
-                         [&] {
-                           for (const auto& [t, n] : operands) backend.evict_from_cache(t, n);
-                         },
-                         budget)});
+                     cold_seconds(
+                         backend, [&] { body(); }, operands, budget)});
     };
     // Byte counts as sim/cost_model.cc charges each op.
     const Operands rows = {{x.ref(), x.bytes()}, {y.ref(), y.bytes()}, {dy.ref(), dy.bytes()}};

@@ -76,7 +76,7 @@ TEST(KernelProfile, AGpuOfAPresetsKindKeepsThePresetsDatasheetFiguresAndLinks) {
   k.optimizer_s = time_optimizer_step(backend, k.optimizer_params, kQuick);
   const std::vector<CollectiveTiming> none;
   MeasuredMachine machine{
-      .kernels = &k, .collectives = &none, .optimizer_bytes_per_param = 18.0, .layer_ops = {"norm", "residual"}};
+      .kernels = &k, .collectives = &none, .optimizer_bytes_per_param = 18.0, .named_ops = {"norm", "residual"}};
   machine.gpu_preset = "dgx-h100";
   machine.gpu_name = "NVIDIA H100 80GB HBM3";
   machine.gpu_memory_bytes = 85e9;
