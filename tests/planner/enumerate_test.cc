@@ -218,6 +218,27 @@ TEST(Enumerate, NoUsableLayoutIsAnError) {
   EXPECT_NE(e.error().message.find("no parallel layout of 97 GPUs"), std::string::npos) << e.error().message;
 }
 
+// Size lists whose products never make the GPUs: no layout is even tried, so no rule rejected one; the
+// error names the flags and their values (it said "no reason recorded").
+TEST(Enumerate, SizeListsThatNeverMakeTheGpusAreNamed) {
+  Gpt3Case s;
+  SearchSpace tp3;
+  tp3.tp = {3};
+  auto e = enumerate_configs(s.model, s.training, s.cluster, tp3);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().message,
+            "no parallel layout of 1024 GPUs can run gpt3-175b: --tp 3: no tp·cp·pp·dp of these sizes is 1024");
+  SearchSpace both;
+  both.tp = {8, 16};
+  both.pp = {3};
+  both.dp = {5, 7};
+  e = enumerate_configs(s.model, s.training, s.cluster, both);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message.find("--tp 8,16 --pp 3 --dp 5,7: no tp·cp·pp·dp of these sizes is 1024"),
+            std::string::npos)
+      << e.error().message;
+}
+
 TEST(Enumerate, RejectionsCarryTheCoreRuleAndItsKey) {
   Gpt3Case s;
   SearchSpace space;
