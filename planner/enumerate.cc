@@ -313,6 +313,16 @@ Enumeration Enumerator::run() {
   return std::move(out_);
 }
 
+// Why no layout was even tried: the --tp/--cp/--pp/--dp lists leave no tp·cp·pp·dp equal to the GPUs,
+// each flag named with its values ("--tp 3 --pp 5: no tp·cp·pp·dp of these sizes is 1024").
+std::string unfactorable(const SearchSpace& space, int gpus) {
+  std::string flags;
+  for (const auto& [flag, values] : {std::pair{"--tp", &space.tp}, std::pair{"--cp", &space.cp},
+                                     std::pair{"--pp", &space.pp}, std::pair{"--dp", &space.dp}})
+    if (!values->empty()) flags += fmt::format("{}{} {}", flags.empty() ? "" : " ", flag, fmt::join(*values, ","));
+  return fmt::format("{}: no tp·cp·pp·dp of these sizes is {}", flags.empty() ? "the size restrictions" : flags, gpus);
+}
+
 }  // namespace
 
 // Megatron users turn CP on for long sequences, where activations (linear in s per layer, the
@@ -332,25 +342,11 @@ std::vector<int> default_cp_sizes(int seq) {
   return out;
 }
 
-namespace {
-
-// Why no layout was even tried: the --tp/--cp/--pp/--dp lists leave no tp·cp·pp·dp equal to the GPUs,
-// each flag named with its values ("--tp 3 --pp 5: no tp·cp·pp·dp of these sizes is 1024").
-std::string unfactorable(const SearchSpace& space, int gpus) {
-  std::string flags;
-  for (const auto& [flag, values] : {std::pair{"--tp", &space.tp}, std::pair{"--cp", &space.cp},
-                                     std::pair{"--pp", &space.pp}, std::pair{"--dp", &space.dp}})
-    if (!values->empty()) flags += fmt::format("{}{} {}", flags.empty() ? "" : " ", flag, fmt::join(*values, ","));
-  return fmt::format("{}: no tp·cp·pp·dp of these sizes is {}", flags.empty() ? "the size restrictions" : flags, gpus);
-}
-
-}  // namespace
-
 Result<Enumeration> enumerate_configs(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
                                       const SearchSpace& space) {
   Enumeration e = Enumerator(model, training, cluster, space).run();
   if (e.legal.empty()) {
-    std::string why = e.rejected.empty() ? unfactorable(space, training.gpus) : e.rejected.front().reason;
+    const std::string why = e.rejected.empty() ? unfactorable(space, training.gpus) : e.rejected.front().reason;
     return make_error(fmt::format("no parallel layout of {} GPUs can run {}: {}{}", training.gpus, model.name, why,
                                   e.rejected.size() > 1 ? fmt::format(" (and {} more)", e.rejected.size() - 1) : ""));
   }
