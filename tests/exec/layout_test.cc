@@ -4,7 +4,8 @@
 // The environment picks another backend for the whole suite, single-rank curve included:
 // LOOM_LAYOUT_BACKEND=cuda on a GPU machine (several ranks share its GPU: their messages go through
 // host memory, --comm host-staged), or cpu-bf16 to rehearse that on the CPU (LOOM_LAYOUT_COMM sets
-// --comm). Those run bf16 mixed precision, held to bf16's tolerance instead.
+// --comm). Those run bf16 mixed precision, held to bf16's tolerance instead. LOOM_LAYOUT_STEPS trains
+// fewer steps (run_util.h, layout_steps; the sanitizer build runs 2).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,12 +23,13 @@ namespace {
 
 using Layout = RunLayout;  // its model is read by the suites that mix models
 
-constexpr int kSteps = 10;
+constexpr int kDefaultSteps = 10;
 
 std::string env_or(const char* name, const char* fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != 0 ? value : fallback;
 }
+int steps() { return layout_steps(kDefaultSteps); }
 const std::string& backend() {
   static const std::string b = env_or("LOOM_LAYOUT_BACKEND", "cpu");
   return b;
@@ -41,7 +43,7 @@ std::string common_flags(const std::string& data, const std::string& model) {
   return fmt::format(
       "--model {} --data {} --steps {} --global-batch 8 --micro-batch 1 --threads 1 --lr 3e-3 --warmup 2 --backend "
       "{}{}",
-      model, data, kSteps, backend(), comm.empty() ? "" : " --comm " + comm);
+      model, data, steps(), backend(), comm.empty() ? "" : " --comm " + comm);
 }
 
 std::vector<double> train(const std::string& model_name, int ranks, const std::string& flags, const std::string& tag) {
@@ -64,7 +66,7 @@ const std::vector<double>& baseline(const std::string& model_name) {
 void expect_same_curve(const std::string& model_name, const Layout& layout) {
   if (layout.ranks > 1 && !have_mpirun()) GTEST_SKIP() << "built without MPI: multi-rank layouts not run";
   const std::vector<double>& expected = baseline(model_name);
-  ASSERT_EQ(expected.size(), static_cast<std::size_t>(kSteps));
+  ASSERT_EQ(expected.size(), static_cast<std::size_t>(steps()));
   const std::vector<double> got = train(model_name, layout.ranks, layout.flags, layout.name);
   ASSERT_EQ(got.size(), expected.size()) << layout.name;
   double largest = 0;
@@ -73,8 +75,9 @@ void expect_same_curve(const std::string& model_name, const Layout& layout) {
     largest = std::max(largest, std::fabs(got[i] - expected[i]) / std::fabs(expected[i]));
   }
   std::printf("%s on %s: largest relative difference from one rank %.2e\n", layout.name, backend().c_str(), largest);
-  // Training did something: the curve is not flat.
-  EXPECT_LT(got.back(), got.front() - 0.05);
+  // Training did something: the curve is not flat (over the full run; two steps, one of them in the
+  // warm-up, need not move it that far).
+  if (steps() >= kDefaultSteps) EXPECT_LT(got.back(), got.front() - 0.05);
 }
 
 class ExecGptLayouts : public ::testing::TestWithParam<Layout> {};

@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -89,6 +90,17 @@ std::string make_token_file(const std::string& dir, int tokens) {
   const std::string path = dir + "/tokens.bin";
   if (!write_token_file(path, data)) return "";
   return path;
+}
+
+int layout_steps(int default_steps) {
+  const std::string text = from_env("LOOM_LAYOUT_STEPS", "");
+  if (text.empty()) return default_steps;
+  const int steps = std::atoi(text.c_str());
+  if (steps < 1 || std::to_string(steps) != text) {
+    std::fprintf(stderr, "LOOM_LAYOUT_STEPS must be a whole number of steps >= 1, not '%s'\n", text.c_str());
+    std::exit(2);
+  }
+  return steps;
 }
 
 std::string test_model(const std::string& name) {

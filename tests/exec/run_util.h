@@ -42,6 +42,11 @@ std::string scratch_dir(const std::string& name);
 // A token file of `tokens` byte-level tokens of English-like text, deterministic.
 std::string make_token_file(const std::string& dir, int tokens);
 std::string test_model(const std::string& name);  // tests/exec/data/<name>.json
+// The steps the multi-rank equivalence suites (layout_test, staged_comm_test) train: LOOM_LAYOUT_STEPS
+// where set (the sanitizer build sets 2: each layout's forward, backward, collectives and optimizer step
+// still run under ASan and UBSan, in processes about 12 times slower than the default build's), else
+// `default_steps`. A value that is not a whole number >= 1 ends the test program with that one line.
+int layout_steps(int default_steps);
 
 std::vector<Json> read_jsonl(const std::string& path);
 // The "loss" of every per-step record of a --log file.

@@ -19,15 +19,17 @@ namespace {
 
 using Layout = RunLayout;
 
+int steps() { return layout_steps(4); }  // LOOM_LAYOUT_STEPS where set (run_util.h)
+
 std::vector<double> train(const Layout& layout, const std::string& backend, const std::string& comm,
                           std::string* out = nullptr, const std::string& env = "") {
   static const std::string data = make_token_file(scratch_dir("staged_data"), 20000);
   const std::string log =
       fmt::format("{}/{}_{}_{}{}.jsonl", scratch_dir("staged"), layout.name, backend, comm, env.empty() ? "" : "_env");
-  const ProcessResult r = run_shell(
-      fmt::format("{}{} --model {} --data {} --steps 4 --global-batch 8 --micro-batch 1 --threads 1 --lr 3e-3 "
-                  "--warmup 2 --backend {} --comm {} {} --log {}",
-                  env, loom_run(layout.ranks), test_model(layout.model), data, backend, comm, layout.flags, log));
+  const ProcessResult r = run_shell(fmt::format(
+      "{}{} --model {} --data {} --steps {} --global-batch 8 --micro-batch 1 --threads 1 --lr 3e-3 "
+      "--warmup 2 --backend {} --comm {} {} --log {}",
+      env, loom_run(layout.ranks), test_model(layout.model), data, steps(), backend, comm, layout.flags, log));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (out != nullptr) *out = r.out;
   return losses(log);
@@ -42,7 +44,7 @@ TEST_P(StagedComm, GivesTheDirectRunsLossesBitForBit) {
     std::string banner;
     const std::vector<double> direct = train(GetParam(), backend, "direct");
     const std::vector<double> staged = train(GetParam(), backend, "host-staged", &banner);
-    ASSERT_EQ(direct.size(), 4u);
+    ASSERT_EQ(direct.size(), static_cast<std::size_t>(steps()));
     EXPECT_EQ(staged, direct);
     EXPECT_NE(banner.find("messages staged through host memory"), std::string::npos) << banner;
   }
@@ -69,7 +71,7 @@ TEST_P(MessagesByOrder, GiveTheTaggedRunsLossesBitForBit) {
   if (!have_mpirun()) GTEST_SKIP() << "built without MPI: multi-rank layouts not run";
   const std::vector<double> tagged = train(GetParam(), "cpu", "direct");
   const std::vector<double> by_order = train(GetParam(), "cpu", "direct", nullptr, "LOOM_TEST_P2P_BY_ORDER=1 ");
-  ASSERT_EQ(tagged.size(), 4u);
+  ASSERT_EQ(tagged.size(), static_cast<std::size_t>(steps()));
   EXPECT_EQ(by_order, tagged);
 }
 
