@@ -175,6 +175,14 @@ ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& 
 #endif
   (void)c;
   (void)tied_embeddings;
+  return single_rank_groups(config);
+}
+
+ProcessGroups single_rank_groups(const ParallelConfig& config) {
+  ProcessGroups g;
+  g.config = config;
+  g.world_rank = 0;
+  g.coords = rank_coords(config, 0);
   g.world = std::make_unique<SelfCommunicator>("world");
   g.tp = std::make_unique<SelfCommunicator>("tp");
   g.dp = std::make_unique<SelfCommunicator>("dp");

@@ -102,4 +102,8 @@ void communicate_over_nccl(ProcessGroups& groups);
 // tied embeddings split over more than one stage.
 ProcessGroups make_process_groups(const Runtime& runtime, const ParallelConfig& config, bool tied_embeddings);
 
+// The groups of rank 0 in a world of one: world, tp, dp, pp, ep and expert_dp are SelfCommunicators, the
+// others null (what make_process_groups gives without MPI, and what single-process tests train on).
+ProcessGroups single_rank_groups(const ParallelConfig& config);
+
 }  // namespace loom::exec

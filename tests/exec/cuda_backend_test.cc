@@ -23,6 +23,7 @@
 #include "exec/cpu/bf16_emulation.h"
 #include "exec/cpu/cpu_backend.h"
 #include "exec/cuda/device_allocator.h"
+#include "exec/process_groups.h"
 #include "exec/trace.h"
 #include "exec/trainer.h"
 #include "kernels/numerics.h"
@@ -733,16 +734,6 @@ TrainerOptions tiny_gpt_options() {
   return o;
 }
 
-ProcessGroups single_rank(const ParallelConfig& config) {
-  ProcessGroups g;
-  g.config = config;
-  g.world = std::make_unique<SelfCommunicator>("world");
-  g.tp = std::make_unique<SelfCommunicator>("tp");
-  g.dp = std::make_unique<SelfCommunicator>("dp");
-  g.pp = std::make_unique<SelfCommunicator>("pp");
-  return g;
-}
-
 const TokenFile& tokens() {
   static const TokenFile file = [] {
     const std::string path = testing::make_token_file(testing::scratch_dir("gpu_train_data"), 20000);
@@ -764,7 +755,7 @@ TrainedRun train(Backend& backend, int until, const std::string& from_checkpoint
   TrainerOptions o = tiny_gpt_options();
   o.config.zero = zero;
   o.attention = attention;
-  ProcessGroups groups = single_rank(o.config);
+  ProcessGroups groups = single_rank_groups(o.config);
   Trainer trainer(o, groups, backend, tokens(), nullptr);
   if (!from_checkpoint.empty()) {
     EXPECT_TRUE(trainer.load_checkpoint(from_checkpoint).ok());

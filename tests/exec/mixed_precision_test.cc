@@ -6,6 +6,7 @@
 #include "core/json_io.h"
 #include "exec/cpu/cpu_backend.h"
 #include "exec/parallel/zero.h"
+#include "exec/process_groups.h"
 #include "kernels/numerics.h"
 
 namespace loom::exec {
@@ -15,16 +16,6 @@ class Bf16ComputeCpu final : public CpuBackend {
  public:
   DType compute_dtype() const override { return DType::kBF16; }
 };
-
-ProcessGroups single_rank_groups(const ParallelConfig& config) {
-  ProcessGroups g;
-  g.config = config;
-  g.world = std::make_unique<SelfCommunicator>("world");
-  g.tp = std::make_unique<SelfCommunicator>("tp");
-  g.dp = std::make_unique<SelfCommunicator>("dp");
-  g.pp = std::make_unique<SelfCommunicator>("pp");
-  return g;
-}
 
 ModelSpec micro_model() {
   auto file = read_json_file(std::string(LOOM_SOURCE_DIR) + "/tests/exec/data/micro.json");

@@ -12,19 +12,10 @@
 #include "exec/cpu/cpu_backend.h"
 #include "exec/model/gpt_stage.h"
 #include "exec/parallel/zero.h"
+#include "exec/process_groups.h"
 
 namespace loom::exec {
 namespace {
-
-ProcessGroups single_rank_groups(const ParallelConfig& config) {
-  ProcessGroups g;
-  g.config = config;
-  g.world = std::make_unique<SelfCommunicator>("world");
-  g.tp = std::make_unique<SelfCommunicator>("tp");
-  g.dp = std::make_unique<SelfCommunicator>("dp");
-  g.pp = std::make_unique<SelfCommunicator>("pp");
-  return g;
-}
 
 std::vector<int> token_stream(int n, int vocab) {
   std::vector<int> s(n);
