@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -25,13 +24,9 @@ using Layout = RunLayout;  // its model is read by the suites that mix models
 
 constexpr int kDefaultSteps = 10;
 
-std::string env_or(const char* name, const char* fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != 0 ? value : fallback;
-}
 int steps() { return layout_steps(kDefaultSteps); }
 const std::string& backend() {
-  static const std::string b = env_or("LOOM_LAYOUT_BACKEND", "cpu");
+  static const std::string b = from_env("LOOM_LAYOUT_BACKEND", "cpu");
   return b;
 }
 // fp32: the layouts sum the same values in other orders. bf16 keeps 8 significant bits; its curves stay
@@ -39,7 +34,7 @@ const std::string& backend() {
 double tolerance() { return backend() == "cpu" ? 1e-5 : 2e-3; }
 
 std::string common_flags(const std::string& data, const std::string& model) {
-  const std::string comm = env_or("LOOM_LAYOUT_COMM", "");
+  const std::string comm = from_env("LOOM_LAYOUT_COMM", "");
   return fmt::format(
       "--model {} --data {} --steps {} --global-batch 8 --micro-batch 1 --threads 1 --lr 3e-3 --warmup 2 --backend "
       "{}{}",

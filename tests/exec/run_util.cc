@@ -39,12 +39,13 @@ ProcessResult run_shell(const std::string& command, int timeout_s) {
 namespace {
 // The build's paths, unless the environment names others (a bundle carried to a GPU machine:
 // scripts/gpu-bundle.sh's run.sh sets them).
+std::string mpiexec() { return from_env("LOOM_TEST_MPIEXEC", LOOM_MPIEXEC); }
+}  // namespace
+
 std::string from_env(const char* name, const char* fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != 0 ? value : fallback;
 }
-std::string mpiexec() { return from_env("LOOM_TEST_MPIEXEC", LOOM_MPIEXEC); }
-}  // namespace
 
 bool have_mpirun() { return !mpiexec().empty(); }
 

@@ -36,6 +36,8 @@ std::string mpirun_prefix(int ranks);
 // rank without MPI, "<loom> run".
 std::string loom_run(int ranks);
 std::string loom_binary();
+// The environment variable's value, or `fallback` when it is unset or empty.
+std::string from_env(const char* name, const char* fallback);
 
 // A fresh directory under the build tree's temp area.
 std::string scratch_dir(const std::string& name);
