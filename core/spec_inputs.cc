@@ -100,6 +100,14 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
   t.tokens = in.tokens;
   t.allow_cross_node_tp = in.allow_cross_node_tp;
   t.pipeline_sends_block = in.sync_pipeline_sends;
+  // The MoE flags describe routed experts and a shared expert: on a model without them they would
+  // change nothing, so saying so beats a plan that silently ignored them.
+  if (in.moe_imbalance != 1.0 && !specs.model.moe.active())
+    return make_error(fmt::format(
+        "--moe-imbalance: applies to mixture-of-experts models only; {} has no routed experts", specs.model.name));
+  if (in.moe_shared_expert_overlap && specs.model.moe.shared_ffn <= 0)
+    return make_error(fmt::format("--moe-shared-expert-overlap: {} has no shared expert to run beside the all-to-alls",
+                                  specs.model.name));
   t.moe_imbalance = in.moe_imbalance;
   t.moe_shared_expert_overlap = in.moe_shared_expert_overlap;
   t.kernel_cv = in.kernel_cv;

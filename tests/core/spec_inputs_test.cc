@@ -85,6 +85,15 @@ TEST(ResolveSpecs, BadInputNamesTheFlagOnOneLine) {
        "--fp8-recipe rowwise: the cost file of cluster 'dgx-b200' has no measured rowwise FP8 GEMM figure "
        "(compute.gemm_fp8_rowwise_max_efficiency; bench/gpu/fp8_gemm.py measures it on the GPU)"},
       {[](SpecInputs& in) { in.moe_imbalance = 0.5; }, "--moe-imbalance: 0.5 must be between 1 (balanced) and 1000"},
+      {[](SpecInputs& in) { in.moe_imbalance = 1.5; },
+       "--moe-imbalance: applies to mixture-of-experts models only; llama2-7b has no routed experts"},
+      {[](SpecInputs& in) { in.moe_shared_expert_overlap = true; },
+       "--moe-shared-expert-overlap: llama2-7b has no shared expert to run beside the all-to-alls"},
+      {[](SpecInputs& in) {
+         in.model = std::string(LOOM_VALIDATION_DIR) + "/hf_configs/mixtral-8x7b";  // routed experts, no shared one
+         in.moe_shared_expert_overlap = true;
+       },
+       "--moe-shared-expert-overlap: mixtral-8x7b has no shared expert to run beside the all-to-alls"},
       {[](SpecInputs& in) { in.kernel_cv = -0.1; },
        "--kernel-cv: -0.1 must be between 0 and 1 (a coefficient of variation)"},
       {[](SpecInputs& in) { in.gpu_cv = 1.5; }, "--gpu-cv: 1.5 must be between 0 and 1 (a coefficient of variation)"},

@@ -112,10 +112,19 @@ TEST_F(GuiMainWindow, SynchronousPipelineSendsReachTheSearch) {
   ASSERT_GT(w().plans_view()->model()->rowCount(), 0);
 }
 
+// The MoE imbalance counts for a mixture-of-experts model; for a dense one the window says in one line that
+// the model has no routed experts, as `loom plan` does.
 TEST_F(GuiMainWindow, MoeImbalanceReachesTheSearch) {
   EXPECT_EQ(w().outcome().specs.training.moe_imbalance, 1.0);
-  w().inputs()->moe_imbalance_box()->setValue(1.5);
-  ASSERT_TRUE(wait_until([&] { return w().outcome().specs.training.moe_imbalance == 1.5 && !w().busy(); }));
+  w().inputs()->moe_imbalance_box()->setValue(1.5);  // llama2-7b: dense
+  ASSERT_TRUE(wait_until([&] { return !w().outcome().ok() && !w().busy(); }));
+  auto* error = w().inputs()->findChild<QLabel*>("input_error");
+  ASSERT_NE(error, nullptr);
+  EXPECT_TRUE(error->text().contains("--moe-imbalance: applies to mixture-of-experts models only"))
+      << error->text().toStdString();
+  w().inputs()->model_box()->setCurrentText(QString(LOOM_VALIDATION_DIR) + "/hf_configs/mixtral-8x7b/config.json");
+  ASSERT_TRUE(wait_until(
+      [&] { return w().outcome().ok() && w().outcome().specs.training.moe_imbalance == 1.5 && !w().busy(); }));
 }
 
 // The EP column, as in `loom plan`'s table, is shown for a mixture-of-experts model only; "8 etp1" where
