@@ -52,6 +52,10 @@ Status check_sizes(const SpecInputs& in, const ClusterSpec& cluster) {
     return make_error(fmt::format("--elementwise: unknown kind '{}' ({})", in.elementwise, one_of<Elementwise>()));
   if (!in.flash_kernel.empty() && !parse_flash_kernel(in.flash_kernel))
     return make_error(fmt::format("--flash-kernel: unknown kernel '{}' ({})", in.flash_kernel, one_of<FlashKernel>()));
+  // Both given and contradictory (a stack's unfused default with --flash-kernel is left to the stack: `plan`
+  // ranks several stacks with one set of flags).
+  if (!in.flash_kernel.empty() && parse_attention_kernel(in.attention) == AttentionKernel::kUnfused)
+    return make_error("--flash-kernel: applies to --attention flash only, not unfused");
   if (!in.cp_attention.empty() && !parse_cp_attention(in.cp_attention))
     return make_error(fmt::format("--cp-attention: unknown library '{}' ({})", in.cp_attention, one_of<CpAttention>()));
   const auto precision = parse_precision(in.precision);

@@ -154,6 +154,10 @@ Result<ParallelConfig> parse_parallel_config(const ConfigText& text, int gpus) {
   for (Status s : {single_value(l.tp, "--tp", 1, c.tp), single_value(l.pp, "--pp", 1, c.pp),
                    single_value(l.cp, "--cp", 1, c.cp), single_value(l.cp_comm, "--cp-comm", CpComm::kP2P, c.cp_comm)})
     if (!s) return s.error();
+  // How CP ranks exchange keys and values means nothing without CP ranks (the search applies a list to its
+  // cp > 1 layouts only; one configuration says what it runs).
+  if (!l.cp_comm.empty() && c.cp == 1)
+    return make_error(fmt::format("--cp-comm: applies to --cp of 2 or more only (cp is {})", c.cp));
   const long long model_parallel = static_cast<long long>(c.tp) * c.cp * c.pp;
   const int dp = model_parallel > 0 && gpus % model_parallel == 0 ? static_cast<int>(gpus / model_parallel) : 0;
   for (Status s :

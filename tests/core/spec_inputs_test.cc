@@ -102,6 +102,11 @@ TEST(ResolveSpecs, BadInputNamesTheFlagOnOneLine) {
        "--zero3-prefetch: -2 must be between 0 (one unit ahead) and 1e15 parameter elements"},
       {[](SpecInputs& in) { in.elementwise = "compiled"; }, "--elementwise: unknown kind 'compiled' (fused or eager)"},
       {[](SpecInputs& in) { in.flash_kernel = "fa3"; }, "--flash-kernel: unknown kernel 'fa3' (fused or fa2)"},
+      {[](SpecInputs& in) {
+         in.attention = "unfused";
+         in.flash_kernel = "fa2";
+       },
+       "--flash-kernel: applies to --attention flash only, not unfused"},
       {[](SpecInputs& in) { in.cp_attention = "ring"; }, "--cp-attention: unknown library 'ring' (te or pytorch)"},
   };
   for (const Case& c : cases) {

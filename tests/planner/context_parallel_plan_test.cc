@@ -45,6 +45,10 @@ TEST(ContextParallelPlan, CpFlagsParseAsListsAndOneConfig) {
   EXPECT_EQ(c->cp_comm, CpComm::kP2P);
   one.cp_comm = "all_gather";
   EXPECT_EQ(parse_parallel_config(one, 16)->cp_comm, CpComm::kAllGather);
+  one.cp = "1";  // nothing to exchange: said, not ignored
+  auto no_cp = parse_parallel_config(one, 16);
+  ASSERT_FALSE(no_cp.ok());
+  EXPECT_EQ(no_cp.error().message, "--cp-comm: applies to --cp of 2 or more only (cp is 1)");
   one.cp = "3";
   auto bad = parse_parallel_config(one, 16);
   ASSERT_FALSE(bad.ok());
