@@ -15,10 +15,7 @@ seconds=${1:-30}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${2:-$root/build-asan}" && pwd)
 jobs=${3:-$(nproc)}
-case $seconds$jobs in
-  *[!0-9]*) echo "run-fuzz.sh: SECONDS and JOBS must be positive integers (got '$seconds', '$jobs')" >&2; exit 2 ;;
-esac
-if [ "$seconds" -lt 1 ] || [ "$jobs" -lt 1 ]; then
+if [[ ! $seconds =~ ^[1-9][0-9]*$ || ! $jobs =~ ^[1-9][0-9]*$ ]]; then
   echo "run-fuzz.sh: SECONDS and JOBS must be positive integers (got '$seconds', '$jobs')" >&2
   exit 2
 fi
