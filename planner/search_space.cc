@@ -156,8 +156,7 @@ Result<ParallelConfig> parse_parallel_config(const ConfigText& text, int gpus) {
     if (!s) return s.error();
   // How CP ranks exchange keys and values means nothing without CP ranks (the search applies a list to its
   // cp > 1 layouts only; one configuration says what it runs).
-  if (!l.cp_comm.empty() && c.cp == 1)
-    return make_error("--cp-comm: applies to --cp of 2 or more only (cp is 1)");
+  if (!l.cp_comm.empty() && c.cp == 1) return make_error("--cp-comm: applies to --cp of 2 or more only (cp is 1)");
   const long long model_parallel = static_cast<long long>(c.tp) * c.cp * c.pp;
   const int dp = model_parallel > 0 && gpus % model_parallel == 0 ? static_cast<int>(gpus / model_parallel) : 0;
   for (Status s :
