@@ -276,6 +276,8 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   auto emit_changed = [this] {
     if (!loading_) emit changed();
   };
+  // Connected before emit_changed, so a request read on changed() already sees the boxes for the new model.
+  connect(model_, &QComboBox::currentTextChanged, this, &InputsPanel::update_moe_boxes);
   connect(model_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(cluster_, &QComboBox::currentTextChanged, this, emit_changed);
   connect(gpus_, &QSpinBox::valueChanged, this, emit_changed);
@@ -303,6 +305,26 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   for (QLineEdit* e : {tp_, cp_, cp_comm_, ep_, etp_, pp_, dp_, zero_, shard_group_, micro_batch_, vpp_, recompute_,
                        sp_, schedule_, first_stage_, last_stage_, stage_layers_})
     connect(e, &QLineEdit::editingFinished, this, emit_changed);
+  update_moe_boxes();
+}
+
+// The MoE inputs apply to a model with routed experts (the imbalance) and with a shared expert (its
+// overlap) only; resolve_specs refuses them elsewhere. A box that does not apply is disabled and read
+// as its neutral value, keeping what was typed for when a model it applies to comes back. A model that
+// does not load (a path being typed, a typo) leaves both enabled: its own error is what the search shows.
+void InputsPanel::update_moe_boxes() {
+  const Result<ModelSpec> model = load_model(model_->currentText().trimmed().toStdString());
+  const bool routed = !model || model->moe.active();
+  const bool shared = !model || model->moe.shared_ffn > 0;
+  moe_imbalance_->setEnabled(routed);
+  shared_overlap_->setEnabled(shared);
+  auto explain = [](QWidget* box, bool applies, const QString& why) {
+    if (!box->property("base_tip").isValid()) box->setProperty("base_tip", box->toolTip());
+    const QString base = box->property("base_tip").toString();
+    box->setToolTip(applies ? base : base + "\n(" + why + ")");
+  };
+  explain(moe_imbalance_, routed, tr("this model has no routed experts"));
+  explain(shared_overlap_, shared, tr("this model has no shared expert"));
 }
 
 QLineEdit* InputsPanel::restriction(const QString& name, const QString& placeholder) {
@@ -333,8 +355,8 @@ PlanRequest InputsPanel::request() const {
                            : std::string();
   r.specs.allow_cross_node_tp = cross_node_tp_->isChecked();
   r.specs.sync_pipeline_sends = sync_sends_->isChecked();
-  r.specs.moe_imbalance = moe_imbalance_->value();
-  r.specs.moe_shared_expert_overlap = shared_overlap_->isChecked();
+  r.specs.moe_imbalance = moe_imbalance_->isEnabled() ? moe_imbalance_->value() : 1.0;
+  r.specs.moe_shared_expert_overlap = shared_overlap_->isEnabled() && shared_overlap_->isChecked();
   r.specs.grad_bytes = grad_bytes_->currentData().toInt();
   r.specs.kernel_cv = kernel_cv_->value();
   r.specs.gpu_cv = gpu_cv_->value();

@@ -34,6 +34,7 @@ class InputsPanel : public QWidget {
   QSpinBox* global_batch_box() const { return global_batch_; }
   QCheckBox* sync_pipeline_sends_box() const { return sync_sends_; }
   QDoubleSpinBox* moe_imbalance_box() const { return moe_imbalance_; }
+  QCheckBox* moe_shared_expert_overlap_box() const { return shared_overlap_; }
   QComboBox* grad_bytes_box() const { return grad_bytes_; }
   QDoubleSpinBox* kernel_cv_box() const { return kernel_cv_; }
   QDoubleSpinBox* gpu_cv_box() const { return gpu_cv_; }
@@ -54,6 +55,7 @@ class InputsPanel : public QWidget {
 
  private:
   QLineEdit* restriction(const QString& name, const QString& placeholder);
+  void update_moe_boxes();  // enabled only where the model has routed / shared experts
 
   QComboBox* model_;
   QComboBox* cluster_;

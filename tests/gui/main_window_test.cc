@@ -112,19 +112,45 @@ TEST_F(GuiMainWindow, SynchronousPipelineSendsReachTheSearch) {
   ASSERT_GT(w().plans_view()->model()->rowCount(), 0);
 }
 
-// The MoE imbalance counts for a mixture-of-experts model; for a dense one the window says in one line that
-// the model has no routed experts, as `loom plan` does.
-TEST_F(GuiMainWindow, MoeImbalanceReachesTheSearch) {
+// The MoE inputs count where they apply: the imbalance for a model with routed experts, the shared
+// expert's overlap for one with a shared expert. Elsewhere their boxes are disabled and the search runs
+// without them (where `loom plan` would refuse them in one line); what was typed comes back with the model.
+TEST_F(GuiMainWindow, MoeInputsApplyWhereTheModelHasExperts) {
+  QDoubleSpinBox* imbalance = w().inputs()->moe_imbalance_box();
+  QCheckBox* overlap = w().inputs()->moe_shared_expert_overlap_box();
+  EXPECT_FALSE(imbalance->isEnabled());  // llama2-7b: dense
+  EXPECT_FALSE(overlap->isEnabled());
+  EXPECT_TRUE(imbalance->toolTip().contains("this model has no routed experts")) << imbalance->toolTip().toStdString();
+  imbalance->setValue(1.5);
+  ASSERT_TRUE(wait_until([&] { return !w().busy(); }));
+  ASSERT_TRUE(w().outcome().ok()) << w().outcome().error;
   EXPECT_EQ(w().outcome().specs.training.moe_imbalance, 1.0);
-  w().inputs()->moe_imbalance_box()->setValue(1.5);  // llama2-7b: dense
-  ASSERT_TRUE(wait_until([&] { return !w().outcome().ok() && !w().busy(); }));
-  auto* error = w().inputs()->findChild<QLabel*>("input_error");
-  ASSERT_NE(error, nullptr);
-  EXPECT_TRUE(error->text().contains("--moe-imbalance: applies to mixture-of-experts models only"))
-      << error->text().toStdString();
-  w().inputs()->model_box()->setCurrentText(QString(LOOM_VALIDATION_DIR) + "/hf_configs/mixtral-8x7b/config.json");
-  ASSERT_TRUE(wait_until(
-      [&] { return w().outcome().ok() && w().outcome().specs.training.moe_imbalance == 1.5 && !w().busy(); }));
+
+  const QString hf = QString(LOOM_VALIDATION_DIR) + "/hf_configs/";
+  w().inputs()->model_box()->setCurrentText(hf + "mixtral-8x7b/config.json");  // routed experts, no shared one
+  EXPECT_TRUE(imbalance->isEnabled());
+  EXPECT_FALSE(overlap->isEnabled());
+  EXPECT_FALSE(imbalance->toolTip().contains("this model has no routed experts"));
+  ASSERT_TRUE(wait_until([&] { return w().outcome().specs.model.moe.active() && !w().busy(); }));
+  ASSERT_TRUE(w().outcome().ok()) << w().outcome().error;
+  EXPECT_EQ(w().outcome().specs.training.moe_imbalance, 1.5);
+
+  w().inputs()->model_box()->setCurrentText(hf + "qwen1.5-moe-a2.7b/config.json");  // a shared expert too
+  EXPECT_TRUE(overlap->isEnabled());
+  overlap->click();
+  ASSERT_TRUE(wait_until([&] { return w().outcome().specs.training.moe_shared_expert_overlap && !w().busy(); }));
+  ASSERT_TRUE(w().outcome().ok()) << w().outcome().error;
+  EXPECT_GT(w().outcome().specs.model.moe.shared_ffn, 0);
+
+  w().inputs()->model_box()->setCurrentText("llama2-7b");
+  EXPECT_FALSE(imbalance->isEnabled());
+  EXPECT_FALSE(overlap->isEnabled());
+  ASSERT_TRUE(wait_until([&] { return !w().outcome().specs.model.moe.active() && !w().busy(); }));
+  ASSERT_TRUE(w().outcome().ok()) << w().outcome().error;
+  EXPECT_EQ(w().outcome().specs.training.moe_imbalance, 1.0);
+  EXPECT_FALSE(w().outcome().specs.training.moe_shared_expert_overlap);
+  EXPECT_EQ(imbalance->value(), 1.5);  // kept for the next MoE model
+  EXPECT_TRUE(overlap->isChecked());
 }
 
 // The EP column, as in `loom plan`'s table, is shown for a mixture-of-experts model only; "8 etp1" where
