@@ -94,6 +94,10 @@ int run_sim(const SimFlags& f) {
   check(check_format(f.format, {"table", "json"}));
   const Specs specs = f.specs.resolve();
   const ParallelConfig config = f.config.single(specs.training.gpus);
+  // How far ZeRO-3's gathers prefetch means nothing to a layout without them (`plan` applies it to its
+  // ZeRO-3 rows; one configuration says what it runs, as --cp-comm at cp 1 does).
+  if (f.specs.inputs.zero3_prefetch >= 0 && config.zero < 3)
+    throw InputError(fmt::format("--zero3-prefetch: applies to --zero 3 only (zero is {})", config.zero));
   check(check_config(specs.model, specs.training, specs.cluster, config));
   const MemoryReport memory = estimate_memory(specs.model, specs.training, config, specs.cluster);
 

@@ -321,6 +321,26 @@ TEST(Cli, FrameworkAppliesItsBehavioursAndLimits) {
     EXPECT_NE(list.out.find(k), std::string::npos) << k;
 }
 
+// --zero3-prefetch describes ZeRO-3's gathers: `sim` of a layout without them refuses it in one line (it
+// changed nothing, silently), and takes it at ZeRO-3, where DeepSpeed's per-module gathers over 1,536 ranks
+// wait less with a deeper prefetch.
+TEST(Cli, SimTakesZero3PrefetchOnlyForZero3) {
+  const std::string sim =
+      "sim --model gpt3-175b --cluster dgx-a100-80gb --gpus 1536 --global-batch 1536 --tp 1 --pp 1 --framework "
+      "deepspeed";
+  for (const char* zero : {"0", "1", "2"})
+    expect_bad_input(sim + " --zero " + zero + " --zero3-prefetch 5e7",
+                     std::string("--zero3-prefetch: applies to --zero 3 only (zero is ") + zero + ")");
+  const auto step = [&](const std::string& extra) {
+    const auto r = run_loom(sim + " --zero 3 --format json" + extra);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return r.status == 0 ? nlohmann::json::parse(r.out)["step_time_s"].get<double>() : 0.0;
+  };
+  const double one_unit = step(" --zero3-prefetch 0"), deep = step(" --zero3-prefetch 1e12");
+  EXPECT_GT(one_unit, 0);
+  EXPECT_LT(deep, one_unit);
+}
+
 // --framework a,b in `plan`: each stack is searched as if named alone, and their rows are ranked together,
 // each naming its stack, with one precision and software line per stack; --emit-plan writes the fastest
 // row's stack.
