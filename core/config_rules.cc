@@ -127,6 +127,11 @@ RuleStatus check_cp(const ModelSpec& model, const TrainingSpec& training, const 
     return broken(rule::kCpSlidingWindow,
                   fmt::format("cp {} under sliding-window attention ({} of {} layers see {} tokens) is not modelled",
                               c.cp, model.sliding_layers, model.layers, model.sliding_window));
+  if (model.chunked_at(seq))
+    return broken(rule::kCpSlidingWindow,
+                  fmt::format("cp {} under chunked attention ({} of {} layers attend within chunks of {} tokens) is "
+                              "not modelled",
+                              c.cp, model.chunked_layers, model.layers, model.attention_chunk));
   // TransformerEngine runs CP only in its flash and cuDNN fused attention backends; the unfused
   // one asserts against it (dot_product_attention/backends.py, UnfusedDotProductAttention).
   if (training.attention != AttentionKernel::kFlash)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -160,8 +161,42 @@ long long optional_integer(FieldReader& r, const Json& json, const char* key, lo
   return r.integer(key, fallback, 0, max);
 }
 
+// Which layers are MoE, as each family states it, in Loom's pattern (MoeSpec: from first_dense_layers on,
+// every layer_freq-th): DeepSeek-V2/V3 make layer i sparse when i ≥ first_k_dense_replace and
+// i % moe_layer_freq == 0 (DeepseekV2DecoderLayer), so the first is first_k_dense_replace rounded up to a
+// multiple of the frequency; Qwen2/3-MoE when (i + 1) % decoder_sparse_step == 0 (Qwen2MoeDecoderLayer) and
+// Llama 4 at range(step − 1, layers, step) for interleave_moe_layer_step (Llama4TextConfig.moe_layers), both
+// from layer step − 1 on. A config that lists its MoE layers (Llama 4's moe_layers) must list that pattern.
+void read_moe_layers(FieldReader& r, const Json& json, ModelSpec& m) {
+  MoeSpec& e = m.moe;
+  const char* step_key = pick(json, {"moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step"});
+  const long long step = std::max(1LL, optional_integer(r, json, step_key, 1, m.layers));
+  const long long first_k = optional_integer(r, json, "first_k_dense_replace", 0, m.layers);
+  e.layer_freq = static_cast<int>(step);
+  const long long first = std::string(step_key) == "moe_layer_freq" ? (first_k + step - 1) / step * step : step - 1;
+  e.first_dense_layers = static_cast<int>(std::min<long long>(std::max(first, first_k), m.layers));
+  if (json.contains("moe_layers") && !json["moe_layers"].is_null()) {
+    const Json& listed = json["moe_layers"];
+    std::vector<long long> want;
+    for (int l = 0; l < m.layers; ++l)
+      if (m.is_moe_layer(l)) want.push_back(l);
+    bool same = listed.is_array() && listed.size() == want.size();
+    for (std::size_t i = 0; same && i < want.size(); ++i)
+      same = listed[i].is_number_integer() && listed[i].get<long long>() == want[i];
+    if (!same)
+      r.fail(
+          fmt::format("{}: 'moe_layers' {} are not the layers from {} at a step of {} "
+                      "(interleave_moe_layer_step): Loom models MoE layers at one interval only",
+                      r.what(), listed.dump(), e.first_dense_layers, e.layer_freq));
+  }
+  // Qwen's mlp_only_layers: dense layers among MoE ones.
+  if (json.contains("mlp_only_layers") && json["mlp_only_layers"].is_array() && !json["mlp_only_layers"].empty())
+    r.fail(fmt::format("{}: 'mlp_only_layers' (dense layers among MoE ones) is not supported yet", r.what()));
+}
+
 // Mixture-of-experts fields under each family's names (transformers' Mixtral/Qwen2-MoE/Qwen3-MoE/
-// DeepSeek-V2/V3/gpt-oss configs). Where every layer is MoE the config's intermediate_size is the expert's.
+// DeepSeek-V2/V3/gpt-oss/Llama 4 configs). Where every layer is MoE the config's intermediate_size is the
+// expert's.
 void read_moe(FieldReader& r, const Json& json, const std::string& type, ModelSpec& m) {
   const char* experts_key = pick(json, {"num_local_experts", "num_experts", "n_routed_experts"});
   const long long experts = optional_integer(r, json, experts_key, 0, 1 << 16);
@@ -171,7 +206,13 @@ void read_moe(FieldReader& r, const Json& json, const std::string& type, ModelSp
   e.experts_per_token =
       static_cast<int>(r.integer(pick(json, {"num_experts_per_tok", "experts_per_token"}), std::nullopt, 1, experts));
   e.expert_ffn = static_cast<int>(optional_integer(r, json, "moe_intermediate_size", m.ffn_hidden, 1 << 26));
-  if (const long long shared = optional_integer(r, json, "shared_expert_intermediate_size", 0, 1 << 26); shared > 0) {
+  if (type.rfind("llama4", 0) == 0) {
+    // Llama4TextMoe: routed experts and one shared expert (Llama4TextMLP, ungated, added to their sum),
+    // both intermediate_size wide; the dense layers' Llama4TextMLP is intermediate_size_mlp wide.
+    e.shared_ffn = e.expert_ffn;
+    m.ffn_hidden = static_cast<int>(optional_integer(r, json, "intermediate_size_mlp", m.ffn_hidden, 1 << 26));
+  } else if (const long long shared = optional_integer(r, json, "shared_expert_intermediate_size", 0, 1 << 26);
+             shared > 0) {
     e.shared_ffn = static_cast<int>(shared);  // Qwen2-MoE: one shared expert behind a sigmoid gate
     e.shared_gate = true;
   } else {
@@ -182,12 +223,7 @@ void read_moe(FieldReader& r, const Json& json, const std::string& type, ModelSp
     else
       e.shared_ffn = static_cast<int>(shared_ffn);
   }
-  e.first_dense_layers = static_cast<int>(optional_integer(r, json, "first_k_dense_replace", 0, m.layers));
-  e.layer_freq = static_cast<int>(
-      std::max(1LL, optional_integer(r, json, pick(json, {"moe_layer_freq", "decoder_sparse_step"}), 1, m.layers)));
-  // Qwen's decoder_sparse_step makes layer i sparse when (i + 1) % step == 0: with step 1, every layer.
-  if (json.contains("mlp_only_layers") && json["mlp_only_layers"].is_array() && !json["mlp_only_layers"].empty())
-    r.fail(fmt::format("{}: 'mlp_only_layers' (dense layers among MoE ones) is not supported yet", r.what()));
+  read_moe_layers(r, json, m);
   e.expert_bias = type == "gpt_oss";  // GptOssExperts: gate_up and down biases; GptOssTopKRouter: a bias
 }
 
@@ -218,9 +254,10 @@ void read_sliding_window(FieldReader& r, const Json& json, const std::string& ty
       const std::string name = t.is_string() ? t.get<std::string>() : t.dump();
       if (name == "sliding_attention") {
         ++sliding;
-      } else if (name != "full_attention") {
-        r.fail(fmt::format("{}: layer type '{}' is not one Loom models (sliding_attention or full_attention)", r.what(),
-                           name));
+      } else if (name != "full_attention" && name != "chunked_attention") {  // chunks: read_attention_chunks
+        r.fail(fmt::format(
+            "{}: layer type '{}' is not one Loom models (sliding_attention, chunked_attention or full_attention)",
+            r.what(), name));
         return;
       }
     }
@@ -239,6 +276,34 @@ void read_sliding_window(FieldReader& r, const Json& json, const std::string& ty
   m.sliding_window =
       static_cast<int>(r.integer("sliding_window", gemma ? std::optional<long long>(4096) : std::nullopt, 1, 1 << 30));
   m.sliding_layers = sliding;
+}
+
+// Llama 4's chunked attention (Llama4TextConfig): the layers that apply RoPE attend within chunks of
+// attention_chunk_size tokens (default 8192), the others (every no_rope_layer_interval-th, default 4) to the
+// whole sequence; no_rope_layers lists them (1: RoPE and chunked), and configs transformers 4.53+ writes say
+// "chunked_attention" in layer_types. Other families state chunks in layer_types alone.
+void read_attention_chunks(FieldReader& r, const Json& json, const std::string& type, ModelSpec& m) {
+  if (!r.ok()) return;
+  const bool llama4 = type.rfind("llama4", 0) == 0;
+  int chunked = 0;
+  if (json.contains("layer_types") && json["layer_types"].is_array()) {
+    for (const Json& t : json["layer_types"]) chunked += t.is_string() && t.get<std::string>() == "chunked_attention";
+  } else if (llama4 && json.contains("no_rope_layers") && !json["no_rope_layers"].is_null() &&
+             !(json["no_rope_layers"].is_array() && json["no_rope_layers"].empty())) {
+    const Json& listed = json["no_rope_layers"];
+    if (!listed.is_array() || listed.size() != static_cast<std::size_t>(m.layers)) {
+      r.fail(fmt::format("{}: 'no_rope_layers' must hold one 0 or 1 for each of the {} layers", r.what(), m.layers));
+      return;
+    }
+    for (const Json& v : listed) chunked += v.is_number_integer() && v.get<long long>() != 0;
+  } else if (llama4) {
+    const long long interval = r.integer("no_rope_layer_interval", 4, 1, 1 << 20);
+    chunked = m.layers - static_cast<int>(m.layers / std::max(1LL, interval));
+  }
+  if (chunked == 0) return;
+  m.attention_chunk = static_cast<int>(
+      r.integer("attention_chunk_size", llama4 ? std::optional<long long>(8192) : std::nullopt, 1, 1 << 30));
+  m.chunked_layers = chunked;
 }
 
 // DeepSeek's multi-head latent attention (DeepseekV2Attention): present when kv_lora_rank is set.
@@ -283,6 +348,7 @@ Result<ModelSpec> from_decoder(const Json& json, const std::string& type, const 
   read_moe(r, json, type, m);
   read_mla(r, json, m);
   read_sliding_window(r, json, type, m);
+  read_attention_chunks(r, json, type, m);
   if (!r.ok()) return make_error(r.error());
   auto activation = activation_named(act_field, act, plain_mlp(type));
   if (!activation) return make_error(fmt::format("{}: {}", what, activation.error().message));

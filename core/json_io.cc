@@ -52,6 +52,10 @@ Json to_json(const ModelSpec& m) {
     j["sliding_window"] = m.sliding_window;
     j["sliding_window_layers"] = m.sliding_layers;
   }
+  if (m.chunked_layers > 0) {
+    j["attention_chunk"] = m.attention_chunk;
+    j["attention_chunk_layers"] = m.chunked_layers;
+  }
   if (m.moe.active())
     j["moe"] = {{"experts", m.moe.experts},         {"experts_per_token", m.moe.experts_per_token},
                 {"expert_ffn", m.moe.expert_ffn},   {"shared_ffn", m.moe.shared_ffn},
@@ -125,6 +129,17 @@ Result<ModelSpec> model_from_json(const Json& json) {
     m.sliding_layers = static_cast<int>(r.integer("sliding_window_layers", m.layers, 0, m.layers));
   } else if (r.has("sliding_window_layers")) {
     r.fail("model JSON: 'sliding_window_layers' needs 'sliding_window', the window's length in tokens");
+  }
+  // Optional: chunked attention, on every layer unless attention_chunk_layers says how many; a layer is
+  // sliding or chunked, not both.
+  if (r.has("attention_chunk")) {
+    m.attention_chunk = static_cast<int>(r.integer("attention_chunk", std::nullopt, 1, kMaxSeq));
+    m.chunked_layers = static_cast<int>(r.integer("attention_chunk_layers", m.layers - m.sliding_layers, 0, m.layers));
+    if (r.ok() && m.sliding_layers + m.chunked_layers > m.layers)
+      r.fail(fmt::format("model JSON: {} sliding-window and {} chunked layers are more than the {} layers",
+                         m.sliding_layers, m.chunked_layers, m.layers));
+  } else if (r.has("attention_chunk_layers")) {
+    r.fail("model JSON: 'attention_chunk_layers' needs 'attention_chunk', the chunk's length in tokens");
   }
   if (!r.ok()) return make_error(r.error());
   read_moe_block(json, m, r);

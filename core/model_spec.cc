@@ -1,5 +1,7 @@
 #include "core/model_spec.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace loom {
@@ -185,22 +187,37 @@ double ModelSpec::layer_attention_flops_fwd(double tokens, int seq) const {
 }
 
 namespace {
-// The mean over a model's layers of a figure that is `full` for a full-attention layer and `windowed`
-// for a sliding-window one.
-double mean_over_layers(const ModelSpec& m, double full, double windowed) {
-  return ((m.layers - m.sliding_layers) * full + m.sliding_layers * windowed) / m.layers;
+// The mean over a model's layers of a figure that is `full` for a full-attention layer, `windowed` for a
+// sliding-window one and `chunked` for a chunked one.
+double mean_over_layers(const ModelSpec& m, double full, double windowed, double chunked) {
+  return ((m.layers - m.sliding_layers - m.chunked_layers) * full + m.sliding_layers * windowed +
+          m.chunked_layers * chunked) /
+         m.layers;
+}
+
+// Whole chunks of a chunked layer at sequence length s, and the tokens of the last, partial one.
+struct Chunks {
+  double whole, rest;
+};
+Chunks chunks_of(const ModelSpec& m, int seq) {
+  if (m.chunked_layers == 0 || m.attention_chunk >= seq) return {seq > 0 ? 1.0 : 0.0, 0.0};
+  return {static_cast<double>(seq / m.attention_chunk), static_cast<double>(seq % m.attention_chunk)};
 }
 }  // namespace
 
 double ModelSpec::attended_keys(int seq) const {
-  if (!windowed_at(seq)) return seq;
-  return mean_over_layers(*this, seq, sliding_window);
+  if (!local_at(seq)) return seq;
+  const double s = seq, c = std::min(attention_chunk, seq);
+  const Chunks k = chunks_of(*this, seq);
+  return mean_over_layers(*this, s, std::min<double>(sliding_window, s), (k.whole * c * c + k.rest * k.rest) / s);
 }
 
 double ModelSpec::causal_square_fraction(int seq) const {
-  if (!windowed_at(seq)) return 0.5;
-  const double s = seq, w = sliding_window;
-  return mean_over_layers(*this, 0.5, (w * s - 0.5 * w * w) / (s * s));
+  if (!local_at(seq)) return 0.5;
+  const double s = seq, w = std::min<double>(sliding_window, s), c = std::min(attention_chunk, seq);
+  const Chunks k = chunks_of(*this, seq);
+  return mean_over_layers(*this, 0.5, (w * s - 0.5 * w * w) / (s * s),
+                          (k.whole * c * c + k.rest * k.rest) / (2.0 * s * s));
 }
 
 double ModelSpec::lm_head_flops_fwd(double tokens, int padded) const {

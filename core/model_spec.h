@@ -66,6 +66,11 @@ struct ModelSpec {
   // is kept. 0, 0: every layer attends to the whole sequence.
   int sliding_window = 0;
   int sliding_layers = 0;
+  // Chunked attention (Llama 4's attention_chunk_size): `chunked_layers` of the layers cut the sequence into
+  // chunks of `attention_chunk` tokens, each query attending causally to the keys of its own chunk alone;
+  // no layer is both sliding and chunked. 0, 0: none.
+  int attention_chunk = 0;
+  int chunked_layers = 0;
   MoeSpec moe;
   MlaSpec mla;
 
@@ -104,11 +109,16 @@ struct ModelSpec {
   double layer_attention_flops_fwd(double tokens, int seq) const;
   // Whether some layer's window is shorter than `seq` (then its attention differs from a full layer's).
   bool windowed_at(int seq) const { return sliding_layers > 0 && sliding_window < seq; }
+  // Whether some layer's chunk is shorter than `seq`; whether either holds (some layer attends locally).
+  bool chunked_at(int seq) const { return chunked_layers > 0 && attention_chunk < seq; }
+  bool local_at(int seq) const { return windowed_at(seq) || chunked_at(seq); }
   // The mean over the layers of the keys each query is counted against, unmasked, as Megatron counts the
-  // full square: seq for a full layer, min(window, seq) for a windowed one.
+  // full square: seq for a full layer, min(window, seq) for a windowed one, its own chunk's length for a
+  // chunked one ((n·c² + r²)/s for n whole chunks of c and a last one of r tokens).
   double attended_keys(int seq) const;
   // The mean over the layers of the share of the seq × seq score square a causal fused kernel computes
-  // (it skips masked tiles): 1/2 for a full layer, (w·s − w²/2)/s² for a window w < s.
+  // (it skips masked tiles): 1/2 for a full layer, (w·s − w²/2)/s² for a window w < s, (n·c² + r²)/(2·s²)
+  // for chunks.
   double causal_square_fraction(int seq) const;
   double lm_head_flops_fwd(double tokens, int padded_vocab) const;
 };

@@ -146,7 +146,7 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
   std::vector<std::string> lines;
   lines.push_back(fmt::format(
       "model {}: {:.2f} B parameters{}, {} layers, hidden {}, {} heads ({}{}), ffn {}, vocab {}, "
-      "{}, {}{}{}",
+      "{}, {}{}{}{}",
       m.name, m.total_params() / 1e9, m.moe.active() ? fmt::format(" ({:.2f} B active)", m.active_params() / 1e9) : "",
       m.layers, m.hidden, m.heads,
       m.mla.active() ? fmt::format("MLA, kv rank {}", m.mla.kv_lora_rank) : fmt::format("{} kv", m.kv_heads),
@@ -154,6 +154,9 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
       to_string(m.activation), to_string(m.norm), moe_summary(m),
       m.sliding_layers > 0
           ? fmt::format(", sliding window {} on {} of {} layers", m.sliding_window, m.sliding_layers, m.layers)
+          : "",
+      m.chunked_layers > 0
+          ? fmt::format(", attention chunks of {} on {} of {} layers", m.attention_chunk, m.chunked_layers, m.layers)
           : ""));
   if (!m.checkpoint_note.empty()) lines.push_back("checkpoint: " + m.checkpoint_note);
   lines.push_back(fmt::format(

@@ -117,6 +117,25 @@ TEST(ContextParallelRules, SlidingWindowAttentionIsNotCostedUnderCp) {
   EXPECT_EQ(run.violation().message, "the executor does not run sliding-window attention yet");
 }
 
+// Chunks shorter than the sequence, likewise: refused under CP with the chunk named, full attention when
+// the chunk holds the sequence, not run by the executor.
+TEST(ContextParallelRules, ChunkedAttentionIsNotCostedUnderCp) {
+  CpCase c;
+  c.model.attention_chunk = 16;
+  c.model.chunked_layers = 3;
+  expect_broken(c.check(), rule::kCpSlidingWindow,
+                "cp 2 under chunked attention (3 of 4 layers attend within chunks of 16 tokens) is not modelled");
+  c.model.attention_chunk = 64;
+  EXPECT_TRUE(c.check().ok());
+  c.model.attention_chunk = 16;
+  c.config.cp = 1;
+  c.config.dp = 16;
+  ASSERT_TRUE(c.check().ok());
+  const RuleStatus run = exec::check_runnable(c.model, c.training, c.config);
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.violation().message, "the executor does not run chunked attention (Llama 4) yet");
+}
+
 TEST(ContextParallelRules, SequenceParallelSplitsTheRanksOwnTokens) {
   CpCase c;
   c.training.seq_len = 8;

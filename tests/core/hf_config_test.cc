@@ -2,7 +2,10 @@
 // parameter counts, and clear errors.
 #include <filesystem>
 #include <fstream>
+#include <tuple>
+#include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/json_io.h"
@@ -161,9 +164,19 @@ TEST(HfConfig, SlidingWindowsAsEachFamilyStatesThem) {
                        return list;
                      }() +
                      "]");
-  ASSERT_FALSE(chunked.ok());
-  EXPECT_NE(chunked.error().message.find("layer type 'chunked_attention'"), std::string::npos)
-      << chunked.error().message;
+  ASSERT_TRUE(chunked.ok()) << chunked.error().message;  // Llama 4's chunks, as transformers 4.53+ lists them
+  EXPECT_EQ(chunked->chunked_layers, 20);                // all but layers 3, 7, ..., 23
+  EXPECT_EQ(chunked->attention_chunk, 8192);             // Llama4TextConfig's default attention_chunk_size
+  EXPECT_EQ(chunked->sliding_layers, 0);
+  auto unknown = read(
+      "unknown", R"("model_type": "mistral", "sliding_window": 64, "layer_types": [)" + [] {
+        std::string list = "\"dilated_attention\"";
+        for (int i = 1; i < 26; ++i) list += ", \"full_attention\"";
+        return list;
+      }() + "]");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("layer type 'dilated_attention' is not one Loom models"), std::string::npos)
+      << unknown.error().message;
   auto short_list = read("short", R"("model_type": "gpt_oss", "sliding_window": 128,
                                      "layer_types": ["sliding_attention", "full_attention"])");
   ASSERT_FALSE(short_list.ok());
@@ -272,6 +285,93 @@ TEST(HfConfig, MixtureOfExpertsModelsCountTotalAndActiveParameters) {
   EXPECT_TRUE(qwen->moe.shared_gate);
   EXPECT_TRUE(qwen->qkv_bias);
   EXPECT_FALSE(qwen->linear_bias);
+}
+
+// Llama 4 (modeling_llama4.py): each MoE layer holds routed experts and one shared expert, both
+// intermediate_size wide, the dense layers an MLP intermediate_size_mlp wide, every
+// interleave_moe_layer_step-th layer from step − 1 is MoE, and the RoPE layers (three of four) attend within
+// chunks. The architecture fields below are Scout's and Maverick's text_config; the expected counts are the
+// Hugging Face modules' weights written out here, not Loom's formula: per layer q, k, v, o (no biases), two
+// RMSNorms, and the feed-forward — a MoE layer's experts (E·3·h·f), router (h·E) and shared expert (3·h·f),
+// a dense layer's MLP (3·h·f_mlp) —, plus embedding, LM head (untied) and final norm. They come to 107.8 B
+// and 400.7 B, 17.2 B active each, as Meta's model cards give them (109 B and 400 B total, 17 B active; the
+// cards' totals hold the vision encoder, which Loom does not plan).
+TEST(HfConfig, Llama4CountsItsSharedExpertDenseLayersAndChunks) {
+  const auto config = [](int experts, int step) {
+    return fmt::format(R"({{"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+      "vision_config": {{"hidden_size": 1408, "num_hidden_layers": 34}},
+      "text_config": {{"model_type": "llama4_text", "attention_bias": false, "attention_chunk_size": 8192,
+        "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120, "interleave_moe_layer_step": {},
+        "intermediate_size": 8192, "intermediate_size_mlp": 16384, "max_position_embeddings": 1048576,
+        "num_attention_heads": 40, "num_experts_per_tok": 1, "num_hidden_layers": 48,
+        "num_key_value_heads": 8, "num_local_experts": {}, "rms_norm_eps": 1e-05,
+        "rope_scaling": {{"factor": 8.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"}},
+        "tie_word_embeddings": false, "use_qk_norm": true, "vocab_size": 202048}}}})",
+                       step, experts);
+  };
+  const double h = 5120, f = 8192, f_mlp = 16384, vocab = 202048, layers = 48;
+  const double attention = h * 40 * 128 * 2 + h * 8 * 128 * 2, norms = 2 * h;
+  const double ends = 2 * vocab * h + h;
+  for (const auto& [name, experts, step] : {std::tuple{"scout", 16, 1}, std::tuple{"maverick", 128, 2}}) {
+    auto m = load_model(write_temp(std::string(name) + ".json", config(experts, step)));
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    const double moe_layers = layers / step, dense_layers = layers - moe_layers;
+    const double moe_ffn = experts * 3 * h * f + h * experts + 3 * h * f, dense_ffn = 3 * h * f_mlp;
+    const double total = layers * (attention + norms) + moe_layers * moe_ffn + dense_layers * dense_ffn + ends;
+    const double active =
+        layers * (attention + norms) + moe_layers * (2 * 3 * h * f + h * experts) + dense_layers * dense_ffn + ends;
+    EXPECT_EQ(static_cast<double>(m->total_params()), total) << name;
+    EXPECT_EQ(static_cast<double>(m->active_params()), active) << name;
+    EXPECT_NEAR(active / 1e9, 17.2, 0.05) << name;
+    EXPECT_EQ(m->moe.shared_ffn, 8192) << name;
+    EXPECT_FALSE(m->moe.shared_gate) << name;
+    EXPECT_EQ(m->ffn_hidden, 16384) << name;
+    EXPECT_EQ(m->moe_layers(), static_cast<int>(moe_layers)) << name;
+    EXPECT_EQ(m->seq_len, 8192) << name;
+    EXPECT_EQ(m->chunked_layers, 36) << name;  // all but layers 3, 7, ..., 47
+    EXPECT_EQ(m->attention_chunk, 8192) << name;
+    auto back = model_from_json(to_json(*m));
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_EQ(back->total_params(), m->total_params()) << name;
+    EXPECT_EQ(back->chunked_layers, 36) << name;
+    EXPECT_EQ(back->attention_chunk, 8192) << name;
+  }
+}
+
+// Which layers are MoE, as each family's modeling code decides it: Qwen2-MoE when (i + 1) % decoder_sparse_step
+// == 0, DeepSeek when i ≥ first_k_dense_replace and i % moe_layer_freq == 0, Llama 4 at moe_layers (by default
+// every interleave_moe_layer_step-th from step − 1). A listed pattern Loom cannot hold is refused.
+TEST(HfConfig, MoeLayersSitWhereEachFamilyPutsThem) {
+  const std::string base = R"("hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
+    "num_hidden_layers": 7, "vocab_size": 1000, "max_position_embeddings": 512, "num_experts_per_tok": 2)";
+  auto read = [&](const std::string& name, const std::string& fields) {
+    return load_model(write_temp(name + ".json", "{" + base + ", " + fields + "}"));
+  };
+  auto moe_layers = [](const ModelSpec& m) {
+    std::vector<int> out;
+    for (int l = 0; l < m.layers; ++l)
+      if (m.is_moe_layer(l)) out.push_back(l);
+    return out;
+  };
+  auto qwen = read("qwen_step", R"("model_type": "qwen2_moe", "num_experts": 8, "decoder_sparse_step": 2)");
+  ASSERT_TRUE(qwen.ok()) << qwen.error().message;
+  EXPECT_EQ(moe_layers(*qwen), (std::vector<int>{1, 3, 5}));
+  auto deepseek = read("deepseek_freq", R"("model_type": "deepseek_v2", "n_routed_experts": 8, "moe_layer_freq": 2,
+                                          "first_k_dense_replace": 1)");
+  ASSERT_TRUE(deepseek.ok()) << deepseek.error().message;
+  EXPECT_EQ(moe_layers(*deepseek), (std::vector<int>{2, 4, 6}));
+  auto deepseek_v3 = read("deepseek_v3", R"("model_type": "deepseek_v3", "n_routed_experts": 8, "moe_layer_freq": 1,
+                                           "first_k_dense_replace": 3)");
+  ASSERT_TRUE(deepseek_v3.ok()) << deepseek_v3.error().message;
+  EXPECT_EQ(moe_layers(*deepseek_v3), (std::vector<int>{3, 4, 5, 6}));
+  auto llama4 = read("llama4_listed", R"("model_type": "llama4_text", "num_local_experts": 8,
+                                         "interleave_moe_layer_step": 3, "moe_layers": [2, 5])");
+  ASSERT_TRUE(llama4.ok()) << llama4.error().message;
+  EXPECT_EQ(moe_layers(*llama4), (std::vector<int>{2, 5}));
+  auto odd = read("llama4_odd", R"("model_type": "llama4_text", "num_local_experts": 8, "moe_layers": [0, 3])");
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.error().message.find("'moe_layers' [0,3] are not the layers from 0 at a step of 1"), std::string::npos)
+      << odd.error().message;
 }
 
 TEST(HfConfig, ActiveExpertsSetTheMatmulFlops) {

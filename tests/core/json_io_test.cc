@@ -41,6 +41,33 @@ TEST(JsonIo, ModelSlidingWindowRoundTripAndBadInput) {
       << too_many.error().message;
 }
 
+// Chunked attention likewise: written only when some layer is chunked, on every layer not sliding unless
+// attention_chunk_layers says how many; more sliding and chunked layers than layers is one line.
+TEST(JsonIo, ModelAttentionChunksRoundTripAndBadInput) {
+  ModelSpec m = *model_preset("llama3-8b");
+  EXPECT_FALSE(to_json(m).contains("attention_chunk"));
+  m.attention_chunk = 8192;
+  m.chunked_layers = 24;
+  auto back = model_from_json(to_json(m));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->attention_chunk, 8192);
+  EXPECT_EQ(back->chunked_layers, 24);
+  const std::string base = R"({"layers": 4, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32)";
+  auto rest = model_from_json(Json::parse(base + R"(, "sliding_window": 8, "sliding_window_layers": 1,
+                                                     "attention_chunk": 16})"));
+  ASSERT_TRUE(rest.ok()) << rest.error().message;
+  EXPECT_EQ(rest->chunked_layers, 3);
+  auto orphan = model_from_json(Json::parse(base + R"(, "attention_chunk_layers": 1})"));
+  ASSERT_FALSE(orphan.ok());
+  EXPECT_NE(orphan.error().message.find("'attention_chunk_layers' needs 'attention_chunk'"), std::string::npos);
+  auto both = model_from_json(Json::parse(base + R"(, "sliding_window": 8, "sliding_window_layers": 2,
+                                                     "attention_chunk": 16, "attention_chunk_layers": 3})"));
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.error().message.find("2 sliding-window and 3 chunked layers are more than the 4 layers"),
+            std::string::npos)
+      << both.error().message;
+}
+
 TEST(JsonIo, ModelDefaultsFollowDesign) {
   auto m = model_from_json(Json::parse(R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32})"));
   ASSERT_TRUE(m.ok()) << m.error().message;

@@ -679,6 +679,41 @@ TEST(CostModel, SlidingWindowAttentionComputesOnlyTheWindowsTiles) {
                    seconds(full, 1024, AttentionKernel::kFlash, "flash_attention"));
 }
 
+// Chunked attention (Llama 4): a chunked layer's queries see their own chunk's keys alone, so at s = n·c + r
+// its causal kernel computes (n·c² + r²)/2 of the s² scores and model FLOPs count (n·c² + r²)/s keys a query;
+// at a sequence no longer than the chunk it is full causal attention.
+TEST(CostModel, ChunkedAttentionComputesEachChunksTriangle) {
+  const ModelSpec full = *model_preset("llama3-8b");
+  ModelSpec chunked = full;
+  chunked.attention_chunk = 8192;
+  chunked.chunked_layers = 24;  // of 32: three layers in four, as Llama 4's RoPE layers
+  ClusterSpec h100 = *cluster_preset("dgx-h100");
+  h100.compute.flash_attention_half_saturation_flops = 0;  // time proportional to FLOPs
+  ParallelConfig c;
+  c.micro_batch = 1;
+  auto seconds = [&](const ModelSpec& m, int seq, const char* name) {
+    TrainingSpec t{.gpus = 1, .global_batch = 1, .seq_len = seq, .attention = AttentionKernel::kFlash};
+    return attention_segment_s(m, t, c, h100, name);
+  };
+  const double s = 20480, chunk = 8192, rest = 20480 - 2 * 8192;  // two whole chunks and 4096 tokens
+  const double fraction = (8 * 0.5 + 24 * (2 * chunk * chunk + rest * rest) / (2 * s * s)) / 32;
+  EXPECT_DOUBLE_EQ(chunked.causal_square_fraction(20480), fraction);
+  EXPECT_NEAR(fraction / 0.5, 0.25 + 0.75 * 0.36, 1e-12);  // a chunked layer does 36 % of a full one's work
+  EXPECT_NEAR(seconds(chunked, 20480, "flash_attention") / seconds(full, 20480, "flash_attention"), fraction / 0.5,
+              1e-12);
+  EXPECT_DOUBLE_EQ(chunked.layer_attention_flops_fwd(20480, 20480) / full.layer_attention_flops_fwd(20480, 20480),
+                   (8 * s + 24 * (2 * chunk * chunk + rest * rest) / s) / 32 / s);
+  EXPECT_FALSE(chunked.chunked_at(8192));
+  EXPECT_DOUBLE_EQ(chunked.causal_square_fraction(8192), 0.5);
+  EXPECT_DOUBLE_EQ(seconds(chunked, 8192, "flash_attention"), seconds(full, 8192, "flash_attention"));
+  // Beside sliding layers: each kind keeps its own share.
+  chunked.sliding_window = 1024;
+  chunked.sliding_layers = 8;
+  const double w = 1024;
+  EXPECT_DOUBLE_EQ(chunked.causal_square_fraction(20480),
+                   (8 * (w * s - 0.5 * w * w) / (s * s) + 24 * (2 * chunk * chunk + rest * rest) / (2 * s * s)) / 32);
+}
+
 // Megatron-LM's backward runs each column-parallel linear's TP collective beside a GEMM; the
 // collective's thread blocks hold collective_sm_fraction of the SMs meanwhile, so the GEMM takes
 // that fraction of the collective's time longer. A collective that outlasts its GEMM sets the time.
