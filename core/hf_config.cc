@@ -301,6 +301,11 @@ void read_attention_chunks(FieldReader& r, const Json& json, const std::string& 
     chunked = m.layers - static_cast<int>(m.layers / std::max(1LL, interval));
   }
   if (chunked == 0) return;
+  if (m.sliding_layers + chunked > m.layers) {
+    r.fail(fmt::format("{}: {} sliding-window and {} chunked layers are more than the {} layers", r.what(),
+                       m.sliding_layers, chunked, m.layers));
+    return;
+  }
   m.attention_chunk = static_cast<int>(
       r.integer("attention_chunk_size", llama4 ? std::optional<long long>(8192) : std::nullopt, 1, 1 << 30));
   m.chunked_layers = chunked;

@@ -174,6 +174,11 @@ TEST(HfConfig, SlidingWindowsAsEachFamilyStatesThem) {
         for (int i = 1; i < 26; ++i) list += ", \"full_attention\"";
         return list;
       }() + "]");
+  auto both = read("both", R"("model_type": "llama4_text", "sliding_window": 4096)");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.error().message.find("26 sliding-window and 20 chunked layers are more than the 26 layers"),
+            std::string::npos)
+      << both.error().message;
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.error().message.find("layer type 'dilated_attention' is not one Loom models"), std::string::npos)
       << unknown.error().message;
