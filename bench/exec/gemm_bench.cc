@@ -2,12 +2,19 @@
 // Eigen's, on gpt-tiny's shapes (tokens × out × in for a micro-batch of 8 × 128 tokens) and on
 // large squares, which give the machine's measured fp32 GEMM peak for MFU-style fractions; and
 // sgemm/layouts: the three GEMMs of a linear layer (forward Y = X·Wᵀ, input gradient dX = dY·W,
-// weight gradient dW += dYᵀ·X) at compare_tokens_per_s.py's hidden-256 shapes, 2,048 tokens.
+// weight gradient dW += dYᵀ·X) at compare_tokens_per_s.py's hidden-256 shapes, 2,048 tokens, beside
+// sgemm/layouts_openblas_threads, the same GEMMs as one sgemm on OpenBLAS's own threads (the backend's
+// fixed tiles against it: exec/README.md, "Threads and speed").
 #include <benchmark/benchmark.h>
 
 #include <vector>
 
 #include "exec/cpu/cpu_backend.h"
+
+#ifdef LOOM_BENCH_CBLAS
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int num_threads);
+#endif
 
 namespace {
 
@@ -43,22 +50,47 @@ void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"m", "n", "k", "threads"})->UseRealTime();
 }
 
+// The peer of the backend's tiled GEMM: one sgemm over the whole of C on OpenBLAS's own threads, which the
+// backend called before its result was made independent of the thread count (CpuBackend::gemm).
+void openblas_threaded_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                            const float* b, int ldb, float beta, float* c, int ldc) {
+#ifdef LOOM_BENCH_CBLAS
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              a, lda, b, ldb, beta, c, ldc);
+#else
+  loom::exec::eigen_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
+}
+
 // A linear layer of `in` → `out` features over `tokens` rows: pass 0 the forward (NT), 1 the input
-// gradient (NN), 2 the weight gradient (TN, accumulating into C as the backend does).
+// gradient (NN), 2 the weight gradient (TN, accumulating into C as the backend does). kPeer: the same
+// GEMMs through openblas_threaded_gemm.
+template <bool kPeer>
 void BM_LinearLayer(benchmark::State& state) {
   const int tokens = static_cast<int>(state.range(0)), out = static_cast<int>(state.range(1)),
             in = static_cast<int>(state.range(2)), pass = static_cast<int>(state.range(3));
-  loom::exec::set_cpu_threads(static_cast<int>(state.range(4)));
+  const int threads = static_cast<int>(state.range(4));
+  loom::exec::set_cpu_threads(threads);
+#ifdef LOOM_BENCH_CBLAS
+  if (kPeer) openblas_set_num_threads(threads);
+#endif
   std::vector<float> x(static_cast<std::size_t>(tokens) * in, 0.5f), w(static_cast<std::size_t>(out) * in, 0.25f),
       y(static_cast<std::size_t>(tokens) * out, 0.125f);
   CpuBackend backend;
+  const auto gemm = [&](bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                        float beta, float* c, int ldc) {
+    if (kPeer)
+      openblas_threaded_gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    else
+      backend.gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  };
   for (auto _ : state) {
     if (pass == 0)
-      backend.gemm(false, true, tokens, out, in, 1.0f, x.data(), in, w.data(), in, 0.0f, y.data(), out);
+      gemm(false, true, tokens, out, in, x.data(), in, w.data(), in, 0.0f, y.data(), out);
     else if (pass == 1)
-      backend.gemm(false, false, tokens, in, out, 1.0f, y.data(), out, w.data(), in, 0.0f, x.data(), in);
+      gemm(false, false, tokens, in, out, y.data(), out, w.data(), in, 0.0f, x.data(), in);
     else
-      backend.gemm(true, false, out, in, tokens, 1.0f, y.data(), out, x.data(), in, 1.0f, w.data(), in);
+      gemm(true, false, out, in, tokens, y.data(), out, x.data(), in, 1.0f, w.data(), in);
     benchmark::DoNotOptimize(x.data());
     benchmark::DoNotOptimize(w.data());
     benchmark::DoNotOptimize(y.data());
@@ -79,7 +111,8 @@ void Layers(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK_TEMPLATE(BM_Sgemm, true)->Name("sgemm/backend")->Apply(Shapes);
-BENCHMARK(BM_LinearLayer)->Name("sgemm/layouts")->Apply(Layers);
+BENCHMARK_TEMPLATE(BM_LinearLayer, false)->Name("sgemm/layouts")->Apply(Layers);
+BENCHMARK_TEMPLATE(BM_LinearLayer, true)->Name("sgemm/layouts_openblas_threads")->Apply(Layers);
 BENCHMARK_TEMPLATE(BM_Sgemm, false)->Name("sgemm/eigen")->Apply(Shapes);
 
 }  // namespace
