@@ -93,37 +93,32 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alp
   float* c = f32(c_r, "gemm");
   if (m == 0 || n == 0) return;
 #if defined(LOOM_EXEC_CBLAS) && defined(_OPENMP)
-  // Fixed tiles of C, each one single-threaded sgemm on the OpenMP team (OpenBLAS runs serially inside a
+  // Fixed panels of C, each one single-threaded sgemm on the OpenMP team (OpenBLAS runs serially inside a
   // parallel region), so the bits do not depend on the thread count: OpenBLAS's own threading splits C
   // by thread count, and its Haswell kernels (also what 0.3.21 picks on AVX-512 AMD EPYC) round a row
-  // differently by where it falls in the split (1 and 2 threads differed on every training shape). A
-  // tile keeps all of k, and is 256 × 256 (the packing it repeats is 1/256 of its multiply-adds per
-  // operand), halved along its longer side down to 128 while C has fewer than 8 tiles, so a small C still
-  // spreads over the team. Both follow from the shape alone.
-  int tile_m = 256, tile_n = 256;
-  const auto count = [&] { return static_cast<long long>((m + tile_m - 1) / tile_m) * ((n + tile_n - 1) / tile_n); };
-  while (count() < 8 && (tile_m > 128 || tile_n > 128)) {
-    if (tile_m >= tile_n && tile_m > 128 && m > tile_m / 2)
-      tile_m /= 2;
-    else if (tile_n > 128 && n > tile_n / 2)
-      tile_n /= 2;
-    else
-      break;
-  }
-  const int row_tiles = (m + tile_m - 1) / tile_m, col_tiles = (n + tile_n - 1) / tile_n;
+  // differently by where it falls in the split (1 and 2 threads differed on every training shape). The
+  // panels cut the longer side of C, so each extra panel packs the operand along the shorter side once
+  // more (what a panel costs beside OpenBLAS's one call: on a cold cache, smaller tiles of both sides ran
+  // the profile's GEMMs 10 % slower). An even number of equal panels of at most 1024 (whole below 256), so
+  // two threads share any C evenly. The split follows from the shape alone.
+  const bool rows = m >= n;
+  const int side = rows ? m : n;
+  const int count = side < 256 ? 1 : 2 * ((side + 2047) / 2048);
+  const int panel = count == 1 ? side : (side / count + 15) / 16 * 16;
+  const int panels = (side + panel - 1) / panel;
   const auto tile = [&](int t) {
-    const int i = t / col_tiles * tile_m, j = t % col_tiles * tile_n;
-    const int tm = std::min(tile_m, m - i), tn = std::min(tile_n, n - j);
+    const int first = t * panel, width = std::min(panel, side - first);
+    const int i = rows ? first : 0, j = rows ? 0 : first;
+    const int tm = rows ? width : m, tn = rows ? n : width;
     const float* at = trans_a ? a + i : a + static_cast<std::int64_t>(i) * lda;
     const float* bt = trans_b ? b + static_cast<std::int64_t>(j) * ldb : b + j;
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, tm, tn, k,
                 alpha, at, lda, bt, ldb, beta, c + static_cast<std::int64_t>(i) * ldc + j, ldc);
   };
-  // Even one tile runs inside the region: outside one, OpenBLAS's OpenMP build takes the team's size for
+  // Even one panel runs inside the region: outside one, OpenBLAS's OpenMP build takes the team's size for
   // its own threads whatever openblas_set_num_threads said.
-  const int tiles = row_tiles * col_tiles;
 #pragma omp parallel for schedule(static)
-  for (int t = 0; t < tiles; ++t) tile(t);
+  for (int t = 0; t < panels; ++t) tile(t);
 #elif defined(LOOM_EXEC_CBLAS)
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
               a, lda, b, ldb, beta, c, ldc);
