@@ -2,6 +2,8 @@
 // placement with a cp coordinate, and a plan file's cp round trip.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "core/config_rules.h"
 #include "core/json_io.h"
 #include "core/presets.h"
@@ -97,43 +99,38 @@ TEST(ContextParallelRules, PyTorchsRingAttentionHasNoAllToAll) {
                 "exchanges keys and values by p2p or all_gather");
 }
 
-// Under a window shorter than the sequence a ring would skip the far K/V chunks, which Loom does not
-// cost: refused with the window named. A window at least the sequence is full attention. The executor
-// runs no sliding window at all.
-TEST(ContextParallelRules, SlidingWindowAttentionIsNotCostedUnderCp) {
+// Under a window or chunks shorter than the sequence a ring would skip the far K/V chunks, which Loom does
+// not cost: refused with the window or chunk named. One at least the sequence is full attention. The
+// executor runs neither.
+TEST(ContextParallelRules, LocalAttentionIsNotCostedUnderCp) {
+  struct Local {
+    int* length;
+    int* layers;
+    int count;
+    std::string refusal, executor;
+  };
   CpCase c;
-  c.model.sliding_window = 16;
-  c.model.sliding_layers = 1;
-  expect_broken(c.check(), rule::kCpSlidingWindow,
-                "cp 2 under sliding-window attention (1 of 4 layers see 16 tokens) is not modelled");
-  c.model.sliding_window = 64;
-  EXPECT_TRUE(c.check().ok());
-  c.model.sliding_window = 16;
-  c.config.cp = 1;
-  c.config.dp = 16;
-  ASSERT_TRUE(c.check().ok());
-  const RuleStatus run = exec::check_runnable(c.model, c.training, c.config);
-  ASSERT_FALSE(run.ok());
-  EXPECT_EQ(run.violation().message, "the executor does not run sliding-window attention yet");
-}
-
-// Chunks shorter than the sequence, likewise: refused under CP with the chunk named, full attention when
-// the chunk holds the sequence, not run by the executor.
-TEST(ContextParallelRules, ChunkedAttentionIsNotCostedUnderCp) {
-  CpCase c;
-  c.model.attention_chunk = 16;
-  c.model.chunked_layers = 3;
-  expect_broken(c.check(), rule::kCpSlidingWindow,
-                "cp 2 under chunked attention (3 of 4 layers attend within chunks of 16 tokens) is not modelled");
-  c.model.attention_chunk = 64;
-  EXPECT_TRUE(c.check().ok());
-  c.model.attention_chunk = 16;
-  c.config.cp = 1;
-  c.config.dp = 16;
-  ASSERT_TRUE(c.check().ok());
-  const RuleStatus run = exec::check_runnable(c.model, c.training, c.config);
-  ASSERT_FALSE(run.ok());
-  EXPECT_EQ(run.violation().message, "the executor does not run chunked attention (Llama 4) yet");
+  for (const Local& local :
+       {Local{&c.model.sliding_window, &c.model.sliding_layers, 1,
+              "cp 2 under sliding-window attention (1 of 4 layers see 16 tokens) is not modelled",
+              "the executor does not run sliding-window attention yet"},
+        Local{&c.model.attention_chunk, &c.model.chunked_layers, 3,
+              "cp 2 under chunked attention (3 of 4 layers attend within chunks of 16 tokens) is not modelled",
+              "the executor does not run chunked attention (Llama 4) yet"}}) {
+    c = CpCase{};
+    *local.length = 16;
+    *local.layers = local.count;
+    expect_broken(c.check(), rule::kCpSlidingWindow, local.refusal);
+    *local.length = 64;
+    EXPECT_TRUE(c.check().ok());
+    *local.length = 16;
+    c.config.cp = 1;
+    c.config.dp = 16;
+    ASSERT_TRUE(c.check().ok());
+    const RuleStatus run = exec::check_runnable(c.model, c.training, c.config);
+    ASSERT_FALSE(run.ok());
+    EXPECT_EQ(run.violation().message, local.executor);
+  }
 }
 
 TEST(ContextParallelRules, SequenceParallelSplitsTheRanksOwnTokens) {
