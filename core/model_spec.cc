@@ -195,29 +195,26 @@ double mean_over_layers(const ModelSpec& m, double full, double windowed, double
          m.layers;
 }
 
-// Whole chunks of a chunked layer at sequence length s, and the tokens of the last, partial one.
-struct Chunks {
-  double whole, rest;
-};
-Chunks chunks_of(const ModelSpec& m, int seq) {
-  if (m.chunked_layers == 0 || m.attention_chunk >= seq) return {seq > 0 ? 1.0 : 0.0, 0.0};
-  return {static_cast<double>(seq / m.attention_chunk), static_cast<double>(seq % m.attention_chunk)};
+// n·c² + r² for n whole chunks of c tokens and a last one of r: the unmasked scores of a chunked layer at
+// sequence length s (s² where the chunk holds the sequence).
+double chunk_squares(const ModelSpec& m, int seq) {
+  const double s = seq;
+  if (m.attention_chunk <= 0 || m.attention_chunk >= seq) return s * s;
+  const double c = m.attention_chunk, n = seq / m.attention_chunk, r = seq % m.attention_chunk;
+  return n * c * c + r * r;
 }
 }  // namespace
 
 double ModelSpec::attended_keys(int seq) const {
   if (!local_at(seq)) return seq;
-  const double s = seq, c = std::min(attention_chunk, seq);
-  const Chunks k = chunks_of(*this, seq);
-  return mean_over_layers(*this, s, std::min<double>(sliding_window, s), (k.whole * c * c + k.rest * k.rest) / s);
+  const double s = seq;
+  return mean_over_layers(*this, s, std::min<double>(sliding_window, s), chunk_squares(*this, seq) / s);
 }
 
 double ModelSpec::causal_square_fraction(int seq) const {
   if (!local_at(seq)) return 0.5;
-  const double s = seq, w = std::min<double>(sliding_window, s), c = std::min(attention_chunk, seq);
-  const Chunks k = chunks_of(*this, seq);
-  return mean_over_layers(*this, 0.5, (w * s - 0.5 * w * w) / (s * s),
-                          (k.whole * c * c + k.rest * k.rest) / (2.0 * s * s));
+  const double s = seq, w = std::min<double>(sliding_window, s);
+  return mean_over_layers(*this, 0.5, (w * s - 0.5 * w * w) / (s * s), chunk_squares(*this, seq) / (2.0 * s * s));
 }
 
 double ModelSpec::lm_head_flops_fwd(double tokens, int padded) const {

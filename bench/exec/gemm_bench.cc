@@ -4,7 +4,7 @@
 // sgemm/layouts: the three GEMMs of a linear layer (forward Y = X·Wᵀ, input gradient dX = dY·W,
 // weight gradient dW += dYᵀ·X) at compare_tokens_per_s.py's hidden-256 shapes, 2,048 tokens, beside
 // sgemm/layouts_openblas_threads, the same GEMMs as one sgemm on OpenBLAS's own threads (the backend's
-// fixed tiles against it: exec/README.md, "Threads and speed").
+// fixed panels against it: exec/README.md, "Threads and speed").
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -50,7 +50,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"m", "n", "k", "threads"})->UseRealTime();
 }
 
-// The peer of the backend's tiled GEMM: one sgemm over the whole of C on OpenBLAS's own threads, which the
+// The peer of the backend's GEMM in panels: one sgemm over the whole of C on OpenBLAS's own threads, which the
 // backend called before its result was made independent of the thread count (CpuBackend::gemm).
 void openblas_threaded_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                             const float* b, int ldb, float beta, float* c, int ldc) {

@@ -54,7 +54,7 @@ const char* cpu_gemm_library() {
 void set_cpu_threads(int threads) {
   if (threads < 1) threads = 1;
 #if defined(LOOM_EXEC_CBLAS) && defined(_OPENMP)
-  // GEMMs run in fixed tiles on the OpenMP team (CpuBackend::gemm), each sgemm on one thread (inside a
+  // GEMMs run in fixed panels on the OpenMP team (CpuBackend::gemm), each sgemm on one thread (inside a
   // parallel region OpenBLAS's OpenMP build runs serially). It sets the team's size here too, so the team
   // is sized after it.
   openblas_set_num_threads(1);

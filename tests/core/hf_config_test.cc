@@ -174,14 +174,14 @@ TEST(HfConfig, SlidingWindowsAsEachFamilyStatesThem) {
         for (int i = 1; i < 26; ++i) list += ", \"full_attention\"";
         return list;
       }() + "]");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("layer type 'dilated_attention' is not one Loom models"), std::string::npos)
+      << unknown.error().message;
   auto both = read("both", R"("model_type": "llama4_text", "sliding_window": 4096)");
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.error().message.find("26 sliding-window and 20 chunked layers are more than the 26 layers"),
             std::string::npos)
       << both.error().message;
-  ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.error().message.find("layer type 'dilated_attention' is not one Loom models"), std::string::npos)
-      << unknown.error().message;
   auto short_list = read("short", R"("model_type": "gpt_oss", "sliding_window": 128,
                                      "layer_types": ["sliding_attention", "full_attention"])");
   ASSERT_FALSE(short_list.ok());
