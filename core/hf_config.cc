@@ -1,6 +1,7 @@
 #include "core/hf_config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <initializer_list>
 #include <optional>
 #include <vector>
@@ -141,8 +142,10 @@ void read_family_traits(FieldReader& r, const Json& json, const std::string& typ
   m.tied_embeddings = r.boolean("tie_word_embeddings", tied_default);
   // GPT-NeoX and Phi have biases on every linear layer, Qwen2 and Qwen2-MoE on q/k/v only; Falcon says `bias`.
   // A stated attention_bias (Llama, gpt-oss: q, k, v and o) is counted on the dense MLP too.
-  const bool stated =
-      falcon ? r.boolean("bias", false) : r.boolean("attention_bias", false) || r.boolean("mlp_bias", false);
+  // ERNIE 4.5 says `use_bias` (Ernie4_5Config: every linear layer).
+  const bool stated = falcon ? r.boolean("bias", false)
+                             : r.boolean("attention_bias", false) || r.boolean("mlp_bias", false) ||
+                                   (type.rfind("ernie4_5", 0) == 0 && r.boolean("use_bias", false));
   m.linear_bias = stated || is_one_of(type, {"gpt_neox", "phi"});
   m.qkv_bias = !m.linear_bias && is_one_of(type, {"qwen2", "qwen2_moe"});
   m.attention_sinks = type == "gpt_oss";  // GptOssAttention.sinks: one per head
@@ -161,6 +164,61 @@ long long optional_integer(FieldReader& r, const Json& json, const char* key, lo
   return r.integer(key, fallback, 0, max);
 }
 
+// The fields that count a layer's routed experts, per family: Mixtral, gpt-oss, Llama 4 (num_local_experts),
+// Qwen-MoE (num_experts), DeepSeek (n_routed_experts), ERNIE 4.5 (moe_num_experts).
+constexpr std::initializer_list<const char*> kExpertCountKeys = {"num_local_experts", "num_experts",
+                                                                "n_routed_experts", "moe_num_experts"};
+
+// A config that describes experts in fields none of the families above uses (a family Loom does not read yet)
+// would be read as a dense model, its experts lost: refuse it, naming the field.
+void refuse_unread_experts(FieldReader& r, const Json& json) {
+  if (!r.ok()) return;
+  for (const char* k : kExpertCountKeys)
+    if (json.contains(k) && !json[k].is_null()) return;
+  for (const auto& [key, value] : json.items()) {
+    std::string lower = key;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    const bool names_experts = lower.find("expert") != std::string::npos;
+    const bool positive = (value.is_number() && value.get<double>() > 0) || (value.is_array() && !value.empty());
+    if (names_experts && positive) {
+      r.fail(fmt::format("{}: '{}' describes experts in a field Loom does not read (it reads their count from "
+                         "num_local_experts, num_experts, n_routed_experts or moe_num_experts)",
+                         r.what(), key));
+      return;
+    }
+  }
+}
+
+// Decoders whose layers are not all attention (linear attention, state-space or recurrent blocks): Loom's
+// cost and memory models know attention and MLP/MoE layers only, so such a config is refused, naming what
+// gave it away, rather than read as attention everywhere.
+void refuse_non_attention_layers(FieldReader& r, const Json& json, const std::string& type) {
+  if (!r.ok()) return;
+  static const std::initializer_list<const char*> families = {
+      "qwen3_next", "jamba",  "mamba",      "mamba2",           "falcon_mamba", "falcon_h1", "zamba",
+      "zamba2",     "bamba",  "nemotron_h", "granitemoehybrid", "minimax",      "rwkv",      "recurrent_gemma"};
+  if (is_one_of(type, families)) {
+    r.fail(fmt::format("{}: model_type '{}' mixes attention with linear-attention, state-space or recurrent "
+                       "layers, which Loom does not model (it plans attention decoders)",
+                       r.what(), type));
+    return;
+  }
+  // Fields that describe such layers in these families' configs (Qwen3-Next, Jamba, Nemotron-H, MiniMax,
+  // RecurrentGemma, Mamba).
+  static const std::initializer_list<const char*> fields = {
+      "full_attention_interval", "linear_num_key_heads", "linear_conv_kernel_dim", "attn_type_list",
+      "hybrid_override_pattern", "attn_layer_period",    "block_types",            "layers_block_type"};
+  for (const auto& [key, value] : json.items()) {
+    const bool ssm = key.rfind("mamba_", 0) == 0 || key.rfind("ssm_", 0) == 0;
+    if (ssm || is_one_of(key, fields)) {
+      r.fail(fmt::format("{}: '{}' describes linear-attention, state-space or recurrent layers, which Loom does "
+                         "not model (it plans attention decoders)",
+                         r.what(), key));
+      return;
+    }
+  }
+}
+
 // Which layers are MoE, as each family states it, in Loom's pattern (MoeSpec: from first_dense_layers on,
 // every layer_freq-th): DeepSeek-V2/V3 make layer i sparse when i ≥ first_k_dense_replace and
 // i % moe_layer_freq == 0 (DeepseekV2DecoderLayer), so the first is first_k_dense_replace rounded up to a
@@ -169,6 +227,27 @@ long long optional_integer(FieldReader& r, const Json& json, const char* key, lo
 // from layer step − 1 on. A config that lists its MoE layers (Llama 4's moe_layers) must list that pattern.
 void read_moe_layers(FieldReader& r, const Json& json, ModelSpec& m) {
   MoeSpec& e = m.moe;
+  if (json.contains("moe_layer_start_index") || json.contains("moe_layer_interval") ||
+      json.contains("moe_layer_end_index")) {
+    // ERNIE 4.5 (Ernie4_5_MoeDecoderLayer): layer i is sparse when (i + 1) % moe_layer_interval == 0 and
+    // moe_layer_start_index ≤ i ≤ moe_layer_end_index (−1, the default: the last layer).
+    const long long interval = std::max(1LL, optional_integer(r, json, "moe_layer_interval", 1, m.layers));
+    const long long start = optional_integer(r, json, "moe_layer_start_index", 0, m.layers);
+    long long end = m.layers - 1;
+    if (json.contains("moe_layer_end_index") && !json["moe_layer_end_index"].is_null())
+      end = r.integer("moe_layer_end_index", std::nullopt, -1, m.layers - 1);
+    if (end == -1) end = m.layers - 1;
+    const long long first = (start + interval) / interval * interval - 1;  // the first i ≥ start with (i + 1) % interval == 0
+    e.layer_freq = static_cast<int>(interval);
+    e.first_dense_layers = static_cast<int>(std::min<long long>(first, m.layers));
+    // Loom's pattern runs to the last layer: dense layers after the last MoE one are not expressible.
+    const long long last_moe = first + (m.layers - 1 - first) / interval * interval;
+    if (r.ok() && first < m.layers && end < last_moe)
+      r.fail(fmt::format("{}: 'moe_layer_end_index' {} leaves dense layers after the MoE ones (up to layer {}): "
+                         "Loom models MoE layers at one interval to the last layer only",
+                         r.what(), end, last_moe));
+    return;
+  }
   const char* step_key = pick(json, {"moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step"});
   const long long step = std::max(1LL, optional_integer(r, json, step_key, 1, m.layers));
   const long long first_k = optional_integer(r, json, "first_k_dense_replace", 0, m.layers);
@@ -198,13 +277,13 @@ void read_moe_layers(FieldReader& r, const Json& json, ModelSpec& m) {
 // DeepSeek-V2/V3/gpt-oss/Llama 4 configs). Where every layer is MoE the config's intermediate_size is the
 // expert's.
 void read_moe(FieldReader& r, const Json& json, const std::string& type, ModelSpec& m) {
-  const char* experts_key = pick(json, {"num_local_experts", "num_experts", "n_routed_experts"});
+  const char* experts_key = pick(json, kExpertCountKeys);
   const long long experts = optional_integer(r, json, experts_key, 0, 1 << 16);
   if (experts <= 0) return;
   MoeSpec& e = m.moe;
   e.experts = static_cast<int>(experts);
-  e.experts_per_token =
-      static_cast<int>(r.integer(pick(json, {"num_experts_per_tok", "experts_per_token"}), std::nullopt, 1, experts));
+  e.experts_per_token = static_cast<int>(
+      r.integer(pick(json, {"num_experts_per_tok", "experts_per_token", "moe_k"}), std::nullopt, 1, experts));
   e.expert_ffn = static_cast<int>(optional_integer(r, json, "moe_intermediate_size", m.ffn_hidden, 1 << 26));
   if (type.rfind("llama4", 0) == 0) {
     // Llama4TextMoe: routed experts and one shared expert (Llama4TextMLP, ungated, added to their sum),
@@ -216,10 +295,13 @@ void read_moe(FieldReader& r, const Json& json, const std::string& type, ModelSp
     e.shared_ffn = static_cast<int>(shared);  // Qwen2-MoE: one shared expert behind a sigmoid gate
     e.shared_gate = true;
   } else {
-    const long long shared_ffn = optional_integer(r, json, "n_shared_experts", 0, 1 << 10) * e.expert_ffn;
+    // DeepSeek's n_shared_experts, ERNIE 4.5's moe_num_shared_experts: gated MLPs moe_intermediate_size wide
+    // (one MLP n times as wide, Ernie4_5_MoeSparseMoeBlock.shared_experts).
+    const char* shared_key = pick(json, {"n_shared_experts", "moe_num_shared_experts"});
+    const long long shared_ffn = optional_integer(r, json, shared_key, 0, 1 << 10) * e.expert_ffn;
     if (shared_ffn > (1 << 26))
-      r.fail(fmt::format("{}: n_shared_experts · moe_intermediate_size = {} is wider than any MLP ({} at most)",
-                         r.what(), shared_ffn, 1 << 26));
+      r.fail(fmt::format("{}: {} · moe_intermediate_size = {} is wider than any MLP ({} at most)", r.what(),
+                         shared_key, shared_ffn, 1 << 26));
     else
       e.shared_ffn = static_cast<int>(shared_ffn);
   }
@@ -349,8 +431,10 @@ Result<ModelSpec> from_decoder(const Json& json, const std::string& type, const 
   // Explicit head_dim (Qwen3, Gemma, Mistral-Nemo, gpt-oss); some configs write it as null.
   const bool has_head_dim = json.contains("head_dim") && !json["head_dim"].is_null();
   const long long head_dim = has_head_dim ? r.integer("head_dim", std::nullopt, 1, 1 << 20) : 0;
+  refuse_non_attention_layers(r, json, type);
   read_family_traits(r, json, type, m);
   read_moe(r, json, type, m);
+  refuse_unread_experts(r, json);
   read_mla(r, json, m);
   read_sliding_window(r, json, type, m);
   read_attention_chunks(r, json, type, m);

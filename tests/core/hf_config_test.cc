@@ -379,6 +379,94 @@ TEST(HfConfig, MoeLayersSitWhereEachFamilyPutsThem) {
       << odd.error().message;
 }
 
+// ERNIE 4.5 (modeling_ernie4_5_moe.py) names its experts moe_num_experts / moe_k / moe_num_shared_experts and
+// makes layer i sparse when (i + 1) % moe_layer_interval == 0 and moe_layer_start_index ≤ i ≤
+// moe_layer_end_index. The fields are ERNIE-4.5-21B-A3B's; the expected counts are its modules' weights written
+// out (per layer q, k, v, o, two RMSNorms; a MoE layer's 64 experts of 3·h·f, router h·64 and the shared MLP
+// 3·h·2f; the dense first layer 3·h·12288; the tied embedding and final norm): 21.8 B, 3.35 B active, which
+// Baidu's card gives as 21 B and 3 B.
+TEST(HfConfig, Ernie45ReadsItsOwnExpertFields) {
+  const auto config = [](const std::string& end) {
+    return R"({"architectures": ["Ernie4_5_MoeForCausalLM"], "model_type": "ernie4_5_moe", "hidden_size": 2560,
+      "intermediate_size": 12288, "moe_intermediate_size": 1536, "num_hidden_layers": 28,
+      "num_attention_heads": 20, "num_key_value_heads": 4, "head_dim": 128, "moe_num_experts": 64, "moe_k": 6,
+      "moe_num_shared_experts": 2, "moe_layer_start_index": 1, "moe_layer_end_index": )" +
+           end + R"(, "moe_layer_interval": 1, "hidden_act": "silu", "max_position_embeddings": 131072,
+      "vocab_size": 103424, "tie_word_embeddings": true, "rms_norm_eps": 1e-05, "use_bias": false})";
+  };
+  const double h = 2560, f = 1536, vocab = 103424, layers = 28;
+  const double attention = h * 20 * 128 * 2 + h * 4 * 128 * 2, norms = 2 * h;
+  const double routed = 3 * h * f, moe_rest = h * 64 + 3 * h * 2 * f, dense = 3 * h * 12288;
+  const double ends = vocab * h + h;
+  for (const std::string end : {"27", "-1"}) {
+    auto m = load_model(write_temp("ernie" + end + ".json", config(end)));
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    EXPECT_EQ(m->moe.experts, 64);
+    EXPECT_EQ(m->moe.experts_per_token, 6);
+    EXPECT_EQ(m->moe.shared_ffn, 2 * 1536);
+    EXPECT_FALSE(m->is_moe_layer(0));
+    EXPECT_TRUE(m->is_moe_layer(1));
+    EXPECT_TRUE(m->is_moe_layer(27));
+    EXPECT_EQ(static_cast<double>(m->total_params()),
+              layers * (attention + norms) + 27 * (64 * routed + moe_rest) + dense + ends);
+    EXPECT_EQ(static_cast<double>(m->active_params()),
+              layers * (attention + norms) + 27 * (6 * routed + moe_rest) + dense + ends);
+    EXPECT_NEAR(static_cast<double>(m->total_params()) / 1e9, 21.8, 0.05);
+    EXPECT_NEAR(static_cast<double>(m->active_params()) / 1e9, 3.35, 0.05);
+  }
+  // An interval of 2 from layer 1: layers 1, 3, 5, ... (i + 1 even); dense layers after the last MoE one are
+  // not a pattern Loom holds.
+  std::string every_other = config("-1");
+  every_other.replace(every_other.find(R"("moe_layer_interval": 1)"), 23, R"("moe_layer_interval": 2)");
+  auto m = load_model(write_temp("ernie_interval.json", every_other));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_FALSE(m->is_moe_layer(0));
+  EXPECT_TRUE(m->is_moe_layer(1));
+  EXPECT_FALSE(m->is_moe_layer(2));
+  EXPECT_TRUE(m->is_moe_layer(27));
+  EXPECT_EQ(m->moe_layers(), 14);
+  auto short_range = load_model(write_temp("ernie_end.json", config("20")));
+  ASSERT_FALSE(short_range.ok());
+  EXPECT_NE(short_range.error().message.find("'moe_layer_end_index' 20 leaves dense layers after the MoE ones"),
+            std::string::npos)
+      << short_range.error().message;
+}
+
+// Configs Loom would misread are refused in one line naming what gave them away: layers that are not attention
+// (Qwen3-Next's Gated DeltaNet, Jamba's and Nemotron-H's Mamba blocks), and experts in fields no family Loom
+// reads uses (read as a dense model, they would vanish).
+TEST(HfConfig, ConfigsLoomWouldMisreadAreRefusedNamingTheField) {
+  const std::string base = R"("hidden_size": 512, "intermediate_size": 1024, "num_attention_heads": 8,
+    "num_hidden_layers": 4, "vocab_size": 1000, "max_position_embeddings": 512)";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"("model_type": "qwen3_next", "full_attention_interval": 4)", "model_type 'qwen3_next' mixes attention"},
+      {R"("model_type": "jamba", "attn_layer_period": 8)", "model_type 'jamba' mixes attention"},
+      {R"("model_type": "my_hybrid", "full_attention_interval": 4)", "'full_attention_interval' describes"},
+      {R"("model_type": "my_hybrid", "hybrid_override_pattern": "M-M*")", "'hybrid_override_pattern' describes"},
+      {R"("model_type": "my_hybrid", "mamba_d_state": 128)", "'mamba_d_state' describes"},
+      {R"("model_type": "llama", "layer_types": ["full_attention", "linear_attention", "full_attention",
+         "linear_attention"])",
+       "layer type 'linear_attention' is not one Loom models"},
+      {R"("model_type": "hunyuan", "num_expert": 64, "moe_topk": 8)",
+       "'num_expert' describes experts in a field Loom does not read"},
+      {R"("model_type": "my_moe", "ffn_experts": [8, 8])", "'ffn_experts' describes experts"},
+  };
+  int i = 0;
+  for (const auto& [fields, expected] : cases) {
+    auto m = load_model(write_temp("misread" + std::to_string(i++) + ".json", "{" + fields + ", " + base + "}"));
+    ASSERT_FALSE(m.ok()) << fields;
+    EXPECT_NE(m.error().message.find(expected), std::string::npos) << m.error().message;
+  }
+  // A dense config with a zero or null expert field is still dense.
+  for (const std::string fields : {R"("model_type": "llama", "num_experts": 0, "num_experts_per_tok": 2)",
+                                   R"("model_type": "llama", "moe_num_experts": null)",
+                                   R"("model_type": "llama", "shared_expert_count": 0)"}) {
+    auto m = load_model(write_temp("dense" + std::to_string(i++) + ".json", "{" + fields + ", " + base + "}"));
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    EXPECT_FALSE(m->moe.active()) << fields;
+  }
+}
+
 TEST(HfConfig, ActiveExpertsSetTheMatmulFlops) {
   // Mixtral: a token passes through 2 of 8 experts, so a layer's matmul FLOPs are 2 per weight of its
   // attention, router and two experts — not of all eight.
