@@ -166,8 +166,8 @@ long long optional_integer(FieldReader& r, const Json& json, const char* key, lo
 
 // The fields that count a layer's routed experts, per family: Mixtral, gpt-oss, Llama 4 (num_local_experts),
 // Qwen-MoE (num_experts), DeepSeek (n_routed_experts), ERNIE 4.5 (moe_num_experts).
-constexpr std::initializer_list<const char*> kExpertCountKeys = {"num_local_experts", "num_experts",
-                                                                "n_routed_experts", "moe_num_experts"};
+constexpr std::initializer_list<const char*> kExpertCountKeys = {"num_local_experts", "num_experts", "n_routed_experts",
+                                                                 "moe_num_experts"};
 
 // A config that describes experts in fields none of the families above uses (a family Loom does not read yet)
 // would be read as a dense model, its experts lost: refuse it, naming the field.
@@ -181,9 +181,10 @@ void refuse_unread_experts(FieldReader& r, const Json& json) {
     const bool names_experts = lower.find("expert") != std::string::npos;
     const bool positive = (value.is_number() && value.get<double>() > 0) || (value.is_array() && !value.empty());
     if (names_experts && positive) {
-      r.fail(fmt::format("{}: '{}' describes experts in a field Loom does not read (it reads their count from "
-                         "num_local_experts, num_experts, n_routed_experts or moe_num_experts)",
-                         r.what(), key));
+      r.fail(
+          fmt::format("{}: '{}' describes experts in a field Loom does not read (it reads their count from "
+                      "num_local_experts, num_experts, n_routed_experts or moe_num_experts)",
+                      r.what(), key));
       return;
     }
   }
@@ -195,25 +196,32 @@ void refuse_unread_experts(FieldReader& r, const Json& json) {
 void refuse_non_attention_layers(FieldReader& r, const Json& json, const std::string& type) {
   if (!r.ok()) return;
   static const std::initializer_list<const char*> families = {
-      "qwen3_next", "jamba",  "mamba",      "mamba2",           "falcon_mamba", "falcon_h1", "zamba",
-      "zamba2",     "bamba",  "nemotron_h", "granitemoehybrid", "minimax",      "rwkv",      "recurrent_gemma"};
+      "qwen3_next", "jamba", "mamba",      "mamba2",           "falcon_mamba", "falcon_h1", "zamba",
+      "zamba2",     "bamba", "nemotron_h", "granitemoehybrid", "minimax",      "rwkv",      "recurrent_gemma"};
   if (is_one_of(type, families)) {
-    r.fail(fmt::format("{}: model_type '{}' mixes attention with linear-attention, state-space or recurrent "
-                       "layers, which Loom does not model (it plans attention decoders)",
-                       r.what(), type));
+    r.fail(
+        fmt::format("{}: model_type '{}' mixes attention with linear-attention, state-space or recurrent "
+                    "layers, which Loom does not model (it plans attention decoders)",
+                    r.what(), type));
     return;
   }
   // Fields that describe such layers in these families' configs (Qwen3-Next, Jamba, Nemotron-H, MiniMax,
   // RecurrentGemma, Mamba).
-  static const std::initializer_list<const char*> fields = {
-      "full_attention_interval", "linear_num_key_heads", "linear_conv_kernel_dim", "attn_type_list",
-      "hybrid_override_pattern", "attn_layer_period",    "block_types",            "layers_block_type"};
+  static const std::initializer_list<const char*> fields = {"full_attention_interval",
+                                                            "linear_num_key_heads",
+                                                            "linear_conv_kernel_dim",
+                                                            "attn_type_list",
+                                                            "hybrid_override_pattern",
+                                                            "attn_layer_period",
+                                                            "block_types",
+                                                            "layers_block_type"};
   for (const auto& [key, value] : json.items()) {
     const bool ssm = key.rfind("mamba_", 0) == 0 || key.rfind("ssm_", 0) == 0;
     if (ssm || is_one_of(key, fields)) {
-      r.fail(fmt::format("{}: '{}' describes linear-attention, state-space or recurrent layers, which Loom does "
-                         "not model (it plans attention decoders)",
-                         r.what(), key));
+      r.fail(
+          fmt::format("{}: '{}' describes linear-attention, state-space or recurrent layers, which Loom does "
+                      "not model (it plans attention decoders)",
+                      r.what(), key));
       return;
     }
   }
@@ -237,15 +245,17 @@ void read_moe_layers(FieldReader& r, const Json& json, ModelSpec& m) {
     if (json.contains("moe_layer_end_index") && !json["moe_layer_end_index"].is_null())
       end = r.integer("moe_layer_end_index", std::nullopt, -1, m.layers - 1);
     if (end == -1) end = m.layers - 1;
-    const long long first = (start + interval) / interval * interval - 1;  // the first i ≥ start with (i + 1) % interval == 0
+    const long long first =
+        (start + interval) / interval * interval - 1;  // the first i ≥ start with (i + 1) % interval == 0
     e.layer_freq = static_cast<int>(interval);
     e.first_dense_layers = static_cast<int>(std::min<long long>(first, m.layers));
     // Loom's pattern runs to the last layer: dense layers after the last MoE one are not expressible.
     const long long last_moe = first + (m.layers - 1 - first) / interval * interval;
     if (r.ok() && first < m.layers && end < last_moe)
-      r.fail(fmt::format("{}: 'moe_layer_end_index' {} leaves dense layers after the MoE ones (up to layer {}): "
-                         "Loom models MoE layers at one interval to the last layer only",
-                         r.what(), end, last_moe));
+      r.fail(
+          fmt::format("{}: 'moe_layer_end_index' {} leaves dense layers after the MoE ones (up to layer {}): "
+                      "Loom models MoE layers at one interval to the last layer only",
+                      r.what(), end, last_moe));
     return;
   }
   const char* step_key = pick(json, {"moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step"});
@@ -300,8 +310,8 @@ void read_moe(FieldReader& r, const Json& json, const std::string& type, ModelSp
     const char* shared_key = pick(json, {"n_shared_experts", "moe_num_shared_experts"});
     const long long shared_ffn = optional_integer(r, json, shared_key, 0, 1 << 10) * e.expert_ffn;
     if (shared_ffn > (1 << 26))
-      r.fail(fmt::format("{}: {} · moe_intermediate_size = {} is wider than any MLP ({} at most)", r.what(),
-                         shared_key, shared_ffn, 1 << 26));
+      r.fail(fmt::format("{}: {} · moe_intermediate_size = {} is wider than any MLP ({} at most)", r.what(), shared_key,
+                         shared_ffn, 1 << 26));
     else
       e.shared_ffn = static_cast<int>(shared_ffn);
   }
@@ -438,6 +448,9 @@ Result<ModelSpec> from_decoder(const Json& json, const std::string& type, const 
   read_mla(r, json, m);
   read_sliding_window(r, json, type, m);
   read_attention_chunks(r, json, type, m);
+  // DeepSeek-V3's and GLM-4.5's multi-token-prediction modules (their checkpoints hold them as layers past
+  // num_hidden_layers).
+  m.mtp_layers = static_cast<int>(optional_integer(r, json, "num_nextn_predict_layers", 0, kMaxMtpLayers));
   if (!r.ok()) return make_error(r.error());
   auto activation = activation_named(act_field, act, plain_mlp(type));
   if (!activation) return make_error(fmt::format("{}: {}", what, activation.error().message));

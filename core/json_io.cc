@@ -56,6 +56,7 @@ Json to_json(const ModelSpec& m) {
     j["attention_chunk"] = m.attention_chunk;
     j["attention_chunk_layers"] = m.chunked_layers;
   }
+  if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   if (m.moe.active())
     j["moe"] = {{"experts", m.moe.experts},         {"experts_per_token", m.moe.experts_per_token},
                 {"expert_ffn", m.moe.expert_ffn},   {"shared_ffn", m.moe.shared_ffn},
@@ -141,6 +142,8 @@ Result<ModelSpec> model_from_json(const Json& json) {
   } else if (r.has("attention_chunk_layers")) {
     r.fail("model JSON: 'attention_chunk_layers' needs 'attention_chunk', the chunk's length in tokens");
   }
+  // Optional: multi-token-prediction modules after the last layer (ModelSpec::mtp_layers).
+  m.mtp_layers = static_cast<int>(r.integer("mtp_layers", 0, 0, kMaxMtpLayers));
   if (!r.ok()) return make_error(r.error());
   read_moe_block(json, m, r);
   read_mla_block(json, m, r);

@@ -156,34 +156,65 @@ double ModelSpec::mean_mlp_ffn() const {
   return (1.0 - f) * ffn_hidden + f * moe_ffn;
 }
 
-double ModelSpec::layer_linear_flops_fwd(double tokens) const {
-  // Every weight of a layer's linear layers takes part in one multiply-add per token, except the
-  // experts a token is not routed to: 2 FLOPs per active weight per token. Biases, norms and sinks
-  // are not matmul weights.
-  const double h = hidden;
-  const bool gated = activation == Activation::kSwiGLU;
+namespace {
+// Forward matmul FLOPs of a layer for `tokens` tokens whose MLP is an MoE layer's in `moe_share` of the cases:
+// every weight of its linear layers takes part in one multiply-add per token, except the experts a token is
+// not routed to (2 FLOPs per active weight per token). Biases, norms and sinks are not matmul weights.
+double linear_flops_fwd(const ModelSpec& m, double tokens, double moe_share) {
+  const double h = m.hidden;
+  const bool gated = m.activation == Activation::kSwiGLU;
+  const MoeSpec& moe = m.moe;
   const double attention =
-      static_cast<double>(attention_params()) - (attention_sinks ? heads : 0) -
-      (mla.active() ? mla.kv_lora_rank + mla.q_lora_rank
-                    : (linear_bias || qkv_bias ? q_dim() + 2.0 * kv_dim() : 0.0) + (linear_bias ? h : 0.0));
-  const double dense_mlp = (gated ? 3.0 : 2.0) * h * ffn_hidden;
+      static_cast<double>(m.attention_params()) - (m.attention_sinks ? m.heads : 0) -
+      (m.mla.active() ? m.mla.kv_lora_rank + m.mla.q_lora_rank
+                      : (m.linear_bias || m.qkv_bias ? m.q_dim() + 2.0 * m.kv_dim() : 0.0) + (m.linear_bias ? h : 0.0));
+  const double dense_mlp = (gated ? 3.0 : 2.0) * h * m.ffn_hidden;
   double moe_mlp = 0;
   if (moe.active())
     moe_mlp = h * moe.experts +
               (gated ? 3.0 : 2.0) * h * (static_cast<double>(moe.experts_per_token) * moe.expert_ffn + moe.shared_ffn) +
               (moe.shared_gate ? h : 0.0);
-  const double moe_count = moe_layers();
-  const double mlp = ((layers - moe_count) * dense_mlp + moe_count * moe_mlp) / layers;
-  return 2.0 * tokens * (attention + mlp);
+  return 2.0 * tokens * (attention + (1.0 - moe_share) * dense_mlp + moe_share * moe_mlp);
+}
+
+// The width QK^T and softmax·V run over, per token and key: q_dim, or MLA's mean of its Q·K (nope + rope) and
+// V head widths.
+double attention_width(const ModelSpec& m) {
+  const MlaSpec& a = m.mla;
+  return a.active() ? m.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) / 2.0
+                    : static_cast<double>(m.q_dim());
+}
+}  // namespace
+
+double ModelSpec::layer_linear_flops_fwd(double tokens) const {
+  return linear_flops_fwd(*this, tokens, moe_layer_fraction());
+}
+
+std::int64_t ModelSpec::mtp_params() const {
+  // eh_proj: ColumnParallelLinear(2h, h) without a bias; enorm, hnorm and the final norm.
+  return layer_params(layers - 1) + 2LL * hidden * hidden + 3 * norm_params();
+}
+
+double ModelSpec::mtp_flops_fwd(double tokens, int seq, int padded) const {
+  if (mtp_layers <= 0) return 0.0;
+  const double h = hidden;
+  return mtp_layers *
+         (mtp_layer_flops_fwd(tokens, seq) + 2.0 * tokens * 2.0 * h * h + lm_head_flops_fwd(tokens, padded));
+}
+
+double ModelSpec::mtp_attention_flops_fwd(double tokens, int seq) const {
+  return 4.0 * tokens * seq * attention_width(*this);
+}
+
+double ModelSpec::mtp_layer_flops_fwd(double tokens, int seq) const {
+  return linear_flops_fwd(*this, tokens, mtp_layer_moe() ? 1.0 : 0.0) + mtp_attention_flops_fwd(tokens, seq);
 }
 
 double ModelSpec::layer_attention_flops_fwd(double tokens, int seq) const {
   // QK^T and softmax·V: 2 matmuls of (s × d) by (d × s) per head, 2 FLOPs per MAC, full (unmasked)
   // square as Megatron counts it (Narayanan et al. 2021, eq. 3); a windowed layer's queries against the
   // window's keys alone. MLA: Q·K over nope + rope dims, P·V over v.
-  const double width = mla.active() ? heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) / 2.0
-                                    : static_cast<double>(q_dim());
-  return 2.0 * 2.0 * tokens * attended_keys(seq) * width;
+  return 2.0 * 2.0 * tokens * attended_keys(seq) * attention_width(*this);
 }
 
 namespace {

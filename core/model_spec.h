@@ -73,6 +73,14 @@ struct ModelSpec {
   int chunked_layers = 0;
   MoeSpec moe;
   MlaSpec mla;
+  // Multi-token prediction (DeepSeek-V3, GLM-4.5, MiMo: config.json's num_nextn_predict_layers; Megatron-core's
+  // --mtp-num-layers): `mtp_layers` modules after the last layer, on the last pipeline stage, the k-th
+  // predicting the token k + 1 places on. Each normalises the shifted tokens' embedding and the previous depth's
+  // hidden state, concatenates the two and projects them 2h → h (eh_proj), runs one transformer layer of the last
+  // layer's kind and a final norm, and sends its logits through the shared LM head to a cross-entropy of its own
+  // (Megatron-core's MultiTokenPredictionLayer). Not in total_params(), which is the main model's size as papers
+  // give it (DeepSeek-V3: 671 B beside its MTP module).
+  int mtp_layers = 0;
 
   int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads; }
   std::int64_t q_dim() const { return static_cast<std::int64_t>(heads) * head_dim(); }
@@ -121,7 +129,22 @@ struct ModelSpec {
   // for chunks.
   double causal_square_fraction(int seq) const;
   double lm_head_flops_fwd(double tokens, int padded_vocab) const;
+
+  // Multi-token prediction: whether its layer is an MoE layer (the last layer's kind, as Megatron-core builds it
+  // from the decoder's last layer spec), one module's parameters (its layer, eh_proj's 2h·h, three norms), and
+  // the forward matmul FLOPs of all the modules for `tokens` tokens: each module's layer (attending to the whole
+  // sequence), eh_proj and its pass through the LM head.
+  bool mtp_layer_moe() const { return is_moe_layer(layers - 1); }
+  std::int64_t mtp_params() const;
+  double mtp_flops_fwd(double tokens, int seq, int padded_vocab) const;
+  // One module's transformer layer alone (linear and attention), what recomputation re-runs of it.
+  double mtp_layer_flops_fwd(double tokens, int seq) const;
+  double mtp_attention_flops_fwd(double tokens, int seq) const;
 };
+
+// The most multi-token-prediction modules a model file may ask for: released models have one (DeepSeek-V3,
+// GLM-4.5) and the MTP papers try up to four; more is taken for a typo.
+inline constexpr int kMaxMtpLayers = 16;
 
 // Megatron pads the vocabulary so every TP rank holds an equal slice that is a multiple of 128
 // (--make-vocab-size-divisible-by 128).

@@ -97,6 +97,11 @@ double layers_params_per_rank(const ModelSpec& m, const ParallelConfig& c, const
   return mix.dense * k.dense + mix.moe * (k.moe - k.routed) + routed_expert_params_per_rank(m, c, mix);
 }
 
+double mtp_expert_params_per_rank(const ModelSpec& m, const ParallelConfig& c) {
+  if (m.mtp_layers <= 0 || !m.mtp_layer_moe()) return 0.0;
+  return m.mtp_layers * routed_expert_params_per_rank(m, c, LayerMix{0, 1});
+}
+
 StageParams stage_params(const ModelSpec& m, const ParallelConfig& c, int stage) {
   const int vocab = padded_vocab(m.vocab, c.tp);
   const double word_embedding = static_cast<double>(vocab) * m.hidden / c.tp;
@@ -113,6 +118,15 @@ StageParams stage_params(const ModelSpec& m, const ParallelConfig& c, int stage)
     // Untied: its own LM head. Tied with pp > 1: Megatron keeps a copy of the word embedding on
     // the last stage and all-reduces the two gradients. Tied with pp == 1: shared, counted once.
     if (!m.tied_embeddings || c.pp > 1) p.head += word_embedding;
+    if (m.mtp_layers > 0) {
+      // Each module: its layer as the decoder's of that kind, eh_proj (column-parallel, 2h·h/tp) and three
+      // norms (replicated).
+      const LayerMix kind = m.mtp_layer_moe() ? LayerMix{0, 1} : LayerMix{1, 0};
+      const double h = m.hidden;
+      p.mtp = m.mtp_layers * (layers_params_per_rank(m, c, kind) + 2.0 * h * h / c.tp + 3.0 * m.norm_params());
+      if (!m.tied_embeddings && c.pp > 1) p.mtp += word_embedding;
+      p.experts += mtp_expert_params_per_rank(m, c);
+    }
   }
   return p;
 }

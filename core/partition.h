@@ -34,11 +34,18 @@ LayerMix stage_layer_mix(const ModelSpec& model, const ParallelConfig& config, i
 
 struct StageParams {
   double layers = 0;     // transformer layers on the stage (all its chunks)
-  double experts = 0;    // of `layers`: the routed experts this rank holds (1/ep of the stage's)
+  double experts = 0;    // of `layers` and `mtp`: the routed experts this rank holds (1/ep of the stage's)
   double embedding = 0;  // vocab-parallel word embedding (+ learned positions): first stage
   double head = 0;       // final norm + LM head, or the tied embedding's copy: last stage
-  double total() const { return layers + embedding + head; }
+  // Multi-token prediction (ModelSpec::mtp_layers), last stage: its modules, and where the embedding is not
+  // already there (untied, pp > 1) the word embedding's copy they look up, whose gradient Megatron-core
+  // all-reduces with the first stage's as a tied embedding's (finalize_model_grads.py,
+  // _allreduce_word_embedding_grads).
+  double mtp = 0;
+  double total() const { return layers + embedding + head + mtp; }
 };
+// Of StageParams::mtp, the routed experts of the modules' MoE layers this rank holds.
+double mtp_expert_params_per_rank(const ModelSpec& model, const ParallelConfig& config);
 
 // One layer's routed experts per TP rank (the mean over the layers, as layer_params_per_tp_rank), and
 // one layer's parameters on a rank that holds 1/ep of the experts, each split etp ways (0: tp ways).

@@ -163,7 +163,12 @@ Result<ModelSpec> load_model(const std::string& name_or_path_given) {
     auto model = model_from_hf_config(*json, dir.filename().string(), name_or_path);
     if (!model) return model.error();
     if (model->name.empty()) model->name = std::filesystem::path(name_or_path).stem().string();
-    model->checkpoint_note = checkpoint_comparison(dir.empty() ? "." : dir, static_cast<double>(model->total_params()));
+    // A checkpoint stores each multi-token-prediction module as a layer past the last, with copies of the
+    // word embedding and the LM head in it (DeepSeek-V3's model.layers.61.embed_tokens and .shared_head.head).
+    const double mtp_stored =
+        model->mtp_layers * (static_cast<double>(model->mtp_params()) + 2.0 * model->vocab * model->hidden);
+    model->checkpoint_note =
+        checkpoint_comparison(dir.empty() ? "." : dir, static_cast<double>(model->total_params()) + mtp_stored);
     return model;
   }
   auto model = model_from_json(*json);

@@ -38,6 +38,9 @@ Status check_sizes(const SpecInputs& in, const ClusterSpec& cluster) {
   if (in.zero3_prefetch != -1.0 && (!(in.zero3_prefetch >= 0.0) || in.zero3_prefetch > 1e15))
     return make_error(fmt::format("--zero3-prefetch: {} must be between 0 (one unit ahead) and 1e15 parameter elements",
                                   in.zero3_prefetch));
+  if (in.mtp_layers != -1 && (in.mtp_layers < 0 || in.mtp_layers > kMaxMtpLayers))
+    return make_error(
+        fmt::format("--mtp-layers: {} must be between 0 and {} (or -1: the model's)", in.mtp_layers, kMaxMtpLayers));
   if (!(in.moe_imbalance >= 1.0) || in.moe_imbalance > 1e3)
     return make_error(fmt::format("--moe-imbalance: {} must be between 1 (balanced) and 1000", in.moe_imbalance));
   if (in.framework.find(',') != std::string::npos)
@@ -91,6 +94,7 @@ Result<Specs> resolve_specs(const SpecInputs& in) {
   specs.cluster = std::move(*cluster);
   specs.cluster_name = in.cluster;
   if (Status s = check_sizes(in, specs.cluster); !s) return s.error();
+  if (in.mtp_layers >= 0) specs.model.mtp_layers = static_cast<int>(in.mtp_layers);
 
   TrainingSpec& t = specs.training;
   t.gpus = static_cast<int>(in.gpus);

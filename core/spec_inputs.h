@@ -19,6 +19,7 @@ struct SpecInputs {
   long long gpus = 0;
   long long global_batch = 0;
   long long seq = 0;              // 0: the model's
+  long long mtp_layers = -1;      // negative: the model's (ModelSpec::mtp_layers)
   double tokens = 0;              // token budget, for days to train; 0: none
   std::string attention = "";     // empty: the --framework's kernel, else flash
   std::string elementwise = "";   // empty: the --framework's, else fused
@@ -62,6 +63,10 @@ void for_each_spec_flag(SpecInputs& in, Visit&& visit) {
   visit("--global-batch", in.global_batch, "sequences per optimizer step", true);
   visit("--cluster", in.cluster, "cluster preset or cost file (JSON)", false);
   visit("--seq", in.seq, "sequence length (default: the model's)", false);
+  visit("--mtp-layers", in.mtp_layers,
+        "multi-token-prediction modules after the last layer, on the last pipeline stage (Megatron-core's "
+        "--mtp-num-layers; 0: none) (default: the model's, config.json's num_nextn_predict_layers)",
+        false);
   visit("--tokens", in.tokens, "token budget, for days to train", false);
   visit("--framework", in.framework,
         "software stack whose known behaviours apply: megatron-lm-2021, megatron-core, torchtitan or deepspeed "

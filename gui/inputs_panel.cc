@@ -224,6 +224,15 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
       tr("ZeRO-3: parameter elements each unit's hook prefetches beyond the unit computing (0: one unit ahead, as "
          "FSDP; DeepSpeed's stage3_prefetch_bucket_size); `loom plan --zero3-prefetch`"));
   form->addRow(tr("ZeRO-3 prefetch"), zero3_prefetch_);
+  mtp_layers_ = new QSpinBox;
+  mtp_layers_->setObjectName("mtp_layers");
+  mtp_layers_->setRange(-1, kMaxMtpLayers);
+  mtp_layers_->setSpecialValueText(tr("model's"));
+  mtp_layers_->setValue(-1);
+  mtp_layers_->setToolTip(
+      tr("multi-token-prediction modules after the last layer, on the last pipeline stage (0: none; the model's: "
+         "config.json's num_nextn_predict_layers); `loom plan --mtp-layers`"));
+  form->addRow(tr("MTP modules"), mtp_layers_);
   outer->addWidget(specs);
 
   auto* limits = new QGroupBox(tr("Restrict the search"));
@@ -301,6 +310,7 @@ InputsPanel::InputsPanel(QWidget* parent) : QWidget(parent) {
   connect(grad_bytes_, &QComboBox::currentIndexChanged, this, emit_changed);
   for (QDoubleSpinBox* box : {kernel_cv_, gpu_cv_, host_op_us_, zero3_prefetch_})
     connect(box, &QDoubleSpinBox::valueChanged, this, emit_changed);
+  connect(mtp_layers_, &QSpinBox::valueChanged, this, emit_changed);
   for (QCheckBox* box : {account_embedding_, account_loss_}) connect(box, &QCheckBox::toggled, this, emit_changed);
   for (QLineEdit* e : {tp_, cp_, cp_comm_, ep_, etp_, pp_, dp_, zero_, shard_group_, micro_batch_, vpp_, recompute_,
                        sp_, schedule_, first_stage_, last_stage_, stage_layers_})
@@ -363,6 +373,7 @@ PlanRequest InputsPanel::request() const {
   // Below zero (typed between -1 and 0) is the framework's, as -1 is.
   r.specs.host_op_us = host_op_us_->value() < 0 ? -1.0 : host_op_us_->value();
   r.specs.zero3_prefetch = zero3_prefetch_->value() < 0 ? -1.0 : zero3_prefetch_->value();
+  r.specs.mtp_layers = mtp_layers_->value();
   auto text = [](const QLineEdit* e) { return e->text().remove(' ').toStdString(); };
   r.config.tp = text(tp_);
   r.config.cp = text(cp_);
@@ -416,6 +427,7 @@ void InputsPanel::set_request(const PlanRequest& r) {
   gpu_cv_->setValue(r.specs.gpu_cv);
   host_op_us_->setValue(r.specs.host_op_us < 0 ? -1.0 : r.specs.host_op_us);
   zero3_prefetch_->setValue(r.specs.zero3_prefetch < 0 ? -1.0 : r.specs.zero3_prefetch);
+  mtp_layers_->setValue(static_cast<int>(std::clamp<long long>(r.specs.mtp_layers, -1, kMaxMtpLayers)));
   first_stage_->setText(QString::fromStdString(r.config.first_stage_layers));
   last_stage_->setText(QString::fromStdString(r.config.last_stage_layers));
   stage_layers_->setText(QString::fromStdString(r.config.stage_layers));

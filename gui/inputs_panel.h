@@ -40,6 +40,7 @@ class InputsPanel : public QWidget {
   QDoubleSpinBox* gpu_cv_box() const { return gpu_cv_; }
   QDoubleSpinBox* host_op_us_box() const { return host_op_us_; }
   QDoubleSpinBox* zero3_prefetch_box() const { return zero3_prefetch_; }
+  QSpinBox* mtp_layers_box() const { return mtp_layers_; }
   QLineEdit* first_stage_layers_box() const { return first_stage_; }
   QLineEdit* last_stage_layers_box() const { return last_stage_; }
   QLineEdit* stage_layers_box() const { return stage_layers_; }
@@ -79,6 +80,7 @@ class InputsPanel : public QWidget {
   QDoubleSpinBox* gpu_cv_;          // σ/μ per GPU, persistent
   QDoubleSpinBox* host_op_us_;      // at its minimum, -1: "framework's"
   QDoubleSpinBox* zero3_prefetch_;  // elements; at its minimum, -1: "framework's"
+  QSpinBox* mtp_layers_;            // at its minimum, -1: "model's"
   QLineEdit *first_stage_, *last_stage_, *stage_layers_;
   QCheckBox *account_embedding_, *account_loss_;
   PlanRequest base_;  // the request last set: what request() starts from

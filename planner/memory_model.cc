@@ -545,9 +545,18 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     const LayerMix mix = stage_layer_mix(m, c, stage);
     const double per_layer = activation_bytes_per_layer_of(m, t, c, mix.moe_fraction());
     // The largest layer's whole activations, which full recomputation rebuilds one layer at a time.
-    const double layer_working_set =
-        std::max(mix.dense > 0 ? activation_bytes_per_layer_of(m, t, no_recompute, 0.0) : 0.0,
-                 mix.moe > 0 ? activation_bytes_per_layer_of(m, t, no_recompute, 1.0) : 0.0);
+    // Multi-token prediction on the last stage (ModelSpec::mtp_layers): each module's layer is one more layer
+    // of its kind, beside what the module keeps for its backward: enorm's and hnorm's inputs and statistics,
+    // and eh_proj's input (their 2h-wide concatenation; under SP this rank's share).
+    const bool mtp = stage == c.pp - 1 && m.mtp_layers > 0;
+    const double mtp_moe = mtp && m.mtp_layer_moe() ? 1.0 : 0.0;
+    const double mtp_per_micro_batch =
+        mtp ? m.mtp_layers * (activation_bytes_per_layer_of(m, t, c, mtp_moe) +
+                              (4.0 * ab * sbh + 2.0 * norm_statistics_bytes(m) * s * b) / sp_divisor)
+            : 0.0;
+    const double layer_working_set = std::max(
+        {mix.dense > 0 || (mtp && mtp_moe == 0.0) ? activation_bytes_per_layer_of(m, t, no_recompute, 0.0) : 0.0,
+         mix.moe > 0 || mtp_moe > 0 ? activation_bytes_per_layer_of(m, t, no_recompute, 1.0) : 0.0});
     const StageParams params = stage_params(m, c, stage);
     sm.param_count = params.total();
     const double n = sm.param_count;
@@ -565,9 +574,9 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
 
     sm.activation_bytes_per_layer = per_layer;
     sm.micro_batches_in_flight = micro_batches_in_flight(c, stage, micro_batches);
-    double activations = per_layer * sm.layers * sm.micro_batches_in_flight;
+    double activations = (per_layer * sm.layers + mtp_per_micro_batch) * sm.micro_batches_in_flight;
     // One micro-batch's activations on this stage at the peak after its forward (zero-bubble swaps them).
-    double micro_batch_activations = per_layer * sm.layers;
+    double micro_batch_activations = per_layer * sm.layers + mtp_per_micro_batch;
     // Korthikanti et al. §4.3: the embedding's dropout mask on the first stage.
     if (stage == 0 && m.dropout) {
       activations += sbh / sp_divisor * sm.micro_batches_in_flight;
@@ -600,7 +609,10 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
       // recomputed, so the peak holds the larger of the two, not both.
       const double vocab = padded_vocab(m.vocab, c.tp);
       const double logits = s * b * vocab / c.tp;
-      const double kept_head = (2.0 * ab * sbh + norm_statistics_bytes(m) * s * b) / sp_divisor + 4.0 * logits;
+      // Each MTP module's head pass keeps the same beside the main one's until the backward; the loss's peak
+      // beyond its kept logits is one loss's at a time.
+      const double kept_head =
+          (1.0 + m.mtp_layers) * ((2.0 * ab * sbh + norm_statistics_bytes(m) * s * b) / sp_divisor + 4.0 * logits);
       const double head = kept_head + (std::max(t.loss_bytes_per_logit, 4.0) - 4.0) * logits;
       const double heads_alive = c.schedule == Schedule::kGPipe ? static_cast<double>(micro_batches) : 1.0;
       activations += (heads_alive - 1.0) * kept_head + std::max(head, recompute_working_set);

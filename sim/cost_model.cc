@@ -409,7 +409,7 @@ double CostModel::zero3_chunk_params(int stage, int chunk) const {
   const StageParams& p = stage_params_[stage];
   double params = layer_params_per_tp_rank(model_, config_.tp) * chunk_layers(model_.layers, config_, stage, chunk);
   if (chunk == 0) params += p.embedding;
-  if (chunk == config_.vpp - 1) params += p.head;
+  if (chunk == config_.vpp - 1) params += p.head + p.mtp;
   return params;
 }
 
@@ -424,7 +424,7 @@ double CostModel::zero3_collective_s(Collective c, int stage, int chunk) const {
   const StageParams& p = stage_params_[stage];
   double seconds = layer_s * chunk_layers(model_.layers, config_, stage, chunk);
   if (chunk == 0) seconds += one(p.embedding);
-  if (chunk == config_.vpp - 1) seconds += one(p.head);
+  if (chunk == config_.vpp - 1) seconds += one(p.head) + (p.mtp > 0 ? one(p.mtp) : 0.0);
   return seconds;
 }
 
@@ -499,7 +499,9 @@ double CostModel::zero3_prefetch_wait_s(int stage, int chunk, bool backward, con
 double CostModel::stage_params(int stage) const { return stage_params_[stage].total(); }
 
 double CostModel::chunk_expert_params(int stage, int chunk) const {
-  return routed_expert_params_per_rank(model_, config_, chunk_layer_mix(model_, config_, stage, chunk));
+  const bool last = stage == config_.pp - 1 && chunk == config_.vpp - 1;
+  return routed_expert_params_per_rank(model_, config_, chunk_layer_mix(model_, config_, stage, chunk)) +
+         (last ? mtp_expert_params_per_rank(model_, config_) : 0.0);
 }
 
 double CostModel::stage_expert_params(int stage) const { return stage_params_[stage].experts; }
@@ -508,7 +510,7 @@ double CostModel::chunk_params(int stage, int chunk) const {
   const StageParams& p = stage_params_[stage];
   double params = layers_params_per_rank(model_, config_, chunk_layer_mix(model_, config_, stage, chunk));
   if (chunk == 0) params += p.embedding;
-  if (chunk == config_.vpp - 1) params += p.head;
+  if (chunk == config_.vpp - 1) params += p.head + p.mtp;
   return params;
 }
 
@@ -1202,7 +1204,26 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
   }
 
   PassCost* weight = split_weight_grad ? &c.weight : &c.backward;
-  if (last) {
+  auto backward_of = [&](double fraction, PassCost& in, PassCost& w) {
+    if (split_weight_grad)
+      layer_backward(in, w, fraction);
+    else
+      layer_backward(in, in, fraction);
+  };
+  // A column-parallel GEMM's input-gradient reduction over TP (a reduce-scatter under SP), beside its weight
+  // gradient where TP communication overlaps it.
+  auto weight_grad_and_reduce = [&](const char* op, double wgrad, double reduce_bytes, double flops) {
+    const double reduce =
+        config_.tp > 1 ? tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, reduce_bytes) : 0.0;
+    const Overlap r =
+        split_weight_grad || !training_.tp_comm_overlap ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);
+    weight->add(op, r.compute_s, flops);
+    weight->sm_shared_s += r.compute_s - wgrad;
+    if (r.exposed_s > 0)
+      c.backward.add_comm(tp_name(sp ? Collective::kReduceScatter : Collective::kAllReduce), r.exposed_s);
+  };
+  // The final norm, the LM head and the loss, once for the main prediction and once for each MTP module.
+  auto head_pass = [&] {
     add_norm(c.forward, "final_norm", tokens_sp * h, false);
     if (sp) {
       c.forward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
@@ -1211,24 +1232,48 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     c.forward.add("lm_head", gemm_s(tokens_, v / t, h), 2.0 * tokens_ * h * v / t);
     add_loss(c.forward, c.backward, tokens_ * v / t);
     c.backward.add("lm_head_bwd", gemm_s(tokens_, h, v / t), 2.0 * tokens_ * h * v / t);
-    const double wgrad = wgrad_s(h, v / t, tokens_, false);
-    const double reduce =
-        config_.tp > 1 ? tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes) : 0.0;
-    const Overlap r =
-        split_weight_grad || !training_.tp_comm_overlap ? Overlap{wgrad, reduce} : overlapped(wgrad, reduce);
-    weight->add("lm_head_bwd", r.compute_s, 2.0 * tokens_ * h * v / t);
-    weight->sm_shared_s += r.compute_s - wgrad;
-    if (r.exposed_s > 0)
-      c.backward.add_comm(tp_name(sp ? Collective::kReduceScatter : Collective::kAllReduce), r.exposed_s);
+    weight_grad_and_reduce("lm_head_bwd", wgrad_s(h, v / t, tokens_, false), act_bytes, 2.0 * tokens_ * h * v / t);
     if (config_.tp > 1) add_sp_copy(c.backward, d, 1.0);
     add_norm(c.backward, "final_norm_bwd", tokens_sp * h, true);
-  }
-  auto backward_of = [&](double fraction, PassCost& in, PassCost& w) {
-    if (split_weight_grad)
-      layer_backward(in, w, fraction);
-    else
-      layer_backward(in, in, fraction);
   };
+  if (last) {
+    head_pass();
+    // Multi-token prediction (ModelSpec::mtp_layers), as Megatron-core's MultiTokenPredictionLayer runs each
+    // module: the shifted tokens' embedding (vocab-parallel, reduced over TP as the first stage's), enorm and
+    // hnorm, their concatenation, eh_proj (ColumnParallelLinear 2h → h: under SP its input all-gathered over
+    // TP; its output gathered over TP, gather_from_tensor_model_parallel_region, and split back to the
+    // sequence), one transformer layer of the last layer's kind, and the head pass above.
+    const double moe = model_.mtp_layer_moe() ? 1.0 : 0.0;
+    const double proj_flops = 2.0 * tokens_ * 2.0 * h * h / t;
+    for (int k = 0; k < model_.mtp_layers; ++k) {
+      add_memory(c.forward, "embedding", 3.0 * ab * tokens_ * h);
+      if (config_.tp > 1) {
+        add_sp_copy(c.forward, d, 1.0);
+        c.forward.add_comm(tp_name(sp ? Collective::kReduceScatter : Collective::kAllReduce),
+                           tp_comm_s(sp ? Collective::kReduceScatter : Collective::kAllReduce, act_bytes));
+      }
+      for (int n = 0; n < 2; ++n) add_norm(c.forward, "norm", tokens_sp * h, false);
+      add_memory(c.forward, "mtp_concat", 2.0 * ab * tokens_sp * 2.0 * h);
+      if (sp) {
+        c.forward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, 2.0 * act_bytes));
+        add_sp_copy(c.forward, d, 2.0);
+      }
+      c.forward.add("mtp_eh_proj", linear_gemm_s(tokens_, h / t, 2.0 * h), proj_flops);
+      if (config_.tp > 1)
+        c.forward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
+      c.forward.append(layer_forward(true, {}, moe));
+      head_pass();
+      PassCost layer_in = new_pass(), layer_w = new_pass();
+      backward_of(moe, layer_in, layer_w);
+      c.backward.append(layer_in);
+      if (split_weight_grad) c.weight.append(layer_w);
+      c.backward.add("mtp_eh_proj_bwd", linear_gemm_s(tokens_, 2.0 * h, h / t), proj_flops);
+      weight_grad_and_reduce("mtp_eh_proj_bwd", wgrad_s(h / t, 2.0 * h, tokens_), 2.0 * act_bytes, proj_flops);
+      add_memory(c.backward, "mtp_concat", 2.0 * ab * tokens_sp * 2.0 * h);
+      for (int n = 0; n < 2; ++n) add_norm(c.backward, "norm_bwd", tokens_sp * h, true);
+      add_memory(c.backward, "embedding_bwd", tokens_ * h * (ab + 4.0));
+    }
+  }
   PassCost layer_in = new_pass(), layer_w = new_pass();
   backward_of(mix.moe_fraction(), layer_in, layer_w);
   if (!mixed) {

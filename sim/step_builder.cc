@@ -326,7 +326,9 @@ void StepBuilder::add_zero2_reduce_scatters(int s, int chunk) {
 }
 
 void StepBuilder::add_tied_embedding_reduction(int s) {
-  const bool tied_copy = model_.tied_embeddings && c_.pp > 1;
+  // The last stage holds a copy of the word embedding when the head is tied to it, or when multi-token
+  // prediction looks the shifted tokens up there (core/partition.h, StageParams::mtp).
+  const bool tied_copy = (model_.tied_embeddings || model_.mtp_layers > 0) && c_.pp > 1;
   if (!tied_copy || (s != 0 && s != c_.pp - 1)) return;
   const double bytes =
       static_cast<double>(padded_vocab(model_.vocab, c_.tp)) * model_.hidden / c_.tp * training_.grad_bytes;

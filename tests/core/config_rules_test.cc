@@ -252,6 +252,10 @@ TEST(ConfigRules, ExecutorAddsOnlyItsOwnLimits) {
   c.config.recompute = Recompute::kOp;  // torchtitan's op-level SAC, with flash attention
   EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());
   c.config.recompute = Recompute::kNone;
+  c.model.mtp_layers = 1;  // planned and simulated, not run
+  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kModelShape,
+                "the executor does not run multi-token prediction (mtp_layers) yet");
+  c.model.mtp_layers = 0;
   c.training.seq_len = 65;
   expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kSeqLen,
                 "sequence length 65 must be between 1 and the model's 64");

@@ -458,9 +458,9 @@ TEST(HfConfig, ConfigsLoomWouldMisreadAreRefusedNamingTheField) {
     EXPECT_NE(m.error().message.find(expected), std::string::npos) << m.error().message;
   }
   // A dense config with a zero or null expert field is still dense.
-  for (const std::string fields : {R"("model_type": "llama", "num_experts": 0, "num_experts_per_tok": 2)",
-                                   R"("model_type": "llama", "moe_num_experts": null)",
-                                   R"("model_type": "llama", "shared_expert_count": 0)"}) {
+  for (const std::string fields :
+       {R"("model_type": "llama", "num_experts": 0, "num_experts_per_tok": 2)",
+        R"("model_type": "llama", "moe_num_experts": null)", R"("model_type": "llama", "shared_expert_count": 0)"}) {
     auto m = load_model(write_temp("dense" + std::to_string(i++) + ".json", "{" + fields + ", " + base + "}"));
     ASSERT_TRUE(m.ok()) << m.error().message;
     EXPECT_FALSE(m->moe.active()) << fields;

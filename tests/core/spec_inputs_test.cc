@@ -2,6 +2,12 @@
 // in every error.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+
+#include "core/json_io.h"
+#include "core/presets.h"
 #include "core/spec_inputs.h"
 
 namespace loom {
@@ -108,6 +114,8 @@ TEST(ResolveSpecs, BadInputNamesTheFlagOnOneLine) {
        },
        "--flash-kernel: applies to --attention flash only, not unfused"},
       {[](SpecInputs& in) { in.cp_attention = "ring"; }, "--cp-attention: unknown library 'ring' (te or pytorch)"},
+      {[](SpecInputs& in) { in.mtp_layers = 17; }, "--mtp-layers: 17 must be between 0 and 16 (or -1: the model's)"},
+      {[](SpecInputs& in) { in.mtp_layers = -2; }, "--mtp-layers: -2 must be between 0 and 16 (or -1: the model's)"},
   };
   for (const Case& c : cases) {
     SpecInputs in = llama_on_a100s();
@@ -120,6 +128,27 @@ TEST(ResolveSpecs, BadInputNamesTheFlagOnOneLine) {
   }
 }
 
+// --mtp-layers sets the model's multi-token-prediction modules: on a model without (Llama 2) and, 0, off one
+// whose config.json has them; left at -1 the model's own count stands.
+TEST(ResolveSpecs, MtpLayersOverridesTheModels) {
+  SpecInputs in = llama_on_a100s();
+  in.mtp_layers = 2;
+  auto two = resolve_specs(in);
+  ASSERT_TRUE(two.ok()) << two.error().message;
+  EXPECT_EQ(two->model.mtp_layers, 2);
+  in.mtp_layers = -1;
+  EXPECT_EQ(resolve_specs(in)->model.mtp_layers, 0);
+  Json model = to_json(*model_preset("llama2-7b"));
+  model["mtp_layers"] = 1;
+  const auto path = std::filesystem::temp_directory_path() / ("loom_mtp_model_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << model.dump();
+  in.model = path.string();
+  EXPECT_EQ(resolve_specs(in)->model.mtp_layers, 1);
+  in.mtp_layers = 0;
+  EXPECT_EQ(resolve_specs(in)->model.mtp_layers, 0);
+  std::filesystem::remove(path);
+}
+
 TEST(SpecFlagTable, NamesEveryInputOnceAndMarksTheThreeACommandCannotDefault) {
   SpecInputs in;
   std::vector<std::string> flags, required;
@@ -127,9 +156,9 @@ TEST(SpecFlagTable, NamesEveryInputOnceAndMarksTheThreeACommandCannotDefault) {
     flags.push_back(flag);
     if (needed) required.push_back(flag);
   });
-  EXPECT_EQ(flags.size(), 22u);  // ... --framework, --elementwise, --flash-kernel, --cp-attention, --precision,
-                                 // --fp8-recipe, --moe-imbalance, --moe-shared-expert-overlap, --kernel-cv,
-                                 // --gpu-cv, --host-op-us and --zero3-prefetch among them
+  EXPECT_EQ(flags.size(), 23u);  // ... --mtp-layers, --framework, --elementwise, --flash-kernel, --cp-attention,
+                                 // --precision, --fp8-recipe, --moe-imbalance, --moe-shared-expert-overlap,
+                                 // --kernel-cv, --gpu-cv, --host-op-us and --zero3-prefetch among them
   EXPECT_EQ(required, (std::vector<std::string>{"--model", "--gpus", "--global-batch"}));
 }
 

@@ -221,6 +221,7 @@ TEST_F(GuiMainWindow, EveryCommandLineInputSurvivesAnEditOfAnother) {
   r.specs.gpu_cv = 0.02;
   r.specs.host_op_us = 8;
   r.specs.zero3_prefetch = 5e7;
+  r.specs.mtp_layers = 1;
   r.config.pp = "2";
   r.config.first_stage_layers = "14";
   w().set_request(r);
@@ -231,6 +232,7 @@ TEST_F(GuiMainWindow, EveryCommandLineInputSurvivesAnEditOfAnother) {
   EXPECT_DOUBLE_EQ(in->gpu_cv_box()->value(), 0.02);
   EXPECT_DOUBLE_EQ(in->host_op_us_box()->value(), 8.0);
   EXPECT_DOUBLE_EQ(in->zero3_prefetch_box()->value(), 5e7);
+  EXPECT_EQ(in->mtp_layers_box()->value(), 1);
   EXPECT_EQ(in->first_stage_layers_box()->text(), "14");
 
   QSpinBox* gpus = in->gpus_box();  // an edit of another input, as a person makes it
@@ -246,6 +248,7 @@ TEST_F(GuiMainWindow, EveryCommandLineInputSurvivesAnEditOfAnother) {
   EXPECT_DOUBLE_EQ(t.gpu_cv, 0.02);
   EXPECT_DOUBLE_EQ(t.host_op_s, 8e-6);
   EXPECT_DOUBLE_EQ(t.zero3_prefetch_elements, 5e7);
+  EXPECT_EQ(w().outcome().specs.model.mtp_layers, 1);
   ASSERT_GT(w().plans_model()->rowCount(), 0);
   for (int i = 0; i < w().plans_model()->rowCount(); ++i) {
     const PlanRow* row = w().plans_model()->row(i);
