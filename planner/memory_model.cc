@@ -364,6 +364,11 @@ ZeroBubbleKept zero_bubble_kept(const ModelSpec& m, const TrainingSpec& t, const
   k.layers = ab * tokens * (mix.total() * attention + mix.dense * dense + mix.moe * moe);
   // The LM head's input and its logits' gradient.
   if (stage == c.pp - 1) k.head = ab * tokens * (h + padded_vocab(m.vocab, c.tp) / tp);
+  // Each multi-token-prediction module: its layer, eh_proj's input (2h) and output gradient, and its head pass.
+  if (stage == c.pp - 1 && m.mtp_layers > 0) {
+    k.layers += m.mtp_layers * ab * tokens * (attention + (m.mtp_layer_moe() ? moe : dense) + 2.0 * h + h / tp);
+    k.head *= 1.0 + m.mtp_layers;
+  }
   return k;
 }
 

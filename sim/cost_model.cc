@@ -1242,7 +1242,7 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
     // module: the shifted tokens' embedding (vocab-parallel, reduced over TP as the first stage's), enorm and
     // hnorm, their concatenation, eh_proj (ColumnParallelLinear 2h → h: under SP its input all-gathered over
     // TP; its output gathered over TP, gather_from_tensor_model_parallel_region, and split back to the
-    // sequence), one transformer layer of the last layer's kind, and the head pass above.
+    // sequence, whose backward gathers), one transformer layer of the last layer's kind, and the head pass above.
     const double moe = model_.mtp_layer_moe() ? 1.0 : 0.0;
     const double proj_flops = 2.0 * tokens_ * 2.0 * h * h / t;
     for (int k = 0; k < model_.mtp_layers; ++k) {
@@ -1267,6 +1267,8 @@ ChunkCost CostModel::chunk(int stage, int chunk, bool split_weight_grad) const {
       backward_of(moe, layer_in, layer_w);
       c.backward.append(layer_in);
       if (split_weight_grad) c.weight.append(layer_w);
+      // The scatter back to the sequence gathers its gradient (the output gather's backward is a split).
+      if (sp) c.backward.add_comm(tp_name(Collective::kAllGather), tp_comm_s(Collective::kAllGather, act_bytes));
       c.backward.add("mtp_eh_proj_bwd", linear_gemm_s(tokens_, 2.0 * h, h / t), proj_flops);
       weight_grad_and_reduce("mtp_eh_proj_bwd", wgrad_s(h / t, 2.0 * h, tokens_), 2.0 * act_bytes, proj_flops);
       add_memory(c.backward, "mtp_concat", 2.0 * ab * tokens_sp * 2.0 * h);
