@@ -149,6 +149,15 @@ void read_family_traits(FieldReader& r, const Json& json, const std::string& typ
   m.linear_bias = stated || is_one_of(type, {"gpt_neox", "phi"});
   m.qkv_bias = !m.linear_bias && is_one_of(type, {"qwen2", "qwen2_moe"});
   m.attention_sinks = type == "gpt_oss";  // GptOssAttention.sinks: one per head
+  // QK-norm as each family's attention builds it: Qwen3Attention's, Gemma3Attention's, Exaone4Attention's and
+  // (with use_qk_norm) Glm4MoeAttention's q_norm / k_norm over head_dim; Olmo2Attention's (OLMo 3's, OLMoE's)
+  // over all of Q's and K's width. Llama 4's use_qk_norm (a weightless L2 norm on its RoPE layers only) is not
+  // modelled.
+  if (is_one_of(type, {"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "exaone4"}) ||
+      (type == "glm4_moe" && r.boolean("use_qk_norm", false)))
+    m.qk_norm = QkNorm::kPerHead;
+  else if (is_one_of(type, {"olmo2", "olmo3", "olmoe"}))
+    m.qk_norm = QkNorm::kFullWidth;
   m.norm = falcon || is_one_of(type, {"gpt_neox", "opt", "phi"}) ? Norm::kLayerNorm : Norm::kRMSNorm;
   // Falcon with `alibi` has no rotary embedding; neither has parameters, so kRotary stands for both.
   m.position = PositionEmbedding::kRotary;

@@ -48,6 +48,7 @@ Json to_json(const ModelSpec& m) {
   if (m.explicit_head_dim > 0) j["head_dim"] = m.explicit_head_dim;
   if (m.qkv_bias) j["qkv_bias"] = true;
   if (m.attention_sinks) j["attention_sinks"] = true;
+  if (m.qk_norm != QkNorm::kNone) j["qk_norm"] = to_string(m.qk_norm);
   if (m.sliding_layers > 0) {
     j["sliding_window"] = m.sliding_window;
     j["sliding_window_layers"] = m.sliding_layers;
@@ -124,6 +125,14 @@ Result<ModelSpec> model_from_json(const Json& json) {
   m.tied_embeddings = r.boolean("tied_embeddings", true);
   m.qkv_bias = r.boolean("qkv_bias", false);
   m.attention_sinks = r.boolean("attention_sinks", false);
+  // Optional: QK-norm (core/names.h QkNorm), none by default.
+  const std::string qk_norm = r.string("qk_norm", std::string(to_string(QkNorm::kNone)));
+  if (r.ok()) {
+    if (const auto parsed = parse_qk_norm(qk_norm))
+      m.qk_norm = *parsed;
+    else
+      r.fail(fmt::format("model JSON: 'qk_norm' must be {}, not '{}'", one_of<QkNorm>(), qk_norm));
+  }
   // Optional: sliding-window attention, on every layer unless sliding_window_layers says how many.
   if (r.has("sliding_window")) {
     m.sliding_window = static_cast<int>(r.integer("sliding_window", std::nullopt, 1, kMaxSeq));
@@ -147,6 +156,8 @@ Result<ModelSpec> model_from_json(const Json& json) {
   if (!r.ok()) return make_error(r.error());
   read_moe_block(json, m, r);
   read_mla_block(json, m, r);
+  if (r.ok() && m.mla.active() && m.qk_norm != QkNorm::kNone)
+    r.fail("model JSON: 'qk_norm' with latent attention ('mla') is not modelled");
   if (!r.ok()) return make_error(r.error());
   const auto activation = parse_activation(act);
   if (!activation)

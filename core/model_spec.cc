@@ -39,7 +39,8 @@ T attention_params_as(const ModelSpec& m) {
   const T kv = 2 * h * kv_dim;
   const T qkv_b = m.linear_bias || m.qkv_bias ? q_dim + 2 * kv_dim : 0;
   const T out_b = m.linear_bias ? h : 0;
-  return q_and_out + kv + qkv_b + out_b + sinks;
+  const T qk_norm = m.qk_norm == QkNorm::kPerHead ? 2 * head_dim : m.qk_norm == QkNorm::kFullWidth ? q_dim + kv_dim : 0;
+  return q_and_out + kv + qkv_b + out_b + sinks + qk_norm;
 }
 
 template <typename T>
@@ -107,6 +108,15 @@ std::int64_t ModelSpec::routed_expert_params() const {
 
 std::int64_t ModelSpec::norm_params() const { return norm_params_as<std::int64_t>(*this); }
 
+std::int64_t ModelSpec::qk_norm_params() const {
+  switch (qk_norm) {
+    case QkNorm::kNone: return 0;
+    case QkNorm::kPerHead: return 2LL * head_dim();
+    case QkNorm::kFullWidth: return q_dim() + kv_dim();
+  }
+  return 0;
+}
+
 bool ModelSpec::is_moe_layer(int layer) const {
   if (!moe.active() || layer < moe.first_dense_layers) return false;
   return (layer - moe.first_dense_layers) % (moe.layer_freq > 0 ? moe.layer_freq : 1) == 0;
@@ -166,6 +176,7 @@ double linear_flops_fwd(const ModelSpec& m, double tokens, double moe_share) {
   const MoeSpec& moe = m.moe;
   const double attention =
       static_cast<double>(m.attention_params()) - (m.attention_sinks ? m.heads : 0) -
+      static_cast<double>(m.qk_norm_params()) -
       (m.mla.active() ? m.mla.kv_lora_rank + m.mla.q_lora_rank
                       : (m.linear_bias || m.qkv_bias ? m.q_dim() + 2.0 * m.kv_dim() : 0.0) + (m.linear_bias ? h : 0.0));
   const double dense_mlp = (gated ? 3.0 : 2.0) * h * m.ffn_hidden;

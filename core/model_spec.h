@@ -58,8 +58,9 @@ struct ModelSpec {
   // Width of one attention head when a model states it apart from hidden/heads (Qwen3, Gemma 2/3,
   // Mistral-Nemo, gpt-oss); 0: hidden / heads. Q and the context are heads·head_dim wide then.
   int explicit_head_dim = 0;
-  bool qkv_bias = false;         // biases on Q, K and V only (the Qwen2 family), when linear_bias is false
-  bool attention_sinks = false;  // gpt-oss: one learned softmax sink per head
+  bool qkv_bias = false;           // biases on Q, K and V only (the Qwen2 family), when linear_bias is false
+  bool attention_sinks = false;    // gpt-oss: one learned softmax sink per head
+  QkNorm qk_norm = QkNorm::kNone;  // core/names.h QkNorm (not with MLA)
   // Sliding-window attention (Mistral 7B v0.1, Gemma 2/3, gpt-oss): `sliding_layers` of the layers let a
   // query see only the `sliding_window` most recent keys (itself included); the others attend causally
   // to the whole sequence. Which layers they are does not change a layer's mean cost, so only the count
@@ -93,7 +94,8 @@ struct ModelSpec {
   std::int64_t moe_params(bool active_only) const;
   // An MoE layer's routed experts alone (what expert parallelism splits), all of them.
   std::int64_t routed_expert_params() const;
-  std::int64_t norm_params() const;  // one norm layer
+  std::int64_t norm_params() const;     // one norm layer
+  std::int64_t qk_norm_params() const;  // one layer's QK-norm weights (in attention_params)
   bool is_moe_layer(int layer) const;
   int moe_layers() const;
   std::int64_t layer_params(int layer, bool active_only = false) const;

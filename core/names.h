@@ -16,6 +16,11 @@ enum class LinkLevel { kIntraNode, kInterNode };
 enum class Activation { kGelu, kSwiGLU };
 enum class Norm { kLayerNorm, kRMSNorm };
 enum class PositionEmbedding { kLearned, kRotary };
+// QK-norm: Q and K normalised (RMSNorm) after their projection, before RoPE and the scores. kPerHead: over each
+// head's head_dim, one weight of head_dim for Q's heads and one for K's (Qwen3, Gemma 3, GLM-4.5's use_qk_norm;
+// Megatron-core's --qk-layernorm); kFullWidth: over the whole Q and the whole K, weights as wide (OLMo 2 and 3,
+// OLMoE).
+enum class QkNorm { kNone, kPerHead, kFullWidth };
 enum class AttentionKernel { kFlash, kUnfused };
 // The precision of the linear layers' GEMMs: bf16 mixed precision, or FP8 as TransformerEngine runs it.
 enum class Precision { kBf16, kFp8 };
@@ -74,6 +79,8 @@ inline constexpr NameEntry<Activation> kActivationNames[] = {{Activation::kGelu,
 inline constexpr NameEntry<Norm> kNormNames[] = {{Norm::kLayerNorm, "layernorm"}, {Norm::kRMSNorm, "rmsnorm"}};
 inline constexpr NameEntry<PositionEmbedding> kPositionEmbeddingNames[] = {{PositionEmbedding::kLearned, "learned"},
                                                                            {PositionEmbedding::kRotary, "rope"}};
+inline constexpr NameEntry<QkNorm> kQkNormNames[] = {
+    {QkNorm::kNone, "none"}, {QkNorm::kPerHead, "per_head"}, {QkNorm::kFullWidth, "full_width"}};
 inline constexpr NameEntry<AttentionKernel> kAttentionKernelNames[] = {{AttentionKernel::kFlash, "flash"},
                                                                        {AttentionKernel::kUnfused, "unfused"}};
 inline constexpr NameEntry<Precision> kPrecisionNames[] = {{Precision::kBf16, "bf16"}, {Precision::kFp8, "fp8"}};
@@ -115,6 +122,10 @@ constexpr std::span<const NameEntry<Norm>> name_table<Norm>() {
 template <>
 constexpr std::span<const NameEntry<PositionEmbedding>> name_table<PositionEmbedding>() {
   return kPositionEmbeddingNames;
+}
+template <>
+constexpr std::span<const NameEntry<QkNorm>> name_table<QkNorm>() {
+  return kQkNormNames;
 }
 template <>
 constexpr std::span<const NameEntry<AttentionKernel>> name_table<AttentionKernel>() {
@@ -190,6 +201,7 @@ inline const char* to_string(LinkLevel l) { return name_in<LinkLevel>(kLinkLevel
 inline const char* to_string(Activation a) { return name_in<Activation>(kActivationNames, a); }
 inline const char* to_string(Norm n) { return name_in<Norm>(kNormNames, n); }
 inline const char* to_string(PositionEmbedding p) { return name_in<PositionEmbedding>(kPositionEmbeddingNames, p); }
+inline const char* to_string(QkNorm q) { return name_in<QkNorm>(kQkNormNames, q); }
 inline const char* to_string(AttentionKernel k) { return name_in<AttentionKernel>(kAttentionKernelNames, k); }
 inline const char* to_string(Precision p) { return name_in<Precision>(kPrecisionNames, p); }
 inline const char* to_string(Fp8Recipe r) { return name_in<Fp8Recipe>(kFp8RecipeNames, r); }
@@ -210,6 +222,7 @@ inline std::optional<Norm> parse_norm(std::string_view s) { return parse_in<Norm
 inline std::optional<PositionEmbedding> parse_position_embedding(std::string_view s) {
   return parse_in<PositionEmbedding>(kPositionEmbeddingNames, s);
 }
+inline std::optional<QkNorm> parse_qk_norm(std::string_view s) { return parse_in<QkNorm>(kQkNormNames, s); }
 inline std::optional<AttentionKernel> parse_attention_kernel(std::string_view s) {
   return parse_in<AttentionKernel>(kAttentionKernelNames, s);
 }

@@ -74,9 +74,15 @@ double tensor_parallel_activation_bytes(const ModelSpec& m, const TrainingSpec& 
   const double kv = static_cast<double>(m.kv_dim());
   const double f = mlp_width(m, t, c, moe_fraction);  // MoE: the experts a token visits (and the shared one)
   const double attention = ab * sb * (q + 2.0 * kv) + lb * sb * q;  // Q, K, V; attention output (projection input)
+  // QK-norm keeps its inputs (Q and K as projected) beside its outputs, and per-head norms their rows' 1/rms
+  // (fp32, per head and token); a full-width norm's per-token statistics are replicated (qk_norm_statistics).
+  const double qk_norm =
+      m.qk_norm == QkNorm::kNone
+          ? 0.0
+          : ab * sb * (q + kv) + (m.qk_norm == QkNorm::kPerHead ? 4.0 * sb * (m.heads + m.kv_heads) : 0.0);
   // The activation function's input (gate and up for SwiGLU) and its output, the down projection's input.
   const double mlp = (m.activation == Activation::kSwiGLU ? 2.0 : 1.0) * ab * sb * f + lb * sb * f;
-  return attention + mlp;
+  return attention + qk_norm + mlp;
 }
 
 // The s×s attention core: softmax output, dropout mask and dropout output (5as²b at 2 bytes).
@@ -488,8 +494,10 @@ double activation_bytes_per_layer_of(const ModelSpec& m, const TrainingSpec& t, 
   const double lb = linear_input_bytes(t);
   // The layer's two norms' statistics sit with their inputs: split over TP only by sequence parallelism.
   const double norm_statistics = 2.0 * norm_statistics_bytes(m) * s * b;
+  // A full-width QK-norm's 1/rms of Q and of K, per token, on every TP rank.
+  const double qk_norm_statistics = m.qk_norm == QkNorm::kFullWidth ? 2.0 * 4.0 * s * b : 0.0;
   double bytes = (replicated_activation_bytes(m, sbh, ab, lb) + norm_statistics) / replicated_divisor +
-                 dispatched_activation_bytes(m, t, c, s * b, lb, moe_fraction) +
+                 qk_norm_statistics + dispatched_activation_bytes(m, t, c, s * b, lb, moe_fraction) +
                  tensor_parallel_activation_bytes(m, t, c, s * b, ab, lb, moe_fraction) / tp;
   const bool keep_core = c.recompute == Recompute::kNone || t.attention == AttentionKernel::kFlash;
   if (keep_core) bytes += attention_core_bytes(m, t, s, b, ab) / tp;

@@ -146,7 +146,7 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
   std::vector<std::string> lines;
   lines.push_back(fmt::format(
       "model {}: {:.2f} B parameters{}, {} layers, hidden {}, {} heads ({}{}), ffn {}, vocab {}, "
-      "{}, {}{}{}{}{}",
+      "{}, {}{}{}{}{}{}",
       m.name, m.total_params() / 1e9, m.moe.active() ? fmt::format(" ({:.2f} B active)", m.active_params() / 1e9) : "",
       m.layers, m.hidden, m.heads,
       m.mla.active() ? fmt::format("MLA, kv rank {}", m.mla.kv_lora_rank) : fmt::format("{} kv", m.kv_heads),
@@ -158,6 +158,9 @@ std::vector<std::string> assumption_lines(const ReportContext& ctx, const PlanRe
       m.chunked_layers > 0
           ? fmt::format(", attention chunks of {} on {} of {} layers", m.attention_chunk, m.chunked_layers, m.layers)
           : "",
+      m.qk_norm == QkNorm::kPerHead     ? ", QK-norm per head"
+      : m.qk_norm == QkNorm::kFullWidth ? ", QK-norm over Q's and K's full width"
+                                        : "",
       m.mtp_layers > 0 ? fmt::format(", {} multi-token-prediction module{} of {:.2f} B on the last stage", m.mtp_layers,
                                      m.mtp_layers > 1 ? "s" : "", m.mtp_params() / 1e9)
                        : ""));

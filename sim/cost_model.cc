@@ -960,6 +960,16 @@ void CostModel::add_norm(PassCost& pass, const char* op, double elements, bool b
   add_memory(pass, op, (backward ? 3.0 : 2.0) * ab * elements);
 }
 
+void CostModel::add_qk_norm(PassCost& pass, const LayerDims& d, bool backward) const {
+  if (model_.qk_norm == QkNorm::kNone) return;
+  // Every token's Q and K values of this rank's heads (all tokens: the QKV projection's output under SP too).
+  add_norm(pass, backward ? "norm_bwd" : "norm", tokens_ * (d.q_width + d.kv_width) / d.tp, backward);
+  // A full-width norm's statistics span the heads of every TP rank: each rank's partial sums of squares of Q
+  // and of K (in the backward, of the gradient times the input) all-reduced over TP, two floats per token.
+  if (model_.qk_norm == QkNorm::kFullWidth && d.tp > 1)
+    pass.add_comm(tp_name(Collective::kAllReduce), tp_comm_s(Collective::kAllReduce, tokens_ * 2.0 * 4.0));
+}
+
 void CostModel::add_rope(PassCost& pass, const LayerDims& d, bool backward) const {
   const double ab = training_.activation_bytes;
   const double tp = d.tp;
@@ -1052,6 +1062,7 @@ PassCost CostModel::layer_forward(bool with_tp_comm, const LayerForwardParts& pa
          linear_gemm_s(tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp, d.hidden) +
              bias_s(model_.linear_bias || model_.qkv_bias, tokens_, (d.q_width + 2.0 * d.kv_width) / d.tp),
          2.0 * tokens_ * d.hidden * (d.q_width + 2.0 * d.kv_width) / d.tp);
+  add_qk_norm(p, d, false);
   add_rope(p, d, false);
   if (parts.attention_core) p.append(attention_core_forward());
   add_fp8_cast(p, "fp8_cast", tokens_ * d.q_width / d.tp);
@@ -1156,6 +1167,7 @@ void CostModel::layer_backward(PassCost& in, PassCost& w, double moe_fraction) c
   row_parallel("attn_out_bwd", d.q_width, 1.0);
   in.append(attention_core_backward());
   add_rope(in, d, true);
+  add_qk_norm(in, d, true);
   column_parallel("qkv_bwd", d.q_width + 2.0 * d.kv_width, 1.0);
   add_norm(in, "norm_bwd", d.rank_tokens * d.hidden, true);
 }

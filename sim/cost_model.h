@@ -285,6 +285,8 @@ class CostModel {
   bool eager() const { return training_.elementwise == Elementwise::kEager; }
   // A norm over `elements` values (forward, or its backward).
   void add_norm(PassCost& pass, const char* op, double elements, bool backward) const;
+  // QK-norm (ModelSpec::qk_norm) over the rank's Q and K heads, after the QKV projection (its backward before).
+  void add_qk_norm(PassCost& pass, const LayerDims& d, bool backward) const;
   // RoPE on this rank's queries and keys, and under eager GQA the copies that widen K and V to every
   // query head (torchtitan's repeat_kv).
   void add_rope(PassCost& pass, const LayerDims& d, bool backward) const;

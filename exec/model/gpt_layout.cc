@@ -209,7 +209,7 @@ RuleStatus check_model_inputs(const ModelSpec& m, int seq_len) {
   if (m.heads < 1 || (m.explicit_head_dim == 0 && m.hidden % m.heads != 0))
     return executor_limit(rule::kModelShape, fmt::format("hidden {} is not a multiple of heads {}", m.hidden, m.heads));
   // Planned and simulated, not yet run: expert and router biases (gpt-oss), latent attention, softmax sinks,
-  // sliding windows, attention chunks, multi-token prediction.
+  // sliding windows, attention chunks, QK-norm, multi-token prediction.
   if (m.moe.active() && m.moe.expert_bias)
     return executor_limit(rule::kModelShape, "the executor does not run expert and router biases (gpt-oss) yet");
   if (m.mla.active())
@@ -219,6 +219,8 @@ RuleStatus check_model_inputs(const ModelSpec& m, int seq_len) {
     return executor_limit(rule::kModelShape, "the executor does not run sliding-window attention yet");
   if (m.chunked_at(seq_len))
     return executor_limit(rule::kModelShape, "the executor does not run chunked attention (Llama 4) yet");
+  if (m.qk_norm != QkNorm::kNone)
+    return executor_limit(rule::kModelShape, "the executor does not run QK-norm (qk_norm) yet");
   if (m.mtp_layers > 0)
     return executor_limit(rule::kModelShape, "the executor does not run multi-token prediction (mtp_layers) yet");
   if (m.position == PositionEmbedding::kRotary && m.head_dim() % 2 != 0)

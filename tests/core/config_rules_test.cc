@@ -256,6 +256,10 @@ TEST(ConfigRules, ExecutorAddsOnlyItsOwnLimits) {
   expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kModelShape,
                 "the executor does not run multi-token prediction (mtp_layers) yet");
   c.model.mtp_layers = 0;
+  c.model.qk_norm = QkNorm::kPerHead;
+  expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kModelShape,
+                "the executor does not run QK-norm (qk_norm) yet");
+  c.model.qk_norm = QkNorm::kNone;
   c.training.seq_len = 65;
   expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kSeqLen,
                 "sequence length 65 must be between 1 and the model's 64");

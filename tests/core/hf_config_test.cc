@@ -467,6 +467,36 @@ TEST(HfConfig, ConfigsLoomWouldMisreadAreRefusedNamingTheField) {
   }
 }
 
+// QK-norm as each family's attention builds it. Qwen3-32B's released count is Loom's exactly once its q_norm and
+// k_norm (head_dim each, per layer) are counted: 256 parameters a layer were all that was missing. OLMo 2's
+// norms span all of Q's and K's width (Olmo2Attention: RMSNorm(heads·head_dim), RMSNorm(kv_heads·head_dim));
+// its fields are OLMo-2-1124-7B's, its count written out (7.30 B, as AI2's card gives it).
+TEST(HfConfig, QkNormAsEachFamilyBuildsIt) {
+  auto qwen = load_model(released("qwen3-32b"));
+  ASSERT_TRUE(qwen.ok()) << qwen.error().message;
+  EXPECT_EQ(qwen->qk_norm, QkNorm::kPerHead);
+  EXPECT_EQ(static_cast<double>(qwen->total_params()), released_count("qwen3-32b", "total"));
+  auto olmo = load_model(write_temp("olmo2.json", R"({"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2",
+    "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 32, "hidden_act": "silu", "max_position_embeddings": 4096, "rms_norm_eps": 1e-06,
+    "rope_theta": 500000, "vocab_size": 100352, "tie_word_embeddings": false, "attention_bias": false})"));
+  ASSERT_TRUE(olmo.ok()) << olmo.error().message;
+  EXPECT_EQ(olmo->qk_norm, QkNorm::kFullWidth);
+  const double h = 4096, layer = 4 * h * h + 2 * h + 3 * h * 11008 + 2 * h;
+  EXPECT_EQ(static_cast<double>(olmo->total_params()), 32 * layer + 2 * 100352 * h + h);
+  EXPECT_NEAR(static_cast<double>(olmo->total_params()) / 1e9, 7.30, 0.005);
+  const std::string glm = R"({"model_type": "glm4_moe", "hidden_size": 512, "intermediate_size": 1024,
+    "num_attention_heads": 8, "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 512, )";
+  for (const auto& [flag, expected] : {std::pair{"false", QkNorm::kNone}, std::pair{"true", QkNorm::kPerHead}}) {
+    auto m = load_model(write_temp(std::string("glm_") + flag + ".json", glm + R"("use_qk_norm": )" + flag + "}"));
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    EXPECT_EQ(m->qk_norm, expected) << flag;
+  }
+  auto llama = load_model(released("llama-3.1-8b"));
+  ASSERT_TRUE(llama.ok()) << llama.error().message;
+  EXPECT_EQ(llama->qk_norm, QkNorm::kNone);
+}
+
 TEST(HfConfig, ActiveExpertsSetTheMatmulFlops) {
   // Mixtral: a token passes through 2 of 8 experts, so a layer's matmul FLOPs are 2 per weight of its
   // attention, router and two experts — not of all eight.
