@@ -16,6 +16,18 @@ T mlp_block_params(T h, T f, bool gated, bool bias) {
   return h * up_width + f * h + (bias ? up_width + h : 0);
 }
 
+// QK-norm's weights: head_dim for Q's heads and for K's (per head), or as wide as Q and K (full width).
+template <typename T>
+T qk_norm_params_as(const ModelSpec& m) {
+  const T head_dim = m.head_dim();
+  switch (m.qk_norm) {
+    case QkNorm::kNone: return 0;
+    case QkNorm::kPerHead: return 2 * head_dim;
+    case QkNorm::kFullWidth: return (static_cast<T>(m.heads) + m.kv_heads) * head_dim;
+  }
+  return 0;
+}
+
 template <typename T>
 T attention_params_as(const ModelSpec& m) {
   const T h = m.hidden;
@@ -39,8 +51,7 @@ T attention_params_as(const ModelSpec& m) {
   const T kv = 2 * h * kv_dim;
   const T qkv_b = m.linear_bias || m.qkv_bias ? q_dim + 2 * kv_dim : 0;
   const T out_b = m.linear_bias ? h : 0;
-  const T qk_norm = m.qk_norm == QkNorm::kPerHead ? 2 * head_dim : m.qk_norm == QkNorm::kFullWidth ? q_dim + kv_dim : 0;
-  return q_and_out + kv + qkv_b + out_b + sinks + qk_norm;
+  return q_and_out + kv + qkv_b + out_b + sinks + qk_norm_params_as<T>(m);
 }
 
 template <typename T>
@@ -108,14 +119,7 @@ std::int64_t ModelSpec::routed_expert_params() const {
 
 std::int64_t ModelSpec::norm_params() const { return norm_params_as<std::int64_t>(*this); }
 
-std::int64_t ModelSpec::qk_norm_params() const {
-  switch (qk_norm) {
-    case QkNorm::kNone: return 0;
-    case QkNorm::kPerHead: return 2LL * head_dim();
-    case QkNorm::kFullWidth: return q_dim() + kv_dim();
-  }
-  return 0;
-}
+std::int64_t ModelSpec::qk_norm_params() const { return qk_norm_params_as<std::int64_t>(*this); }
 
 bool ModelSpec::is_moe_layer(int layer) const {
   if (!moe.active() || layer < moe.first_dense_layers) return false;
@@ -188,12 +192,13 @@ double linear_flops_fwd(const ModelSpec& m, double tokens, double moe_share) {
   return 2.0 * tokens * (attention + (1.0 - moe_share) * dense_mlp + moe_share * moe_mlp);
 }
 
-// The width QK^T and softmax·V run over, per token and key: q_dim, or MLA's mean of its Q·K (nope + rope) and
-// V head widths.
-double attention_width(const ModelSpec& m) {
+// QK^T and softmax·V for `tokens` queries against `keys` keys each: 2 matmuls per head, 2 FLOPs per MAC, over
+// q_dim, or under MLA the mean of its Q·K (nope + rope) and V head widths.
+double score_flops(const ModelSpec& m, double tokens, double keys) {
   const MlaSpec& a = m.mla;
-  return a.active() ? m.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) / 2.0
-                    : static_cast<double>(m.q_dim());
+  const double width = a.active() ? m.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) / 2.0
+                                  : static_cast<double>(m.q_dim());
+  return 2.0 * 2.0 * tokens * keys * width;
 }
 }  // namespace
 
@@ -213,9 +218,7 @@ double ModelSpec::mtp_flops_fwd(double tokens, int seq, int padded) const {
          (mtp_layer_flops_fwd(tokens, seq) + 2.0 * tokens * 2.0 * h * h + lm_head_flops_fwd(tokens, padded));
 }
 
-double ModelSpec::mtp_attention_flops_fwd(double tokens, int seq) const {
-  return 4.0 * tokens * seq * attention_width(*this);
-}
+double ModelSpec::mtp_attention_flops_fwd(double tokens, int seq) const { return score_flops(*this, tokens, seq); }
 
 double ModelSpec::mtp_layer_flops_fwd(double tokens, int seq) const {
   return linear_flops_fwd(*this, tokens, mtp_layer_moe() ? 1.0 : 0.0) + mtp_attention_flops_fwd(tokens, seq);
@@ -225,7 +228,7 @@ double ModelSpec::layer_attention_flops_fwd(double tokens, int seq) const {
   // QK^T and softmax·V: 2 matmuls of (s × d) by (d × s) per head, 2 FLOPs per MAC, full (unmasked)
   // square as Megatron counts it (Narayanan et al. 2021, eq. 3); a windowed layer's queries against the
   // window's keys alone. MLA: Q·K over nope + rope dims, P·V over v.
-  return 2.0 * 2.0 * tokens * attended_keys(seq) * attention_width(*this);
+  return score_flops(*this, tokens, attended_keys(seq));
 }
 
 namespace {

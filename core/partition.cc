@@ -44,10 +44,10 @@ struct KindParams {
 
 KindParams kind_params_per_tp_rank(const ModelSpec& m, int tp) {
   const double h = m.hidden;
-  // Replicated on every TP rank: the norms (per-head QK-norm's too), row-parallel biases (attention output; dense MLP
-  // down, each expert's down), the router and the shared expert's gate, MLA's latent norms and its down-projections
-  // (Megatron-core builds those as duplicated linears). The rest splits t ways. Per-head QK-norm weights are replicated
-  // too (every rank's heads use them); full-width ones split with their heads.
+  // Replicated on every TP rank: the norms (per-head QK-norm's too: every rank's heads use them), row-parallel
+  // biases (attention output; dense MLP down, each expert's down), the router and the shared expert's gate, MLA's
+  // latent norms and its down-projections (Megatron-core builds those as duplicated linears). The rest splits t
+  // ways, full-width QK-norm weights with their heads.
   double replicated = 2.0 * static_cast<double>(m.norm_params()) + (m.linear_bias ? h : 0.0) +
                       (m.qk_norm == QkNorm::kPerHead ? static_cast<double>(m.qk_norm_params()) : 0.0);
   if (m.mla.active())

@@ -562,14 +562,15 @@ MemoryReport estimate_memory(const ModelSpec& m, const TrainingSpec& t, const Pa
     // of its kind, beside what the module keeps for its backward: enorm's and hnorm's inputs and statistics,
     // and eh_proj's input (their 2h-wide concatenation; under SP this rank's share).
     const bool mtp = stage == c.pp - 1 && m.mtp_layers > 0;
-    const double mtp_moe = mtp && m.mtp_layer_moe() ? 1.0 : 0.0;
+    const bool mtp_moe = mtp && m.mtp_layer_moe();
     const double mtp_per_micro_batch =
-        mtp ? m.mtp_layers * (activation_bytes_per_layer_of(m, t, c, mtp_moe) +
+        mtp ? m.mtp_layers * (activation_bytes_per_layer_of(m, t, c, mtp_moe ? 1.0 : 0.0) +
                               (4.0 * ab * sbh + 2.0 * norm_statistics_bytes(m) * s * b) / sp_divisor)
             : 0.0;
-    const double layer_working_set = std::max(
-        {mix.dense > 0 || (mtp && mtp_moe == 0.0) ? activation_bytes_per_layer_of(m, t, no_recompute, 0.0) : 0.0,
-         mix.moe > 0 || mtp_moe > 0 ? activation_bytes_per_layer_of(m, t, no_recompute, 1.0) : 0.0});
+    const bool dense_layer = mix.dense > 0 || (mtp && !mtp_moe), moe_layer = mix.moe > 0 || mtp_moe;
+    const double layer_working_set =
+        std::max(dense_layer ? activation_bytes_per_layer_of(m, t, no_recompute, 0.0) : 0.0,
+                 moe_layer ? activation_bytes_per_layer_of(m, t, no_recompute, 1.0) : 0.0);
     const StageParams params = stage_params(m, c, stage);
     sm.param_count = params.total();
     const double n = sm.param_count;
