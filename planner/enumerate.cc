@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -323,6 +324,29 @@ std::string unfactorable(const SearchSpace& space, int gpus) {
   return fmt::format("{}: no tp·cp·pp·dp of these sizes is {}", flags.empty() ? "the size restrictions" : flags, gpus);
 }
 
+// Why nothing was legal, from the rejections: the rule that rejected the most layouts leads, with its
+// first example; the layouts it did not reject are counted, with the first of theirs. Leading with the
+// first rejection instead named the even split's divisibility ("layers 61 not divisible by pp 8") when
+// the one thing in the way of every other layout was the --framework's missing schedule.
+std::string no_layout_reason(const std::vector<Rejection>& rejected) {
+  std::map<std::string, std::vector<const Rejection*>> by_rule;
+  for (const Rejection& r : rejected) by_rule[r.rule].push_back(&r);
+  const std::vector<const Rejection*>* top = nullptr;
+  for (const Rejection& r : rejected)  // ties go to the rule rejected first
+    if (const auto& group = by_rule[r.rule]; !top || group.size() > top->size()) top = &group;
+  std::string out = top->front()->reason;
+  const std::size_t alike = top->size() - 1, others = rejected.size() - top->size();
+  if (alike == 0 && others == 0) return out;
+  std::vector<std::string> parts;
+  if (alike > 0) parts.push_back(fmt::format("and {} more like it", alike));
+  if (others > 0) {
+    const auto other = std::find_if(rejected.begin(), rejected.end(),
+                                    [&](const Rejection& r) { return r.rule != top->front()->rule; });
+    parts.push_back(fmt::format("{} for other reasons, first: {}", others, other->reason));
+  }
+  return fmt::format("{} ({})", out, fmt::join(parts, "; "));
+}
+
 }  // namespace
 
 // Megatron users turn CP on for long sequences, where activations (linear in s per layer, the
@@ -346,9 +370,8 @@ Result<Enumeration> enumerate_configs(const ModelSpec& model, const TrainingSpec
                                       const SearchSpace& space) {
   Enumeration e = Enumerator(model, training, cluster, space).run();
   if (e.legal.empty()) {
-    const std::string why = e.rejected.empty() ? unfactorable(space, training.gpus) : e.rejected.front().reason;
-    return make_error(fmt::format("no parallel layout of {} GPUs can run {}: {}{}", training.gpus, model.name, why,
-                                  e.rejected.size() > 1 ? fmt::format(" (and {} more)", e.rejected.size() - 1) : ""));
+    const std::string why = e.rejected.empty() ? unfactorable(space, training.gpus) : no_layout_reason(e.rejected);
+    return make_error(fmt::format("no parallel layout of {} GPUs can run {}: {}", training.gpus, model.name, why));
   }
   return e;
 }

@@ -218,6 +218,27 @@ TEST(Enumerate, NoUsableLayoutIsAnError) {
   EXPECT_NE(e.error().message.find("no parallel layout of 97 GPUs"), std::string::npos) << e.error().message;
 }
 
+// When every layout is refused, the error leads with the rule that refused the most of them, not the
+// first one tried: with megatron-core's stack, zero-bubble at pp 5 is refused for every split but the
+// even one, which 96 layers cannot make. It led with "layers 96 not divisible by pp 5", as if a split
+// were what stood in the way.
+TEST(Enumerate, NoUsableLayoutNamesTheReasonMostLayoutsShare) {
+  Gpt3Case s;
+  s.training.gpus = 1280;
+  s.training.framework = "megatron-core";
+  SearchSpace space;
+  space.pp = {5};
+  space.schedule = {Schedule::kZeroBubble};
+  auto e = enumerate_configs(s.model, s.training, s.cluster, space);
+  ASSERT_FALSE(e.ok());
+  const std::string& message = e.error().message;
+  EXPECT_EQ(
+      message.rfind("no parallel layout of 1280 GPUs can run gpt3-175b: megatron-core: the zero-bubble schedule", 0), 0)
+      << message;
+  EXPECT_NE(message.find("more like it;"), std::string::npos) << message;
+  EXPECT_NE(message.find("for other reasons, first: layers 96 not divisible by pp 5"), std::string::npos) << message;
+}
+
 // Size lists whose products never make the GPUs: no layout is even tried, so no rule rejected one; the
 // error names the flags and their values (it said "no reason recorded").
 TEST(Enumerate, SizeListsThatNeverMakeTheGpusAreNamed) {
