@@ -65,6 +65,26 @@ void add_norm(UnitBuilder& b, const ModelSpec& m, const std::string& prefix, std
   if (m.norm == Norm::kLayerNorm) b.replicated(prefix + ".bias", bias_id, m.hidden, ParamInit::kZeros);
 }
 
+// QK-norm's gains (ModelSpec::qk_norm): per head, one head_dim vector for Q's heads and one for K's,
+// replicated over TP, whose ranks each normalise their own heads (so the gradient is a partial sum at
+// any TP size; Qwen3Attention's q_norm/k_norm); over the full width, as wide as Q and as K, split over
+// TP with the heads (Olmo2Attention's q_norm/k_norm; the executor runs it at tp 1, check_runnable).
+void add_qk_norm(UnitBuilder& b, const ModelSpec& m, const LocalDims& d, const std::string& p, int layer) {
+  if (m.qk_norm == QkNorm::kNone) return;
+  const std::int64_t hd = d.head_dim, r = d.tp_rank;
+  if (m.qk_norm == QkNorm::kPerHead) {
+    for (const auto& [name, kind] : {std::pair{"attn.q_norm.weight", 16}, std::pair{"attn.k_norm.weight", 17}}) {
+      ParamSlot& s = b.replicated(p + name, layer_param_id(layer, kind), hd, ParamInit::kOnes);
+      s.sequence_partial = false;
+      s.tp_partial = true;
+    }
+    return;
+  }
+  const std::int64_t q = static_cast<std::int64_t>(d.heads) * hd, kv = static_cast<std::int64_t>(d.kv_heads) * hd;
+  b.add(p + "attn.q_norm.weight", layer_param_id(layer, 16), q, 1, ParamInit::kOnes, 0, 1, 0, {{0, r * q, q}});
+  b.add(p + "attn.k_norm.weight", layer_param_id(layer, 17), kv, 1, ParamInit::kOnes, 0, 1, 0, {{0, r * kv, kv}});
+}
+
 // Rows of a column-parallel MLP input matrix held by TP rank r: [r·f, (r+1)·f) of the full `full`
 // rows, and for a gated activation the same rows of the up half too (full rows [full, 2·full)).
 std::vector<RowBlock> mlp_in_blocks(const ModelSpec& m, std::int64_t f, std::int64_t full, std::int64_t r) {
@@ -95,6 +115,7 @@ Unit make_layer_unit(const ModelSpec& m, const LocalDims& d, int layer) {
         qkv_blocks);
   if (m.linear_bias || m.qkv_bias)
     b.add(p + "attn.qkv.bias", layer_param_id(layer, 3), d.qkv_cols, 1, ParamInit::kZeros, 0, 1, 0, qkv_blocks);
+  add_qk_norm(b, m, d, p, layer);
   b.add(p + "attn.proj.weight", layer_param_id(layer, 4), m.hidden, q_rows, ParamInit::kNormal, std_out, q_full,
         r * q_rows, {{0, 0, m.hidden}});
   if (m.linear_bias) b.replicated(p + "attn.proj.bias", layer_param_id(layer, 5), m.hidden, ParamInit::kZeros);
@@ -209,7 +230,7 @@ RuleStatus check_model_inputs(const ModelSpec& m, int seq_len) {
   if (m.heads < 1 || (m.explicit_head_dim == 0 && m.hidden % m.heads != 0))
     return executor_limit(rule::kModelShape, fmt::format("hidden {} is not a multiple of heads {}", m.hidden, m.heads));
   // Planned and simulated, not yet run: expert and router biases (gpt-oss), latent attention, softmax sinks,
-  // sliding windows, attention chunks, QK-norm, multi-token prediction.
+  // sliding windows, attention chunks, multi-token prediction (QK-norm over the full width: at tp 1).
   if (m.moe.active() && m.moe.expert_bias)
     return executor_limit(rule::kModelShape, "the executor does not run expert and router biases (gpt-oss) yet");
   if (m.mla.active())
@@ -219,8 +240,6 @@ RuleStatus check_model_inputs(const ModelSpec& m, int seq_len) {
     return executor_limit(rule::kModelShape, "the executor does not run sliding-window attention yet");
   if (m.chunked_at(seq_len))
     return executor_limit(rule::kModelShape, "the executor does not run chunked attention (Llama 4) yet");
-  if (m.qk_norm != QkNorm::kNone)
-    return executor_limit(rule::kModelShape, "the executor does not run QK-norm (qk_norm) yet");
   if (m.mtp_layers > 0)
     return executor_limit(rule::kModelShape, "the executor does not run multi-token prediction (mtp_layers) yet");
   if (m.position == PositionEmbedding::kRotary && m.head_dim() % 2 != 0)
@@ -241,6 +260,10 @@ RuleStatus check_runnable(const ModelSpec& m, const TrainingSpec& t, const Paral
     return executor_limit(rule::kModelShape,
                           fmt::format("expert ffn {} must be a multiple of etp {} and shared expert ffn {} of tp {}",
                                       m.moe.expert_ffn, c.expert_tp(), m.moe.shared_ffn, c.tp));
+  // Over the full width the norm's mean square spans every head, which TP splits: a TP all-reduce per
+  // token (the simulator costs it) that the executor does not run yet.
+  if (m.qk_norm == QkNorm::kFullWidth && c.tp > 1)
+    return executor_limit(rule::kModelShape, "the executor runs full-width QK-norm (OLMo 2) at tp 1 only");
   if (t.precision != Precision::kBf16)
     return executor_limit(rule::kExecutorPrecision,
                           "the executor does not run --precision fp8 yet (it is planned and simulated)");

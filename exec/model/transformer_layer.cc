@@ -1,5 +1,6 @@
 #include "exec/model/transformer_layer.h"
 
+#include <array>
 #include <stdexcept>
 
 namespace loom::exec {
@@ -16,10 +17,11 @@ P at(const Unit& unit, P base, const char* suffix) {
 
 template <class P>
 LayerSlots<P> slots(const Unit& u, P base) {
-  return {at(u, base, "ln1.weight"),    at(u, base, "ln1.bias"),         at(u, base, "attn.qkv.weight"),
-          at(u, base, "attn.qkv.bias"), at(u, base, "attn.proj.weight"), at(u, base, "attn.proj.bias"),
-          at(u, base, "ln2.weight"),    at(u, base, "ln2.bias"),         at(u, base, "mlp.fc.weight"),
-          at(u, base, "mlp.fc.bias"),   at(u, base, "mlp.proj.weight"),  at(u, base, "mlp.proj.bias")};
+  return {at(u, base, "ln1.weight"),         at(u, base, "ln1.bias"),          at(u, base, "attn.qkv.weight"),
+          at(u, base, "attn.qkv.bias"),      at(u, base, "attn.proj.weight"),  at(u, base, "attn.proj.bias"),
+          at(u, base, "ln2.weight"),         at(u, base, "ln2.bias"),          at(u, base, "mlp.fc.weight"),
+          at(u, base, "mlp.fc.bias"),        at(u, base, "mlp.proj.weight"),   at(u, base, "mlp.proj.bias"),
+          at(u, base, "attn.q_norm.weight"), at(u, base, "attn.k_norm.weight")};
 }
 }  // namespace
 
@@ -161,7 +163,62 @@ void TransformerLayer::attention_input(const LayerWeights& w, LayerCache& c, OpS
   // A bias makes its linear layer an aten.addmm, which op-level SAC re-runs (all three, with a QKV bias).
   if (!w.qkv_b.null()) backend_.add_bias(c.qkv.ref(), w.qkv_b, tokens(), qkv_cols);
   if (keep) c.op.qkv = keep_columns(c.qkv, qkv_cols, qkv_blocks());
+  if (model_.qk_norm != QkNorm::kNone) {
+    op.next("norm");
+    qk_norm_forward(w, c);
+    op.next("qkv");
+  }
   if (model_.position == PositionEmbedding::kRotary) backend_.rope(c.qkv.ref(), attention_shape(), false);
+}
+
+namespace {
+// Q's and K's blocks of the QKV columns, each with its gain: [first, first + cols) normalised in rows of
+// `width` values (a head, or the whole block over the full width).
+struct QkBlock {
+  int first, cols, width;
+};
+std::array<QkBlock, 2> qk_blocks(const ModelSpec& m, const LocalDims& d) {
+  const int q = d.heads * d.head_dim, kv = d.kv_heads * d.head_dim;
+  const bool per_head = m.qk_norm == QkNorm::kPerHead;
+  return {QkBlock{0, q, per_head ? d.head_dim : q}, QkBlock{q, kv, per_head ? d.head_dim : kv}};
+}
+}  // namespace
+
+void TransformerLayer::qk_norm_forward(const LayerWeights& w, LayerCache& c) {
+  const std::int64_t T = tokens(), ld = dims_.qkv_cols;
+  const std::array<QkBlock, 2> blocks = qk_blocks(model_, dims_);
+  Tensor* inputs[] = {&c.q_in, &c.k_in};
+  Tensor* rstds[] = {&c.q_rstd, &c.k_rstd};
+  const ConstTensorRef gains[] = {w.q_norm_w, w.k_norm_w};
+  for (int i = 0; i < 2; ++i) {
+    const QkBlock& b = blocks[i];
+    const std::int64_t rows = T * b.cols / b.width;
+    *inputs[i] = act(T, b.cols, kAct);
+    backend_.copy_rows(inputs[i]->ref(), b.cols, c.qkv.ref() + b.first, ld, T, b.cols);
+    *rstds[i] = backend_.empty(1, rows, kAct);
+    Tensor out = act(T, b.cols, kWork);
+    backend_.rmsnorm_forward(out.ref(), rstds[i]->data(), inputs[i]->ref(), gains[i], rows, b.width);
+    backend_.copy_rows(c.qkv.ref() + b.first, ld, out.ref(), b.cols, T, b.cols);
+  }
+}
+
+void TransformerLayer::qk_norm_backward(const LayerWeights& w, const LayerGrads& g, LayerCache& c, Tensor& dqkv) {
+  const std::int64_t T = tokens(), ld = dims_.qkv_cols;
+  const std::array<QkBlock, 2> blocks = qk_blocks(model_, dims_);
+  Tensor* inputs[] = {&c.q_in, &c.k_in};
+  Tensor* rstds[] = {&c.q_rstd, &c.k_rstd};
+  const ConstTensorRef gains[] = {w.q_norm_w, w.k_norm_w};
+  float* const grads[] = {g.q_norm_w, g.k_norm_w};
+  for (int i = 0; i < 2; ++i) {
+    const QkBlock& b = blocks[i];
+    Tensor dout = act(T, b.cols, kWork), din = act(T, b.cols, kWork);
+    backend_.copy_rows(dout.ref(), b.cols, dqkv.ref() + b.first, ld, T, b.cols);
+    backend_.rmsnorm_backward(din.ref(), grads[i], dout.ref(), inputs[i]->ref(), gains[i], rstds[i]->data(),
+                              T * b.cols / b.width, b.width);
+    backend_.copy_rows(dqkv.ref() + b.first, ld, din.ref(), b.cols, T, b.cols);
+    inputs[i]->reset();
+    rstds[i]->reset();
+  }
 }
 
 Tensor TransformerLayer::add_residual(const Tensor& x, Tensor branch, ConstTensorRef bias, Tensor& mask, int layer,
@@ -222,6 +279,10 @@ Tensor TransformerLayer::forward(const LayerWeights& w, Tensor x, LayerCache& c,
     c.ln1.reset();
     c.stats1.reset();
     c.qkv.reset();
+    c.q_in.reset();
+    c.k_in.reset();
+    c.q_rstd.reset();
+    c.k_rstd.reset();
   }
 
   op.next("attn_out");
@@ -415,6 +476,11 @@ Tensor TransformerLayer::backward(const LayerWeights& w, const LayerGrads& g, La
   wg.keep(std::move(c.ctx));
   op.next("qkv_bwd");
   if (model_.position == PositionEmbedding::kRotary) backend_.rope(dqkv.ref(), attention_shape(), true);
+  if (model_.qk_norm != QkNorm::kNone) {
+    op.next("norm_bwd");
+    qk_norm_backward(w, g, c, dqkv);
+    op.next("qkv_bwd");
+  }
   if (g.qkv_b != nullptr) backend_.bias_grad(g.qkv_b, dqkv.ref(), T, qkv_cols);
   Tensor da;
   {

@@ -26,6 +26,7 @@ namespace loom::exec {
 template <class P>
 struct LayerSlots {
   P ln1_w{}, ln1_b{}, qkv_w{}, qkv_b{}, proj_w{}, proj_b{}, ln2_w{}, ln2_b{}, fc_w{}, fc_b{}, fc2_w{}, fc2_b{};
+  P q_norm_w{}, k_norm_w{};  // QK-norm's gains (ModelSpec::qk_norm)
 };
 using LayerWeights = LayerSlots<ConstTensorRef>;
 using LayerGrads = LayerSlots<float*>;
@@ -50,6 +51,8 @@ struct LayerCache {
   Tensor x;                // block input = ln1 input [local tokens, h]
   Tensor ln1, stats1;      // QKV input (local rows under SP) and its mean/rstd
   Tensor qkv;              // Q, K, V after RoPE [tokens, qkv_cols]
+  Tensor q_in, k_in;       // QK-norm: Q and K before their norm [tokens, heads·head_dim or kv_heads·head_dim]
+  Tensor q_rstd, k_rstd;   // and its 1/rms per head and token (per token over the full width)
   Tensor probs;            // softmax output [batch·heads·seq·seq] (dropped by selective recomputation)
   Tensor lse;              // ring attention (cp > 1): log-sum-exp per (sequence, head, row), not probs
   Tensor ctx;              // projection input [tokens, heads·head_dim]
@@ -127,6 +130,10 @@ class TransformerLayer {
   // those kept in `kept`), its bias and RoPE, in the op slices `norm` and `qkv` (the rebuild's OpPrefix
   // names them "recompute ..."). `keep`: op-level SAC keeps its blocks, before RoPE, in c.op.qkv.
   void attention_input(const LayerWeights& w, LayerCache& c, OpSlices& op, const Tensor* kept, bool keep);
+  // QK-norm on Q's and K's columns of c.qkv in place (before RoPE), keeping their inputs and 1/rms; and its
+  // backward on dqkv's, the gains' gradients into g.
+  void qk_norm_forward(const LayerWeights& w, LayerCache& c);
+  void qk_norm_backward(const LayerWeights& w, const LayerGrads& g, LayerCache& c, Tensor& dqkv);
   // x + dropout(branch + bias), the branch's rows local (its dropout mask, site `site`, kept in `mask`).
   Tensor add_residual(const Tensor& x, Tensor branch, ConstTensorRef bias, Tensor& mask, int layer, int site,
                       std::int64_t first_sequence);

@@ -115,18 +115,23 @@ float* ParameterStore::gradients(int u) {
   return grad_bucket_[u].data();
 }
 
-void ParameterStore::reduce_sequence_partial(int u, float* grads) {
-  if (!groups_.config.sequence_parallel || groups_.config.tp == 1) return;
+void ParameterStore::reduce_tp_partial(int u, float* grads) {
+  if (groups_.config.tp == 1) return;
+  const bool sp = groups_.config.sequence_parallel;
+  const auto partial = [&](const ParamSlot& slot) { return slot.tp_partial || (sp && slot.sequence_partial); };
+  const std::vector<ParamSlot>& slots = layout_.units[u].params;
+  // Without SP only per-head QK-norm gains are partial sums; under SP every unit's reduction is traced.
+  if (!sp && std::none_of(slots.begin(), slots.end(), [](const ParamSlot& s) { return s.tp_partial; })) return;
   TraceScope scope(tracer_, trace_names::collective(Collective::kAllReduce, "tp"), "comm", kCommLane);
-  for (const ParamSlot& slot : layout_.units[u].params)
-    if (slot.sequence_partial) groups_.tp->all_reduce(grads + slot.offset, slot.numel(), ReduceOp::kSum);
+  for (const ParamSlot& slot : slots)
+    if (partial(slot)) groups_.tp->all_reduce(grads + slot.offset, slot.numel(), ReduceOp::kSum);
 }
 
 void ParameterStore::gradients_ready(int u) {
   const Unit& unit = layout_.units[u];
   if (zero_ < 2) {
     if (!last_micro_batch_) return;
-    reduce_sequence_partial(u, grads_.data() + offset_[u]);
+    reduce_tp_partial(u, grads_.data() + offset_[u]);
     (expert_sharded(unit) ? *expert_buckets_ : buckets_).launch(grads_.data() + offset_[u], unit.padded);
     return;
   }
@@ -145,7 +150,7 @@ void ParameterStore::gradients_ready(int u) {
 void ParameterStore::reduce_scatter_bucket(int u) {
   const Unit& unit = layout_.units[u];
   Tensor& bucket = grad_bucket_[u];
-  reduce_sequence_partial(u, bucket.data());
+  reduce_tp_partial(u, bucket.data());
   // Reduce-scattered in place: this rank's sum lands in its own block of the bucket.
   float* mine = bucket.data() + rank_in(unit) * shard(unit);
   {

@@ -92,7 +92,7 @@ class ParameterStore final : public ParameterSource {
   float* grad_at(int unit, std::int64_t index);
   TensorRef param_at(int unit, std::int64_t index);
   float* moment_at(Tensor& moment, int unit, std::int64_t index);
-  void reduce_sequence_partial(int unit, float* grads);
+  void reduce_tp_partial(int unit, float* grads);
   // ZeRO 2/3: the unit's bucket reduce-scattered into this rank's gradient shard, then freed.
   void reduce_scatter_bucket(int unit);
 

@@ -256,9 +256,14 @@ TEST(ConfigRules, ExecutorAddsOnlyItsOwnLimits) {
   expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kModelShape,
                 "the executor does not run multi-token prediction (mtp_layers) yet");
   c.model.mtp_layers = 0;
-  c.model.qk_norm = QkNorm::kPerHead;
+  c.model.qk_norm = QkNorm::kPerHead;  // each TP rank normalises its own heads
+  c.config = {.tp = 2, .pp = 4, .dp = 2};
+  EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());
+  c.model.qk_norm = QkNorm::kFullWidth;  // one mean square over every head: the TP ranks' all-reduce is not run
   expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kModelShape,
-                "the executor does not run QK-norm (qk_norm) yet");
+                "the executor runs full-width QK-norm (OLMo 2) at tp 1 only");
+  c.config = {.pp = 8, .dp = 2};
+  EXPECT_TRUE(exec::check_runnable(c.model, c.training, c.config).ok());
   c.model.qk_norm = QkNorm::kNone;
   c.training.seq_len = 65;
   expect_broken(exec::check_runnable(c.model, c.training, c.config), exec::rule::kSeqLen,

@@ -274,5 +274,23 @@ INSTANTIATE_TEST_SUITE_P(
                            ParallelConfig{.tp = 2, .recompute = Recompute::kOp, .sequence_parallel = true}, "micro"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// QK-norm: each layer keeps Q and K before their norm and its 1/rms per head and token (per token over
+// the full width), beside Q, K and V after it; the norm's output is a transient of the QKV op. Op-level
+// SAC keeps neither (the norm re-runs from the kept QKV columns).
+class ExecMemoryModelQkNorm : public ::testing::TestWithParam<Case> {};
+TEST_P(ExecMemoryModelQkNorm, MeasuredPeaksMatchEstimate) { check_against_memory_model(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Configs, ExecMemoryModelQkNorm,
+                         ::testing::Values(Case{"PerHead", 1, "", ParallelConfig{}, "micro_qwen3"},
+                                           Case{"PerHead_TP2", 2, "--tp 2", ParallelConfig{.tp = 2}, "micro_qwen3"},
+                                           Case{"PerHead_PP2_Selective", 2, "--pp 2 --recompute selective",
+                                                ParallelConfig{.pp = 2, .recompute = Recompute::kSelective},
+                                                "micro_qwen3"},
+                                           Case{"PerHead_Op", 1, "--attention flash --recompute op",
+                                                ParallelConfig{.recompute = Recompute::kOp}, "micro_qwen3"},
+                                           Case{"FullWidth", 1, "", ParallelConfig{}, "micro_olmo2"},
+                                           Case{"FullWidth_Full", 1, "--recompute full",
+                                                ParallelConfig{.recompute = Recompute::kFull}, "micro_olmo2"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
 }  // namespace
 }  // namespace loom::exec::testing

@@ -1,7 +1,8 @@
 // The whole single-rank model against PyTorch: logits, loss and gradients of a GPT, of a
 // LLaMA-shaped variant (RMSNorm, SwiGLU, GQA, RoPE, untied head) and of a mixture-of-experts one
 // (router, top-2 of 4 routed experts, a shared expert, a dense first layer; and Qwen2-MoE's sigmoid-gated
-// shared expert on every other layer) with identical initial values.
+// shared expert on every other layer; and QK-norm per head, as Qwen3, and over the full width, as OLMo 2)
+// with identical initial values.
 // The reference values come from tests/exec/reference/gpt_reference.py (committed JSON).
 #include <gtest/gtest.h>
 
@@ -80,7 +81,7 @@ TEST_P(ExecReferenceModel, MatchesPyTorch) {
   EXPECT_GT(checked, 40);
 }
 
-INSTANTIATE_TEST_SUITE_P(GptLlamaAndMoe, ExecReferenceModel, ::testing::Values(0, 1, 2, 3));
+INSTANTIATE_TEST_SUITE_P(GptLlamaAndMoe, ExecReferenceModel, ::testing::Values(0, 1, 2, 3, 4, 5));
 
 }  // namespace
 }  // namespace loom::exec

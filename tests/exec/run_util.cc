@@ -117,12 +117,14 @@ std::vector<Json> read_jsonl(const std::string& path) {
   return records;
 }
 
-std::vector<double> losses(const std::string& log_path) {
+std::vector<double> step_values(const std::string& log_path, const std::string& field) {
   std::vector<double> out;
   for (const Json& r : read_jsonl(log_path))
-    if (r.contains("loss")) out.push_back(r["loss"].get<double>());
+    if (r.contains(field)) out.push_back(r[field].get<double>());
   return out;
 }
+
+std::vector<double> losses(const std::string& log_path) { return step_values(log_path, "loss"); }
 
 int count_lines_starting(const std::string& text, const std::string& prefix) {
   int n = 0;

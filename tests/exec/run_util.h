@@ -53,6 +53,8 @@ int layout_steps(int default_steps);
 std::vector<Json> read_jsonl(const std::string& path);
 // The "loss" of every per-step record of a --log file.
 std::vector<double> losses(const std::string& log_path);
+// One field of every step record of a JSONL log (records without it are skipped).
+std::vector<double> step_values(const std::string& log_path, const std::string& field);
 // Lines of `text` that start with `prefix` ("loom:" counts a command's error lines).
 int count_lines_starting(const std::string& text, const std::string& prefix);
 

@@ -73,6 +73,11 @@ def build(cfg):
                 p[pre + n + ".bias"] = torch.zeros(h, dtype=torch.float64, requires_grad=True)
         p[pre + "attn.qkv.weight"] = normal(layer_id(l, 2), (H + 2 * KV) * D, h, 0.02)
         p[pre + "attn.proj.weight"] = normal(layer_id(l, 4), h, H * D, std_out)
+        if cfg.get("qk_norm") in ("per_head", "full_width"):  # gains start at one, as Qwen3's and OLMo 2's
+            per_head = cfg["qk_norm"] == "per_head"
+            p[pre + "attn.q_norm.weight"] = torch.ones(D if per_head else H * D, dtype=torch.float64, requires_grad=True)
+            p[pre + "attn.k_norm.weight"] = torch.ones(D if per_head else KV * D, dtype=torch.float64,
+                                                       requires_grad=True)
         gated = 2 if cfg["activation"] == "swiglu" else 1
         fc_rows = gated * f
         if is_moe_layer(cfg, l):
@@ -167,6 +172,11 @@ def forward(cfg, p, tokens, targets):
         q = qkv[..., :H * D].reshape(B, S, H, D)
         k = qkv[..., H * D:(H + KV) * D].reshape(B, S, KV, D)
         v = qkv[..., (H + KV) * D:].reshape(B, S, KV, D)
+        if cfg.get("qk_norm") == "per_head":  # Qwen3Attention: RMSNorm over each head's head_dim, before RoPE
+            q, k = norm(q, g("attn.q_norm.weight"), None), norm(k, g("attn.k_norm.weight"), None)
+        elif cfg.get("qk_norm") == "full_width":  # Olmo2Attention: over q_proj's and k_proj's whole outputs
+            q = norm(q.reshape(B, S, H * D), g("attn.q_norm.weight"), None).reshape(B, S, H, D)
+            k = norm(k.reshape(B, S, KV * D), g("attn.k_norm.weight"), None).reshape(B, S, KV, D)
         if llama:
             q, k = rope(q, S, D), rope(k, S, D)
         k = k.repeat_interleave(H // KV, dim=2)
@@ -223,6 +233,11 @@ MOE = dict(LLAMA, name="ref-moe", moe={"experts": 4, "experts_per_token": 2, "ex
 MOE_GATED = dict(LLAMA, name="ref-moe-gated", moe={"experts": 4, "experts_per_token": 2, "expert_ffn": 16,
                                                    "shared_ffn": 32, "shared_gate": True, "layer_freq": 2})
 
+# QK-norm, per head (Qwen3, Gemma 3) and over the full width (OLMo 2).
+QWEN3 = dict(LLAMA, name="ref-qwen3", qk_norm="per_head")
+OLMO2 = dict(LLAMA, name="ref-olmo2", qk_norm="full_width")
+
 if __name__ == "__main__":
     print(json.dumps({"generator": "tests/exec/reference/gpt_reference.py", "torch": torch.__version__,
-                      "cases": [case(GPT, 2), case(LLAMA, 2), case(MOE, 2), case(MOE_GATED, 2)]}, indent=1))
+                      "cases": [case(GPT, 2), case(LLAMA, 2), case(MOE, 2), case(MOE_GATED, 2),
+                                                                   case(QWEN3, 2), case(OLMO2, 2)]}, indent=1))
