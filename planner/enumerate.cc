@@ -329,22 +329,20 @@ std::string unfactorable(const SearchSpace& space, int gpus) {
 // first rejection instead named the even split's divisibility ("layers 61 not divisible by pp 8") when
 // the one thing in the way of every other layout was the --framework's missing schedule.
 std::string no_layout_reason(const std::vector<Rejection>& rejected) {
-  std::map<std::string, std::vector<const Rejection*>> by_rule;
-  for (const Rejection& r : rejected) by_rule[r.rule].push_back(&r);
-  const std::vector<const Rejection*>* top = nullptr;
+  std::map<std::string, std::size_t> count;
+  for (const Rejection& r : rejected) ++count[r.rule];
+  const Rejection* top = &rejected.front();
   for (const Rejection& r : rejected)  // ties go to the rule rejected first
-    if (const auto& group = by_rule[r.rule]; !top || group.size() > top->size()) top = &group;
-  std::string out = top->front()->reason;
-  const std::size_t alike = top->size() - 1, others = rejected.size() - top->size();
-  if (alike == 0 && others == 0) return out;
+    if (count[r.rule] > count[top->rule]) top = &r;
+  const std::size_t alike = count[top->rule] - 1, others = rejected.size() - count[top->rule];
   std::vector<std::string> parts;
   if (alike > 0) parts.push_back(fmt::format("and {} more like it", alike));
   if (others > 0) {
-    const auto other = std::find_if(rejected.begin(), rejected.end(),
-                                    [&](const Rejection& r) { return r.rule != top->front()->rule; });
+    const auto other =
+        std::find_if(rejected.begin(), rejected.end(), [&](const Rejection& r) { return r.rule != top->rule; });
     parts.push_back(fmt::format("{} for other reasons, first: {}", others, other->reason));
   }
-  return fmt::format("{} ({})", out, fmt::join(parts, "; "));
+  return parts.empty() ? top->reason : fmt::format("{} ({})", top->reason, fmt::join(parts, "; "));
 }
 
 }  // namespace

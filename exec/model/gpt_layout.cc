@@ -74,9 +74,7 @@ void add_qk_norm(UnitBuilder& b, const ModelSpec& m, const LocalDims& d, const s
   const std::int64_t hd = d.head_dim, r = d.tp_rank;
   if (m.qk_norm == QkNorm::kPerHead) {
     for (const auto& [name, kind] : {std::pair{"attn.q_norm.weight", 16}, std::pair{"attn.k_norm.weight", 17}}) {
-      ParamSlot& s = b.replicated(p + name, layer_param_id(layer, kind), hd, ParamInit::kOnes);
-      s.sequence_partial = false;
-      s.tp_partial = true;
+      b.replicated(p + name, layer_param_id(layer, kind), hd, ParamInit::kOnes).tp_partial = true;
     }
     return;
   }

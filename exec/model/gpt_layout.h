@@ -36,9 +36,8 @@ struct ParamSlot {
   bool weight_decay = false;             // 2-D weights decay; biases and norm gains do not
   bool tp_replicated = false;            // the same values on every TP rank
   bool sequence_partial = false;         // with sequence parallelism its gradient is a partial sum over TP
-  bool tp_partial =
-      false;               // its gradient is a partial sum over TP at any TP size (per-head QK-norm: each rank's heads)
-  bool tied_copy = false;  // the last stage's copy of the tied word embedding
+  bool tp_partial = false;               // its gradient is a partial sum over TP at any TP size (per-head QK-norm)
+  bool tied_copy = false;                // the last stage's copy of the tied word embedding
   std::int64_t numel() const { return rows * cols; }
 };
 

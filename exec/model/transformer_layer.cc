@@ -171,53 +171,42 @@ void TransformerLayer::attention_input(const LayerWeights& w, LayerCache& c, OpS
   if (model_.position == PositionEmbedding::kRotary) backend_.rope(c.qkv.ref(), attention_shape(), false);
 }
 
-namespace {
-// Q's and K's blocks of the QKV columns, each with its gain: [first, first + cols) normalised in rows of
-// `width` values (a head, or the whole block over the full width).
-struct QkBlock {
-  int first, cols, width;
-};
-std::array<QkBlock, 2> qk_blocks(const ModelSpec& m, const LocalDims& d) {
-  const int q = d.heads * d.head_dim, kv = d.kv_heads * d.head_dim;
-  const bool per_head = m.qk_norm == QkNorm::kPerHead;
-  return {QkBlock{0, q, per_head ? d.head_dim : q}, QkBlock{q, kv, per_head ? d.head_dim : kv}};
+std::array<TransformerLayer::QkPart, 2> TransformerLayer::qk_parts(LayerCache& c) const {
+  const int q = dims_.heads * dims_.head_dim, kv = dims_.kv_heads * dims_.head_dim;
+  const bool per_head = model_.qk_norm == QkNorm::kPerHead;
+  return {QkPart{0, q, per_head ? dims_.head_dim : q, &c.q_in, &c.q_rstd},
+          QkPart{q, kv, per_head ? dims_.head_dim : kv, &c.k_in, &c.k_rstd}};
 }
-}  // namespace
 
 void TransformerLayer::qk_norm_forward(const LayerWeights& w, LayerCache& c) {
   const std::int64_t T = tokens(), ld = dims_.qkv_cols;
-  const std::array<QkBlock, 2> blocks = qk_blocks(model_, dims_);
-  Tensor* inputs[] = {&c.q_in, &c.k_in};
-  Tensor* rstds[] = {&c.q_rstd, &c.k_rstd};
+  const std::array<QkPart, 2> parts = qk_parts(c);
   const ConstTensorRef gains[] = {w.q_norm_w, w.k_norm_w};
   for (int i = 0; i < 2; ++i) {
-    const QkBlock& b = blocks[i];
-    const std::int64_t rows = T * b.cols / b.width;
-    *inputs[i] = act(T, b.cols, kAct);
-    backend_.copy_rows(inputs[i]->ref(), b.cols, c.qkv.ref() + b.first, ld, T, b.cols);
-    *rstds[i] = backend_.empty(1, rows, kAct);
-    Tensor out = act(T, b.cols, kWork);
-    backend_.rmsnorm_forward(out.ref(), rstds[i]->data(), inputs[i]->ref(), gains[i], rows, b.width);
-    backend_.copy_rows(c.qkv.ref() + b.first, ld, out.ref(), b.cols, T, b.cols);
+    const QkPart& p = parts[i];
+    *p.in = act(T, p.cols, kAct);
+    backend_.copy_rows(p.in->ref(), p.cols, c.qkv.ref() + p.first, ld, T, p.cols);
+    *p.rstd = backend_.empty(1, p.rows(T), kAct);
+    Tensor out = act(T, p.cols, kWork);
+    backend_.rmsnorm_forward(out.ref(), p.rstd->data(), p.in->ref(), gains[i], p.rows(T), p.width);
+    backend_.copy_rows(c.qkv.ref() + p.first, ld, out.ref(), p.cols, T, p.cols);
   }
 }
 
 void TransformerLayer::qk_norm_backward(const LayerWeights& w, const LayerGrads& g, LayerCache& c, Tensor& dqkv) {
   const std::int64_t T = tokens(), ld = dims_.qkv_cols;
-  const std::array<QkBlock, 2> blocks = qk_blocks(model_, dims_);
-  Tensor* inputs[] = {&c.q_in, &c.k_in};
-  Tensor* rstds[] = {&c.q_rstd, &c.k_rstd};
+  const std::array<QkPart, 2> parts = qk_parts(c);
   const ConstTensorRef gains[] = {w.q_norm_w, w.k_norm_w};
   float* const grads[] = {g.q_norm_w, g.k_norm_w};
   for (int i = 0; i < 2; ++i) {
-    const QkBlock& b = blocks[i];
-    Tensor dout = act(T, b.cols, kWork), din = act(T, b.cols, kWork);
-    backend_.copy_rows(dout.ref(), b.cols, dqkv.ref() + b.first, ld, T, b.cols);
-    backend_.rmsnorm_backward(din.ref(), grads[i], dout.ref(), inputs[i]->ref(), gains[i], rstds[i]->data(),
-                              T * b.cols / b.width, b.width);
-    backend_.copy_rows(dqkv.ref() + b.first, ld, din.ref(), b.cols, T, b.cols);
-    inputs[i]->reset();
-    rstds[i]->reset();
+    const QkPart& p = parts[i];
+    Tensor dout = act(T, p.cols, kWork), din = act(T, p.cols, kWork);
+    backend_.copy_rows(dout.ref(), p.cols, dqkv.ref() + p.first, ld, T, p.cols);
+    backend_.rmsnorm_backward(din.ref(), grads[i], dout.ref(), p.in->ref(), gains[i], p.rstd->data(), p.rows(T),
+                              p.width);
+    backend_.copy_rows(dqkv.ref() + p.first, ld, din.ref(), p.cols, T, p.cols);
+    p.in->reset();
+    p.rstd->reset();
   }
 }
 

@@ -7,6 +7,8 @@
 // log-sum-exp and the TP reduce-scatters' outputs are kept; the backward re-runs the rest.
 #pragma once
 
+#include <array>
+
 #include "core/model_spec.h"
 #include "core/names.h"
 #include "core/op_recompute.h"
@@ -133,6 +135,14 @@ class TransformerLayer {
   // QK-norm on Q's and K's columns of c.qkv in place (before RoPE), keeping their inputs and 1/rms; and its
   // backward on dqkv's, the gains' gradients into g.
   void qk_norm_forward(const LayerWeights& w, LayerCache& c);
+  // Q's and K's columns [first, first + cols) of the QKV output, normalised in rows of `width` values (a
+  // head, or the whole block over the full width), with the cache's input and 1/rms tensors for each.
+  struct QkPart {
+    int first, cols, width;
+    Tensor *in, *rstd;
+    std::int64_t rows(std::int64_t tokens) const { return tokens * cols / width; }
+  };
+  std::array<QkPart, 2> qk_parts(LayerCache& c) const;
   void qk_norm_backward(const LayerWeights& w, const LayerGrads& g, LayerCache& c, Tensor& dqkv);
   // x + dropout(branch + bias), the branch's rows local (its dropout mask, site `site`, kept in `mask`).
   Tensor add_residual(const Tensor& x, Tensor branch, ConstTensorRef bias, Tensor& mask, int layer, int site,

@@ -121,7 +121,7 @@ void ParameterStore::reduce_tp_partial(int u, float* grads) {
   const auto partial = [&](const ParamSlot& slot) { return slot.tp_partial || (sp && slot.sequence_partial); };
   const std::vector<ParamSlot>& slots = layout_.units[u].params;
   // Without SP only per-head QK-norm gains are partial sums; under SP every unit's reduction is traced.
-  if (!sp && std::none_of(slots.begin(), slots.end(), [](const ParamSlot& s) { return s.tp_partial; })) return;
+  if (!sp && std::none_of(slots.begin(), slots.end(), partial)) return;
   TraceScope scope(tracer_, trace_names::collective(Collective::kAllReduce, "tp"), "comm", kCommLane);
   for (const ParamSlot& slot : slots)
     if (partial(slot)) groups_.tp->all_reduce(grads + slot.offset, slot.numel(), ReduceOp::kSum);
